@@ -1,0 +1,16 @@
+//! # pcielab-wire — the PCIe transaction and data-link layers on the wire
+//!
+//! Zero-copy views and owned representations of every TLP and DLLP of the PCIe Base
+//! Specification (non-Flit mode), data-link framing (sequence number + LCRC), ECRC and
+//! DLLP CRCs, and the rules that split DMA into TLPs and reassemble completions.
+//!
+//! `wire` knows nothing of time and depends on no other pcielab crate.
+#![warn(missing_docs)]
+
+pub mod error;
+pub mod types;
+
+pub use error::{Error, Result};
+pub use types::{
+    AddressType, Attr, Bdf, ByteEnables, CplStatus, Generation, SeqNum, Tag, TrafficClass,
+};
