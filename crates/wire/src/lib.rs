@@ -7,6 +7,7 @@
 //! `wire` knows nothing of time and depends on no other pcielab crate.
 #![warn(missing_docs)]
 
+pub mod crc;
 pub mod error;
 pub mod types;
 
