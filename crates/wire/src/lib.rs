@@ -15,3 +15,4 @@ pub use error::{Error, Result};
 pub use types::{
     AddressType, Attr, Bdf, ByteEnables, CplStatus, Generation, SeqNum, Tag, TrafficClass,
 };
+pub mod tlp;
