@@ -15,4 +15,6 @@ pub use error::{Error, Result};
 pub use types::{
     AddressType, Attr, Bdf, ByteEnables, CplStatus, Generation, SeqNum, Tag, TrafficClass,
 };
+#[cfg(feature = "json")]
+pub mod json;
 pub mod tlp;
