@@ -55,7 +55,12 @@ pub struct TlpPacket<T: AsRef<[u8]>> {
 }
 
 /// Counts the prefixes at the front of `b` without reading past its end.
+#[inline]
 fn count_prefixes(b: &[u8]) -> usize {
+    match b.first() {
+        Some(&x) if x >> 5 == 0b100 => {}
+        _ => return 0,
+    }
     let mut n = 0;
     while n * 4 < b.len() && b[n * 4] >> 5 == 0b100 {
         n += 1;

@@ -401,6 +401,9 @@ impl<'a> TlpRepr<'a> {
     }
 
     /// Parses with options.
+    ///
+    /// This is the hot path of every receiver: it reads the header as big-endian words
+    /// and decodes fields with shifts, without allocating.
     pub fn parse_with<T: AsRef<[u8]> + ?Sized>(
         packet: &TlpPacket<&'a T>,
         opts: ParseOptions,
@@ -412,17 +415,34 @@ impl<'a> TlpRepr<'a> {
             p.check_ecrc()?;
         }
         let h0 = p.header_offset();
-        let kind = p.kind().ok_or(Error::Field {
+        let mut prefixes = Prefixes::EMPTY;
+        for i in 0..h0 / 4 {
+            let w = [bytes[i * 4], bytes[i * 4 + 1], bytes[i * 4 + 2], bytes[i * 4 + 3]];
+            if let Some(x) = Prefix::from_bytes(w) {
+                prefixes.push(x)?;
+            }
+        }
+        let hdr = &bytes[h0..];
+        let word = |i: usize| u32::from_be_bytes([hdr[i], hdr[i + 1], hdr[i + 2], hdr[i + 3]]);
+        let dw0 = word(0);
+        let dw1 = word(4);
+        let dw2 = word(8);
+        let fmt = (dw0 >> 29) as u8;
+        let ty = ((dw0 >> 24) & 0x1f) as u8;
+        let kind = TlpKind::decode(fmt, ty).ok_or(Error::Field {
             field: "Fmt/Type",
-            value: bytes[h0] as u64,
+            value: hdr[0] as u64,
             offset: h0,
             reason: "reserved or deprecated Fmt/Type encoding",
         })?;
-        let mut prefixes = Prefixes::EMPTY;
-        for x in p.prefixes() {
-            prefixes.push(x)?;
-        }
-        let four = p.header_len() == 16;
+        let four = fmt & 1 != 0;
+        let length_raw = (dw0 & 0x3ff) as u16;
+        let length_dw = if length_raw == 0 { 1024 } else { length_raw };
+        let tag_hi = (((dw0 >> 23) & 1) << 9 | ((dw0 >> 19) & 1) << 8) as u16;
+        let req_tag = Tag::from_bits_truncate(tag_hi | ((dw1 >> 8) & 0xff) as u16);
+        let req_id = Bdf::from_raw((dw1 >> 16) as u16);
+        let first_be = ByteEnables::from_bits_truncate(dw1 as u8);
+        let last_be = ByteEnables::from_bits_truncate((dw1 >> 4) as u8);
         let header = match kind {
             TlpKind::MRd
             | TlpKind::MRdLk
@@ -438,81 +458,93 @@ impl<'a> TlpRepr<'a> {
                     TlpKind::Swap => MemOp::Swap,
                     _ => MemOp::Cas,
                 };
+                let (address, ph) = if four {
+                    let lo = word(12);
+                    (((dw2 as u64) << 32) | (lo & !3) as u64, (lo & 3) as u8)
+                } else {
+                    ((dw2 & !3) as u64, (dw2 & 3) as u8)
+                };
                 TlpHeader::Mem(MemHeader {
                     op,
-                    requester_id: p.requester_id(),
-                    tag: p.tag(),
-                    first_be: p.first_be(),
-                    last_be: p.last_be(),
-                    address: p.address(),
+                    requester_id: req_id,
+                    tag: req_tag,
+                    first_be,
+                    last_be,
+                    address,
                     four_dw: four,
-                    ph: p.ph(),
-                    read_len_dw: if kind.has_data() { 0 } else { p.length_dw() },
+                    ph,
+                    read_len_dw: if kind.has_data() { 0 } else { length_dw },
                 })
             }
             TlpKind::IORd | TlpKind::IOWr => {
-                reserved_len(&p, 1, h0)?;
+                reserved_len(length_raw, h0)?;
                 TlpHeader::Io(IoHeader {
                     write: kind == TlpKind::IOWr,
-                    requester_id: p.requester_id(),
-                    tag: p.tag(),
-                    first_be: p.first_be(),
-                    address: p.address() as u32,
+                    requester_id: req_id,
+                    tag: req_tag,
+                    first_be,
+                    address: dw2 & !3,
                 })
             }
             TlpKind::CfgRd0 | TlpKind::CfgWr0 | TlpKind::CfgRd1 | TlpKind::CfgWr1 => {
-                reserved_len(&p, 1, h0)?;
+                reserved_len(length_raw, h0)?;
                 TlpHeader::Cfg(CfgHeader {
                     write: kind.has_data(),
                     type1: matches!(kind, TlpKind::CfgRd1 | TlpKind::CfgWr1),
-                    requester_id: p.requester_id(),
-                    tag: p.tag(),
-                    first_be: p.first_be(),
-                    target: p.cfg_target(),
-                    register: p.cfg_register(),
+                    requester_id: req_id,
+                    tag: req_tag,
+                    first_be,
+                    target: Bdf::from_raw((dw2 >> 16) as u16),
+                    register: ((dw2 >> 2) & 0x3ff) as u16,
                 })
             }
-            TlpKind::Msg | TlpKind::MsgD => TlpHeader::Msg(MsgHeader {
-                requester_id: p.requester_id(),
-                tag: p.tag(),
-                code: p.msg_code(),
-                routing: p.msg_routing().ok_or(Error::Field {
-                    field: "Message routing subfield",
-                    value: (p.type_raw() & 7) as u64,
-                    offset: h0,
-                    reason: "reserved routing",
-                })?,
-                fields: p.msg_fields(),
-            }),
+            TlpKind::Msg | TlpKind::MsgD => {
+                let mut f = [0u8; 8];
+                f.copy_from_slice(&hdr[8..16]);
+                TlpHeader::Msg(MsgHeader {
+                    requester_id: req_id,
+                    tag: req_tag,
+                    code: MsgCode::from_raw(dw1 as u8),
+                    routing: MsgRouting::from_raw(ty & 7).ok_or(Error::Field {
+                        field: "Message routing subfield",
+                        value: (ty & 7) as u64,
+                        offset: h0,
+                        reason: "reserved routing",
+                    })?,
+                    fields: MsgFields(f),
+                })
+            }
             TlpKind::Cpl | TlpKind::CplD | TlpKind::CplLk | TlpKind::CplDLk => {
+                let bc = (dw1 & 0xfff) as u16;
                 TlpHeader::Cpl(CplHeader {
                     locked: matches!(kind, TlpKind::CplLk | TlpKind::CplDLk),
-                    completer_id: p.completer_id(),
-                    status: p.status(),
-                    bcm: p.bcm(),
-                    byte_count: p.byte_count(),
-                    requester_id: p.requester_id(),
-                    tag: p.tag(),
-                    lower_address: p.lower_address(),
+                    completer_id: req_id,
+                    status: CplStatus::from_raw((dw1 >> 13) as u8 & 7),
+                    bcm: dw1 & (1 << 12) != 0,
+                    byte_count: if bc == 0 { 4096 } else { bc },
+                    requester_id: Bdf::from_raw((dw2 >> 16) as u16),
+                    tag: Tag::from_bits_truncate(tag_hi | ((dw2 >> 8) & 0xff) as u16),
+                    lower_address: (dw2 & 0x7f) as u8,
                 })
             }
         };
-        let payload: &'a [u8] = {
-            let hl = p.header_len();
-            let start = h0 + hl;
-            let n = p.payload().len();
-            &bytes[start..start + n]
-        };
+        let hl = if four { 16 } else { 12 };
+        let n = if kind.has_data() { length_dw as usize * 4 } else { 0 };
+        let payload: &'a [u8] = &bytes[h0 + hl..h0 + hl + n];
         Ok(TlpRepr {
             prefixes,
             header,
-            tc: p.tc(),
-            attr: p.attr(),
-            ln: p.ln(),
-            th: p.th(),
-            td: p.td(),
-            ep: p.ep(),
-            at: p.at(),
+            tc: TrafficClass::new(((dw0 >> 20) & 7) as u8).unwrap_or_default(),
+            attr: Attr {
+                ro: dw0 & (1 << 13) != 0,
+                ns: dw0 & (1 << 12) != 0,
+                ido: dw0 & (1 << 18) != 0,
+            },
+            ln: dw0 & (1 << 17) != 0,
+            th: dw0 & (1 << 16) != 0,
+            td: dw0 & (1 << 15) != 0,
+            ep: dw0 & (1 << 14) != 0,
+            at: AddressType::from_raw(((dw0 >> 10) & 3) as u8),
             payload,
         })
     }
@@ -597,42 +629,73 @@ impl<'a> TlpRepr<'a> {
             });
         }
         let buf = &mut buf[..n];
-        buf.fill(0);
-        for (i, pf) in self.prefixes.as_slice().iter().enumerate() {
-            buf[i * 4..i * 4 + 4].copy_from_slice(&pf.to_bytes());
+        let mut off = 0;
+        for pf in self.prefixes.as_slice() {
+            buf[off..off + 4].copy_from_slice(&pf.to_bytes());
+            off += 4;
         }
-        let mut p = TlpPacket::new_unchecked(&mut *buf);
-        p.set_fmt_type(self.fmt().raw(), self.type_raw());
-        p.set_dw0_flags(
-            self.tc, self.attr, self.ln, self.th, self.td, self.ep, self.at,
-        );
-        p.set_length_dw(self.length_dw());
-        p.set_tag(self.tag());
-        p.set_requester_id(self.requester_id());
+        let kind = self.kind();
+        let tag = self.tag().value() as u32;
+        let dw0 = (self.fmt().raw() as u32) << 29
+            | (self.type_raw() as u32) << 24
+            | ((tag >> 9) & 1) << 23
+            | (self.tc.value() as u32) << 20
+            | ((tag >> 8) & 1) << 19
+            | (self.attr.ido as u32) << 18
+            | (self.ln as u32) << 17
+            | (self.th as u32) << 16
+            | (self.td as u32) << 15
+            | (self.ep as u32) << 14
+            | (self.attr.ro as u32) << 13
+            | (self.attr.ns as u32) << 12
+            | (self.at.raw() as u32) << 10
+            | (self.length_dw() as u32 & 0x3ff);
+        let req = |rid: Bdf, first: ByteEnables, last: ByteEnables| {
+            (rid.raw() as u32) << 16 | (tag & 0xff) << 8 | (last.bits() as u32) << 4 | first.bits() as u32
+        };
+        let mut words = [dw0, 0, 0, 0];
         match self.header {
             TlpHeader::Mem(m) => {
-                p.set_byte_enables(m.first_be, m.last_be);
-                p.set_address(m.address, m.ph);
+                words[1] = req(m.requester_id, m.first_be, m.last_be);
+                if m.four_dw {
+                    words[2] = (m.address >> 32) as u32;
+                    words[3] = (m.address as u32 & !3) | (m.ph & 3) as u32;
+                } else {
+                    words[2] = (m.address as u32 & !3) | (m.ph & 3) as u32;
+                }
             }
             TlpHeader::Io(h) => {
-                p.set_byte_enables(h.first_be, ByteEnables::NONE);
-                p.set_address(h.address as u64, 0);
+                words[1] = req(h.requester_id, h.first_be, ByteEnables::NONE);
+                words[2] = h.address & !3;
             }
             TlpHeader::Cfg(h) => {
-                p.set_byte_enables(h.first_be, ByteEnables::NONE);
-                p.set_cfg_target(h.target, h.register);
+                words[1] = req(h.requester_id, h.first_be, ByteEnables::NONE);
+                words[2] = (h.target.raw() as u32) << 16 | ((h.register as u32) & 0x3ff) << 2;
             }
             TlpHeader::Msg(h) => {
-                p.set_msg_code(h.code);
-                p.set_msg_fields(h.fields);
+                words[1] = (h.requester_id.raw() as u32) << 16 | (tag & 0xff) << 8 | h.code.raw() as u32;
+                let f = h.fields.0;
+                words[2] = u32::from_be_bytes([f[0], f[1], f[2], f[3]]);
+                words[3] = u32::from_be_bytes([f[4], f[5], f[6], f[7]]);
             }
             TlpHeader::Cpl(c) => {
-                p.set_completer_id(c.completer_id);
-                p.set_completion_fields(c.status, c.bcm, c.byte_count, c.lower_address);
+                words[1] = (c.completer_id.raw() as u32) << 16
+                    | (c.status.raw() as u32) << 13
+                    | (c.bcm as u32) << 12
+                    | (c.byte_count as u32 & 0xfff);
+                words[2] = (c.requester_id.raw() as u32) << 16 | (tag & 0xff) << 8 | (c.lower_address & 0x7f) as u32;
             }
         }
-        p.payload_mut().copy_from_slice(self.payload);
-        p.fill_ecrc();
+        let hl = if self.is_4dw() { 16 } else { 12 };
+        for (i, w) in words.iter().take(hl / 4).enumerate() {
+            buf[off + i * 4..off + i * 4 + 4].copy_from_slice(&w.to_be_bytes());
+        }
+        off += hl;
+        buf[off..off + self.payload.len()].copy_from_slice(self.payload);
+        let _ = kind;
+        if self.td {
+            TlpPacket::new_unchecked(&mut *buf).fill_ecrc();
+        }
         Ok(n)
     }
 
@@ -679,11 +742,11 @@ fn check_payload(data: &[u8]) -> Result<()> {
     Ok(())
 }
 
-fn reserved_len<T: AsRef<[u8]>>(p: &TlpPacket<T>, want: u16, h0: usize) -> Result<()> {
-    if p.length_raw() != want {
+fn reserved_len(length_raw: u16, h0: usize) -> Result<()> {
+    if length_raw != 1 {
         return Err(Error::Field {
             field: "Length",
-            value: p.length_raw() as u64,
+            value: length_raw as u64,
             offset: h0 + 2,
             reason: "I/O and configuration requests must have Length 1",
         });
