@@ -1,0 +1,3 @@
+//! The integration-test binary of pcielab-wire.
+
+mod dllp_oracle;
