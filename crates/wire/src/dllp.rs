@@ -107,7 +107,37 @@ const fn crc16_table() -> [u16; 256] {
     table
 }
 
-static CRC16_TABLE: [u16; 256] = crc16_table();
+/// Slicing-by-4 tables: `T[0]` is the byte-at-a-time table, `T[k][i]` advances `T[k-1][i]`
+/// by one more zero byte.
+const fn crc16_tables() -> [[u16; 256]; 4] {
+    let t0 = crc16_table();
+    let mut t = [t0; 4];
+    let mut k = 1;
+    while k < 4 {
+        let mut i = 0;
+        while i < 256 {
+            let prev = t[k - 1][i];
+            t[k][i] = (prev >> 8) ^ t0[(prev & 0xff) as usize];
+            i += 1;
+        }
+        k += 1;
+    }
+    t
+}
+
+static CRC16_TABLES: [[u16; 256]; 4] = crc16_tables();
+static CRC16_TABLE: [u16; 256] = CRC16_TABLES[0];
+
+/// [`crc`] of exactly the 4 body bytes of a DLLP, four independent table look-ups.
+#[inline]
+pub fn crc_body(body: [u8; 4]) -> u16 {
+    let t = &CRC16_TABLES;
+    let x = 0xffff ^ u16::from_le_bytes([body[0], body[1]]);
+    !(t[3][(x & 0xff) as usize]
+        ^ t[2][(x >> 8) as usize]
+        ^ t[1][body[2] as usize]
+        ^ t[0][body[3] as usize])
+}
 
 /// The 16-bit DLLP CRC of `body` (bytes 0–3 of a DLLP), returned as the value whose
 /// little-endian bytes are DLLP bytes 4 and 5.
@@ -492,7 +522,8 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// The CRC computed over bytes 0–3.
     #[inline]
     pub fn compute_crc(&self) -> u16 {
-        crc(&self.buffer.as_ref()[..DLLP_BODY_LEN])
+        let d = self.buffer.as_ref();
+        crc_body([d[0], d[1], d[2], d[3]])
     }
 
     /// True when the stored CRC matches.
