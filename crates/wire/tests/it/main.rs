@@ -1,3 +1,4 @@
 //! The integration-test binary of pcielab-wire.
 
 mod dllp_oracle;
+mod no_alloc;
