@@ -8,10 +8,12 @@ fail the CRC check.
 
     python3 dllp_vectors.py --write   # regenerate dllp_vectors.txt (seeded, deterministic)
     python3 dllp_vectors.py --check   # regenerate in memory, fail if the file differs
+    pytest dllp_vectors.py            # the same check as a pytest test
 
 Line format (one vector per line, '#' starts a comment):
 
-    <12 hex digits> <crc_ok 0|1> <DllpType name> seq vc hdr_scale hdr_fc data_scale data_fc feature_support feature_ack
+    <12 hex digits> <crc_ok 0|1> <DllpType name> seq vc hdr_scale hdr_fc data_scale data_fc
+        feature_support feature_ack
 """
 
 import argparse
@@ -96,6 +98,11 @@ def generate():
         assert not crc_ok, bad.hex()
         out.append(line(bytes(bad), False, d))
     return "\n".join(out) + "\n"
+
+
+def test_vectors_match_cocotbext():
+    """pytest entry point: the committed vectors are exactly what cocotbext-pcie packs."""
+    assert VECTORS.read_text() == generate()
 
 
 def main():
