@@ -29,13 +29,22 @@ SEED = 20261122
 COUNT = 2000
 
 FC_TYPES = [
-    DllpType.INIT_FC1_P, DllpType.INIT_FC1_NP, DllpType.INIT_FC1_CPL,
-    DllpType.INIT_FC2_P, DllpType.INIT_FC2_NP, DllpType.INIT_FC2_CPL,
-    DllpType.UPDATE_FC_P, DllpType.UPDATE_FC_NP, DllpType.UPDATE_FC_CPL,
+    DllpType.INIT_FC1_P,
+    DllpType.INIT_FC1_NP,
+    DllpType.INIT_FC1_CPL,
+    DllpType.INIT_FC2_P,
+    DllpType.INIT_FC2_NP,
+    DllpType.INIT_FC2_CPL,
+    DllpType.UPDATE_FC_P,
+    DllpType.UPDATE_FC_NP,
+    DllpType.UPDATE_FC_CPL,
 ]
 SIMPLE_TYPES = [
-    DllpType.PM_ENTER_L1, DllpType.PM_ENTER_L23, DllpType.PM_ACT_ST_REQ_L1,
-    DllpType.PM_REQ_ACK, DllpType.NOP,
+    DllpType.PM_ENTER_L1,
+    DllpType.PM_ENTER_L23,
+    DllpType.PM_ACT_ST_REQ_L1,
+    DllpType.PM_REQ_ACK,
+    DllpType.NOP,
 ]
 
 
@@ -63,11 +72,21 @@ def random_dllp(rng):
 
 
 def line(pkt, crc_ok, d):
-    return " ".join([
-        pkt.hex(), str(int(crc_ok)), d.type.name, str(d.seq), str(d.vc),
-        str(int(d.hdr_scale)), str(d.hdr_fc), str(int(d.data_scale)), str(d.data_fc),
-        str(d.feature_support), str(int(bool(d.feature_ack))),
-    ])
+    return " ".join(
+        [
+            pkt.hex(),
+            str(int(crc_ok)),
+            d.type.name,
+            str(d.seq),
+            str(d.vc),
+            str(int(d.hdr_scale)),
+            str(d.hdr_fc),
+            str(int(d.data_scale)),
+            str(d.data_fc),
+            str(d.feature_support),
+            str(int(bool(d.feature_ack))),
+        ]
+    )
 
 
 def generate():
