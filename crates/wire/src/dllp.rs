@@ -1319,3 +1319,189 @@ mod tests {
         }
     }
 }
+
+/// JSON form of DLLPs (feature `json`), for the CLI's `pcielab dllp decode|encode`.
+///
+/// Keys: `kind` (`Ack`, `Nak`, `InitFC1`, `InitFC2`, `UpdateFC`, `PM_Enter_L1`,
+/// `PM_Enter_L23`, `PM_Active_State_Request_L1`, `PM_Request_Ack`, `Vendor`, `NOP`,
+/// `Data_Link_Feature`, `MR-IOV`), then per kind: `seq`; `fc_class` (`P`, `NP`, `Cpl`),
+/// `vc`, `hdr_scale`, `hdr_fc`, `data_scale`, `data_fc`; `vendor_data`; `feature_ack`,
+/// `feature_support`; `type`, `content` (MR-IOV). Numbers may also be `"0x…"` strings.
+///
+/// ```
+/// use pcielab_wire::dllp::{json, DllpRepr};
+/// use pcielab_wire::SeqNum;
+/// let ack = DllpRepr::Ack { seq: SeqNum::new(9).unwrap() };
+/// let v = json::to_json(&ack);
+/// assert_eq!(v.to_string(), r#"{"kind":"Ack","seq":9}"#);
+/// assert_eq!(json::from_json(&v).unwrap(), ack);
+/// ```
+#[cfg(feature = "json")]
+pub mod json {
+    use super::{DllpRepr, FcClass, FcDllp, FcKind, FcScale};
+    use crate::types::SeqNum;
+    use serde_json::{json, Map, Value};
+
+    /// The JSON object of a DLLP.
+    pub fn to_json(d: &DllpRepr) -> Value {
+        match *d {
+            DllpRepr::Ack { seq } => json!({"kind": "Ack", "seq": seq.value()}),
+            DllpRepr::Nak { seq } => json!({"kind": "Nak", "seq": seq.value()}),
+            DllpRepr::Fc(fc) => json!({
+                "kind": fc.kind.name(),
+                "fc_class": fc.class.name(),
+                "vc": fc.vc,
+                "hdr_scale": fc.hdr_scale.raw(),
+                "hdr_fc": fc.hdr_fc,
+                "data_scale": fc.data_scale.raw(),
+                "data_fc": fc.data_fc,
+            }),
+            DllpRepr::PmEnterL1 => json!({"kind": "PM_Enter_L1"}),
+            DllpRepr::PmEnterL23 => json!({"kind": "PM_Enter_L23"}),
+            DllpRepr::PmActiveStateRequestL1 => json!({"kind": "PM_Active_State_Request_L1"}),
+            DllpRepr::PmRequestAck => json!({"kind": "PM_Request_Ack"}),
+            DllpRepr::VendorSpecific { data } => json!({"kind": "Vendor", "vendor_data": data}),
+            DllpRepr::Nop => json!({"kind": "NOP"}),
+            DllpRepr::DataLinkFeature { ack, support } => json!({
+                "kind": "Data_Link_Feature",
+                "feature_ack": ack,
+                "feature_support": support,
+            }),
+            DllpRepr::MrIov { type_byte, content } => {
+                json!({"kind": "MR-IOV", "type": type_byte, "content": content})
+            }
+        }
+    }
+
+    fn uint(m: &Map<String, Value>, k: &str, max: u64) -> Result<u64, String> {
+        let v = m.get(k).ok_or_else(|| format!("field \"{k}\": missing"))?;
+        let n = match v {
+            Value::Number(n) => n.as_u64(),
+            Value::String(s) => s
+                .strip_prefix("0x")
+                .and_then(|h| u64::from_str_radix(&h.replace('_', ""), 16).ok())
+                .or_else(|| s.parse().ok()),
+            _ => None,
+        }
+        .ok_or_else(|| format!("field \"{k}\": {v} is not a non-negative integer"))?;
+        if n > max {
+            return Err(format!("field \"{k}\": {n} is out of range (max {max})"));
+        }
+        Ok(n)
+    }
+
+    /// A DLLP from its JSON object; errors name the key and what is wrong.
+    pub fn from_json(v: &Value) -> Result<DllpRepr, String> {
+        let m = v
+            .as_object()
+            .ok_or_else(|| "a DLLP must be a JSON object".to_string())?;
+        let kind = m
+            .get("kind")
+            .and_then(Value::as_str)
+            .ok_or_else(|| "field \"kind\": missing or not a string".to_string())?;
+        let seq = |m: &Map<String, Value>| -> Result<SeqNum, String> {
+            Ok(SeqNum::from_bits_truncate(uint(m, "seq", 0xfff)? as u16))
+        };
+        let fc_kind = match kind {
+            "InitFC1" => Some(FcKind::InitFc1),
+            "InitFC2" => Some(FcKind::InitFc2),
+            "UpdateFC" => Some(FcKind::UpdateFc),
+            _ => None,
+        };
+        if let Some(kind) = fc_kind {
+            let class = match m.get("fc_class").and_then(Value::as_str) {
+                Some("P") => FcClass::P,
+                Some("NP") => FcClass::Np,
+                Some("Cpl") => FcClass::Cpl,
+                _ => return Err("field \"fc_class\": must be \"P\", \"NP\" or \"Cpl\"".into()),
+            };
+            return Ok(DllpRepr::Fc(FcDllp {
+                kind,
+                class,
+                vc: uint(m, "vc", 7)? as u8,
+                hdr_scale: FcScale::from_raw(uint(m, "hdr_scale", 3)? as u8),
+                hdr_fc: uint(m, "hdr_fc", 0xff)? as u8,
+                data_scale: FcScale::from_raw(uint(m, "data_scale", 3)? as u8),
+                data_fc: uint(m, "data_fc", 0xfff)? as u16,
+            }));
+        }
+        Ok(match kind {
+            "Ack" => DllpRepr::Ack { seq: seq(m)? },
+            "Nak" => DllpRepr::Nak { seq: seq(m)? },
+            "PM_Enter_L1" => DllpRepr::PmEnterL1,
+            "PM_Enter_L23" => DllpRepr::PmEnterL23,
+            "PM_Active_State_Request_L1" => DllpRepr::PmActiveStateRequestL1,
+            "PM_Request_Ack" => DllpRepr::PmRequestAck,
+            "Vendor" => DllpRepr::VendorSpecific {
+                data: uint(m, "vendor_data", 0xff_ffff)? as u32,
+            },
+            "NOP" => DllpRepr::Nop,
+            "Data_Link_Feature" => DllpRepr::DataLinkFeature {
+                ack: m
+                    .get("feature_ack")
+                    .and_then(Value::as_bool)
+                    .ok_or_else(|| "field \"feature_ack\": missing or not a boolean".to_string())?,
+                support: uint(m, "feature_support", 0x7f_ffff)? as u32,
+            },
+            "MR-IOV" => {
+                let type_byte = uint(m, "type", 0xff)? as u8;
+                let repr = DllpRepr::MrIov {
+                    type_byte,
+                    content: uint(m, "content", 0xff_ffff)? as u32,
+                };
+                repr.to_bytes().map_err(|_| {
+                    format!("field \"type\": {type_byte:#04x} is not an MR-IOV DLLP type")
+                })?;
+                repr
+            }
+            other => return Err(format!("field \"kind\": unknown DLLP kind \"{other}\"")),
+        })
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn json_round_trip(d in crate::dllp::tests::arb_dllp()) {
+                prop_assert_eq!(from_json(&to_json(&d)).unwrap(), d);
+            }
+        }
+
+        #[test]
+        fn json_errors_name_the_key() {
+            let e = from_json(&json!({"kind": "UpdateFC", "fc_class": "P", "vc": 8})).unwrap_err();
+            assert!(e.contains("\"vc\""), "{e}");
+            let e = from_json(&json!({"kind": "Ack"})).unwrap_err();
+            assert!(e.contains("\"seq\": missing"), "{e}");
+            let e = from_json(&json!({"kind": "Bogus"})).unwrap_err();
+            assert!(e.contains("Bogus"), "{e}");
+            let e = from_json(&json!({"kind": "MR-IOV", "type": 0x31, "content": 0})).unwrap_err();
+            assert!(e.contains("\"type\""), "{e}");
+            assert_eq!(
+                from_json(&json!({"kind": "Nak", "seq": "0xfff"})).unwrap(),
+                DllpRepr::Nak {
+                    seq: SeqNum::new(0xfff).unwrap()
+                }
+            );
+            assert_eq!(
+                from_json(
+                    &json!({"kind": "UpdateFC", "fc_class": "Cpl", "vc": 1, "hdr_scale": 2,
+                    "hdr_fc": 3, "data_scale": 0, "data_fc": 4095})
+                )
+                .unwrap(),
+                DllpRepr::Fc(FcDllp {
+                    kind: FcKind::UpdateFc,
+                    class: FcClass::Cpl,
+                    vc: 1,
+                    hdr_scale: FcScale::X4,
+                    hdr_fc: 3,
+                    data_scale: FcScale::NotActive,
+                    data_fc: 4095
+                })
+            );
+        }
+    }
+}
