@@ -16,6 +16,11 @@
 //!
 //! The TLP bytes are opaque: this module never looks inside them.
 //!
+//! With 128b/130b encoding (Gen3–5) the 4 reserved bits are not transmitted: the STP
+//! token ([`crate::phy::StpToken`]) carries the sequence number and receivers take the
+//! reserved bits as `0000b` when they check the LCRC, which is what [`DllFrameRepr::emit`]
+//! writes.
+//!
 //! # Safety contract
 //!
 //! * [`Frame::check_len`] accepts any buffer of at least 6 bytes (2 sequence + 4 LCRC);

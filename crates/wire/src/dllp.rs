@@ -824,9 +824,11 @@ impl DllpRepr {
             });
         }
         let (type_byte, content) = self.encode()?;
-        packet.set_type_raw(type_byte);
-        packet.set_content(content);
-        packet.fill_crc();
+        let c = content.to_be_bytes();
+        let body = [type_byte, c[1], c[2], c[3]];
+        let crc = crc_body(body).to_le_bytes();
+        packet.buffer.as_mut()[..DLLP_LEN]
+            .copy_from_slice(&[body[0], body[1], body[2], body[3], crc[0], crc[1]]);
         Ok(())
     }
 
