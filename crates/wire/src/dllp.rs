@@ -788,6 +788,7 @@ impl DllpRepr {
     ///     Err(Error::Field { field: "DLLP Type", value: 3, offset: 0, .. })
     /// ));
     /// ```
+    #[inline]
     pub fn from_bytes(bytes: &[u8]) -> Result<DllpRepr> {
         Self::parse(&Packet::new_checked(bytes)?)
     }
@@ -833,17 +834,20 @@ impl DllpRepr {
     }
 
     /// Writes the DLLP, CRC included, into the first 6 bytes of `buf`.
+    #[inline]
     pub fn emit(&self, buf: &mut [u8]) -> Result<()> {
         self.emit_into(&mut Packet::new_unchecked(buf))
     }
 
     /// The 6 bytes of the DLLP.
+    #[inline]
     pub fn to_bytes(&self) -> Result<[u8; DLLP_LEN]> {
         let mut b = [0u8; DLLP_LEN];
         self.emit(&mut b)?;
         Ok(b)
     }
 
+    #[inline]
     fn encode(&self) -> Result<(u8, u32)> {
         fn check(what: &'static str, value: u32, max: u32, allowed: &'static str) -> Result<()> {
             if value > max {
