@@ -5,7 +5,8 @@ use crate::Failure;
 use clap::Args;
 use pcielab_wire::json::{hex, tlp_to_json};
 use pcielab_wire::tlp::*;
-use pcielab_wire::{Bdf, ByteEnables, CplStatus, Error, Tag, TrafficClass};
+use pcielab_wire::dllp::DllpRepr;
+use pcielab_wire::{Bdf, ByteEnables, CplStatus, Error, SeqNum, Tag, TrafficClass};
 
 /// Arguments of `demo`.
 #[derive(Args, Debug)]
@@ -136,6 +137,43 @@ pub fn demo_tlps() -> Result<Vec<(&'static str, Vec<u8>)>, Error> {
         .collect()
 }
 
+/// The demonstration DLLPs: every DLLP kind.
+pub fn demo_dllps() -> Result<Vec<(&'static str, [u8; 6])>, Error> {
+    use pcielab_wire::dllp::{FcClass, FcDllp, FcKind, FcScale};
+    let fc = |kind, class, hdr_fc, data_fc| {
+        DllpRepr::Fc(FcDllp {
+            kind,
+            class,
+            vc: 0,
+            hdr_scale: FcScale::NotActive,
+            hdr_fc,
+            data_scale: FcScale::NotActive,
+            data_fc,
+        })
+    };
+    let list = vec![
+        ("link init: posted credits", fc(FcKind::InitFc1, FcClass::P, 32, 512)),
+        ("link init: non-posted credits", fc(FcKind::InitFc1, FcClass::Np, 16, 0)),
+        ("link init: completion credits (infinite)", fc(FcKind::InitFc1, FcClass::Cpl, 0, 0)),
+        ("link init, second phase", fc(FcKind::InitFc2, FcClass::P, 32, 512)),
+        ("link init, second phase", fc(FcKind::InitFc2, FcClass::Np, 16, 0)),
+        ("link init, second phase", fc(FcKind::InitFc2, FcClass::Cpl, 0, 0)),
+        ("credits returned", fc(FcKind::UpdateFc, FcClass::P, 40, 640)),
+        ("credits returned", fc(FcKind::UpdateFc, FcClass::Np, 17, 1)),
+        ("credits returned", fc(FcKind::UpdateFc, FcClass::Cpl, 3, 48)),
+        ("acknowledge up to a TLP", DllpRepr::Ack { seq: SeqNum::new(41)? }),
+        ("ask for a replay", DllpRepr::Nak { seq: SeqNum::new(4095)? }),
+        ("power management", DllpRepr::PmEnterL1),
+        ("power management", DllpRepr::PmEnterL23),
+        ("power management", DllpRepr::PmActiveStateRequestL1),
+        ("power management", DllpRepr::PmRequestAck),
+        ("vendor-specific", DllpRepr::VendorSpecific { data: 0x00c0de }),
+        ("no operation", DllpRepr::Nop),
+        ("scaled flow control supported", DllpRepr::DataLinkFeature { ack: false, support: 1 }),
+    ];
+    list.into_iter().map(|(w, d)| Ok((w, d.to_bytes()?))).collect()
+}
+
 /// Runs the demo.
 pub fn run(args: &DemoArgs) -> Result<(), Failure> {
     let tlps = demo_tlps().map_err(|e| crate::fail(format!("building the demo set: {e}")))?;
@@ -157,8 +195,24 @@ pub fn run(args: &DemoArgs) -> Result<(), Failure> {
             }
         }
     }
+    let dllps = demo_dllps().map_err(|e| crate::fail(format!("building the demo set: {e}")))?;
     if !args.json {
         println!("TLP kinds covered: {} of {}", kinds.len(), TlpKind::ALL.len());
+        println!();
+        println!("{} DLLPs, emitted to bytes (with their CRC) and decoded back", dllps.len());
+    }
+    for (what, bytes) in &dllps {
+        let d = DllpRepr::from_bytes(bytes).map_err(|e| crate::fail(format!("{what}: {e}")))?;
+        if args.json {
+            let mut v = pcielab_wire::dllp::json::to_json(&d);
+            v["what"] = serde_json::Value::from(*what);
+            println!("{v}");
+        } else {
+            println!("  {what:<40} {d}");
+            if args.hex {
+                println!("  {:<40} {}", "", hex(bytes));
+            }
+        }
     }
     Ok(())
 }

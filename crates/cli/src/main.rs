@@ -3,6 +3,7 @@
 //! Errors print one line on standard error and exit with status 2.
 
 mod demo;
+mod dllp_cmd;
 mod tlp_cmd;
 
 use clap::{Parser, Subcommand};
@@ -23,6 +24,9 @@ enum Command {
     /// Decode and encode Transaction Layer Packets.
     #[command(subcommand)]
     Tlp(tlp_cmd::TlpCmd),
+    /// Decode and encode Data Link Layer Packets.
+    #[command(subcommand)]
+    Dllp(dllp_cmd::DllpCmd),
 }
 
 /// A command failure: the one line to print.
@@ -60,6 +64,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Demo(a) => demo::run(a),
         Command::Tlp(c) => tlp_cmd::run(c),
+        Command::Dllp(c) => dllp_cmd::run(c),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -12,7 +12,7 @@
 use crate::types::Bdf;
 use core::fmt;
 
-/// The routing subfield r[2:0] of a message's Type field.
+/// The routing subfield `r[2:0]` of a message's Type field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MsgRouting {
     /// 000b: routed to the root complex.
@@ -39,7 +39,7 @@ impl MsgRouting {
         MsgRouting::Local,
         MsgRouting::Gathered,
     ];
-    /// Decodes r[2:0]; 110b and 111b are reserved.
+    /// Decodes `r[2:0]`; 110b and 111b are reserved.
     pub const fn from_raw(raw: u8) -> Option<MsgRouting> {
         match raw {
             0 => Some(MsgRouting::ToRc),

@@ -141,7 +141,7 @@ impl Prefix {
             (pasid & 0xf_ffff) | ((execute as u32) << 20) | ((privileged as u32) << 21),
         )
     }
-    /// A TPH prefix carrying ST[15:8].
+    /// A TPH prefix carrying `ST[15:8]`.
     pub const fn new_tph(st_upper: u8) -> Prefix {
         Prefix::new(PrefixKind::Tph, (st_upper as u32) << 16)
     }
@@ -168,7 +168,7 @@ impl Prefix {
             _ => None,
         }
     }
-    /// For a TPH prefix: ST[15:8].
+    /// For a TPH prefix: `ST[15:8]`.
     pub const fn tph_st_upper(self) -> Option<u8> {
         match self.kind() {
             PrefixKind::Tph => Some((self.0 >> 16) as u8),

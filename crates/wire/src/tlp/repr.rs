@@ -31,9 +31,9 @@ pub struct MemHeader {
     pub op: MemOp,
     /// Requester ID.
     pub requester_id: Bdf,
-    /// Tag (for MWr with TH set, ST[7:0]).
+    /// Tag (for MWr with TH set, `ST[7:0]`).
     pub tag: Tag,
-    /// First DW byte enables (for MRd with TH set, part of ST[7:0]).
+    /// First DW byte enables (for MRd with TH set, part of `ST[7:0]`).
     pub first_be: ByteEnables,
     /// Last DW byte enables.
     pub last_be: ByteEnables,
