@@ -8,9 +8,14 @@
 #![warn(missing_docs)]
 
 pub mod crc;
+pub mod dma;
 pub mod error;
 pub mod types;
 
+pub use dma::{
+    completions, request_shape, split_read, split_write, Chunk, CplChunk, CplError, CplInfo,
+    CplOutcome, CplPolicy, Reassembler, Shape, SplitPolicy,
+};
 pub use error::{Error, Result};
 pub use types::{
     AddressType, Attr, Bdf, ByteEnables, CplStatus, Generation, SeqNum, Tag, TrafficClass,
