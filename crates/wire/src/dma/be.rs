@@ -119,6 +119,97 @@ impl Shape {
     }
 }
 
+impl Shape {
+    /// Checks the spec's Length and byte-enable rules for a memory request of this
+    /// shape at `addr` — the receiver's side, for classifying a request as Malformed:
+    ///
+    /// * Length is 1..=1024 DW and the request does not cross a 4 KiB boundary;
+    /// * 1 DW: Last DW BE is `0000b` (any First DW BE, `0000b` included);
+    /// * more than 1 DW: neither First nor Last DW BE is `0000b`;
+    /// * non-contiguous enables are allowed only in 1-DW requests and in QW-aligned
+    ///   (`addr` bit 2 clear) 2-DW requests; every other request enables only bytes
+    ///   contiguous with the DWs between its first and last DW, so First DW BE runs up to
+    ///   byte 3 and Last DW BE starts at byte 0.
+    ///
+    /// Memory reads with TH set carry the Steering Tag in the byte-enable byte; do not
+    /// check those. Errors are [`Error::Field`] naming the field and its header byte
+    /// offset (Length: 2, byte enables: 7, address: 8).
+    ///
+    /// ```
+    /// use pcielab_wire::dma::Shape;
+    /// use pcielab_wire::ByteEnables;
+    /// let be = |b| ByteEnables::new(b).unwrap();
+    /// let two = Shape { length_dw: 2, first_be: be(0b0101), last_be: be(0b1010) };
+    /// assert!(two.check(0x1000).is_ok()); // QW aligned: any non-zero pattern
+    /// assert!(two.check(0x1004).is_err()); // not QW aligned: must be contiguous
+    /// # Ok::<(), pcielab_wire::Error>(())
+    /// ```
+    pub fn check(self, addr: u64) -> Result<()> {
+        let be_byte = ((self.last_be.bits() as u64) << 4) | self.first_be.bits() as u64;
+        let bad = |field, reason| {
+            Err(Error::Field {
+                field,
+                value: be_byte,
+                offset: 7,
+                reason,
+            })
+        };
+        if self.length_dw == 0 || self.length_dw > 1024 {
+            return Err(Error::Field {
+                field: "Length",
+                value: self.length_dw as u64,
+                offset: 2,
+                reason: "a memory request is 1..=1024 DW long",
+            });
+        }
+        if (addr & 0xffc) + self.payload_len() as u64 > super::PAGE {
+            return Err(Error::Field {
+                field: "Address",
+                value: addr,
+                offset: 8,
+                reason: "the request crosses a 4 KiB boundary",
+            });
+        }
+        let (first, last) = (self.first_be.bits(), self.last_be.bits());
+        if self.length_dw == 1 {
+            if last != 0 {
+                return bad("Last DW BE", "must be 0000b in a 1-DW request");
+            }
+            return Ok(());
+        }
+        if first == 0 {
+            return bad(
+                "First DW BE",
+                "must not be 0000b in a request longer than 1 DW",
+            );
+        }
+        if last == 0 {
+            return bad(
+                "Last DW BE",
+                "must not be 0000b in a request longer than 1 DW",
+            );
+        }
+        if self.length_dw == 2 && addr & 4 == 0 {
+            return Ok(());
+        }
+        // Contiguous up to byte 3: the enabled bits are the top bits of the nibble.
+        if (first | (first - 1)) & 0xf != 0xf {
+            return bad(
+                "First DW BE",
+                "must enable a run of bytes ending at byte 3 (only 1-DW and QW-aligned 2-DW requests may do otherwise)",
+            );
+        }
+        // Contiguous from byte 0: the enabled bits are the low bits of the nibble.
+        if last & (last + 1) != 0 {
+            return bad(
+                "Last DW BE",
+                "must enable a run of bytes starting at byte 0 (only 1-DW and QW-aligned 2-DW requests may do otherwise)",
+            );
+        }
+        Ok(())
+    }
+}
+
 /// Length and byte enables of a memory request moving `len` bytes (1..=4096) from
 /// `addr`.
 ///
@@ -283,6 +374,72 @@ mod tests {
         assert!(request_shape(u64::MAX, 1).is_ok());
         assert!(request_shape(u64::MAX, 2).is_err());
         assert!(request_shape(0x1, 4096).is_err());
+    }
+
+    #[test]
+    fn check_rules_by_enumeration() {
+        // Allowed First BE of multi-DW contiguous requests, Last BE likewise, by hand.
+        const FIRST_OK: [u8; 4] = [0b1000, 0b1100, 0b1110, 0b1111];
+        const LAST_OK: [u8; 4] = [0b0001, 0b0011, 0b0111, 0b1111];
+        for n in [1u16, 2, 3, 1024] {
+            for addr in [0x1000u64, 0x1004] {
+                for f in 0..16u8 {
+                    for l in 0..16u8 {
+                        let s = Shape {
+                            length_dw: n,
+                            first_be: ByteEnables::new(f).unwrap(),
+                            last_be: ByteEnables::new(l).unwrap(),
+                        };
+                        let fits = (addr & 0xfff) + 4 * n as u64 <= 4096;
+                        let want = fits
+                            && match n {
+                                1 => l == 0,
+                                2 if addr & 4 == 0 => f != 0 && l != 0,
+                                _ => FIRST_OK.contains(&f) && LAST_OK.contains(&l),
+                            };
+                        assert_eq!(
+                            s.check(addr).is_ok(),
+                            want,
+                            "n {n} addr {addr:#x} {f:04b} {l:04b}"
+                        );
+                    }
+                }
+            }
+        }
+        let s = Shape {
+            length_dw: 0,
+            ..Shape::zero_length()
+        };
+        assert!(matches!(
+            s.check(0),
+            Err(Error::Field {
+                field: "Length",
+                offset: 2,
+                ..
+            })
+        ));
+        let s = request_shape(0x10, 8).unwrap();
+        assert!(matches!(
+            s.check(0xffc),
+            Err(Error::Field {
+                field: "Address",
+                offset: 8,
+                ..
+            })
+        ));
+        let s = Shape {
+            last_be: ByteEnables::new(0b0110).unwrap(),
+            ..request_shape(0x11, 16).unwrap()
+        };
+        assert!(matches!(
+            s.check(0x11),
+            Err(Error::Field {
+                field: "Last DW BE",
+                offset: 7,
+                value: 0x6e,
+                ..
+            })
+        ));
     }
 
     #[test]

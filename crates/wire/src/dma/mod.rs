@@ -37,7 +37,7 @@
 //!
 //! Addresses are byte addresses (`u64`); lengths are byte counts. Nothing here panics
 //! on bad input: sizes, lengths and addresses are checked and rejected with an
-//! [`Error`](crate::Error) naming the value and what is allowed.
+//! [`Error`] naming the value and what is allowed.
 //!
 //! A whole round trip:
 //!

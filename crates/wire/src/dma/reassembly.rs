@@ -213,6 +213,16 @@ pub enum CplError {
         /// The ID found.
         found: Bdf,
     },
+    /// A completion that is not the read's last ends off a Read Completion Boundary
+    /// (checked only when enabled with [`Reassembler::with_rcb_check`]).
+    NotRcbAligned {
+        /// The read's tag.
+        tag: Tag,
+        /// Low 12 bits of the address after the completion's last byte.
+        end: u16,
+        /// The Read Completion Boundary in bytes.
+        rcb: u16,
+    },
     /// The destination buffer is shorter than the read's bytes need.
     DestinationTooSmall {
         /// The read's tag.
@@ -242,6 +252,7 @@ impl CplError {
             | CplError::DuplicateCompletion { tag }
             | CplError::RequesterIdMismatch { tag, .. }
             | CplError::CompleterIdMismatch { tag, .. }
+            | CplError::NotRcbAligned { tag, .. }
             | CplError::DestinationTooSmall { tag, .. } => tag,
         }
     }
@@ -330,6 +341,10 @@ impl fmt::Display for CplError {
             CplError::CompleterIdMismatch {
                 expected, found, ..
             } => write!(f, "tag {tag}: Completer ID {found}, expected {expected}"),
+            CplError::NotRcbAligned { end, rcb, .. } => write!(
+                f,
+                "tag {tag}: a completion other than the last ends at {end:#05x}, not on the {rcb}-byte RCB"
+            ),
             CplError::DestinationTooSmall {
                 needed, available, ..
             } => write!(
@@ -399,6 +414,8 @@ pub struct Reassembler {
     requester_id: Bdf,
     slots: Box<[Slot]>,
     outstanding: usize,
+    /// RCB to enforce on completions other than the last, 0 for none.
+    rcb: u32,
 }
 
 impl Reassembler {
@@ -417,7 +434,35 @@ impl Reassembler {
             requester_id,
             slots: vec![FREE; capacity as usize].into_boxed_slice(),
             outstanding: 0,
+            rcb: 0,
         })
+    }
+
+    /// Also checks that every completion but a read's last ends on a multiple of `rcb`
+    /// (64 or 128), the completer's Read Completion Boundary; a completion that does not
+    /// fails the read with [`CplError::NotRcbAligned`]. Off by default, because a
+    /// requester does not always know its completer's RCB.
+    ///
+    /// ```
+    /// use pcielab_wire::dma::{CplError, CplInfo, Reassembler};
+    /// use pcielab_wire::{Bdf, CplStatus, Tag};
+    /// let me = Bdf::new(1, 0, 0)?;
+    /// let tag = Tag::new(0)?;
+    /// let mut rx = Reassembler::new(me, 1)?.with_rcb_check(64)?;
+    /// rx.issue(tag, 0x1000, 256, 0, None)?;
+    /// let data = [0u8; 96];
+    /// let cpl = CplInfo {
+    ///     requester_id: me, completer_id: Bdf::from_raw(0), tag, status: CplStatus::Sc,
+    ///     bcm: false, byte_count: 256, lower_address: 0, length_dw: 24, poisoned: false,
+    ///     payload: &data,
+    /// };
+    /// let err = rx.accept(&cpl, &mut [0u8; 256]).unwrap_err();
+    /// assert_eq!(err, CplError::NotRcbAligned { tag, end: 0x060, rcb: 64 });
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_rcb_check(mut self, rcb: u32) -> Result<Reassembler> {
+        self.rcb = super::check_rcb(rcb)?;
+        Ok(self)
     }
 
     /// The Requester ID completions must carry.
@@ -575,7 +620,7 @@ impl Reassembler {
                 available: dest.len(),
             });
         }
-        let result = Self::take(slot, cpl, dest);
+        let result = Self::take(slot, cpl, dest, self.rcb);
         match result {
             Ok(CplOutcome::Partial { .. }) => slot.completer = Some(cpl.completer_id),
             Ok(CplOutcome::Complete { .. }) => {
@@ -597,6 +642,7 @@ impl Reassembler {
         slot: &mut Slot,
         cpl: &CplInfo<'_>,
         dest: &mut [u8],
+        rcb: u32,
     ) -> core::result::Result<CplOutcome, CplError> {
         let tag = cpl.tag;
         match cpl.status {
@@ -659,6 +705,14 @@ impl Reassembler {
             });
         }
         let n = (wire_len - skip).min(remaining as usize);
+        let end = next.wrapping_add(n as u64);
+        if rcb != 0 && (n as u32) < remaining && end & (rcb as u64 - 1) != 0 {
+            return Err(CplError::NotRcbAligned {
+                tag,
+                end: (end & 0xfff) as u16,
+                rcb: rcb as u16,
+            });
+        }
         let at = slot.dest + slot.received as usize;
         dest[at..at + n].copy_from_slice(&cpl.payload[skip..skip + n]);
         slot.received += n as u32;
@@ -1047,6 +1101,42 @@ mod tests {
         );
         let mut small = Reassembler::new(ME, 8).unwrap();
         assert!(small.issue(t(8), 0, 4, 0, None).is_err());
+    }
+
+    #[test]
+    fn rcb_check() {
+        let data = [0u8; 128];
+        let mut dest = [0u8; 256];
+        // 0x2000..0x2100 with RCB 128: a first completion of 64 bytes breaks it …
+        let mut rx = Reassembler::new(ME, 4)
+            .unwrap()
+            .with_rcb_check(128)
+            .unwrap();
+        rx.issue(t(0), 0x2000, 256, 0, None).unwrap();
+        let e = rx
+            .accept(&cpl(0, 256, 0, &data[..64]), &mut dest)
+            .unwrap_err();
+        assert_eq!(
+            e,
+            CplError::NotRcbAligned {
+                tag: t(0),
+                end: 0x040,
+                rcb: 128
+            }
+        );
+        assert!(e.ends_request());
+        // … one of 128 bytes does not, and the last may end anywhere.
+        rx.issue(t(1), 0x2000, 200, 0, None).unwrap();
+        rx.accept(&cpl(1, 200, 0, &data), &mut dest).unwrap();
+        assert!(rx
+            .accept(&cpl(1, 72, 0, &data[..72]), &mut dest)
+            .unwrap()
+            .is_complete());
+        // Without the check the 64-byte completion is fine.
+        let mut rx = Reassembler::new(ME, 4).unwrap();
+        rx.issue(t(0), 0x2000, 256, 0, None).unwrap();
+        rx.accept(&cpl(0, 256, 0, &data[..64]), &mut dest).unwrap();
+        assert!(Reassembler::new(ME, 4).unwrap().with_rcb_check(32).is_err());
     }
 
     #[test]

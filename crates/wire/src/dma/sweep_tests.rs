@@ -70,6 +70,7 @@ fn check_request(c: &Chunk, max: u32) {
         );
     }
     assert_eq!(s.byte_count(), c.len, "{ctx}");
+    assert_eq!(s.check(c.addr), Ok(()), "{ctx}");
 }
 
 /// Rules of a split: contiguous cover of the DMA, and the policy's cut points.
