@@ -270,6 +270,14 @@ fn length_offset_sweep() {
     for base in bases {
         for off in offsets.clone() {
             for &len in &lengths {
+                // The same DMA as writes, split by MPS.
+                for mps in [128, 256, 512] {
+                    for policy in [SplitPolicy::Aligned, SplitPolicy::Naive] {
+                        let w: Vec<Chunk> =
+                            split_write(base + off, len, mps, policy).unwrap().collect();
+                        check_split(&w, base + off, len, mps, policy);
+                    }
+                }
                 for mrrs in [128, 512, 4096] {
                     for mps in [128, 256, 512] {
                         for rcb in [64, 128] {
@@ -414,8 +422,11 @@ proptest! {
     fn random_writes_obey_the_rules((addr, len) in addr_len(), m in 0u32..6, aligned in prop::bool::ANY) {
         let mps = 128 << m;
         let policy = if aligned { SplitPolicy::Aligned } else { SplitPolicy::Naive };
-        let chunks: Vec<Chunk> = split_write(addr, len, mps, policy).unwrap().collect();
+        let it = split_write(addr, len, mps, policy).unwrap();
+        let (lo, hi) = it.size_hint();
+        let chunks: Vec<Chunk> = it.collect();
         check_split(&chunks, addr, len, mps, policy);
+        prop_assert!(lo <= chunks.len() && chunks.len() <= hi.unwrap());
     }
 
     #[test]
