@@ -13,10 +13,34 @@ fn cases() -> Vec<(&'static str, Vec<u8>)> {
     let p64 = vec![0xa5u8; 64];
     let p256 = vec![0x5au8; 256];
     vec![
-        ("MRd 3DW", TlpRepr::mem_read(rid, tag, 0x1000, 32).unwrap().to_vec().unwrap()),
-        ("MRd 4DW", TlpRepr::mem_read(rid, tag, 0x1_0000_1000, 32).unwrap().to_vec().unwrap()),
-        ("MWr 64B", TlpRepr::mem_write(rid, tag, 0x1_0000_1000, &p64).unwrap().to_vec().unwrap()),
-        ("MWr 256B", TlpRepr::mem_write(rid, tag, 0x1_0000_1000, &p256).unwrap().to_vec().unwrap()),
+        (
+            "MRd 3DW",
+            TlpRepr::mem_read(rid, tag, 0x1000, 32)
+                .unwrap()
+                .to_vec()
+                .unwrap(),
+        ),
+        (
+            "MRd 4DW",
+            TlpRepr::mem_read(rid, tag, 0x1_0000_1000, 32)
+                .unwrap()
+                .to_vec()
+                .unwrap(),
+        ),
+        (
+            "MWr 64B",
+            TlpRepr::mem_write(rid, tag, 0x1_0000_1000, &p64)
+                .unwrap()
+                .to_vec()
+                .unwrap(),
+        ),
+        (
+            "MWr 256B",
+            TlpRepr::mem_write(rid, tag, 0x1_0000_1000, &p256)
+                .unwrap()
+                .to_vec()
+                .unwrap(),
+        ),
         (
             "CplD 256B",
             TlpRepr::completion(Bdf::from_raw(0), rid, tag, CplStatus::Sc, 256, 0, &p256)
@@ -45,7 +69,13 @@ fn parse(c: &mut Criterion) {
         g.bench_function(name, |b| {
             b.iter(|| {
                 let p = TlpPacket::new_checked(black_box(&bytes[..])).unwrap();
-                black_box((p.kind(), p.requester_id(), p.tag(), p.address(), p.length_dw()))
+                black_box((
+                    p.kind(),
+                    p.requester_id(),
+                    p.tag(),
+                    p.address(),
+                    p.length_dw(),
+                ))
             })
         });
     }
@@ -58,7 +88,9 @@ fn emit(c: &mut Criterion) {
     for (name, bytes) in cases() {
         let repr = TlpRepr::parse_bytes(&bytes).unwrap();
         let mut buf = vec![0u8; bytes.len()];
-        g.bench_function(name, |b| b.iter(|| black_box(repr).emit(black_box(&mut buf)).unwrap()));
+        g.bench_function(name, |b| {
+            b.iter(|| black_box(repr).emit(black_box(&mut buf)).unwrap())
+        });
     }
     g.finish();
 }

@@ -417,7 +417,12 @@ impl<'a> TlpRepr<'a> {
         let h0 = p.header_offset();
         let mut prefixes = Prefixes::EMPTY;
         for i in 0..h0 / 4 {
-            let w = [bytes[i * 4], bytes[i * 4 + 1], bytes[i * 4 + 2], bytes[i * 4 + 3]];
+            let w = [
+                bytes[i * 4],
+                bytes[i * 4 + 1],
+                bytes[i * 4 + 2],
+                bytes[i * 4 + 3],
+            ];
             if let Some(x) = Prefix::from_bytes(w) {
                 prefixes.push(x)?;
             }
@@ -529,7 +534,11 @@ impl<'a> TlpRepr<'a> {
             }
         };
         let hl = if four { 16 } else { 12 };
-        let n = if kind.has_data() { length_dw as usize * 4 } else { 0 };
+        let n = if kind.has_data() {
+            length_dw as usize * 4
+        } else {
+            0
+        };
         let payload: &'a [u8] = &bytes[h0 + hl..h0 + hl + n];
         Ok(TlpRepr {
             prefixes,
@@ -651,7 +660,10 @@ impl<'a> TlpRepr<'a> {
             | (self.at.raw() as u32) << 10
             | (self.length_dw() as u32 & 0x3ff);
         let req = |rid: Bdf, first: ByteEnables, last: ByteEnables| {
-            (rid.raw() as u32) << 16 | (tag & 0xff) << 8 | (last.bits() as u32) << 4 | first.bits() as u32
+            (rid.raw() as u32) << 16
+                | (tag & 0xff) << 8
+                | (last.bits() as u32) << 4
+                | first.bits() as u32
         };
         let mut words = [dw0, 0, 0, 0];
         match self.header {
@@ -673,7 +685,8 @@ impl<'a> TlpRepr<'a> {
                 words[2] = (h.target.raw() as u32) << 16 | ((h.register as u32) & 0x3ff) << 2;
             }
             TlpHeader::Msg(h) => {
-                words[1] = (h.requester_id.raw() as u32) << 16 | (tag & 0xff) << 8 | h.code.raw() as u32;
+                words[1] =
+                    (h.requester_id.raw() as u32) << 16 | (tag & 0xff) << 8 | h.code.raw() as u32;
                 let f = h.fields.0;
                 words[2] = u32::from_be_bytes([f[0], f[1], f[2], f[3]]);
                 words[3] = u32::from_be_bytes([f[4], f[5], f[6], f[7]]);
@@ -683,7 +696,9 @@ impl<'a> TlpRepr<'a> {
                     | (c.status.raw() as u32) << 13
                     | (c.bcm as u32) << 12
                     | (c.byte_count as u32 & 0xfff);
-                words[2] = (c.requester_id.raw() as u32) << 16 | (tag & 0xff) << 8 | (c.lower_address & 0x7f) as u32;
+                words[2] = (c.requester_id.raw() as u32) << 16
+                    | (tag & 0xff) << 8
+                    | (c.lower_address & 0x7f) as u32;
             }
         }
         let hl = if self.is_4dw() { 16 } else { 12 };

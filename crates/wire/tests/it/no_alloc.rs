@@ -89,7 +89,10 @@ fn tlp_parse_and_emit_do_not_allocate() {
     let mut wr = TlpRepr::mem_write(rid, tag, 0x1_0000_0000, &data).unwrap();
     wr.td = true;
     let tlps: Vec<Vec<u8>> = vec![
-        TlpRepr::mem_read(rid, tag, 0x1000, 32).unwrap().to_vec().unwrap(),
+        TlpRepr::mem_read(rid, tag, 0x1000, 32)
+            .unwrap()
+            .to_vec()
+            .unwrap(),
         wr.to_vec().unwrap(),
         TlpRepr::completion(Bdf::from_raw(0), rid, tag, CplStatus::Sc, 256, 0, &data)
             .unwrap()
