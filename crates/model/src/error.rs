@@ -16,6 +16,11 @@ pub enum Error {
         /// The values that are accepted.
         allowed: &'static str,
     },
+    /// A time or rate parameter that must be a finite, non-negative number was not.
+    NotFinite {
+        /// The parameter (e.g. `"memory latency (ns)"`).
+        what: &'static str,
+    },
     /// A size or count that must be at least one was zero.
     Zero {
         /// The parameter (e.g. `"transfer size"`).
@@ -31,6 +36,9 @@ impl fmt::Display for Error {
                 value,
                 allowed,
             } => write!(f, "invalid {what} {value}: allowed {allowed}"),
+            Error::NotFinite { what } => {
+                write!(f, "invalid {what}: must be a finite number ≥ 0")
+            }
             Error::Zero { what } => write!(f, "invalid {what} 0: must be at least 1"),
         }
     }

@@ -9,3 +9,6 @@ pub mod link;
 pub use bw::{BwPoint, Model, Traffic};
 pub use config::{AddrWidth, Lanes, Mode, Mps, Mrrs, PcieConfig, Rcb};
 pub use error::{Error, Result};
+pub mod eth;
+pub mod latency;
+pub mod nic;
