@@ -3,6 +3,8 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod model_cmd;
+
 #[derive(Parser, Debug)]
 #[command(name = "pcielab", version, about = "A software PCIe lab")]
 struct Cli {
@@ -14,6 +16,8 @@ struct Cli {
 enum Command {
     /// Print the built-in demonstration set of packets.
     Demo,
+    /// The analytic model: bandwidth, link rates, NICs, latency (pcie-bench compatible).
+    Model(model_cmd::ModelArgs),
 }
 
 fn main() -> ExitCode {
@@ -23,5 +27,6 @@ fn main() -> ExitCode {
             println!("pcielab");
             ExitCode::SUCCESS
         }
+        Command::Model(args) => model_cmd::run(args),
     }
 }

@@ -313,11 +313,24 @@ impl Model {
     }
     /// Read, write and read/write bandwidth for `size` bytes at `addr`.
     pub fn point_at(&self, addr: u64, size: u64) -> Result<BwPoint> {
+        Self::check_size(size)?;
+        // Each traffic computed once; the same arithmetic as `write_at`, `read_at` and
+        // `read_write_at` (a unit test checks they agree).
+        let w = self.write_traffic(addr, size);
+        let r = self.read_traffic(addr, size);
+        let (_, read_gbps) = solve(self.link, self.link, r.req_bytes, r.cpl_bytes, size);
+        let (readwrite_gbps, _) = solve(
+            self.link,
+            self.link,
+            w.req_bytes + r.req_bytes,
+            r.cpl_bytes,
+            size,
+        );
         Ok(BwPoint {
             size,
-            read_gbps: self.read_at(addr, size)?,
-            write_gbps: self.write_at(addr, size)?,
-            readwrite_gbps: self.read_write_at(addr, size)?,
+            read_gbps,
+            write_gbps: size as f64 * self.link / w.req_bytes as f64,
+            readwrite_gbps,
         })
     }
 }
@@ -518,6 +531,21 @@ mod tests {
         // 10/200 × 50 = 2.5 Gb/s of data.
         let (tx, rx) = solve(10.0, 10.0, 200, 100, 50);
         assert!((tx - 2.5).abs() < 1e-12 && (rx - 2.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn point_agrees_with_single_functions() {
+        for mode in [Mode::Compat, Mode::Spec] {
+            let mut c = gen3x8();
+            c.mode = mode;
+            let m = Model::new(c).unwrap();
+            for (a, n) in [(0, 1), (3, 64), (100, 5000), (4095, 9000)] {
+                let p = m.point_at(a, n).unwrap();
+                assert_eq!(p.write_gbps, m.write_at(a, n).unwrap());
+                assert_eq!(p.read_gbps, m.read_at(a, n).unwrap());
+                assert_eq!(p.readwrite_gbps, m.read_write_at(a, n).unwrap());
+            }
+        }
     }
 
     #[test]

@@ -12,3 +12,5 @@ pub use error::{Error, Result};
 pub mod eth;
 pub mod latency;
 pub mod nic;
+#[cfg(feature = "plot")]
+pub mod plot;
