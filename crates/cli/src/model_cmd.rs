@@ -64,7 +64,7 @@ enum NicChoice {
 struct PcieArgs {
     /// PCIe generation, 1..=6.
     #[arg(long, default_value_t = 3)]
-    gen: u8,
+    gen: u32,
     /// Link width: 1, 2, 4, 8, 16 or 32.
     #[arg(long, default_value_t = 8)]
     lanes: u32,
@@ -232,7 +232,14 @@ fn mode(d: Dllp) -> Mode {
 }
 
 fn build_model(a: &PcieArgs) -> Result<Model, Fail> {
-    let gen = Generation::from_number(a.gen).map_err(pcielab_model::Error::from)?;
+    let gen = u8::try_from(a.gen)
+        .map_err(|_| pcielab_wire::Error::Invalid {
+            what: "PCIe generation",
+            value: a.gen as u64,
+            allowed: "1..=6",
+        })
+        .and_then(Generation::from_number)
+        .map_err(pcielab_model::Error::from)?;
     let mode = mode(a.dllp);
     let cfg = PcieConfig {
         gen,
