@@ -133,6 +133,24 @@ struct NicArgs {
     /// DPDK polling mode (batched NIC): no interrupts, no head pointer reads, TX doorbell per 32.
     #[arg(long)]
     dpdk: bool,
+    /// Batched NIC: transmit descriptors per descriptor fetch [default: 40].
+    #[arg(long, value_name = "N")]
+    desc_fetch: Option<u32>,
+    /// Batched NIC: transmit descriptors per write-back [default: 8].
+    #[arg(long, value_name = "N")]
+    wb_batch: Option<u32>,
+    /// Batched NIC: packets per host transmit doorbell [default: 1; 32 with --dpdk].
+    #[arg(long, value_name = "N")]
+    tx_doorbell: Option<u32>,
+    /// Batched NIC: free-list buffers per host receive doorbell [default: 32].
+    #[arg(long, value_name = "N")]
+    rx_doorbell: Option<u32>,
+    /// Batched NIC: received packets per head pointer read [default: 8].
+    #[arg(long, value_name = "N")]
+    head_read: Option<u32>,
+    /// Batched NIC: packets per interrupt, 0 for none [default: 32; none with --dpdk].
+    #[arg(long, value_name = "N")]
+    irq_every: Option<u32>,
     /// Ethernet line rate, Gb/s: 10, 25, 40, 100, 200, 400 (also 1, 50).
     #[arg(long, default_value_t = 40)]
     eth: u32,
@@ -419,7 +437,10 @@ fn run_bw(a: &BwArgs) -> Result<(), Fail> {
         prec: vec![0, 3, 3, 3],
         rows,
     };
-    let title = describe(&m);
+    let mut title = describe(&m);
+    if a.start_addr != 0 {
+        let _ = write!(title, ", start address {:#x}", a.start_addr);
+    }
     emit(&t.render(a.out.format, &title))?;
     plot(
         &a.out.plot,
@@ -474,9 +495,34 @@ fn run_nic(a: &NicArgs) -> Result<(), Fail> {
                 "invalid --dpdk with --nic simple: DPDK polling mode needs --nic batched".into(),
             ))
         }
-        (NicChoice::Batched, false) => NicKind::Batched(Batching::LINUX),
-        (NicChoice::Batched, true) => NicKind::Batched(Batching::DPDK),
+        (NicChoice::Batched, dpdk) => {
+            let mut b = if dpdk {
+                Batching::DPDK
+            } else {
+                Batching::LINUX
+            };
+            b.tx_desc_fetch = a.desc_fetch.unwrap_or(b.tx_desc_fetch);
+            b.tx_writeback = a.wb_batch.unwrap_or(b.tx_writeback);
+            b.host_tx_batch = a.tx_doorbell.unwrap_or(b.host_tx_batch);
+            b.host_free_batch = a.rx_doorbell.unwrap_or(b.host_free_batch);
+            b.host_rx_batch = a.head_read.unwrap_or(b.host_rx_batch);
+            b.irq_every = a.irq_every.unwrap_or(b.irq_every);
+            NicKind::Batched(b)
+        }
     };
+    let batching_flags = [
+        a.desc_fetch,
+        a.wb_batch,
+        a.tx_doorbell,
+        a.rx_doorbell,
+        a.head_read,
+        a.irq_every,
+    ];
+    if kind == NicKind::Simple && batching_flags.iter().any(Option::is_some) {
+        return Err(Fail::Input(
+            "invalid batching option with --nic simple: the simple NIC does every step per packet; use --nic batched".into(),
+        ));
+    }
     let sizes = parse_sizes(&a.sizes)?;
     let mut rows = Vec::with_capacity(sizes.len());
     for s in sizes {
