@@ -29,6 +29,10 @@ pub const FLIT_OHC_BYTES: u32 = 4;
 
 const PAGE: u64 = 4096;
 
+/// Largest transfer the model accepts, bytes (256 TiB). Byte counts stay far from `u64`
+/// overflow below it; the traffic functions clamp larger sizes to it.
+pub const MAX_TRANSFER_BYTES: u64 = 1 << 48;
+
 /// Bytes (and TLP counts) one transfer puts on the link, split by direction as seen from
 /// the requester: requests (and write data) go out, completions come back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -147,8 +151,10 @@ impl Model {
     ///
     /// Compat mode ignores `addr` and counts `ceil(size / MPS)` TLPs carrying exactly
     /// `size` payload bytes. Spec mode splits at MPS and at 4 KiB boundaries and rounds
-    /// each payload out to whole DWs. `size` 0 gives no traffic.
+    /// each payload out to whole DWs. `size` 0 gives no traffic; sizes above
+    /// [`MAX_TRANSFER_BYTES`] are clamped to it.
     pub fn write_traffic(&self, addr: u64, size: u64) -> Traffic {
+        let (addr, size) = (addr % PAGE, size.min(MAX_TRANSFER_BYTES));
         let mps = self.cfg.mps.bytes() as u64;
         match self.cfg.mode {
             Mode::Compat => {
@@ -175,7 +181,10 @@ impl Model {
     /// MRRS and 4 KiB; each request's completions are cut at RCB boundaries (RCB chunks),
     /// or else returned whole when they fit in MPS and otherwise as a first completion up
     /// to the first RCB boundary followed by MPS-sized ones; payloads are whole DWs.
+    /// Sizes above [`MAX_TRANSFER_BYTES`] are clamped to it.
     pub fn read_traffic(&self, addr: u64, size: u64) -> Traffic {
+        // Every splitting rule depends on the address modulo 4 KiB only.
+        let (addr, size) = (addr % PAGE, size.min(MAX_TRANSFER_BYTES));
         let mrrs = self.cfg.mrrs.bytes() as u64;
         match self.cfg.mode {
             Mode::Compat => {
@@ -253,10 +262,16 @@ impl Model {
         (tlps, bytes)
     }
 
-    fn check_size(size: u64) -> Result<()> {
+    pub(crate) fn check_size(size: u64) -> Result<()> {
         if size == 0 {
             Err(Error::Zero {
                 what: "transfer size",
+            })
+        } else if size > MAX_TRANSFER_BYTES {
+            Err(Error::Invalid {
+                what: "transfer size",
+                value: size,
+                allowed: "1..=281474976710656 bytes (256 TiB)",
             })
         } else {
             Ok(())
@@ -551,6 +566,16 @@ mod tests {
     #[test]
     fn zero_size_is_an_error() {
         let m = Model::new(gen3x8()).unwrap();
+        assert!(m.point(MAX_TRANSFER_BYTES).is_ok());
+        assert_eq!(
+            m.point(u64::MAX).unwrap_err().to_string(),
+            "invalid transfer size 18446744073709551615: allowed 1..=281474976710656 bytes (256 TiB)"
+        );
+        let mut s = gen3x8();
+        s.mode = Mode::Spec;
+        let s = Model::new(s).unwrap();
+        assert!(s.point_at(u64::MAX, MAX_TRANSFER_BYTES).is_ok());
+        assert_eq!(s.write_traffic(u64::MAX - 3, 8), s.write_traffic(4092, 8));
         assert_eq!(
             m.point(0).unwrap_err().to_string(),
             "invalid transfer size 0: must be at least 1"

@@ -87,9 +87,12 @@ pub struct LatencyPoint {
 /// ```
 pub fn evaluate(model: &Model, p: &LatencyParams, size: u64) -> Result<LatencyPoint> {
     p.check()?;
-    if size == 0 {
-        return Err(Error::Zero {
-            what: "transfer size",
+    Model::check_size(size)?;
+    if p.switch_hops > 1024 {
+        return Err(Error::Invalid {
+            what: "switch hops",
+            value: p.switch_hops as u64,
+            allowed: "0..=1024",
         });
     }
     let bits_per_ns = model.link_gbps();

@@ -33,6 +33,10 @@ pub const DESC_BYTES: u64 = 16;
 pub const PTR_BYTES: u64 = 4;
 /// MSI message data, bytes.
 pub const MSI_BYTES: u64 = 4;
+/// Largest batch (least common multiple of the batch sizes) the batched NIC accounts.
+pub const MAX_BATCH: u64 = 1 << 20;
+/// Largest frame the NIC models accept, bytes (far above any jumbo frame).
+pub const MAX_FRAME: u64 = 1 << 20;
 
 /// Batching parameters of the descriptor-batching NIC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -159,11 +163,11 @@ fn lcm(a: u64, b: u64) -> u64 {
 /// # Ok::<(), pcielab_model::Error>(())
 /// ```
 pub fn evaluate(model: &Model, kind: NicKind, eth: Ethernet, frame: u64) -> Result<NicPoint> {
-    if frame <= FCS {
+    if frame <= FCS || frame > MAX_FRAME {
         return Err(Error::Invalid {
             what: "frame size",
             value: frame,
-            allowed: "at least 5 bytes (64..=1518 for standard Ethernet)",
+            allowed: "5..=1048576 bytes (64..=1518 for standard Ethernet)",
         });
     }
     let mode = model.config().mode;
@@ -193,20 +197,27 @@ pub fn evaluate(model: &Model, kind: NicKind, eth: Ethernet, frame: u64) -> Resu
         }
         NicKind::Batched(b) => {
             b.check()?;
-            let mut n = [
+            // Account one batch of lcm(all batch sizes) packets in whole TLPs, as the
+            // published model does (160 packets for its settings).
+            let mut n = 1u64;
+            for v in [
                 b.tx_desc_fetch,
                 b.tx_writeback,
                 b.host_tx_batch,
                 b.host_free_batch,
                 b.host_rx_batch,
                 b.irq_every,
-            ]
-            .iter()
-            .filter(|&&v| v > 0)
-            .fold(1u64, |acc, &v| lcm(acc, v as u64));
-            // Cap the batch so the byte counts cannot overflow.
-            if n > 1 << 20 {
-                n = 1 << 20;
+            ] {
+                if v > 0 {
+                    n = lcm(n, v as u64);
+                }
+                if n > MAX_BATCH {
+                    return Err(Error::Invalid {
+                        what: "least common multiple of the NIC batch sizes",
+                        value: n,
+                        allowed: "at most 1048576",
+                    });
+                }
             }
             let per = |every: u32| if every == 0 { 0 } else { n / every as u64 };
             // Transmit path.
@@ -341,6 +352,8 @@ mod tests {
         let m = model(Mode::Spec);
         let e = Ethernet::new(10).unwrap();
         assert!(evaluate(&m, NicKind::Simple, e, 4).is_err());
+        assert!(evaluate(&m, NicKind::Simple, e, u64::MAX).is_err());
+        assert!(evaluate(&m, NicKind::Batched(Batching::LINUX), e, MAX_FRAME).is_ok());
         let mut b = Batching::LINUX;
         b.tx_writeback = 0;
         assert_eq!(

@@ -99,3 +99,46 @@ proptest! {
         prop_assert_eq!(whole, parts);
     }
 }
+
+proptest! {
+    /// NIC models never exceed the link bandwidth and give positive rates for any
+    /// batching, frame size and mode.
+    #[test]
+    fn nic_within_link(c in any_cfg(), spec in any::<bool>(), frame in 5u64..20_000,
+                       bs in proptest::array::uniform6(1u32..64), dpdk in any::<bool>(), simple in any::<bool>()) {
+        use pcielab_model::eth::Ethernet;
+        use pcielab_model::nic::{evaluate, Batching, NicKind};
+        let m = with(c, if spec { Mode::Spec } else { Mode::Compat });
+        let kind = if simple {
+            NicKind::Simple
+        } else {
+            NicKind::Batched(Batching {
+                tx_desc_fetch: bs[0], tx_writeback: bs[1], host_tx_batch: bs[2],
+                host_free_batch: bs[3], host_rx_batch: bs[4], irq_every: bs[5], dpdk,
+            })
+        };
+        match evaluate(&m, kind, Ethernet::new(100).unwrap(), frame) {
+            Ok(p) => {
+                for v in [p.tx_gbps, p.rx_gbps, p.bidir_gbps] {
+                    prop_assert!(v.is_finite() && v > 0.0 && v <= m.link_gbps());
+                }
+                prop_assert!(p.bidir_gbps <= p.tx_gbps.min(p.rx_gbps) + 1e-9);
+            }
+            // Only an over-large batch LCM may be refused.
+            Err(e) => prop_assert!(e.to_string().contains("least common multiple"), "{e}"),
+        }
+    }
+
+    /// LAT_RD never decreases with size, and LAT_WRRD is never below LAT_RD.
+    #[test]
+    fn latency_monotone(c in any_cfg(), spec in any::<bool>(), size in 1u64..100_000, more in 0u64..5000) {
+        use pcielab_model::latency::{evaluate, LatencyParams};
+        let m = with(c, if spec { Mode::Spec } else { Mode::Compat });
+        let p = LatencyParams::default();
+        let a = evaluate(&m, &p, size).unwrap();
+        let b = evaluate(&m, &p, size + more).unwrap();
+        prop_assert!(b.lat_rd_ns >= a.lat_rd_ns);
+        prop_assert!(a.lat_wrrd_ns >= a.lat_rd_ns);
+        prop_assert!(a.lat_rd_ns >= p.rc_ns + p.mem_ns);
+    }
+}
