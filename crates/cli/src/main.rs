@@ -4,6 +4,7 @@
 
 mod demo;
 mod dllp_cmd;
+mod model_cmd;
 mod tlp_cmd;
 
 use clap::{Parser, Subcommand};
@@ -27,6 +28,8 @@ enum Command {
     /// Decode and encode Data Link Layer Packets.
     #[command(subcommand)]
     Dllp(dllp_cmd::DllpCmd),
+    /// The analytic model: bandwidth, link rates, NICs, latency (pcie-bench compatible).
+    Model(model_cmd::ModelArgs),
 }
 
 /// A command failure: the one line to print.
@@ -61,10 +64,11 @@ pub fn read_lines(path: &str) -> Result<Vec<(usize, String)>, Failure> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result = match &cli.command {
-        Command::Demo(a) => demo::run(a),
-        Command::Tlp(c) => tlp_cmd::run(c),
-        Command::Dllp(c) => dllp_cmd::run(c),
+    let result = match cli.command {
+        Command::Demo(a) => demo::run(&a),
+        Command::Tlp(c) => tlp_cmd::run(&c),
+        Command::Dllp(c) => dllp_cmd::run(&c),
+        Command::Model(args) => return model_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
