@@ -371,10 +371,13 @@ impl<T: AsRef<[u8]>> TlpPacket<T> {
     pub fn msg_routing(&self) -> Option<MsgRouting> {
         MsgRouting::from_raw(self.type_raw() & 7)
     }
-    /// Message-specific header bytes 8..16.
+    /// Message-specific header bytes 8..16 (messages always have 4 DW headers; on a
+    /// 3 DW header the missing bytes read as zero).
     pub fn msg_fields(&self) -> MsgFields {
         let mut f = [0u8; 8];
-        f.copy_from_slice(&self.hdr()[field::MSG_FIELDS]);
+        let end = self.header_len().min(field::MSG_FIELDS.end);
+        let n = end - field::MSG_FIELDS.start;
+        f[..n].copy_from_slice(&self.hdr()[field::MSG_FIELDS.start..end]);
         MsgFields(f)
     }
     /// The header bytes (12 or 16), without prefixes.
