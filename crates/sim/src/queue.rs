@@ -1,0 +1,344 @@
+//! The event queue: `(time, seq)` order, a slab of payloads, a FIFO fast path and
+//! cancellation by key.
+//!
+//! ```text
+//!   schedule(t, e) ──► slab[slot] = e ; heap.push(Entry{t, seq, slot, gen})
+//!   push_fifo(f, t, e) ──► ring[f].push_back((t, seq, e)) ; only the ring's head is in the heap
+//!   pop() ──► min Entry by (t, seq); skip entries whose slot generation moved on (cancelled)
+//! ```
+//!
+//! Heap entries are 24-byte `Copy` values; payloads live in a slab whose freed slots are
+//! reused, so once the queue has grown to its working set nothing is allocated per event.
+
+use crate::time::SimTime;
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, VecDeque};
+
+/// Identifies a scheduled (heap) event so that it can be cancelled.
+///
+/// Keys are generation-checked: cancelling an event that was already delivered or
+/// cancelled, even if its slot has been reused since, does nothing and returns false.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct EventKey {
+    slot: u32,
+    gen: u32,
+}
+
+/// A FIFO stream of events whose times never decrease (see [`EventQueue::push_fifo`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FifoId(u32);
+
+impl FifoId {
+    /// The stream's index (0-based, in creation order).
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+const FIFO_FLAG: u32 = 1 << 31;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Entry {
+    time: u64,
+    seq: u64,
+    slot: u32,
+    gen: u32,
+}
+
+impl Ord for Entry {
+    fn cmp(&self, o: &Self) -> Ordering {
+        // Reversed: BinaryHeap is a max-heap, we want the smallest (time, seq) on top.
+        (o.time, o.seq).cmp(&(self.time, self.seq))
+    }
+}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+#[derive(Debug)]
+struct Slot<E> {
+    gen: u32,
+    payload: Option<E>,
+}
+
+#[derive(Debug)]
+struct Fifo<E> {
+    ring: VecDeque<(u64, u64, E)>,
+    last: u64,
+}
+
+/// A priority queue of events of type `E`.
+///
+/// Ordering guarantee: events come out in increasing `(time, seq)`, where `seq` is a
+/// counter incremented by every `schedule` and `push_fifo`. Events at equal times come
+/// out in the order they were scheduled, whichever path (heap or FIFO) they took.
+///
+/// ```
+/// use pcielab_sim::{EventQueue, SimTime};
+/// let mut q = EventQueue::new();
+/// q.schedule(SimTime::from_ps(20), "b");
+/// let k = q.schedule(SimTime::from_ps(10), "x");
+/// q.schedule(SimTime::from_ps(20), "c");
+/// q.schedule(SimTime::from_ps(5), "a");
+/// assert!(q.cancel(k));
+/// let order: Vec<_> = std::iter::from_fn(|| q.pop()).map(|(_, e)| e).collect();
+/// assert_eq!(order, ["a", "b", "c"]);
+/// ```
+#[derive(Debug)]
+pub struct EventQueue<E> {
+    heap: BinaryHeap<Entry>,
+    slots: Vec<Slot<E>>,
+    free: Vec<u32>,
+    fifos: Vec<Fifo<E>>,
+    seq: u64,
+    live: usize,
+}
+
+impl<E> Default for EventQueue<E> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<E> EventQueue<E> {
+    /// An empty queue.
+    pub fn new() -> EventQueue<E> {
+        Self::with_capacity(0)
+    }
+
+    /// An empty queue with room for `n` pending heap events before it reallocates.
+    pub fn with_capacity(n: usize) -> EventQueue<E> {
+        EventQueue {
+            heap: BinaryHeap::with_capacity(n),
+            slots: Vec::with_capacity(n),
+            free: Vec::with_capacity(n),
+            fifos: Vec::new(),
+            seq: 0,
+            live: 0,
+        }
+    }
+
+    /// Number of pending (not cancelled, not delivered) events.
+    pub fn len(&self) -> usize {
+        self.live
+    }
+
+    /// True when no event is pending.
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    fn next_seq(&mut self) -> u64 {
+        let s = self.seq;
+        self.seq += 1;
+        s
+    }
+
+    /// Schedules `event` at `time`; returns a key that can cancel it.
+    pub fn schedule(&mut self, time: SimTime, event: E) -> EventKey {
+        let seq = self.next_seq();
+        let slot = match self.free.pop() {
+            Some(s) => {
+                self.slots[s as usize].payload = Some(event);
+                s
+            }
+            None => {
+                let s = self.slots.len() as u32;
+                self.slots.push(Slot {
+                    gen: 0,
+                    payload: Some(event),
+                });
+                s
+            }
+        };
+        let gen = self.slots[slot as usize].gen;
+        self.heap.push(Entry {
+            time: time.as_ps(),
+            seq,
+            slot,
+            gen,
+        });
+        self.live += 1;
+        EventKey { slot, gen }
+    }
+
+    /// Cancels a pending event. Returns false (and does nothing) if it was already
+    /// delivered or cancelled.
+    pub fn cancel(&mut self, key: EventKey) -> bool {
+        match self.slots.get_mut(key.slot as usize) {
+            Some(s) if s.gen == key.gen && s.payload.is_some() => {
+                s.payload = None;
+                s.gen = s.gen.wrapping_add(1);
+                self.free.push(key.slot);
+                self.live -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// True if the event of `key` is still pending.
+    pub fn is_pending(&self, key: EventKey) -> bool {
+        matches!(self.slots.get(key.slot as usize), Some(s) if s.gen == key.gen && s.payload.is_some())
+    }
+
+    /// Creates a FIFO stream.
+    pub fn new_fifo(&mut self) -> FifoId {
+        let id = FifoId(self.fifos.len() as u32);
+        self.fifos.push(Fifo {
+            ring: VecDeque::new(),
+            last: 0,
+        });
+        id
+    }
+
+    /// Schedules `event` at `time` on FIFO stream `fifo`: the fast path for streams whose
+    /// times never decrease (only the stream's head sits in the heap).
+    ///
+    /// The `(time, seq)` order is the same as with [`schedule`](Self::schedule). If
+    /// `time` is earlier than the stream's last event, or `fifo` does not exist, the event
+    /// silently takes the heap path instead, so ordering is never violated. FIFO events
+    /// cannot be cancelled.
+    pub fn push_fifo(&mut self, fifo: FifoId, time: SimTime, event: E) {
+        let t = time.as_ps();
+        let ok =
+            matches!(self.fifos.get(fifo.0 as usize), Some(f) if t >= f.last || f.ring.is_empty());
+        if !ok {
+            self.schedule(time, event);
+            return;
+        }
+        let seq = self.next_seq();
+        let f = &mut self.fifos[fifo.0 as usize];
+        f.last = t;
+        let was_empty = f.ring.is_empty();
+        f.ring.push_back((t, seq, event));
+        self.live += 1;
+        if was_empty {
+            self.heap.push(Entry {
+                time: t,
+                seq,
+                slot: FIFO_FLAG | fifo.0,
+                gen: 0,
+            });
+        }
+    }
+
+    fn is_stale(&self, e: &Entry) -> bool {
+        e.slot & FIFO_FLAG == 0 && self.slots[e.slot as usize].gen != e.gen
+    }
+
+    /// Time of the next pending event.
+    pub fn peek_time(&mut self) -> Option<SimTime> {
+        while let Some(e) = self.heap.peek() {
+            if self.is_stale(e) {
+                self.heap.pop();
+            } else {
+                return Some(SimTime::from_ps(e.time));
+            }
+        }
+        None
+    }
+
+    /// Removes and returns the next event.
+    pub fn pop(&mut self) -> Option<(SimTime, E)> {
+        while let Some(e) = self.heap.pop() {
+            if e.slot & FIFO_FLAG != 0 {
+                let f = &mut self.fifos[(e.slot & !FIFO_FLAG) as usize];
+                let Some((t, _, ev)) = f.ring.pop_front() else {
+                    continue;
+                };
+                if let Some(&(nt, nseq, _)) = f.ring.front() {
+                    self.heap.push(Entry {
+                        time: nt,
+                        seq: nseq,
+                        slot: e.slot,
+                        gen: 0,
+                    });
+                }
+                self.live -= 1;
+                return Some((SimTime::from_ps(t), ev));
+            }
+            let s = &mut self.slots[e.slot as usize];
+            if s.gen != e.gen {
+                continue;
+            }
+            let Some(ev) = s.payload.take() else {
+                continue;
+            };
+            s.gen = s.gen.wrapping_add(1);
+            self.free.push(e.slot);
+            self.live -= 1;
+            return Some((SimTime::from_ps(e.time), ev));
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(ps: u64) -> SimTime {
+        SimTime::from_ps(ps)
+    }
+
+    #[test]
+    fn ties_break_by_insertion_across_paths() {
+        let mut q = EventQueue::new();
+        let f = q.new_fifo();
+        q.push_fifo(f, t(10), 1);
+        q.schedule(t(10), 2);
+        q.push_fifo(f, t(10), 3);
+        q.schedule(t(5), 0);
+        q.push_fifo(f, t(20), 5);
+        q.schedule(t(10), 4);
+        let out: Vec<_> = std::iter::from_fn(|| q.pop()).map(|(_, e)| e).collect();
+        assert_eq!(out, [0, 1, 2, 3, 4, 5]);
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn cancel_is_generation_checked() {
+        let mut q = EventQueue::new();
+        let k = q.schedule(t(1), 'a');
+        assert!(q.is_pending(k));
+        assert!(q.cancel(k));
+        assert!(!q.cancel(k));
+        // The slot is reused; the old key must not cancel the new event.
+        let k2 = q.schedule(t(2), 'b');
+        assert!(!q.cancel(k));
+        assert_eq!(q.len(), 1);
+        assert_eq!(q.peek_time(), Some(t(2)));
+        assert_eq!(q.pop(), Some((t(2), 'b')));
+        assert!(!q.cancel(k2));
+        assert_eq!(q.pop(), None);
+    }
+
+    #[test]
+    fn decreasing_fifo_time_falls_back_to_heap() {
+        let mut q = EventQueue::new();
+        let f = q.new_fifo();
+        q.push_fifo(f, t(30), 'c');
+        q.push_fifo(f, t(10), 'a');
+        q.push_fifo(FifoId(99), t(20), 'b');
+        let out: Vec<_> = std::iter::from_fn(|| q.pop()).map(|(_, e)| e).collect();
+        assert_eq!(out, ['a', 'b', 'c']);
+    }
+
+    #[test]
+    fn no_growth_in_steady_state() {
+        let mut q = EventQueue::with_capacity(8);
+        for i in 0..4 {
+            q.schedule(t(i), i);
+        }
+        let cap = q.slots.capacity();
+        for i in 4..10_000u64 {
+            let (now, _) = q.pop().unwrap();
+            q.schedule(now + crate::SimDuration::from_ps(4), i);
+        }
+        assert_eq!(q.slots.len(), 4);
+        assert_eq!(q.slots.capacity(), cap);
+    }
+}
