@@ -1,6 +1,9 @@
 //! The `pcielab` command-line tool: glue only; all logic lives in the library crates.
 
 use clap::{Parser, Subcommand};
+
+mod cfg_cmd;
+mod topo_cmd;
 use std::process::ExitCode;
 
 #[derive(Parser, Debug)]
@@ -14,6 +17,10 @@ struct Cli {
 enum Command {
     /// Print the built-in demonstration set of packets.
     Demo,
+    /// Topology files: enumerate, print the tree, dump configuration spaces.
+    Topo(topo_cmd::TopoArgs),
+    /// Configuration-space dumps (lspci -xxxx format).
+    Cfg(cfg_cmd::CfgArgs),
 }
 
 fn main() -> ExitCode {
@@ -23,5 +30,7 @@ fn main() -> ExitCode {
             println!("pcielab");
             ExitCode::SUCCESS
         }
+        Command::Topo(args) => topo_cmd::run(args),
+        Command::Cfg(args) => cfg_cmd::run(args),
     }
 }

@@ -967,7 +967,8 @@ impl Capability for PcieCap {
             // 25 W slot power limit (value 25, scale 1.0x), no command completed support.
             let sltcap = (25 << 7) | (1 << 18) | (n << 19);
             cs.define(at + SLTCAP, 4, 0xffff_ffff, Access::Ro, sltcap);
-            cs.define(at + SLTCTL, 2, 0x1fff, Access::Rw, 0);
+            // Attention and power indicators Off (11b each), everything else clear.
+            cs.define(at + SLTCTL, 2, 0x1fff, Access::Rw, 0x03c0);
             let present = if self.link.is_some() { 1 << 6 } else { 0 };
             cs.define(at + SLTSTA, 2, 0x0040, Access::Ro, present);
             cs.define(at + SLTSTA, 2, 0x011f, Access::Rw1c, 0);

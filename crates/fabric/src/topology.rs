@@ -454,15 +454,17 @@ impl Topology {
                         .into(),
                 })
             }
-            [_, second, ..] => return Err(TopologyError {
-                file: file.into(),
-                line: nodes[*second].line,
-                key: Some("kind".into()),
-                message: format!(
+            [_, second, ..] => {
+                return Err(TopologyError {
+                    file: file.into(),
+                    line: nodes[*second].line,
+                    key: Some("kind".into()),
+                    message: format!(
                     "a second root complex (the first is {:?} on line {}); exactly one is allowed",
                     nodes[roots[0]].name, nodes[roots[0]].line
                 ),
-            }),
+                })
+            }
         }
         let ports_of = |n: &Node| -> u8 {
             match registry.get(&n.kind).map(|s| &s.role) {
