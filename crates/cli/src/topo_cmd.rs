@@ -39,7 +39,7 @@ enum TopoCommand {
     },
 }
 
-fn load(file: &PathBuf) -> Result<(Fabric, EnumeratedTree), String> {
+fn load(file: &std::path::Path) -> Result<(Fabric, EnumeratedTree), String> {
     let reg = KindRegistry::builtin();
     let topo = Topology::load(file, &reg).map_err(|e| e.to_string())?;
     let mut fabric = Fabric::build(&topo, &reg).map_err(|e| e.to_string())?;

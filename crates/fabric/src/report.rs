@@ -118,7 +118,7 @@ fn range(r: Option<(u64, u64)>) -> Value {
 /// The tree as JSON: `{"functions": [...]}` in depth-first order. Each function has
 /// `bdf`, `name`, `parent`, `vendor_id`, `device_id`, `class_code`, `header_type`,
 /// `port_type`, `bars` (`index`, `kind` mem32/mem64/io, `prefetchable`, `size`,
-/// `address`), `buses`, `windows` (`io`, `mem`, `pref` with `base`/`limit`), `link`
+/// `address`), `vf_bars` (SR-IOV; `size` is per-VF size × TotalVFs), `buses`, `windows` (`io`, `mem`, `pref` with `base`/`limit`), `link`
 /// (`gen`, `width`, `max_gen`, `max_width`), `mps`, `mrrs`, `capabilities`
 /// (`offset`, `id`, `extended`, `name`) and `interrupts`.
 pub fn tree_json(fabric: &Fabric, tree: &EnumeratedTree) -> Value {
@@ -166,6 +166,8 @@ pub fn tree_json(fabric: &Fabric, tree: &EnumeratedTree) -> Value {
                 "header_type": f.header_type,
                 "port_type": f.port_type.map(|t| t.name()),
                 "bars": bars,
+                "vf_bars": f.vf_bars.iter().map(|b| json!({"index": b.index, "size": b.bar.size(),
+                    "prefetchable": b.bar.prefetchable(), "address": format!("{:#x}", b.address)})).collect::<Vec<_>>(),
                 "buses": f.buses.map(|b| json!({"primary": b.primary, "secondary": b.secondary, "subordinate": b.subordinate})),
                 "windows": f.windows.map(|w| json!({"io": range(w.io.map(|(b, l)| (b as u64, l as u64))), "mem": range(w.mem), "pref": range(w.pref)})),
                 "link": f.link.map(|l| json!({"gen": l.gen, "width": l.width, "max_gen": l.max_gen, "max_width": l.max_width})),

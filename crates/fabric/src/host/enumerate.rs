@@ -186,6 +186,8 @@ pub struct EnumFunction {
     pub port_type: Option<PortType>,
     /// Assigned BARs.
     pub bars: Vec<AssignedBar>,
+    /// Assigned VF BARs of an SR-IOV capability (size: per-VF size × TotalVFs).
+    pub vf_bars: Vec<AssignedBar>,
     /// Bus numbers (bridges).
     pub buses: Option<BusRange>,
     /// Windows (bridges).
@@ -259,7 +261,10 @@ struct Dev {
     bdf: Bdf,
     parent: Option<usize>,
     header_type: u8,
-    bars: Vec<(u8, Bar)>,
+    /// (index, BAR, alignment); index 6 + k is VF BAR k of the SR-IOV capability,
+    /// whose size is per-VF size × TotalVFs.
+    bars: Vec<(u8, Bar, u64)>,
+    sriov: Option<u16>,
     /// Per kind: (size, alignment) of the bridge window.
     window: [(u64, u64); 3],
     assigned: Vec<AssignedBar>,
@@ -332,6 +337,7 @@ impl<B: HostBus> Host<'_, B> {
                     window: [(0, 0); 3],
                     assigned: Vec::new(),
                     pcie: None,
+                    sriov: None,
                     interrupts: Interrupts::None,
                 });
                 if header_type == 1 {
@@ -381,11 +387,84 @@ impl<B: HostBus> Host<'_, B> {
                 0
             };
             if let Some(bar) = Bar::from_sizing(lo, hi) {
-                self.devs[i].bars.push((k as u8, bar));
+                self.devs[i].bars.push((k as u8, bar, bar.size()));
             }
             k += if is64 { 2 } else { 1 };
         }
+        if self.devs[i].header_type == 0 {
+            self.size_vf_bars(i);
+        }
         self.w16(bdf, reg::COMMAND, cmd);
+    }
+
+    /// Finds an extended capability with configuration reads only.
+    fn ext_cap(&mut self, bdf: Bdf, want: u16) -> Option<u16> {
+        let mut at = 0x100u16;
+        for _ in 0..960 {
+            let hdr = self.r32(bdf, at);
+            if hdr == 0 || hdr == 0xffff_ffff {
+                return None;
+            }
+            if hdr & 0xffff == want as u32 {
+                return Some(at);
+            }
+            let next = ((hdr >> 20) & 0xffc) as u16;
+            if next < 0x100 {
+                return None;
+            }
+            at = next;
+        }
+        None
+    }
+
+    /// Sizes the VF BARs of an SR-IOV capability: the resource is per-VF size ×
+    /// TotalVFs, aligned to the per-VF size (as Linux reserves it).
+    fn size_vf_bars(&mut self, i: usize) {
+        let bdf = self.devs[i].bdf;
+        let Some(cap) = self.ext_cap(bdf, id::EXT_SRIOV) else {
+            return;
+        };
+        self.devs[i].sriov = Some(cap);
+        let total = self.r16(bdf, cap + 0x0e) as u64;
+        if total == 0 {
+            return;
+        }
+        let mut k = 0;
+        while k < 6 {
+            let off = cap + 0x24 + 4 * k as u16;
+            let orig = self.r32(bdf, off);
+            self.w32(bdf, off, 0xffff_ffff);
+            let lo = self.r32(bdf, off);
+            self.w32(bdf, off, orig);
+            let is64 = lo & 1 == 0 && (lo >> 1) & 3 == 2 && k < 5;
+            let hi = if is64 {
+                let oh = self.r32(bdf, off + 4);
+                self.w32(bdf, off + 4, 0xffff_ffff);
+                let h = self.r32(bdf, off + 4);
+                self.w32(bdf, off + 4, oh);
+                h
+            } else {
+                0
+            };
+            if let Some(bar) = Bar::from_sizing(lo, hi) {
+                let per_vf = bar.size();
+                let whole = match bar {
+                    Bar::Mem64 { prefetchable, .. } => Bar::Mem64 {
+                        size: per_vf * total,
+                        prefetchable,
+                    },
+                    Bar::Mem32 { prefetchable, .. } => Bar::Mem32 {
+                        size: (per_vf * total) as u32,
+                        prefetchable,
+                    },
+                    Bar::Io { .. } => Bar::Io {
+                        size: (per_vf * total) as u32,
+                    },
+                };
+                self.devs[i].bars.push((6 + k as u8, whole, per_vf));
+            }
+            k += if is64 { 2 } else { 1 };
+        }
     }
 
     fn children(&self, parent: Option<usize>) -> Vec<usize> {
@@ -398,9 +477,9 @@ impl<B: HostBus> Host<'_, B> {
     fn items(&self, parent: Option<usize>, kind: Kind) -> Vec<(u64, u64, usize, Option<u8>)> {
         let mut items = Vec::new();
         for j in self.children(parent) {
-            for &(k, bar) in &self.devs[j].bars {
+            for &(k, bar, align) in &self.devs[j].bars {
                 if Kind::of(bar) == kind {
-                    items.push((bar.size(), bar.size(), j, Some(k)));
+                    items.push((bar.size(), align, j, Some(k)));
                 }
             }
             let (s, a) = self.devs[j].window[kind as usize];
@@ -437,7 +516,10 @@ impl<B: HostBus> Host<'_, B> {
             let bdf = self.devs[j].bdf;
             match bar {
                 Some(k) => {
-                    let off = reg::BAR0 + 4 * k as u16;
+                    let off = match (k, self.devs[j].sriov) {
+                        (6.., Some(cap)) => cap + 0x24 + 4 * (k - 6) as u16,
+                        _ => reg::BAR0 + 4 * k as u16,
+                    };
                     let b = self.devs[j].bars.iter().find(|x| x.0 == k).map(|x| x.1);
                     self.w32(bdf, off, at as u32);
                     if let Some(Bar::Mem64 { .. }) = b {
@@ -675,7 +757,21 @@ impl<B: HostBus> Host<'_, B> {
             header_type: d.header_type,
             port_type,
             bars: {
-                let mut b = d.assigned.clone();
+                let mut b: Vec<AssignedBar> =
+                    d.assigned.iter().copied().filter(|b| b.index < 6).collect();
+                b.sort_by_key(|b| b.index);
+                b
+            },
+            vf_bars: {
+                let mut b: Vec<AssignedBar> = d
+                    .assigned
+                    .iter()
+                    .filter(|b| b.index >= 6)
+                    .map(|b| AssignedBar {
+                        index: b.index - 6,
+                        ..*b
+                    })
+                    .collect();
                 b.sort_by_key(|b| b.index);
                 b
             },

@@ -1,0 +1,343 @@
+//! Enumeration of hand-checked topologies: bus numbers, addresses, MPS, interrupts,
+//! routing of every request type, and the errors of exhaustion.
+
+use crate::common::{bring_up, bring_up_file};
+use pcielab_config::header::command;
+use pcielab_fabric::functional::{Fabric, Origin, RouteError, Target};
+use pcielab_fabric::host::enumerate::{enumerate, EnumError, HostConfig, Interrupts};
+use pcielab_fabric::kinds::{KindRegistry, ParamValue};
+use pcielab_fabric::topology::Topology;
+use pcielab_wire::{Bdf, ByteEnables};
+
+fn b(s: &str) -> Bdf {
+    s.parse().unwrap()
+}
+
+/// design.toml by hand: rc ports 00:01.0 and 00:02.0; below rc.0 the switch takes
+/// bus 1 (upstream port), bus 2 (internal), buses 3..=6 (its four downstream ports);
+/// mem0 sits below port 1, on bus 4; rc.1 gets bus 7.
+#[test]
+fn design_example_bus_numbers_addresses_and_mps() {
+    let (_, fabric, tree) = bring_up_file("design.toml");
+    let ids: Vec<String> = tree.functions.iter().map(|f| f.bdf.to_string()).collect();
+    assert_eq!(
+        ids,
+        [
+            "00:00.0", "00:01.0", "00:02.0", "01:00.0", "02:00.0", "02:01.0", "02:02.0", "02:03.0",
+            "04:00.0"
+        ]
+    );
+    let bus = |s: &str| {
+        tree.get(b(s))
+            .unwrap()
+            .buses
+            .map(|r| (r.primary, r.secondary, r.subordinate))
+    };
+    assert_eq!(bus("00:01.0"), Some((0, 1, 6)));
+    assert_eq!(bus("01:00.0"), Some((1, 2, 6)));
+    assert_eq!(bus("02:01.0"), Some((2, 4, 4)));
+    assert_eq!(bus("02:03.0"), Some((2, 6, 6)));
+    assert_eq!(bus("00:02.0"), Some((0, 7, 7)));
+    let mem0 = tree.get(b("04:00.0")).unwrap();
+    assert_eq!(fabric.name(fabric.function_at(mem0.bdf).unwrap()), "mem0");
+    // BAR0: 1 MiB 64-bit prefetchable at the start of the 64-bit aperture; BAR2: the
+    // 4 KiB MSI-X BAR at the start of the 32-bit aperture.
+    let bars: Vec<(u8, u64, u64)> = mem0
+        .bars
+        .iter()
+        .map(|x| (x.index, x.bar.size(), x.address))
+        .collect();
+    assert_eq!(bars, [(0, 1 << 20, 0x40_0000_0000), (2, 4096, 0xc000_0000)]);
+    for br in ["00:01.0", "01:00.0", "02:01.0"] {
+        let w = tree.get(b(br)).unwrap().windows.unwrap();
+        assert_eq!(w.mem, Some((0xc000_0000, 0xc00f_ffff)), "{br}");
+        assert_eq!(w.pref, Some((0x40_0000_0000, 0x40_000f_ffff)), "{br}");
+        assert_eq!(w.io, None, "{br}");
+    }
+    let w = tree.get(b("02:00.0")).unwrap().windows.unwrap();
+    assert_eq!((w.mem, w.pref, w.io), (None, None, None));
+    // MPS: rc and switch support 256, psmem 512 → 256 everywhere below rc.0; MRRS = MPS.
+    for f in ["00:01.0", "01:00.0", "02:01.0", "04:00.0"] {
+        assert_eq!(tree.get(b(f)).unwrap().mps, Some(256), "{f}");
+        assert_eq!(tree.get(b(f)).unwrap().mrrs, Some(256), "{f}");
+    }
+    // Interrupts in discovery order: rc.0 0x30, rc.1 0x31, sw0.0..3 0x32..0x35,
+    // mem0's four MSI-X entries 0x36..0x39.
+    assert_eq!(
+        tree.get(b("00:02.0")).unwrap().interrupts,
+        Interrupts::Msi {
+            address: 0xfee0_0000,
+            data: vec![0x31]
+        }
+    );
+    assert_eq!(
+        tree.get(b("02:03.0")).unwrap().interrupts,
+        Interrupts::Msi {
+            address: 0xfee0_0000,
+            data: vec![0x35]
+        }
+    );
+    assert_eq!(
+        mem0.interrupts,
+        Interrupts::MsiX {
+            entries: (0x36..=0x39).map(|d| (0xfee0_0000, d)).collect()
+        }
+    );
+    let link = mem0.link.unwrap();
+    assert_eq!(
+        (link.gen, link.width, link.max_gen, link.max_width),
+        (3, 8, 3, 8)
+    );
+}
+
+#[test]
+fn routing_of_every_request_type() {
+    let (_, mut fabric, _) = bring_up_file("design.toml");
+    let names = |f: &Fabric, hops: &[pcielab_fabric::functional::FnId]| -> Vec<String> {
+        hops.iter().map(|&h| f.name(h)).collect()
+    };
+    // Configuration: Type 1 through rc.0, sw0, sw0.1; Type 0 at mem0.
+    let r = fabric.route_config(b("04:00.0")).unwrap();
+    assert_eq!(names(&fabric, &r.hops), ["rc.0", "sw0", "sw0.1"]);
+    assert_eq!(fabric.config_read(b("04:00.0"), 0).unwrap(), 0x0010_1fee);
+    // Absent functions: all-ones through ECAM; only device 0 below a port.
+    assert_eq!(
+        fabric.ecam_read((b("04:01.0").raw() as u64) << 12, 4),
+        0xffff_ffff
+    );
+    assert_eq!(
+        fabric.route_config(b("04:01.0")),
+        Err(RouteError::NoFunction(b("04:01.0")))
+    );
+    assert_eq!(
+        fabric.ecam_read((b("03:00.0").raw() as u64) << 12, 2),
+        0xffff
+    );
+    assert_eq!(fabric.route_config(b("08:00.0")), Err(RouteError::NoBus(8)));
+    // Memory from the host into mem0's BAR and back.
+    fabric
+        .memory_write(Origin::Host, 0x40_0000_1234, b"pcielab")
+        .unwrap();
+    let mut buf = [0u8; 7];
+    fabric
+        .memory_read(Origin::Host, 0x40_0000_1234, &mut buf)
+        .unwrap();
+    assert_eq!(&buf, b"pcielab");
+    let r = fabric.route_memory(Origin::Host, 0x40_000f_ffff).unwrap();
+    assert_eq!(names(&fabric, &r.hops), ["rc.0", "sw0", "sw0.1"]);
+    assert!(matches!(
+        r.target,
+        Target::Bar {
+            bar: 0,
+            offset: 0xf_ffff,
+            ..
+        }
+    ));
+    // Just past the BAR: nothing claims it.
+    assert_eq!(
+        fabric.route_memory(Origin::Host, 0x40_0010_0000),
+        Err(RouteError::MemoryUnclaimed(0x40_0010_0000))
+    );
+    assert_eq!(
+        fabric.route_memory(Origin::Host, 0x1000),
+        Err(RouteError::MemoryUnclaimed(0x1000))
+    );
+    // The MSI-X table as host software programmed it: entry 2 = 0xfee00000 / 0x38.
+    let mut e = [0u8; 16];
+    fabric
+        .memory_read(Origin::Host, 0xc000_0020, &mut e)
+        .unwrap();
+    assert_eq!(u32::from_le_bytes(e[0..4].try_into().unwrap()), 0xfee0_0000);
+    assert_eq!(u32::from_le_bytes(e[8..12].try_into().unwrap()), 0x38);
+    assert_eq!(
+        u32::from_le_bytes(e[12..16].try_into().unwrap()),
+        0,
+        "unmasked"
+    );
+    // DMA from mem0 to host memory goes up through sw0.1, sw0, rc.0.
+    let mem0 = fabric.function_at(b("04:00.0")).unwrap();
+    let r = fabric.route_memory(Origin::Function(mem0), 0x1000).unwrap();
+    assert_eq!(names(&fabric, &r.hops), ["sw0.1", "sw0", "rc.0"]);
+    assert_eq!(r.target, Target::HostMemory(0x1000));
+    fabric
+        .memory_write(Origin::Function(mem0), 0x1000, &[1, 2, 3])
+        .unwrap();
+    let mut hb = [0u8; 3];
+    fabric.host_memory.read(0x1000, &mut hb);
+    assert_eq!(hb, [1, 2, 3]);
+    // Completions to the host's ID go up and end at the host bridge.
+    let r = fabric
+        .route_id(Origin::Function(mem0), b("00:00.0"))
+        .unwrap();
+    assert_eq!(names(&fabric, &r.hops), ["sw0.1", "sw0", "rc.0"]);
+    assert_eq!(fabric.name(r.target), "rc");
+    // Bus Master off in the endpoint: its requests are dropped.
+    let cmd = fabric.config_read(b("04:00.0"), 4).unwrap() as u16;
+    fabric
+        .config_write(
+            b("04:00.0"),
+            4,
+            (cmd & !command::BUS_MASTER) as u32,
+            ByteEnables::new(0b0011).unwrap(),
+        )
+        .unwrap();
+    assert_eq!(
+        fabric.route_memory(Origin::Function(mem0), 0x1000),
+        Err(RouteError::BusMasterDisabled(b("04:00.0")))
+    );
+    // Memory Space off in the switch: the host can no longer reach mem0.
+    let cmd = fabric.config_read(b("01:00.0"), 4).unwrap() as u16;
+    fabric
+        .config_write(
+            b("01:00.0"),
+            4,
+            (cmd & !command::MEMORY) as u32,
+            ByteEnables::new(0b0011).unwrap(),
+        )
+        .unwrap();
+    assert!(fabric.route_memory(Origin::Host, 0x40_0000_0000).is_err());
+}
+
+#[test]
+fn peer_to_peer_and_io_in_nested_switches() {
+    let (_, fabric, tree) = bring_up_file("nested-switches.toml");
+    let id = |name: &str| {
+        (0..fabric.functions.len() as u32)
+            .map(pcielab_fabric::functional::FnId)
+            .find(|&f| fabric.name(f) == name)
+            .unwrap()
+    };
+    let c = tree.get(fabric.bdf(id("mem-c"))).unwrap();
+    let r = fabric
+        .route_memory(Origin::Function(id("mem-a")), c.bars[0].address + 8)
+        .unwrap();
+    let hops: Vec<String> = r.hops.iter().map(|&h| fabric.name(h)).collect();
+    assert_eq!(hops, ["sw1.0", "sw1", "sw0.0", "sw0.1"]);
+    assert_eq!(
+        r.target,
+        Target::Bar {
+            function: id("mem-c"),
+            bar: 0,
+            offset: 8
+        }
+    );
+    // mem-c's SR-IOV VF BAR0: 16 KiB per VF × 8 VFs, 64-bit prefetchable, in the
+    // prefetchable window of sw0.1.
+    let vf = c.vf_bars[0];
+    assert_eq!(
+        (vf.index, vf.bar.size(), vf.address % (16 << 10)),
+        (0, 128 << 10, 0)
+    );
+    let w = tree.get(fabric.bdf(id("sw0.1"))).unwrap().windows.unwrap();
+    let (lo, hi) = w.pref.unwrap();
+    assert!(lo <= vf.address && vf.address + (128 << 10) - 1 <= hi);
+    // mem-b's 32-byte I/O BAR is the only I/O resource: at the I/O aperture's base.
+    let bb = tree.get(fabric.bdf(id("mem-b"))).unwrap();
+    let io = bb
+        .bars
+        .iter()
+        .find(|x| matches!(x.bar, pcielab_config::Bar::Io { .. }))
+        .unwrap();
+    assert_eq!(io.address, 0x1000);
+    let r = fabric.route_io(Origin::Host, 0x1010).unwrap();
+    assert_eq!(
+        r.target,
+        Target::Bar {
+            function: id("mem-b"),
+            bar: io.index,
+            offset: 0x10
+        }
+    );
+    assert_eq!(
+        fabric.route_io(Origin::Host, 0x1020),
+        Err(RouteError::IoUnclaimed(0x1020))
+    );
+    // mem-b supports only 128-byte payloads: everything below rc.0 runs at 128.
+    assert_eq!(tree.get(fabric.bdf(id("mem-a"))).unwrap().mps, Some(128));
+    assert_eq!(tree.get(fabric.bdf(id("mem-d"))).unwrap().mps, Some(256));
+}
+
+const ONE: &str = "[[node]]\nname = \"rc\"\nkind = \"root-complex\"\n\
+                   [[node]]\nname = \"m\"\nkind = \"psmem\"\nBARCFG\n\
+                   [[link]]\nup = \"rc.0\"\ndown = \"m\"\ngen = 3\nwidth = 4\n";
+
+fn try_enumerate(text: &str) -> Result<(), EnumError> {
+    let reg = KindRegistry::builtin();
+    let topo = Topology::parse(text, "t.toml", &reg).unwrap();
+    let mut fabric = Fabric::build(&topo, &reg).unwrap();
+    enumerate(&mut fabric, &HostConfig::default()).map(|_| ())
+}
+
+#[test]
+fn exhausted_address_space_is_a_clear_error() {
+    let e = try_enumerate(&ONE.replace("BARCFG", "bar_size = \"512GiB\"")).unwrap_err();
+    assert_eq!(
+        e,
+        EnumError::AddressSpaceExhausted {
+            space: "prefetchable memory",
+            needed: 512 << 30,
+            available: 256 << 30
+        }
+    );
+    assert!(e.to_string().contains("nothing was assigned"));
+    // 1 GiB non-prefetchable 32-bit BAR + 4 KiB MSI-X → the rc.0 window needs 1 GiB + 1 MiB;
+    // the aperture 0xc0000000..=0xfebfffff has 0x3ec00000 bytes.
+    let e = try_enumerate(&ONE.replace(
+        "BARCFG",
+        "bar_size = \"1GiB\"\nbar64 = false\nprefetchable = false",
+    ))
+    .unwrap_err();
+    assert_eq!(
+        e,
+        EnumError::AddressSpaceExhausted {
+            space: "memory",
+            needed: 0x4010_0000,
+            available: 0x3ec0_0000
+        }
+    );
+    // 256 GiB fills the 64-bit aperture exactly, and fits.
+    assert_eq!(
+        try_enumerate(&ONE.replace("BARCFG", "bar_size = \"256GiB\"")),
+        Ok(())
+    );
+}
+
+#[test]
+fn exhausted_bus_numbers_is_a_clear_error() {
+    // 1 + 8 root ports + 7 × (1 + 32) + (1 + 15) = 256 buses: fits exactly.
+    let mut text = String::from("[[node]]\nname = \"rc\"\nkind = \"root-complex\"\nports = 8\n");
+    for i in 0..8 {
+        let ports = if i == 7 { 15 } else { 32 };
+        text += &format!("[[node]]\nname = \"s{i}\"\nkind = \"switch\"\nports = {ports}\n[[link]]\nup = \"rc.{i}\"\ndown = \"s{i}\"\ngen = 1\nwidth = 1\n");
+    }
+    let (_, _, tree) = bring_up(&text);
+    let last = tree
+        .functions
+        .iter()
+        .filter_map(|f| f.buses)
+        .map(|r| r.subordinate)
+        .max();
+    assert_eq!(last, Some(255));
+    // One more downstream port needs bus 256: the loader refuses it, and so does
+    // enumeration when the hardware has it anyway.
+    assert!(Topology::parse(
+        &text.replace("ports = 15", "ports = 16"),
+        "t.toml",
+        &KindRegistry::builtin()
+    )
+    .is_err());
+    let reg = KindRegistry::builtin();
+    let mut topo = Topology::parse(&text, "t.toml", &reg).unwrap();
+    let s7 = topo.node("s7").unwrap();
+    topo.nodes[s7.index()]
+        .params
+        .set("ports", ParamValue::Int(16), 0);
+    let mut fabric = Fabric::build(&topo, &reg).unwrap();
+    let e = enumerate(&mut fabric, &HostConfig::default()).unwrap_err();
+    // s7's downstream ports are 0x??:00.0 … :0f.0 on its internal bus; the 16th (device
+    // 0x0f) finds no bus number left.
+    match e {
+        EnumError::BusNumbersExhausted { bridge } => assert_eq!(bridge.device(), 15, "{bridge}"),
+        other => panic!("{other}"),
+    }
+}
