@@ -1,11 +1,11 @@
 //! `pcielab cfg …`: configuration-space dumps.
 
+use crate::{fail, Failure};
 use clap::{Args, Subcommand};
 use pcielab_config::decode::describe;
 use pcielab_config::lspci::parse_dump;
 use std::io::Read;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 /// Arguments of `pcielab cfg`.
 #[derive(Args, Debug)]
@@ -25,31 +25,21 @@ enum CfgCommand {
 }
 
 /// Runs `pcielab cfg`.
-pub fn run(args: CfgArgs) -> ExitCode {
-    let CfgCommand::Decode { file } = args.command;
+pub fn run(args: &CfgArgs) -> Result<(), Failure> {
+    let CfgCommand::Decode { file } = &args.command;
     let mut text = String::new();
     let read = if file.as_os_str() == "-" {
         std::io::stdin().read_to_string(&mut text).map(|_| ())
     } else {
-        std::fs::read_to_string(&file).map(|t| text = t)
+        std::fs::read_to_string(file).map(|t| text = t)
     };
-    if let Err(e) = read {
-        eprintln!("error: {}: {e}", file.display());
-        return ExitCode::FAILURE;
-    }
-    let entries = match parse_dump(&text) {
-        Ok(e) => e,
-        Err(e) => {
-            eprintln!("error: {}:{e}", file.display());
-            return ExitCode::FAILURE;
-        }
-    };
+    read.map_err(|e| fail(format!("{}: {e}", file.display())))?;
+    let entries = parse_dump(&text).map_err(|e| fail(format!("{}: {e}", file.display())))?;
     if entries.is_empty() {
-        eprintln!(
-            "error: {}: no bb:dd.f address line found; expected lspci -x/-xxx/-xxxx output",
+        return Err(fail(format!(
+            "{}: no bb:dd.f address line found; expected lspci -x/-xxx/-xxxx output",
             file.display()
-        );
-        return ExitCode::FAILURE;
+        )));
     }
     for e in entries {
         let addr = match e.domain {
@@ -62,5 +52,5 @@ pub fn run(args: CfgArgs) -> ExitCode {
         }
         println!();
     }
-    ExitCode::SUCCESS
+    Ok(())
 }

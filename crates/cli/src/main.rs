@@ -1,13 +1,19 @@
 //! The `pcielab` command-line tool: glue only; all logic lives in the library crates.
-
-use clap::{Parser, Subcommand};
+//!
+//! Errors print one line on standard error and exit with status 2.
 
 mod cfg_cmd;
+mod demo;
+mod dllp_cmd;
+mod tlp_cmd;
 mod topo_cmd;
+
+use clap::{Parser, Subcommand};
+use std::io::BufRead;
 use std::process::ExitCode;
 
 #[derive(Parser, Debug)]
-#[command(name = "pcielab", version, about = "A software PCIe lab")]
+#[command(name = "pcielab", version, about = "A software PCIe lab", long_about = None)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -15,22 +21,64 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Print the built-in demonstration set of packets.
-    Demo,
+    /// Decode and print the built-in set of packets covering every TLP and DLLP kind.
+    Demo(demo::DemoArgs),
+    /// Decode and encode Transaction Layer Packets.
+    #[command(subcommand)]
+    Tlp(tlp_cmd::TlpCmd),
+    /// Decode and encode Data Link Layer Packets.
+    #[command(subcommand)]
+    Dllp(dllp_cmd::DllpCmd),
     /// Topology files: enumerate, print the tree, dump configuration spaces.
     Topo(topo_cmd::TopoArgs),
     /// Configuration-space dumps (lspci -xxxx format).
     Cfg(cfg_cmd::CfgArgs),
 }
 
+/// A command failure: the one line to print.
+#[derive(Debug)]
+pub struct Failure(pub String);
+
+/// Builds a failure.
+pub fn fail(msg: impl Into<String>) -> Failure {
+    Failure(msg.into())
+}
+
+/// Reads the non-blank, non-comment lines of a file (or stdin for "-"), with line numbers.
+pub fn read_lines(path: &str) -> Result<Vec<(usize, String)>, Failure> {
+    let text = if path == "-" {
+        let mut s = String::new();
+        for line in std::io::stdin().lock().lines() {
+            let line = line.map_err(|e| fail(format!("stdin: {e}")))?;
+            s.push_str(&line);
+            s.push('\n');
+        }
+        s
+    } else {
+        std::fs::read_to_string(path).map_err(|e| fail(format!("{path}: {e}")))?
+    };
+    Ok(text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.trim().to_string()))
+        .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'))
+        .collect())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {
-        Command::Demo => {
-            println!("pcielab");
-            ExitCode::SUCCESS
+    let result = match &cli.command {
+        Command::Demo(a) => demo::run(a),
+        Command::Tlp(c) => tlp_cmd::run(c),
+        Command::Dllp(c) => dllp_cmd::run(c),
+        Command::Topo(a) => topo_cmd::run(a),
+        Command::Cfg(a) => cfg_cmd::run(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure(msg)) => {
+            eprintln!("pcielab: {msg}");
+            ExitCode::from(2)
         }
-        Command::Topo(args) => topo_cmd::run(args),
-        Command::Cfg(args) => cfg_cmd::run(args),
     }
 }

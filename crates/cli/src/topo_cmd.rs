@@ -1,5 +1,6 @@
 //! `pcielab topo …`: load a topology file, enumerate it, print it.
 
+use crate::{fail, Failure};
 use clap::{Args, Subcommand};
 use pcielab_fabric::functional::Fabric;
 use pcielab_fabric::host::enumerate::{enumerate, EnumeratedTree, HostConfig};
@@ -7,7 +8,6 @@ use pcielab_fabric::kinds::KindRegistry;
 use pcielab_fabric::report::{tree_json, tree_text};
 use pcielab_fabric::topology::Topology;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 /// Arguments of `pcielab topo`.
 #[derive(Args, Debug)]
@@ -49,7 +49,7 @@ fn load(file: &std::path::Path) -> Result<(Fabric, EnumeratedTree), String> {
 }
 
 /// Runs `pcielab topo`.
-pub fn run(args: TopoArgs) -> ExitCode {
+pub fn run(args: &TopoArgs) -> Result<(), Failure> {
     let result = match &args.command {
         TopoCommand::Lspci { file } => load(file).map(|(f, _)| f.lspci_dump()),
         TopoCommand::Tree { file } => load(file).map(|(f, t)| tree_text(&f, &t)),
@@ -76,14 +76,7 @@ pub fn run(args: TopoArgs) -> ExitCode {
             }
         }),
     };
-    match result {
-        Ok(text) => {
-            print!("{text}");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    let text = result.map_err(fail)?;
+    print!("{text}");
+    Ok(())
 }

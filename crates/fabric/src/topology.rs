@@ -116,7 +116,11 @@ pub struct TopologyError {
 
 impl fmt::Display for TopologyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}: ", self.file, self.line)?;
+        if self.line > 0 {
+            write!(f, "{}:{}: ", self.file, self.line)?;
+        } else {
+            write!(f, "{}: ", self.file)?;
+        }
         if let Some(k) = &self.key {
             write!(f, "key {k:?}: ")?;
         }

@@ -8,10 +8,19 @@
 #![warn(missing_docs)]
 
 pub mod crc;
+pub mod dll;
+pub mod dllp;
 pub mod error;
+pub mod phy;
 pub mod types;
 
+pub use dll::{DllFrameRepr, LcrcStatus};
+pub use dllp::{DllpRepr, DllpType, FcClass, FcDllp, FcKind, FcScale};
 pub use error::{Error, Result};
+pub use phy::StpToken;
 pub use types::{
     AddressType, Attr, Bdf, ByteEnables, CplStatus, Generation, SeqNum, Tag, TrafficClass,
 };
+#[cfg(feature = "json")]
+pub mod json;
+pub mod tlp;

@@ -295,11 +295,11 @@ impl fmt::Display for SeqNum {
 /// The attribute bits: Relaxed Ordering, No Snoop and ID-Based Ordering.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Attr {
-    /// Relaxed Ordering (Attr[1]).
+    /// Relaxed Ordering (`Attr[1]`).
     pub ro: bool,
-    /// No Snoop (Attr[0]).
+    /// No Snoop (`Attr[0]`).
     pub ns: bool,
-    /// ID-Based Ordering (Attr[2]).
+    /// ID-Based Ordering (`Attr[2]`).
     pub ido: bool,
 }
 

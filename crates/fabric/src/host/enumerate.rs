@@ -6,8 +6,9 @@
 //!    subtree is scanned, then the highest bus found below it.
 //! 2. **Size** every BAR: Memory/I/O decode off, write all-ones, read back, restore.
 //! 3. **Assign** bottom up then top down: each bridge's window is the sum of what lies
-//!    below it, placed largest alignment first (so natural alignment costs no padding),
-//!    rounded to 1 MiB (memory) or 4 KiB (I/O). Non-prefetchable BARs, 32-bit
+//!    below it, placed largest alignment first (BARs then need no padding; a child
+//!    window whose size is not a multiple of its alignment may), rounded to 1 MiB
+//!    (memory) or 4 KiB (I/O). Non-prefetchable BARs, 32-bit
 //!    prefetchable BARs and 64-bit non-prefetchable BARs go to the 32-bit memory window;
 //!    64-bit prefetchable BARs to the 64-bit prefetchable window; I/O BARs to the I/O
 //!    window. Empty windows are disabled (base above limit). If the host's apertures
@@ -499,7 +500,11 @@ impl<B: HostBus> Host<'_, B> {
             }
             for kind in KINDS {
                 let items = self.items(Some(i), kind);
-                let total: u64 = items.iter().map(|it| it.0).sum();
+                // Pack as `assign` will: a child window's size need not be a multiple of
+                // its alignment, so alignment padding can follow it.
+                let total = items
+                    .iter()
+                    .fold(0u64, |at, it| at.div_ceil(it.1) * it.1 + it.0);
                 if total > 0 {
                     let g = kind.granularity();
                     let align = items.iter().map(|it| it.1).max().unwrap_or(g).max(g);
@@ -818,7 +823,9 @@ pub fn enumerate<B: HostBus>(bus: &mut B, cfg: &HostConfig) -> Result<Enumerated
         if at - base > available || (at > 0 && at - 1 > limit) {
             return Err(EnumError::AddressSpaceExhausted {
                 space: kind.name(),
-                needed: items.iter().map(|it| it.0).sum(),
+                needed: items
+                    .iter()
+                    .fold(0u64, |at, it| at.div_ceil(it.1) * it.1 + it.0),
                 available,
             });
         }

@@ -341,3 +341,41 @@ fn exhausted_bus_numbers_is_a_clear_error() {
         other => panic!("{other}"),
     }
 }
+
+/// Found by the property test: a child window of 5 MiB aligned to 4 MiB is followed by
+/// 3 MiB of padding before the next 4 MiB-aligned item, so the parent window must be
+/// 12 MiB, not 4 + 5 = 9 MiB.
+#[test]
+fn window_size_counts_alignment_padding() {
+    let text = "[[node]]\nname = \"rc\"\nkind = \"root-complex\"\n\
+        [[node]]\nname = \"sw0\"\nkind = \"switch\"\nports = 2\n\
+        [[node]]\nname = \"sw1\"\nkind = \"switch\"\nports = 2\n\
+        [[node]]\nname = \"a\"\nkind = \"psmem\"\nbar_size = \"4MiB\"\n\
+        [[node]]\nname = \"b\"\nkind = \"psmem\"\nbar_size = \"1MiB\"\n\
+        [[node]]\nname = \"c\"\nkind = \"psmem\"\nbar_size = \"4MiB\"\n\
+        [[link]]\nup = \"rc.0\"\ndown = \"sw0\"\ngen = 3\nwidth = 4\n\
+        [[link]]\nup = \"sw0.0\"\ndown = \"sw1\"\ngen = 3\nwidth = 4\n\
+        [[link]]\nup = \"sw1.0\"\ndown = \"a\"\ngen = 3\nwidth = 4\n\
+        [[link]]\nup = \"sw1.1\"\ndown = \"b\"\ngen = 3\nwidth = 4\n\
+        [[link]]\nup = \"sw0.1\"\ndown = \"c\"\ngen = 3\nwidth = 4\n";
+    let (_, _, tree) = bring_up(text);
+    // Buses: rc.0 → 1 (sw0 up), 2 (sw0 internal), 3 (sw0.0) → sw1: 4 (internal),
+    // 5 (a), 6 (b); 7 (sw0.1, c).
+    let pref = |s: &str| tree.get(b(s)).unwrap().windows.unwrap().pref;
+    assert_eq!(pref("00:01.0"), Some((0x40_0000_0000, 0x40_00bf_ffff)));
+    assert_eq!(pref("01:00.0"), Some((0x40_0000_0000, 0x40_00bf_ffff)));
+    assert_eq!(pref("02:00.0"), Some((0x40_0000_0000, 0x40_004f_ffff)));
+    assert_eq!(pref("02:01.0"), Some((0x40_0080_0000, 0x40_00bf_ffff)));
+    assert_eq!(
+        tree.get(b("07:00.0")).unwrap().bars[0].address,
+        0x40_0080_0000
+    );
+    assert_eq!(
+        tree.get(b("05:00.0")).unwrap().bars[0].address,
+        0x40_0000_0000
+    );
+    assert_eq!(
+        tree.get(b("06:00.0")).unwrap().bars[0].address,
+        0x40_0040_0000
+    );
+}

@@ -1,0 +1,92 @@
+//! `pcielab dllp decode|encode`.
+
+use crate::{fail, read_lines, Failure};
+use clap::{Args, Subcommand};
+use pcielab_wire::dllp::{json, DllpRepr, Packet};
+use pcielab_wire::json::{hex, unhex};
+
+/// DLLP subcommands.
+#[derive(Subcommand, Debug)]
+pub enum DllpCmd {
+    /// Decode a 6-byte DLLP (hex) into a line of text or JSON; the CRC is checked.
+    Decode(DecodeArgs),
+    /// Encode a JSON DLLP into hex bytes (the CRC is computed).
+    Encode(EncodeArgs),
+}
+
+/// Arguments of `dllp decode`.
+#[derive(Args, Debug)]
+pub struct DecodeArgs {
+    /// The DLLP as hex.
+    #[arg(long, conflicts_with = "file", required_unless_present = "file")]
+    pub hex: Option<String>,
+    /// A file with one hex DLLP per line ('-' is stdin).
+    #[arg(long)]
+    pub file: Option<String>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Do not check the 16-bit CRC.
+    #[arg(long)]
+    pub no_crc_check: bool,
+}
+
+/// Arguments of `dllp encode`.
+#[derive(Args, Debug)]
+pub struct EncodeArgs {
+    /// The DLLP as a JSON object (the field names of `dllp decode --json`).
+    #[arg(long, conflicts_with = "file", required_unless_present = "file")]
+    pub json: Option<String>,
+    /// A file of JSON objects, one per line ('-' is stdin).
+    #[arg(long)]
+    pub file: Option<String>,
+}
+
+fn decode_one(text: &str, args: &DecodeArgs, where_: &str) -> Result<String, Failure> {
+    let bytes = unhex(text).map_err(|e| fail(format!("{where_}bad hex: {e}")))?;
+    let pkt = Packet::new_checked(&bytes[..]).map_err(|e| fail(format!("{where_}{e}")))?;
+    let repr = if args.no_crc_check {
+        DllpRepr::parse_ignoring_crc(&pkt)
+    } else {
+        DllpRepr::parse(&pkt)
+    }
+    .map_err(|e| fail(format!("{where_}{e}")))?;
+    Ok(if args.json {
+        json::to_json(&repr).to_string()
+    } else {
+        repr.to_string()
+    })
+}
+
+/// Runs a DLLP subcommand.
+pub fn run(cmd: &DllpCmd) -> Result<(), Failure> {
+    match cmd {
+        DllpCmd::Decode(args) => {
+            if let Some(h) = &args.hex {
+                println!("{}", decode_one(h, args, "")?);
+            } else if let Some(f) = &args.file {
+                for (n, line) in read_lines(f)? {
+                    println!("{}", decode_one(&line, args, &format!("{f}:{n}: "))?);
+                }
+            }
+            Ok(())
+        }
+        DllpCmd::Encode(args) => {
+            let encode = |text: &str, where_: &str| -> Result<String, Failure> {
+                let v: serde_json::Value = serde_json::from_str(text)
+                    .map_err(|e| fail(format!("{where_}invalid JSON: {e}")))?;
+                let d = json::from_json(&v).map_err(|e| fail(format!("{where_}{e}")))?;
+                let b = d.to_bytes().map_err(|e| fail(format!("{where_}{e}")))?;
+                Ok(hex(&b))
+            };
+            if let Some(j) = &args.json {
+                println!("{}", encode(j, "")?);
+            } else if let Some(f) = &args.file {
+                for (n, line) in read_lines(f)? {
+                    println!("{}", encode(&line, &format!("{f}:{n}: "))?);
+                }
+            }
+            Ok(())
+        }
+    }
+}

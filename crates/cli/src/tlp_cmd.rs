@@ -1,0 +1,104 @@
+//! `pcielab tlp decode|encode`.
+
+use crate::{fail, read_lines, Failure};
+use clap::{Args, Subcommand};
+use pcielab_wire::json::{hex, tlp_from_json, tlp_to_json, unhex};
+use pcielab_wire::tlp::check::{check_rx, RxRules};
+use pcielab_wire::tlp::{ParseOptions, TlpPacket, TlpRepr};
+
+/// TLP subcommands.
+#[derive(Subcommand, Debug)]
+pub enum TlpCmd {
+    /// Decode TLP bytes (hex) into a tcpdump-style line or JSON.
+    Decode(DecodeArgs),
+    /// Encode a JSON TLP into hex bytes.
+    Encode(EncodeArgs),
+}
+
+/// Arguments of `tlp decode`.
+#[derive(Args, Debug)]
+pub struct DecodeArgs {
+    /// The TLP as hex (spaces, ':' and '_' allowed).
+    #[arg(long, conflicts_with = "file", required_unless_present = "file")]
+    pub hex: Option<String>,
+    /// A file with one hex TLP per line ('#' comments and blank lines skipped; '-' is stdin).
+    #[arg(long)]
+    pub file: Option<String>,
+    /// Print JSON (one object per line) instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Also apply the receiver's Malformed-TLP rules with this Max_Payload_Size in bytes.
+    #[arg(long, value_name = "MPS")]
+    pub check: Option<u16>,
+    /// Do not verify the ECRC of TLPs with TD set.
+    #[arg(long)]
+    pub no_ecrc_check: bool,
+}
+
+/// Arguments of `tlp encode`.
+#[derive(Args, Debug)]
+pub struct EncodeArgs {
+    /// The TLP as a JSON object (the field names of `tlp decode --json`).
+    #[arg(long, conflicts_with = "file", required_unless_present = "file")]
+    pub json: Option<String>,
+    /// A file of JSON objects, one per line ('-' is stdin).
+    #[arg(long)]
+    pub file: Option<String>,
+}
+
+fn decode_one(text: &str, args: &DecodeArgs, where_: &str) -> Result<String, Failure> {
+    let bytes = unhex(text).map_err(|e| fail(format!("{where_}bad hex: {e}")))?;
+    let pkt = TlpPacket::new_checked(&bytes[..]).map_err(|e| fail(format!("{where_}{e}")))?;
+    let repr = TlpRepr::parse_with(
+        &pkt,
+        ParseOptions {
+            check_ecrc: !args.no_ecrc_check,
+        },
+    )
+    .map_err(|e| fail(format!("{where_}{e}")))?;
+    if let Some(mps) = args.check {
+        let rules = RxRules {
+            mps,
+            check_ecrc: !args.no_ecrc_check,
+            ..RxRules::default()
+        };
+        check_rx(&bytes, &rules).map_err(|m| fail(format!("{where_}{m}")))?;
+    }
+    Ok(if args.json {
+        tlp_to_json(&repr).to_string()
+    } else {
+        repr.to_string()
+    })
+}
+
+/// Runs a TLP subcommand.
+pub fn run(cmd: &TlpCmd) -> Result<(), Failure> {
+    match cmd {
+        TlpCmd::Decode(args) => {
+            if let Some(h) = &args.hex {
+                println!("{}", decode_one(h, args, "")?);
+            } else if let Some(f) = &args.file {
+                for (line_no, line) in read_lines(f)? {
+                    println!("{}", decode_one(&line, args, &format!("{f}:{line_no}: "))?);
+                }
+            }
+            Ok(())
+        }
+        TlpCmd::Encode(args) => {
+            let encode = |text: &str, where_: &str| -> Result<String, Failure> {
+                let v: serde_json::Value = serde_json::from_str(text)
+                    .map_err(|e| fail(format!("{where_}invalid JSON: {e}")))?;
+                let bytes = tlp_from_json(&v).map_err(|e| fail(format!("{where_}{e}")))?;
+                Ok(hex(&bytes))
+            };
+            if let Some(j) = &args.json {
+                println!("{}", encode(j, "")?);
+            } else if let Some(f) = &args.file {
+                for (line_no, line) in read_lines(f)? {
+                    println!("{}", encode(&line, &format!("{f}:{line_no}: "))?);
+                }
+            }
+            Ok(())
+        }
+    }
+}
