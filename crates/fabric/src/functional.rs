@@ -38,6 +38,7 @@ use pcielab_config::caps::{CapabilityList, MsiCap, MsixTable, PcieCap, PmCap, Po
 use pcielab_config::ext_caps::{AcsCap, AerCap};
 use pcielab_config::header::{command, reg};
 use pcielab_config::{Bar, BridgeWindows, ConfigSpace, Ids, Type0, Type1, PCIELAB_VENDOR_ID};
+use pcielab_wire::tlp::{MsgRouting, TlpHeader, TlpRepr};
 use pcielab_wire::{Bdf, ByteEnables, Generation};
 use std::collections::BTreeMap;
 
@@ -155,6 +156,9 @@ pub enum RouteError {
     BusMasterDisabled(Bdf),
     /// The claiming function refused the request.
     Refused(Bdf),
+    /// The request cannot travel this way (e.g. a configuration request from a
+    /// function: only the root complex issues them).
+    NotRoutable(&'static str),
 }
 
 impl core::fmt::Display for RouteError {
@@ -176,6 +180,7 @@ impl core::fmt::Display for RouteError {
                 write!(f, "request dropped: Bus Master is disabled in {b}")
             }
             RouteError::Refused(b) => write!(f, "unsupported request: {b} refused the access"),
+            RouteError::NotRoutable(why) => write!(f, "not routable: {why}"),
         }
     }
 }
@@ -214,6 +219,26 @@ pub struct Route<T> {
     pub hops: Vec<FnId>,
     /// The destination.
     pub target: T,
+}
+
+/// Where a TLP ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TlpDestination {
+    /// A function; for memory and I/O requests, the BAR and offset that claimed it.
+    Function {
+        /// The function.
+        function: FnId,
+        /// `(bar, offset)` for memory and I/O requests.
+        bar: Option<(u8, u64)>,
+    },
+    /// Host memory behind the root complex (DMA).
+    HostMemory(u64),
+    /// The root complex itself (messages to the RC, completions to the host).
+    RootComplex,
+    /// The receiver of the first link (Local messages).
+    Receiver,
+    /// Every function below the root complex (Broadcast messages from the host).
+    Broadcast,
 }
 
 /// Address spaces a BAR or window decodes.
@@ -909,6 +934,103 @@ impl Fabric {
                 }
                 None => return Err(RouteError::NoBus(bdf.bus())),
             }
+        }
+    }
+
+    /// Routes a TLP by its kind: configuration requests by target bus (Type 1 hops end
+    /// at the bridge that converts to Type 0, the last hop), memory and I/O requests and
+    /// address-routed messages by address, completions by requester ID, ID-routed
+    /// messages by destination ID, messages to the root complex upward.
+    ///
+    /// ```
+    /// use pcielab_fabric::{functional::*, kinds::KindRegistry, topology::Topology};
+    /// use pcielab_fabric::host::enumerate::{enumerate, HostConfig};
+    /// use pcielab_wire::{tlp::TlpRepr, Bdf, Tag};
+    /// let reg = KindRegistry::builtin();
+    /// let t = Topology::parse("[[node]]\nname=\"rc\"\nkind=\"root-complex\"\n[[node]]\nname=\"m\"\nkind=\"psmem\"\n\
+    ///     [[link]]\nup=\"rc.0\"\ndown=\"m\"\ngen=3\nwidth=4\n", "doc.toml", &reg).unwrap();
+    /// let mut f = Fabric::build(&t, &reg).unwrap();
+    /// enumerate(&mut f, &HostConfig::default()).unwrap();
+    /// let host = Bdf::new(0, 0, 0).unwrap();
+    /// let rd = TlpRepr::mem_read(host, Tag::new(1).unwrap(), 0x40_0000_0010, 1).unwrap();
+    /// let r = f.route_tlp(Origin::Host, &rd).unwrap();
+    /// assert_eq!(f.name(r.hops[0]), "rc.0");
+    /// assert!(matches!(r.target, TlpDestination::Function { bar: Some((0, 0x10)), .. }));
+    /// ```
+    pub fn route_tlp(
+        &self,
+        from: Origin,
+        tlp: &TlpRepr<'_>,
+    ) -> Result<Route<TlpDestination>, RouteError> {
+        let by_addr = |r: Route<Target>| Route {
+            hops: r.hops,
+            target: match r.target {
+                Target::Bar {
+                    function,
+                    bar,
+                    offset,
+                } => TlpDestination::Function {
+                    function,
+                    bar: Some((bar, offset)),
+                },
+                Target::HostMemory(a) => TlpDestination::HostMemory(a),
+            },
+        };
+        let by_id = |r: Route<FnId>| Route {
+            hops: r.hops,
+            target: if self.functions[r.target.0 as usize].role == Role::HostBridge {
+                TlpDestination::RootComplex
+            } else {
+                TlpDestination::Function {
+                    function: r.target,
+                    bar: None,
+                }
+            },
+        };
+        match tlp.header {
+            TlpHeader::Cfg(h) => match from {
+                Origin::Host => self.route_config(h.target).map(by_id),
+                Origin::Function(_) => Err(RouteError::NotRoutable(
+                    "configuration requests come only from the root complex",
+                )),
+            },
+            TlpHeader::Mem(h) => self.route_memory(from, h.address & !3).map(by_addr),
+            TlpHeader::Io(h) => self.route_io(from, h.address & !3).map(by_addr),
+            TlpHeader::Cpl(h) => self.route_id(from, h.requester_id).map(by_id),
+            TlpHeader::Msg(h) => match h.routing {
+                MsgRouting::ById => self.route_id(from, h.fields.destination_id()).map(by_id),
+                MsgRouting::ByAddress => self.route_memory(from, h.fields.u64()).map(by_addr),
+                MsgRouting::Local => Ok(Route {
+                    hops: Vec::new(),
+                    target: TlpDestination::Receiver,
+                }),
+                MsgRouting::ToRc | MsgRouting::Gathered => match from {
+                    Origin::Host => Err(RouteError::NotRoutable(
+                        "a message to the root complex from the root complex",
+                    )),
+                    Origin::Function(f) => {
+                        let mut hops = Vec::new();
+                        let mut bus = self.functions[f.0 as usize].bus;
+                        while let Some(up) = self.buses[bus.0 as usize].parent {
+                            hops.push(up);
+                            bus = self.functions[up.0 as usize].bus;
+                        }
+                        Ok(Route {
+                            hops,
+                            target: TlpDestination::RootComplex,
+                        })
+                    }
+                },
+                MsgRouting::Broadcast => match from {
+                    Origin::Host => Ok(Route {
+                        hops: Vec::new(),
+                        target: TlpDestination::Broadcast,
+                    }),
+                    Origin::Function(_) => Err(RouteError::NotRoutable(
+                        "broadcast messages come only from the root complex",
+                    )),
+                },
+            },
         }
     }
 

@@ -379,3 +379,75 @@ fn window_size_counts_alignment_padding() {
         0x40_0040_0000
     );
 }
+
+#[test]
+fn tlps_route_by_kind() {
+    use pcielab_fabric::functional::TlpDestination;
+    use pcielab_wire::tlp::TlpRepr;
+    use pcielab_wire::{CplStatus, Tag};
+    let (_, fabric, _) = bring_up_file("design.toml");
+    let tag = Tag::new(3).unwrap();
+    let host = b("00:00.0");
+    let mem0 = fabric.function_at(b("04:00.0")).unwrap();
+    let names = |hops: &[pcielab_fabric::functional::FnId]| -> Vec<String> {
+        hops.iter().map(|&h| fabric.name(h)).collect()
+    };
+    // MRd from the host to mem0's BAR0.
+    let rd = TlpRepr::mem_read(host, tag, 0x40_0000_0100, 4).unwrap();
+    let r = fabric.route_tlp(Origin::Host, &rd).unwrap();
+    assert_eq!(names(&r.hops), ["rc.0", "sw0", "sw0.1"]);
+    assert_eq!(
+        r.target,
+        TlpDestination::Function {
+            function: mem0,
+            bar: Some((0, 0x100))
+        }
+    );
+    // The completion goes back up to the root complex by requester ID.
+    let cpl = TlpRepr::completion(b("04:00.0"), host, tag, CplStatus::Sc, 16, 0, &[0; 16]).unwrap();
+    let r = fabric.route_tlp(Origin::Function(mem0), &cpl).unwrap();
+    assert_eq!(names(&r.hops), ["sw0.1", "sw0", "rc.0"]);
+    assert_eq!(r.target, TlpDestination::RootComplex);
+    // An MWr from mem0 (DMA) lands in host memory.
+    let wr = TlpRepr::mem_write(b("04:00.0"), tag, 0x8000, &[0; 8]).unwrap();
+    assert_eq!(
+        fabric
+            .route_tlp(Origin::Function(mem0), &wr)
+            .unwrap()
+            .target,
+        TlpDestination::HostMemory(0x8000)
+    );
+    // A configuration read: Type 1 through rc.0 and sw0; sw0.1 (the last hop, whose
+    // secondary bus is 04) converts it to Type 0 for mem0.
+    let cfg = TlpRepr::with_header(
+        pcielab_wire::tlp::TlpHeader::Cfg(pcielab_wire::tlp::CfgHeader {
+            write: false,
+            type1: true,
+            requester_id: host,
+            tag,
+            first_be: ByteEnables::ALL,
+            target: b("04:00.0"),
+            register: 0,
+        }),
+        &[],
+    );
+    let r = fabric.route_tlp(Origin::Host, &cfg).unwrap();
+    assert_eq!(names(&r.hops), ["rc.0", "sw0", "sw0.1"]);
+    assert_eq!(
+        r.target,
+        TlpDestination::Function {
+            function: mem0,
+            bar: None
+        }
+    );
+    assert!(matches!(
+        fabric.route_tlp(Origin::Function(mem0), &cfg),
+        Err(RouteError::NotRoutable(_))
+    ));
+    // An MRd nobody claims: Unsupported Request.
+    let ur = TlpRepr::mem_read(host, tag, 0x1000, 1).unwrap();
+    assert_eq!(
+        fabric.route_tlp(Origin::Host, &ur),
+        Err(RouteError::MemoryUnclaimed(0x1000))
+    );
+}
