@@ -206,6 +206,22 @@ mod tests {
         assert_eq!(d[1].bytes[0xf0], 0xff);
     }
 
+    proptest::proptest! {
+        /// Bad input never panics: the reader and the decoder take anything.
+        #[test]
+        fn reader_and_decoder_never_panic(text in "(([0-9a-f]{1,3}:( [0-9a-fz]{1,3}){0,20})|(0000:)?[0-9a-f]{2}:[0-9a-f]{2}\\.[0-9] x|\\PC{0,20})(\n(([0-9a-f]{1,3}:( [0-9a-f]{2}){0,17})|[0-9a-f]{2}:[0-9a-f]{2}\\.[0-7] y|\\PC{0,10})){0,30}",
+                                         bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..4200)) {
+            if let Ok(entries) = parse_dump(&text) {
+                for e in entries {
+                    proptest::prop_assert!(matches!(e.bytes.len(), 64 | 256 | 4096));
+                    let _ = crate::decode::describe(&e.bytes);
+                }
+            }
+            let _ = crate::decode::describe(&bytes);
+            let _ = crate::caps::walk(&bytes);
+        }
+    }
+
     #[test]
     fn errors_name_the_line() {
         let e = parse_dump("00: 01 02\n").unwrap_err();

@@ -76,6 +76,14 @@ fn line(fabric: &Fabric, f: &EnumFunction) -> String {
             human(b.bar.size())
         );
     }
+    for b in &f.vf_bars {
+        s += &format!(
+            " VF-BAR{} {:x} ({} for all VFs)",
+            b.index,
+            b.address,
+            human(b.bar.size())
+        );
+    }
     s
 }
 

@@ -801,6 +801,22 @@ width = 8
         assert!(err("x = [").contains("t.toml:1: not valid TOML"));
     }
 
+    proptest::proptest! {
+        /// Bad input never panics: arbitrary text, and the good file with one byte
+        /// replaced anywhere, give a topology or an error.
+        #[test]
+        fn never_panics(text in "\\PC{0,200}", at in 0usize..400, c in proptest::char::any()) {
+            let _ = parse(&text);
+            let mut g: Vec<char> = GOOD.chars().collect();
+            let i = at % g.len();
+            g[i] = c;
+            let mutated: String = g.into_iter().collect();
+            if let Err(e) = parse(&mutated) {
+                proptest::prop_assert!(e.to_string().starts_with("t.toml"));
+            }
+        }
+    }
+
     #[test]
     fn sizes() {
         assert_eq!(parse_size("64KiB"), Some(65536));
