@@ -451,3 +451,80 @@ fn tlps_route_by_kind() {
         Err(RouteError::MemoryUnclaimed(0x1000))
     );
 }
+
+/// A kind registered from outside (as later issues will): a two-function device. The
+/// loader takes its keys, the host scans both functions of the multi-function device.
+#[test]
+fn registered_kind_with_two_functions() {
+    use pcielab_config::caps::CapabilityList;
+    use pcielab_config::{Bar, Type0};
+    use pcielab_fabric::functional::HwFunction;
+    use pcielab_fabric::kinds::{common_keys, EndpointCtx, KeySpec, KeyType, KindRole, KindSpec};
+    fn build(ctx: &EndpointCtx<'_>) -> Result<Vec<HwFunction>, String> {
+        let size = ctx.params.int("window").unwrap_or(4096) as u32;
+        (0..2u8)
+            .map(|f| {
+                let mut bars = [None; 6];
+                bars[0] = Some(Bar::Mem32 {
+                    size,
+                    prefetchable: false,
+                });
+                let mut cs = Type0 {
+                    bars,
+                    multi_function: true,
+                    ..Type0::default()
+                }
+                .build()
+                .map_err(|e| e.to_string())?;
+                CapabilityList::new()
+                    .with(ctx.pcie)
+                    .install(&mut cs)
+                    .map_err(|e| e.to_string())?;
+                Ok(HwFunction {
+                    devfn: f,
+                    config: cs,
+                    bars,
+                    model: None,
+                })
+            })
+            .collect()
+    }
+    let mut reg = KindRegistry::builtin();
+    let mut keys = vec![KeySpec {
+        name: "window",
+        ty: KeyType::Size {
+            min: 16,
+            max: 1 << 20,
+            pow2: true,
+        },
+        default: Some(ParamValue::Int(4096)),
+        doc: "BAR0 size of each function",
+    }];
+    keys.extend(common_keys(128, 0x42));
+    reg.register(KindSpec {
+        name: "dual",
+        role: KindRole::Endpoint(build),
+        keys,
+        doc: "two functions",
+    });
+    let text = "[[node]]\nname = \"rc\"\nkind = \"root-complex\"\n\
+                [[node]]\nname = \"d\"\nkind = \"dual\"\nwindow = \"64KiB\"\n\
+                [[link]]\nup = \"rc.0\"\ndown = \"d\"\ngen = 2\nwidth = 1\n";
+    let topo = Topology::parse(text, "t.toml", &reg).unwrap();
+    let e = Topology::parse(&text.replace("window", "windw"), "t.toml", &reg).unwrap_err();
+    assert_eq!(e.to_string(), "t.toml:7: key \"windw\": unknown key for kind \"dual\"; allowed: name, kind, window, max_gen, max_width, mps, vendor_id, device_id");
+    let mut fabric = Fabric::build(&topo, &reg).unwrap();
+    let tree = enumerate(&mut fabric, &HostConfig::default()).unwrap();
+    let f0 = tree.get(b("01:00.0")).unwrap();
+    let f1 = tree.get(b("01:00.1")).unwrap();
+    // Two 64 KiB BARs in one 1 MiB window, function 0 first.
+    assert_eq!(
+        (f0.bars[0].address, f1.bars[0].address),
+        (0xc000_0000, 0xc001_0000)
+    );
+    assert_eq!(
+        fabric.name(fabric.function_at(b("01:00.1")).unwrap()),
+        "d.1"
+    );
+    assert_eq!(f1.mps, Some(128));
+}
