@@ -41,16 +41,17 @@ pub fn run(args: &CfgArgs) -> Result<(), Failure> {
             file.display()
         )));
     }
+    let mut out = String::new();
     for e in entries {
         let addr = match e.domain {
             Some(d) => format!("{d:04x}:{}", e.bdf),
             None => e.bdf.to_string(),
         };
-        println!("{addr} ({} bytes) {}", e.bytes.len(), e.description);
+        out += &format!("{addr} ({} bytes) {}\n", e.bytes.len(), e.description);
         for line in describe(&e.bytes).lines() {
-            println!("\t{line}");
+            out += &format!("\t{line}\n");
         }
-        println!();
+        out.push('\n');
     }
-    Ok(())
+    crate::topo_cmd::write_stdout(&out)
 }

@@ -77,6 +77,14 @@ pub fn run(args: &TopoArgs) -> Result<(), Failure> {
         }),
     };
     let text = result.map_err(fail)?;
-    print!("{text}");
-    Ok(())
+    write_stdout(&text)
+}
+
+/// Writes to standard output; a closed pipe (`| head`) is not an error.
+pub fn write_stdout(text: &str) -> Result<(), Failure> {
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(fail(format!("stdout: {e}"))),
+        _ => Ok(()),
+    }
 }
