@@ -64,6 +64,10 @@ pub trait FunctionModel: core::fmt::Debug {
     fn msix_table(&self) -> Option<&MsixTable> {
         None
     }
+    /// The function's MSI-X table, mutable (the fabric sets pending bits).
+    fn msix_table_mut(&mut self) -> Option<&mut MsixTable> {
+        None
+    }
 }
 
 /// A function as an endpoint kind builds it.
@@ -248,6 +252,35 @@ enum Space {
     Io,
 }
 
+/// Base of the ECAM window in the host's physical address space (256 MiB: 256 buses).
+pub const ECAM_BASE: u64 = 0xb000_0000;
+/// Size of the ECAM window.
+pub const ECAM_SIZE: u64 = 256 << 20;
+/// The range of addresses the root complex takes as MSI/MSI-X writes (x86 local APIC).
+pub const MSI_RANGE: (u64, u64) = (0xfee0_0000, 0xfeef_ffff);
+
+/// An MSI or MSI-X write the root complex received.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Interrupt {
+    /// The function that sent it.
+    pub from: Bdf,
+    /// Message address.
+    pub address: u64,
+    /// Message data.
+    pub data: u32,
+}
+
+/// What happened to an interrupt a function raised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Signal {
+    /// The message write went out (and reached the root complex if it was an MSI address).
+    Sent,
+    /// The vector (or the whole function) is masked: the pending bit is set instead.
+    Pending,
+    /// The mechanism is not enabled (MSI/MSI-X Enable clear) or the vector does not exist.
+    Disabled,
+}
+
 /// Sparse host memory behind the root complex (DMA target).
 #[derive(Debug, Clone, Default)]
 pub struct HostMemory {
@@ -300,6 +333,8 @@ pub struct Fabric {
     pub node_names: Vec<String>,
     /// Host memory (target of DMA that leaves the root complex).
     pub host_memory: HostMemory,
+    /// MSI/MSI-X writes received by the root complex, in order.
+    pub interrupts: Vec<Interrupt>,
 }
 
 fn port_cap(
@@ -363,6 +398,7 @@ impl Fabric {
             buses: vec![Bus::default()],
             node_names: topo.nodes.iter().map(|n| n.name.clone()).collect(),
             host_memory: HostMemory::default(),
+            interrupts: Vec::new(),
         };
         let root = topo
             .nodes
@@ -1041,6 +1077,12 @@ impl Fabric {
         addr: u64,
         buf: &mut [u8],
     ) -> Result<(), RouteError> {
+        if from == Origin::Host && (ECAM_BASE..ECAM_BASE + ECAM_SIZE).contains(&addr) {
+            for (i, b) in buf.iter_mut().enumerate() {
+                *b = self.ecam_read(addr - ECAM_BASE + i as u64, 1) as u8;
+            }
+            return Ok(());
+        }
         match self.route_memory(from, addr)?.target {
             Target::HostMemory(a) => {
                 self.host_memory.read(a, buf);
@@ -1063,10 +1105,33 @@ impl Fabric {
     }
 
     /// A memory write from `from` at `addr`.
+    ///
+    /// From the host, addresses in the ECAM window are configuration writes. From a
+    /// function, writes that reach the root complex in [`MSI_RANGE`] are interrupts,
+    /// recorded in [`Fabric::interrupts`].
     pub fn memory_write(&mut self, from: Origin, addr: u64, data: &[u8]) -> Result<(), RouteError> {
+        if from == Origin::Host && (ECAM_BASE..ECAM_BASE + ECAM_SIZE).contains(&addr) {
+            for (i, &b) in data.iter().enumerate() {
+                self.ecam_write(addr - ECAM_BASE + i as u64, 1, b as u32);
+            }
+            return Ok(());
+        }
         match self.route_memory(from, addr)?.target {
             Target::HostMemory(a) => {
-                self.host_memory.write(a, data);
+                match from {
+                    Origin::Function(f) if (MSI_RANGE.0..=MSI_RANGE.1).contains(&a) => {
+                        let mut d = [0u8; 4];
+                        for (x, y) in d.iter_mut().zip(data) {
+                            *x = *y;
+                        }
+                        self.interrupts.push(Interrupt {
+                            from: self.bdf(f),
+                            address: a,
+                            data: u32::from_le_bytes(d),
+                        });
+                    }
+                    _ => self.host_memory.write(a, data),
+                }
                 Ok(())
             }
             Target::Bar {
@@ -1083,6 +1148,67 @@ impl Fabric {
                     .map_err(|_| RouteError::Refused(bdf))
             }
         }
+    }
+
+    /// Raises MSI-X vector `vector` of function `f` the way its hardware would: the
+    /// table entry's address and data if MSI-X is enabled and neither the function nor
+    /// the vector is masked; otherwise the pending bit is set.
+    pub fn raise_msix(&mut self, f: FnId, vector: u16) -> Result<Signal, RouteError> {
+        let cs = &self.functions[f.0 as usize].config;
+        let Some(cap) = find_cap(cs, pcielab_config::caps::id::MSIX) else {
+            return Ok(Signal::Disabled);
+        };
+        let ctl = cs.read_u16(cap + 2);
+        if ctl & 0x8000 == 0 || vector > ctl & 0x7ff {
+            return Ok(Signal::Disabled);
+        }
+        let Some(model) = self.functions[f.0 as usize].model.as_mut() else {
+            return Ok(Signal::Disabled);
+        };
+        let Some(table) = model.msix_table_mut() else {
+            return Ok(Signal::Disabled);
+        };
+        let Some((address, data, masked)) = table.entry(vector as usize) else {
+            return Ok(Signal::Disabled);
+        };
+        if masked || ctl & 0x4000 != 0 {
+            table.set_pending(vector as usize, true);
+            return Ok(Signal::Pending);
+        }
+        table.set_pending(vector as usize, false);
+        self.memory_write(Origin::Function(f), address, &data.to_le_bytes())?;
+        Ok(Signal::Sent)
+    }
+
+    /// Raises MSI vector `vector` (0-based, below the enabled count) of function `f`:
+    /// Message Data with the vector number in its low bits, unless masked.
+    pub fn raise_msi(&mut self, f: FnId, vector: u8) -> Result<Signal, RouteError> {
+        let cs = &mut self.functions[f.0 as usize].config;
+        let Some(cap) = find_cap(cs, pcielab_config::caps::id::MSI) else {
+            return Ok(Signal::Disabled);
+        };
+        let ctl = cs.read_u16(cap + 2);
+        let enabled = 1u32 << ((ctl >> 4) & 7);
+        if ctl & 1 == 0 || vector as u32 >= enabled {
+            return Ok(Signal::Disabled);
+        }
+        let a64 = ctl & 0x80 != 0;
+        let mut address = cs.read_u32(cap + 4) as u64;
+        if a64 {
+            address |= (cs.read_u32(cap + 8) as u64) << 32;
+        }
+        let data_off = if a64 { cap + 0xc } else { cap + 8 };
+        let data = (cs.read_u16(data_off) as u32 & !(enabled - 1)) | vector as u32;
+        if ctl & 0x100 != 0 {
+            let mask = cs.read_u32(data_off + 4);
+            if mask & (1 << vector) != 0 {
+                let pend = cs.read_u32(data_off + 8);
+                cs.hw_write(data_off + 8, 4, pend | 1 << vector);
+                return Ok(Signal::Pending);
+            }
+        }
+        self.memory_write(Origin::Function(f), address, &data.to_le_bytes())?;
+        Ok(Signal::Sent)
     }
 
     /// The function at `bdf`, as currently numbered.
@@ -1111,6 +1237,15 @@ impl Fabric {
         }
         out
     }
+}
+
+/// Finds a PCI capability by walking the list in `cs`.
+fn find_cap(cs: &ConfigSpace, id: u8) -> Option<u16> {
+    pcielab_config::caps::walk(cs.bytes())
+        .0
+        .into_iter()
+        .find(|c| !c.extended && c.id == id as u16)
+        .map(|c| c.offset)
 }
 
 #[cfg(test)]

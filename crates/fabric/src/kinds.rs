@@ -495,6 +495,9 @@ impl FunctionModel for PsMem {
     fn msix_table(&self) -> Option<&MsixTable> {
         Some(&self.msix)
     }
+    fn msix_table_mut(&mut self) -> Option<&mut MsixTable> {
+        Some(&mut self.msix)
+    }
 }
 
 fn build_psmem(ctx: &EndpointCtx<'_>) -> Result<Vec<HwFunction>, String> {

@@ -528,3 +528,67 @@ fn registered_kind_with_two_functions() {
     );
     assert_eq!(f1.mps, Some(128));
 }
+
+/// Interrupts as host software programmed them, raised by the hardware, arriving at the
+/// root complex; and the host's ECAM window.
+#[test]
+fn interrupts_and_ecam_window() {
+    use pcielab_fabric::functional::{Interrupt, Signal, ECAM_BASE};
+    let (_, mut fabric, _) = bring_up_file("design.toml");
+    let mem0 = fabric.function_at(b("04:00.0")).unwrap();
+    // MSI-X vector 2 of mem0 was programmed with data 0x38 (see the design test).
+    assert_eq!(fabric.raise_msix(mem0, 2), Ok(Signal::Sent));
+    assert_eq!(
+        fabric.interrupts,
+        [Interrupt {
+            from: b("04:00.0"),
+            address: 0xfee0_0000,
+            data: 0x38
+        }]
+    );
+    // The host masks vector 1 (Vector Control at table offset 0x1c): it goes pending.
+    fabric
+        .memory_write(Origin::Host, 0xc000_001c, &1u32.to_le_bytes())
+        .unwrap();
+    assert_eq!(fabric.raise_msix(mem0, 1), Ok(Signal::Pending));
+    let mut pba = [0u8; 8];
+    fabric
+        .memory_read(Origin::Host, 0xc000_0040, &mut pba)
+        .unwrap();
+    assert_eq!(u64::from_le_bytes(pba), 0b10);
+    assert_eq!(
+        fabric.raise_msix(mem0, 4),
+        Ok(Signal::Disabled),
+        "only vectors 0..=3 exist"
+    );
+    // Root port 00:02.0 got MSI data 0x31.
+    let rp1 = fabric.function_at(b("00:02.0")).unwrap();
+    assert_eq!(fabric.raise_msi(rp1, 0), Ok(Signal::Sent));
+    assert_eq!(
+        fabric.interrupts.last(),
+        Some(&Interrupt {
+            from: b("00:02.0"),
+            address: 0xfee0_0000,
+            data: 0x31
+        })
+    );
+    // ECAM: bus 4, device 0, function 0 at ECAM_BASE + (4 << 20).
+    let mut id = [0u8; 4];
+    fabric
+        .memory_read(Origin::Host, ECAM_BASE + (4 << 20), &mut id)
+        .unwrap();
+    assert_eq!(u32::from_le_bytes(id), 0x0010_1fee);
+    fabric
+        .memory_read(Origin::Host, ECAM_BASE + (4 << 20) + (1 << 15), &mut id)
+        .unwrap();
+    assert_eq!(id, [0xff; 4], "absent device");
+    // An ECAM write: clear Bus Master of mem0 (Command at offset 4); its MSI-X then
+    // cannot reach the root complex.
+    fabric
+        .memory_write(Origin::Host, ECAM_BASE + (4 << 20) + 4, &[0x02])
+        .unwrap();
+    assert_eq!(
+        fabric.raise_msix(mem0, 0),
+        Err(RouteError::BusMasterDisabled(b("04:00.0")))
+    );
+}
