@@ -17,6 +17,7 @@
 //! | psmem | `bar64` | bool | true | memory BAR is 64-bit |
 //! | psmem | `msix_vectors` | 1..=2048 | 4 | MSI-X table entries (own 32-bit BAR) |
 //! | psmem | `io_size` | 0 or 4..=256 | 0 | I/O BAR size (0: none) |
+//! | psmem | `rom_size` | 0 or a power of two ≥ 2048 | 0 | expansion ROM size (0: none) |
 //! | psmem | `sriov_vfs` | 0..=255 | 0 | TotalVFs of an SR-IOV capability (0: none) |
 //!
 //! ```
@@ -354,6 +355,16 @@ impl KindRegistry {
                 "I/O BAR size (0: none)",
             ),
             key(
+                "rom_size",
+                KeyType::Size {
+                    min: 0,
+                    max: 16 << 20,
+                    pow2: false,
+                },
+                Some(ParamValue::Int(0)),
+                "expansion ROM size (0: none; else a power of two of at least 2 KiB)",
+            ),
+            key(
                 "sriov_vfs",
                 KeyType::Int { min: 0, max: 255 },
                 Some(ParamValue::Int(0)),
@@ -551,7 +562,10 @@ fn build_psmem(ctx: &EndpointCtx<'_>) -> Result<Vec<HwFunction>, String> {
     let mut cs = Type0 {
         ids,
         bars,
-        rom_size: None,
+        rom_size: match p.int("rom_size").unwrap_or(0) {
+            0 => None,
+            n => Some(n as u32),
+        },
         subsystem_vendor: ids.vendor_id,
         subsystem_id: ids.device_id,
         interrupt_pin: 1,

@@ -76,6 +76,9 @@ fn line(fabric: &Fabric, f: &EnumFunction) -> String {
             human(b.bar.size())
         );
     }
+    if let Some(r) = f.rom {
+        s += &format!(" ROM {:x} ({})", r.address, human(r.bar.size()));
+    }
     for b in &f.vf_bars {
         s += &format!(
             " VF-BAR{} {:x} ({} for all VFs)",
@@ -126,7 +129,7 @@ fn range(r: Option<(u64, u64)>) -> Value {
 /// The tree as JSON: `{"functions": [...]}` in depth-first order. Each function has
 /// `bdf`, `name`, `parent`, `vendor_id`, `device_id`, `class_code`, `header_type`,
 /// `port_type`, `bars` (`index`, `kind` mem32/mem64/io, `prefetchable`, `size`,
-/// `address`), `vf_bars` (SR-IOV; `size` is per-VF size × TotalVFs), `buses`, `windows` (`io`, `mem`, `pref` with `base`/`limit`), `link`
+/// `address`), `rom` (`size`, `address`), `vf_bars` (SR-IOV; `size` is per-VF size × TotalVFs), `buses`, `windows` (`io`, `mem`, `pref` with `base`/`limit`), `link`
 /// (`gen`, `width`, `max_gen`, `max_width`), `mps`, `mrrs`, `capabilities`
 /// (`offset`, `id`, `extended`, `name`) and `interrupts`.
 pub fn tree_json(fabric: &Fabric, tree: &EnumeratedTree) -> Value {
@@ -174,6 +177,7 @@ pub fn tree_json(fabric: &Fabric, tree: &EnumeratedTree) -> Value {
                 "header_type": f.header_type,
                 "port_type": f.port_type.map(|t| t.name()),
                 "bars": bars,
+                "rom": f.rom.map(|r| json!({"size": r.bar.size(), "address": format!("{:#x}", r.address)})),
                 "vf_bars": f.vf_bars.iter().map(|b| json!({"index": b.index, "size": b.bar.size(),
                     "prefetchable": b.bar.prefetchable(), "address": format!("{:#x}", b.address)})).collect::<Vec<_>>(),
                 "buses": f.buses.map(|b| json!({"primary": b.primary, "secondary": b.secondary, "subordinate": b.subordinate})),

@@ -15,6 +15,8 @@
 //!    are too small, nothing is assigned and the error says how much was needed.
 //! 4. **MPS / MRRS**: below each root port, MPS is the largest size every function of
 //!    the subtree supports; MRRS is set to `HostConfig::mrrs` or, by default, to MPS.
+//!    Expansion ROMs are sized and assigned like 32-bit BARs and left disabled; SR-IOV
+//!    VF BARs get per-VF size × TotalVFs, aligned to the per-VF size.
 //! 5. **Enable** Memory Space (I/O Space) where a function has such BARs or windows,
 //!    and Bus Master everywhere; program MSI-X (every table entry, unmasked) or else
 //!    MSI (all vectors the function asks for) with consecutive vectors.
@@ -189,6 +191,8 @@ pub struct EnumFunction {
     pub bars: Vec<AssignedBar>,
     /// Assigned VF BARs of an SR-IOV capability (size: per-VF size × TotalVFs).
     pub vf_bars: Vec<AssignedBar>,
+    /// Assigned expansion ROM (left disabled, as Linux leaves it), with index 0.
+    pub rom: Option<AssignedBar>,
     /// Bus numbers (bridges).
     pub buses: Option<BusRange>,
     /// Windows (bridges).
@@ -222,6 +226,9 @@ impl EnumeratedTree {
         self.functions.iter().filter(move |f| f.parent == parent)
     }
 }
+
+/// Internal index of the expansion ROM among a function's resources.
+const ROM_INDEX: u8 = 0xff;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -392,6 +399,24 @@ impl<B: HostBus> Host<'_, B> {
             }
             k += if is64 { 2 } else { 1 };
         }
+        // Expansion ROM: sized like a 32-bit memory BAR, assigned, left disabled.
+        let rom = if self.devs[i].header_type == 0 {
+            reg::ROM0
+        } else {
+            reg::ROM1
+        };
+        let orig = self.r32(bdf, rom);
+        self.w32(bdf, rom, 0xffff_f800);
+        let mask = self.r32(bdf, rom) & 0xffff_f800;
+        self.w32(bdf, rom, orig);
+        if mask != 0 {
+            let size = (!mask).wrapping_add(1);
+            let bar = Bar::Mem32 {
+                size,
+                prefetchable: false,
+            };
+            self.devs[i].bars.push((ROM_INDEX, bar, size as u64));
+        }
         if self.devs[i].header_type == 0 {
             self.size_vf_bars(i);
         }
@@ -522,7 +547,9 @@ impl<B: HostBus> Host<'_, B> {
             match bar {
                 Some(k) => {
                     let off = match (k, self.devs[j].sriov) {
-                        (6.., Some(cap)) => cap + 0x24 + 4 * (k - 6) as u16,
+                        (ROM_INDEX, _) if self.devs[j].header_type == 0 => reg::ROM0,
+                        (ROM_INDEX, _) => reg::ROM1,
+                        (6..=11, Some(cap)) => cap + 0x24 + 4 * (k - 6) as u16,
                         _ => reg::BAR0 + 4 * k as u16,
                     };
                     let b = self.devs[j].bars.iter().find(|x| x.0 == k).map(|x| x.1);
@@ -767,11 +794,16 @@ impl<B: HostBus> Host<'_, B> {
                 b.sort_by_key(|b| b.index);
                 b
             },
+            rom: d
+                .assigned
+                .iter()
+                .find(|b| b.index == ROM_INDEX)
+                .map(|b| AssignedBar { index: 0, ..*b }),
             vf_bars: {
                 let mut b: Vec<AssignedBar> = d
                     .assigned
                     .iter()
-                    .filter(|b| b.index >= 6)
+                    .filter(|b| (6..12).contains(&b.index))
                     .map(|b| AssignedBar {
                         index: b.index - 6,
                         ..*b

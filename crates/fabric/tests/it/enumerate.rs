@@ -252,6 +252,17 @@ fn peer_to_peer_and_io_in_nested_switches() {
         fabric.route_io(Origin::Host, 0x1020),
         Err(RouteError::IoUnclaimed(0x1020))
     );
+    // mem-d below rc.1: 16 MiB prefetchable 32-bit BAR0 first (largest alignment), then
+    // the 64 KiB expansion ROM, then the 4 KiB MSI-X BAR, all in the 32-bit window.
+    let d = tree.get(fabric.bdf(id("mem-d"))).unwrap();
+    let rom = d.rom.expect("ROM assigned");
+    assert_eq!((rom.address, rom.bar.size()), (0xc100_0000, 64 << 10));
+    assert_eq!(
+        d.bars.iter().map(|x| x.address).collect::<Vec<_>>(),
+        [0xc000_0000, 0xc101_0000]
+    );
+    let rom_reg = fabric.config_read(d.bdf, 0x30).unwrap();
+    assert_eq!(rom_reg, 0xc100_0000, "assigned and left disabled");
     // mem-b supports only 128-byte payloads: everything below rc.0 runs at 128.
     assert_eq!(tree.get(fabric.bdf(id("mem-a"))).unwrap().mps, Some(128));
     assert_eq!(tree.get(fabric.bdf(id("mem-d"))).unwrap().mps, Some(256));

@@ -20,6 +20,8 @@ enum Shape {
         bar64: bool,
         io: bool,
         vectors: u16,
+        /// log2 of the expansion ROM size, if any.
+        rom_log2: Option<u8>,
     },
     /// A switch; `None` children are unconnected ports.
     Switch(Vec<Option<Shape>>),
@@ -32,9 +34,10 @@ fn endpoint() -> impl Strategy<Value = Shape> {
         any::<bool>(),
         prop::bool::weighted(0.1),
         1u16..=64,
+        prop::option::weighted(0.2, 11u8..=17),
     )
         .prop_map(
-            |(bar_log2, prefetchable, bar64, io, vectors)| Shape::Endpoint {
+            |(bar_log2, prefetchable, bar64, io, vectors, rom_log2)| Shape::Endpoint {
                 // Non-prefetchable or 32-bit BARs go to the 32-bit window: keep them ≤ 1 MiB.
                 bar_log2: if prefetchable && bar64 {
                     bar_log2
@@ -45,6 +48,7 @@ fn endpoint() -> impl Strategy<Value = Shape> {
                 bar64,
                 io,
                 vectors,
+                rom_log2,
             },
         )
 }
@@ -88,11 +92,13 @@ impl Gen {
                 bar64,
                 io,
                 vectors,
+                rom_log2,
             } => {
                 let size = 1u64 << bar_log2;
                 self.text += &format!(
-                    "[[node]]\nname = \"{name}\"\nkind = \"psmem\"\nbar_size = {size}\nprefetchable = {prefetchable}\nbar64 = {bar64}\nmsix_vectors = {vectors}\n{}\n",
-                    if *io { "io_size = 16\n" } else { "" }
+                    "[[node]]\nname = \"{name}\"\nkind = \"psmem\"\nbar_size = {size}\nprefetchable = {prefetchable}\nbar64 = {bar64}\nmsix_vectors = {vectors}\n{}{}\n",
+                    if *io { "io_size = 16\n" } else { "" },
+                    rom_log2.map_or(String::new(), |r| format!("rom_size = {}\n", 1u64 << r))
                 );
                 self.endpoints.insert(name.clone(), size);
             }
@@ -154,7 +160,7 @@ fn check_tree(tree: &EnumeratedTree) -> Result<(), TestCaseError> {
         if let Some(r) = f.buses {
             prop_assert!(r.secondary <= r.subordinate);
         }
-        for b in f.bars.iter().chain(&f.vf_bars) {
+        for b in f.bars.iter().chain(&f.vf_bars).chain(&f.rom) {
             let io = matches!(b.bar, Bar::Io { .. });
             all.push((b.address, b.address + b.bar.size() - 1, f.bdf, io));
             // Windows of every ancestor contain the BAR.

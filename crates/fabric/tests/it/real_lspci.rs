@@ -115,6 +115,17 @@ fn check(tag: &str, text: &str) {
                 .filter(|l| l.contains("behind bridge:"))
                 .filter_map(hex_range)
                 .collect();
+            for l in b.lines().filter(|l| l.starts_with("Expansion ROM at")) {
+                let addr = l
+                    .split_whitespace()
+                    .nth(3)
+                    .and_then(|s| u64::from_str_radix(s, 16).ok());
+                let addr = addr.unwrap_or_else(|| panic!("{tag} {name}: unassigned ROM {l:?}"));
+                assert!(
+                    windows.iter().any(|&(lo, hi)| lo <= addr && addr <= hi),
+                    "{tag} {name}: {l} outside {windows:x?}"
+                );
+            }
             for l in b.lines().filter(|l| l.starts_with("Region")) {
                 // "Region 0: Memory at 4000000000 (64-bit, prefetchable) [size=1M]"
                 // pciutils quirk: reading a dump (no sysfs flags), lspci shows the upper
