@@ -28,6 +28,14 @@
 //!   enabled). Addresses no one claims end in Unsupported Request; from a function,
 //!   requests that reach the root bus unclaimed go to host memory.
 //! - **Completions and ID-routed messages** by the destination ID's bus number.
+//! - The host reaches configuration space through the **ECAM** window
+//!   ([`ECAM_BASE`], 1 MiB per bus) or [`Fabric::ecam_read`]; absent functions read
+//!   all-ones.
+//! - **Interrupts**: [`Fabric::raise_msix`] / [`Fabric::raise_msi`] send the message a
+//!   function's registers describe (or set its pending bit when masked); writes that
+//!   reach the root complex in [`MSI_RANGE`] are recorded in [`Fabric::interrupts`].
+//! - [`Fabric::route_tlp`] routes a [`TlpRepr`] by its kind and returns the ports it
+//!   crosses, so the timed simulator can reuse the same decisions.
 //!
 //! Hardware models live here; host software (enumeration) is in [`crate::host`] and only
 //! uses configuration and memory requests.
