@@ -914,6 +914,11 @@ impl Capability for PcieCap {
         if self.ext_tag {
             devctl_rw |= 0x0100;
         }
+        if self.flr {
+            // Initiate Function Level Reset: written 1 by software, the device resets
+            // the function and the bit reads 0 again (the fabric does both).
+            devctl_rw |= 0x8000;
+        }
         // Relaxed ordering and no snoop enabled, MRRS 512 B (the spec's reset values);
         // extended tags enabled when supported.
         let devctl_init = 0x0010 | 0x0800 | 0x2000 | if self.ext_tag { 0x0100 } else { 0 };

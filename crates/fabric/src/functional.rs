@@ -76,6 +76,12 @@ pub trait FunctionModel: core::fmt::Debug {
     fn msix_table_mut(&mut self) -> Option<&mut MsixTable> {
         None
     }
+    /// Called after every configuration write to the function (the space already holds
+    /// the new value), so a model can react (e.g. to VF Enable).
+    fn config_written(&mut self, _config: &mut ConfigSpace, _register: u16, _be: ByteEnables) {}
+    /// Called when software initiates a Function Level Reset (after the configuration
+    /// space has been reset).
+    fn function_level_reset(&mut self) {}
 }
 
 /// A function as an endpoint kind builds it.
@@ -741,9 +747,22 @@ impl Fabric {
         be: ByteEnables,
     ) -> Result<(), RouteError> {
         let r = self.route_config(bdf)?;
-        self.functions[r.target.0 as usize]
-            .config
-            .write(register & 0xffc, value, be);
+        let func = &mut self.functions[r.target.0 as usize];
+        func.config.write(register & 0xffc, value, be);
+        // Function Level Reset: Initiate FLR (Device Control bit 15) written as 1.
+        if let Some(p) = find_cap(&func.config, pcielab_config::caps::id::PCIE) {
+            let devctl = p + pcielab_config::caps::pcie_reg::DEVCTL;
+            if func.config.read_u16(devctl) & 0x8000 != 0 {
+                func.config.reset();
+                func.config.hw_update(devctl, 2, 0x8000, 0);
+                if let Some(m) = func.model.as_mut() {
+                    m.function_level_reset();
+                }
+            }
+        }
+        if let Some(m) = func.model.as_mut() {
+            m.config_written(&mut func.config, register & 0xffc, be);
+        }
         Ok(())
     }
 

@@ -509,6 +509,11 @@ impl FunctionModel for PsMem {
     fn msix_table_mut(&mut self) -> Option<&mut MsixTable> {
         Some(&mut self.msix)
     }
+    fn function_level_reset(&mut self) {
+        // FLR returns the MSI-X table to its reset state (all vectors masked); the
+        // memory contents survive, like DRAM behind a reset controller.
+        self.msix = MsixTable::new(self.msix.len() as u16);
+    }
 }
 
 fn build_psmem(ctx: &EndpointCtx<'_>) -> Result<Vec<HwFunction>, String> {

@@ -603,3 +603,66 @@ fn interrupts_and_ecam_window() {
         Err(RouteError::BusMasterDisabled(b("04:00.0")))
     );
 }
+
+/// Function Level Reset: Initiate FLR clears the function's non-sticky state (Command,
+/// BARs, MSI-X) but keeps sticky AER bits, and reads back 0.
+#[test]
+fn function_level_reset() {
+    let (_, mut fabric, tree) = bring_up_file("design.toml");
+    let mem0 = tree.get(b("04:00.0")).unwrap();
+    let pcie = mem0
+        .caps
+        .iter()
+        .find(|c| !c.extended && c.id == 0x10)
+        .unwrap()
+        .offset;
+    let aer = mem0
+        .caps
+        .iter()
+        .find(|c| c.extended && c.id == 0x1)
+        .unwrap()
+        .offset;
+    let id = fabric.function_at(mem0.bdf).unwrap();
+    // A sticky error status bit the hardware set (Unsupported Request, bit 20).
+    fabric.functions[id.0 as usize]
+        .config
+        .hw_write(aer + 4, 4, 1 << 20);
+    assert_eq!(
+        fabric.config_read(mem0.bdf, 4).unwrap() & 0x6,
+        0x6,
+        "memory + bus master on"
+    );
+    let devctl = fabric.config_read(mem0.bdf, pcie + 8).unwrap();
+    fabric
+        .config_write(
+            mem0.bdf,
+            pcie + 8,
+            devctl | 0x8000,
+            ByteEnables::new(0b0011).unwrap(),
+        )
+        .unwrap();
+    assert_eq!(
+        fabric.config_read(mem0.bdf, 4).unwrap() & 0xffff,
+        0,
+        "Command cleared"
+    );
+    assert_eq!(
+        fabric.config_read(mem0.bdf, 0x10).unwrap(),
+        0x0000_000c,
+        "BAR0 back to its flags"
+    );
+    assert_eq!(
+        fabric.config_read(mem0.bdf, pcie + 8).unwrap() & 0x8000,
+        0,
+        "Initiate FLR reads 0"
+    );
+    assert_eq!(
+        fabric.config_read(mem0.bdf, aer + 4).unwrap(),
+        1 << 20,
+        "sticky AER status kept"
+    );
+    assert_eq!(
+        fabric.route_memory(Origin::Host, 0x40_0000_0000),
+        Err(RouteError::MemoryUnclaimed(0x40_0000_0000))
+    );
+}
