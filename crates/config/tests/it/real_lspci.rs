@@ -42,6 +42,13 @@ fn lspci_caps(vvv: &str) -> Option<Vec<(u16, bool)>> {
 
 #[test]
 fn our_walk_matches_lspci_on_this_machine() {
+    // A machine without a PCI bus to read (some containers) has nothing to compare.
+    if !std::path::Path::new("/sys/bus/pci/devices").exists()
+        && !std::path::Path::new("/proc/bus/pci").exists()
+    {
+        eprintln!("no PCI bus visible on this machine; nothing to compare");
+        return;
+    }
     let dump = lspci(&["-xxxx"]);
     let entries = parse_dump(&dump).expect("our reader reads lspci -xxxx");
     let listed = lspci(&[]).lines().count();
