@@ -5,6 +5,7 @@
 mod cfg_cmd;
 mod demo;
 mod dllp_cmd;
+mod model_cmd;
 mod tlp_cmd;
 mod topo_cmd;
 
@@ -29,6 +30,8 @@ enum Command {
     /// Decode and encode Data Link Layer Packets.
     #[command(subcommand)]
     Dllp(dllp_cmd::DllpCmd),
+    /// The analytic model: bandwidth, link rates, NICs, latency (pcie-bench compatible).
+    Model(model_cmd::ModelArgs),
     /// Topology files: enumerate, print the tree, dump configuration spaces.
     Topo(topo_cmd::TopoArgs),
     /// Configuration-space dumps (lspci -xxxx format).
@@ -67,12 +70,13 @@ pub fn read_lines(path: &str) -> Result<Vec<(usize, String)>, Failure> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result = match &cli.command {
-        Command::Demo(a) => demo::run(a),
-        Command::Tlp(c) => tlp_cmd::run(c),
-        Command::Dllp(c) => dllp_cmd::run(c),
-        Command::Topo(a) => topo_cmd::run(a),
-        Command::Cfg(a) => cfg_cmd::run(a),
+    let result = match cli.command {
+        Command::Demo(a) => demo::run(&a),
+        Command::Tlp(c) => tlp_cmd::run(&c),
+        Command::Dllp(c) => dllp_cmd::run(&c),
+        Command::Model(args) => return model_cmd::run(args),
+        Command::Topo(a) => topo_cmd::run(&a),
+        Command::Cfg(a) => cfg_cmd::run(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

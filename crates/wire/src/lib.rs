@@ -10,12 +10,17 @@
 pub mod crc;
 pub mod dll;
 pub mod dllp;
+pub mod dma;
 pub mod error;
 pub mod phy;
 pub mod types;
 
 pub use dll::{DllFrameRepr, LcrcStatus};
 pub use dllp::{DllpRepr, DllpType, FcClass, FcDllp, FcKind, FcScale};
+pub use dma::{
+    completions, request_shape, split_read, split_write, Chunk, CplChunk, CplError, CplInfo,
+    CplOutcome, CplPolicy, Reassembler, Shape, SplitPolicy,
+};
 pub use error::{Error, Result};
 pub use phy::StpToken;
 pub use types::{

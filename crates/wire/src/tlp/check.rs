@@ -17,7 +17,8 @@
 //! assert_eq!(err.rule, Rule::MaxPayloadSize);
 //! ```
 
-use super::{MemOp, MsgCode, TlpHeader, TlpKind, TlpPacket, TlpRepr};
+use super::{MemOp, MsgCode, TlpHeader, TlpPacket, TlpRepr};
+use crate::dma::Shape;
 use crate::error::Error;
 use core::fmt;
 
@@ -28,10 +29,9 @@ pub struct RxRules {
     pub mps: u16,
     /// Check ECRC when TD is set.
     pub check_ecrc: bool,
-    /// Check the 4 KiB-boundary rule for memory requests (receivers may check it).
-    pub check_4k: bool,
-    /// Check byte-enable rules of requests (receivers may check them).
-    pub check_byte_enables: bool,
+    /// Apply the rules a receiver *may* check on memory requests: no 4 KiB crossing and
+    /// the byte-enable rules (see [`Shape::check`]).
+    pub check_request_rules: bool,
 }
 
 impl Default for RxRules {
@@ -39,8 +39,7 @@ impl Default for RxRules {
         RxRules {
             mps: 4096,
             check_ecrc: true,
-            check_4k: true,
-            check_byte_enables: true,
+            check_request_rules: true,
         }
     }
 }
@@ -189,18 +188,28 @@ pub fn check_rx(bytes: &[u8], rules: &RxRules) -> Result<(), Malformed> {
                     }
                 }
                 _ => {
-                    if rules.check_4k && (m.address & 0xfff) + len_bytes > 4096 {
-                        return Err(bad(Rule::Crosses4KiB, "Address", m.address, addr_off));
-                    }
+                    // Reads with TH set carry the Steering Tag in the byte-enable byte.
                     let st_in_be = repr.th && !kind.has_data();
-                    if rules.check_byte_enables && !st_in_be {
-                        check_be(
-                            repr.length_dw(),
-                            m.first_be.bits(),
-                            m.last_be.bits(),
-                            m.address,
-                            h0,
-                        )?;
+                    if rules.check_request_rules && !st_in_be {
+                        let shape = Shape {
+                            length_dw: repr.length_dw(),
+                            first_be: m.first_be,
+                            last_be: m.last_be,
+                        };
+                        if let Err(Error::Field {
+                            field,
+                            value,
+                            offset,
+                            ..
+                        }) = shape.check(m.address)
+                        {
+                            let rule = if field == "Address" {
+                                Rule::Crosses4KiB
+                            } else {
+                                Rule::ByteEnables
+                            };
+                            return Err(bad(rule, field, value, h0 + offset));
+                        }
                     }
                 }
             }
@@ -259,36 +268,6 @@ pub fn check_rx(bytes: &[u8], rules: &RxRules) -> Result<(), Malformed> {
             }
         }
         TlpHeader::Cpl(_) => {}
-    }
-    let _ = TlpKind::MRd;
-    Ok(())
-}
-
-/// Byte-enable rules for memory requests of `len` DW.
-fn check_be(len: u16, first: u8, last: u8, addr: u64, h0: usize) -> Result<(), Malformed> {
-    let off = h0 + 7;
-    if len == 1 {
-        if last != 0 {
-            return Err(bad(Rule::ByteEnables, "Last DW BE", last as u64, off));
-        }
-        return Ok(());
-    }
-    if first == 0 {
-        return Err(bad(Rule::ByteEnables, "1st DW BE", first as u64, off));
-    }
-    if last == 0 {
-        return Err(bad(Rule::ByteEnables, "Last DW BE", last as u64, off));
-    }
-    // Non-contiguous byte enables are allowed only for a QW-aligned 2 DW request.
-    let qw_aligned_2dw = len == 2 && addr % 8 == 0;
-    if !qw_aligned_2dw {
-        // First BE: the enabled bytes run up to byte 3; last BE: they start at byte 0.
-        if !matches!(first, 0b1111 | 0b1110 | 0b1100 | 0b1000) {
-            return Err(bad(Rule::ByteEnables, "1st DW BE", first as u64, off));
-        }
-        if !matches!(last, 0b1111 | 0b0111 | 0b0011 | 0b0001) {
-            return Err(bad(Rule::ByteEnables, "Last DW BE", last as u64, off));
-        }
     }
     Ok(())
 }

@@ -29,12 +29,14 @@
 //! ```
 
 pub mod check;
+mod dma_glue;
 mod kind;
 mod msg;
 mod packet;
 mod prefix;
 mod repr;
 
+pub use dma_glue::chunk_payload;
 pub use kind::{FcClass, Fmt, Routing, TlpKind};
 pub use msg::{MsgCode, MsgFields, MsgRouting};
 pub use packet::TlpPacket;

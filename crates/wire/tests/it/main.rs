@@ -2,6 +2,7 @@
 //! the cocotbext-pcie oracle vectors.
 
 mod dllp_oracle;
+mod dma_tlp;
 mod no_alloc;
 mod strategies;
 mod tlp_props;

@@ -1,0 +1,3 @@
+mod compat;
+mod props;
+mod tables;
