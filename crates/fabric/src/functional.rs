@@ -628,7 +628,15 @@ impl Fabric {
                     pcie: port_cap(PortType::Endpoint, &node.params, Some(link), 0, None),
                     serial: 0x5043_494c_0000_0000 | id.0 as u64,
                 };
-                let funcs = build(&ctx).map_err(err)?;
+                let funcs = build(&ctx).map_err(|e| TopologyError {
+                    file: topo.file.clone(),
+                    line: match e.key.map(|k| node.params.line(k)) {
+                        Some(l) if l > 0 => l,
+                        _ => node.line,
+                    },
+                    key: e.key.map(str::to_string),
+                    message: format!("node {:?}: {}", node.name, e.message),
+                })?;
                 for hf in funcs {
                     let fid = self.add(
                         id,

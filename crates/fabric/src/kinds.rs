@@ -180,8 +180,34 @@ pub struct EndpointCtx<'a> {
     pub serial: u64,
 }
 
+/// Why an endpoint kind cannot build a node: the key at fault (if one is) and what is
+/// wrong. The loader adds the file and the key's line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KindError {
+    /// The key at fault.
+    pub key: Option<&'static str>,
+    /// What is wrong and what is allowed.
+    pub message: String,
+}
+
+impl KindError {
+    /// An error about one key.
+    pub fn key(key: &'static str, message: impl Into<String>) -> KindError {
+        KindError {
+            key: Some(key),
+            message: message.into(),
+        }
+    }
+}
+
+impl From<String> for KindError {
+    fn from(message: String) -> KindError {
+        KindError { key: None, message }
+    }
+}
+
 /// Builds the functions of an endpoint kind, or says why it cannot.
-pub type EndpointBuilder = fn(&EndpointCtx<'_>) -> Result<Vec<HwFunction>, String>;
+pub type EndpointBuilder = fn(&EndpointCtx<'_>) -> Result<Vec<HwFunction>, KindError>;
 
 /// What a kind is in the hierarchy.
 #[derive(Debug, Clone, Copy)]
@@ -516,7 +542,7 @@ impl FunctionModel for PsMem {
     }
 }
 
-fn build_psmem(ctx: &EndpointCtx<'_>) -> Result<Vec<HwFunction>, String> {
+fn build_psmem(ctx: &EndpointCtx<'_>) -> Result<Vec<HwFunction>, KindError> {
     let p = ctx.params;
     let size = p.int("bar_size").unwrap_or(1 << 20) as u64;
     let pref = p.bool("prefetchable").unwrap_or(true);
@@ -524,6 +550,21 @@ fn build_psmem(ctx: &EndpointCtx<'_>) -> Result<Vec<HwFunction>, String> {
     let vectors = p.int("msix_vectors").unwrap_or(4) as u16;
     let io_size = p.int("io_size").unwrap_or(0) as u32;
     let vfs = p.int("sriov_vfs").unwrap_or(0) as u16;
+    if io_size != 0 && !(io_size.is_power_of_two() && io_size >= 4) {
+        return Err(KindError::key(
+            "io_size",
+            format!(
+                "{io_size} is not allowed; allowed: 0 (no I/O BAR) or a power of two from 4 to 256"
+            ),
+        ));
+    }
+    let rom = p.int("rom_size").unwrap_or(0) as u64;
+    if rom != 0 && !(rom.is_power_of_two() && rom >= 2048) {
+        return Err(KindError::key(
+            "rom_size",
+            format!("{rom} is not allowed; allowed: 0 (no ROM) or a power of two of at least 2048"),
+        ));
+    }
     let mut bars = [None; 6];
     let mem = if is64 {
         Bar::Mem64 {
@@ -532,8 +573,9 @@ fn build_psmem(ctx: &EndpointCtx<'_>) -> Result<Vec<HwFunction>, String> {
         }
     } else {
         if size > 1 << 31 {
-            return Err(format!(
-                "bar_size {size} needs bar64 = true (a 32-bit BAR holds at most 2 GiB)"
+            return Err(KindError::key(
+                "bar_size",
+                format!("{size} needs bar64 = true (a 32-bit BAR holds at most 2 GiB)"),
             ));
         }
         Bar::Mem32 {

@@ -470,8 +470,10 @@ fn registered_kind_with_two_functions() {
     use pcielab_config::caps::CapabilityList;
     use pcielab_config::{Bar, Type0};
     use pcielab_fabric::functional::HwFunction;
-    use pcielab_fabric::kinds::{common_keys, EndpointCtx, KeySpec, KeyType, KindRole, KindSpec};
-    fn build(ctx: &EndpointCtx<'_>) -> Result<Vec<HwFunction>, String> {
+    use pcielab_fabric::kinds::{
+        common_keys, EndpointCtx, KeySpec, KeyType, KindError, KindRole, KindSpec,
+    };
+    fn build(ctx: &EndpointCtx<'_>) -> Result<Vec<HwFunction>, KindError> {
         let size = ctx.params.int("window").unwrap_or(4096) as u32;
         (0..2u8)
             .map(|f| {
@@ -664,5 +666,19 @@ fn function_level_reset() {
     assert_eq!(
         fabric.route_memory(Origin::Host, 0x40_0000_0000),
         Err(RouteError::MemoryUnclaimed(0x40_0000_0000))
+    );
+}
+
+/// Errors a kind's builder finds name the key and the line it was written on.
+#[test]
+fn builder_errors_name_the_key_line() {
+    let text = ONE.replace("BARCFG", "msix_vectors = 8\nio_size = 3");
+    let reg = KindRegistry::builtin();
+    let topo = Topology::parse(&text, "t.toml", &reg).unwrap();
+    let e = Fabric::build(&topo, &reg).unwrap_err();
+    // Line 1-3 rc, 4 [[node]], 5 name, 6 kind, 7 msix_vectors, 8 io_size.
+    assert_eq!(
+        e.to_string(),
+        "t.toml:8: key \"io_size\": node \"m\": 3 is not allowed; allowed: 0 (no I/O BAR) or a power of two from 4 to 256"
     );
 }
