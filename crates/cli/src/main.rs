@@ -1,11 +1,16 @@
 //! The `pcielab` command-line tool: glue only; all logic lives in the library crates.
 //!
 //! Errors print one line on standard error and exit with status 2.
+//!
+//! Doc comments here are `--help` text, written for a terminal rather than rustdoc.
+#![allow(rustdoc::broken_intra_doc_links)]
 
+mod cfg_cmd;
 mod demo;
 mod dllp_cmd;
 mod model_cmd;
 mod tlp_cmd;
+mod topo_cmd;
 
 use clap::{Parser, Subcommand};
 use std::io::BufRead;
@@ -30,6 +35,10 @@ enum Command {
     Dllp(dllp_cmd::DllpCmd),
     /// The analytic model: bandwidth, link rates, NICs, latency (pcie-bench compatible).
     Model(model_cmd::ModelArgs),
+    /// Topology files: enumerate, print the tree, dump configuration spaces.
+    Topo(topo_cmd::TopoArgs),
+    /// Configuration-space dumps (lspci -xxxx format).
+    Cfg(cfg_cmd::CfgArgs),
 }
 
 /// A command failure: the one line to print.
@@ -69,6 +78,8 @@ fn main() -> ExitCode {
         Command::Tlp(c) => tlp_cmd::run(&c),
         Command::Dllp(c) => dllp_cmd::run(&c),
         Command::Model(args) => return model_cmd::run(args),
+        Command::Topo(a) => topo_cmd::run(&a),
+        Command::Cfg(a) => cfg_cmd::run(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
