@@ -55,4 +55,5 @@ pub mod functional;
 pub mod host;
 pub mod kinds;
 pub mod report;
+pub mod timed;
 pub mod topology;

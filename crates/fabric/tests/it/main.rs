@@ -5,3 +5,4 @@ mod common;
 mod enumerate;
 mod props;
 mod real_lspci;
+mod timed;

@@ -1,0 +1,173 @@
+//! The endpoint API: how a device model plugs into the timed fabric.
+//!
+//! A device implements [`Endpoint`]. The fabric calls it for requests that reach its
+//! BARs, for finished DMAs and for its timers, always with an [`EpCx`] through which
+//! the device acts: DMA reads and writes of any size (the fabric's DMA engine splits
+//! them at MPS/MRRS and 4 KiB with `wire::dma`, keeps a pool of tags, reassembles
+//! completions and times out), delayed read completions, MSI-X/MSI, timers.
+//!
+//! ```
+//! use pcielab_fabric::timed::{Endpoint, EpCx, ReadReply, DmaId};
+//! /// A device with one 32-bit scratch register at BAR0 + 0 that DMAs 64 bytes from
+//! /// host address 0x1000 when written, then raises MSI-X vector 0.
+//! #[derive(Debug, Default)]
+//! struct Scratch { reg: u32 }
+//! impl Endpoint for Scratch {
+//!     fn mem_read(&mut self, _bar: u8, _off: u64, buf: &mut [u8], _cx: &mut EpCx<'_>) -> ReadReply {
+//!         for (b, v) in buf.iter_mut().zip(self.reg.to_le_bytes()) { *b = v; }
+//!         ReadReply::Now
+//!     }
+//!     fn mem_write(&mut self, _bar: u8, _off: u64, data: &[u8], cx: &mut EpCx<'_>) {
+//!         self.reg = data.iter().rev().fold(0, |a, &b| a << 8 | b as u32);
+//!         cx.dma_read(0x1000, 64);
+//!     }
+//!     fn dma_done(&mut self, _id: DmaId, _ok: bool, _data: &[u8], cx: &mut EpCx<'_>) {
+//!         cx.msix(0);
+//!     }
+//! }
+//! ```
+
+use pcielab_sim::{Rng, SimDuration, SimTime};
+use pcielab_wire::Bdf;
+
+/// Identifies one DMA of a device (unique per device, in issue order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DmaId(pub u64);
+
+/// Identifies a read that the device will complete later with [`EpCx::complete`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ReadTicket(pub u64);
+
+/// How a device answers a read of its BAR.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadReply {
+    /// `buf` holds the data; the completion leaves after the device latency.
+    Now,
+    /// The device will call [`EpCx::complete`] with this ticket.
+    Later(ReadTicket),
+    /// The access is not supported: Completion with Unsupported Request status.
+    Unsupported,
+}
+
+/// A command a device gave through its context (applied by the fabric afterwards).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum EpCmd {
+    DmaRead { id: DmaId, addr: u64, len: u64 },
+    DmaWrite { id: DmaId, addr: u64, data: Vec<u8> },
+    Complete { ticket: ReadTicket, data: Vec<u8> },
+    Timer { at: SimTime, token: u64 },
+    Msix(u16),
+    Msi(u8),
+}
+
+/// What a device sees while the fabric calls it.
+#[derive(Debug)]
+pub struct EpCx<'a> {
+    pub(crate) now: SimTime,
+    pub(crate) bdf: Bdf,
+    pub(crate) cmds: &'a mut Vec<EpCmd>,
+    pub(crate) next_dma: &'a mut u64,
+    pub(crate) rng: &'a mut Rng,
+}
+
+impl EpCx<'_> {
+    /// The current simulated time.
+    pub fn now(&self) -> SimTime {
+        self.now
+    }
+    /// The device's requester ID (after enumeration).
+    pub fn bdf(&self) -> Bdf {
+        self.bdf
+    }
+    /// The device's seeded RNG stream.
+    pub fn rng(&mut self) -> &mut Rng {
+        self.rng
+    }
+    fn dma_id(&mut self) -> DmaId {
+        let id = DmaId(*self.next_dma);
+        *self.next_dma += 1;
+        id
+    }
+    /// Reads `len` bytes of host (or peer) memory at `addr`; [`Endpoint::dma_done`]
+    /// receives the data. `len` 0 finishes at once with no data.
+    pub fn dma_read(&mut self, addr: u64, len: u64) -> DmaId {
+        let id = self.dma_id();
+        self.cmds.push(EpCmd::DmaRead { id, addr, len });
+        id
+    }
+    /// Writes `data` to host (or peer) memory at `addr`; [`Endpoint::dma_done`] is
+    /// called once the last MWr has left the device.
+    pub fn dma_write(&mut self, addr: u64, data: Vec<u8>) -> DmaId {
+        let id = self.dma_id();
+        self.cmds.push(EpCmd::DmaWrite { id, addr, data });
+        id
+    }
+    /// Completes a read answered with [`ReadReply::Later`].
+    pub fn complete(&mut self, ticket: ReadTicket, data: Vec<u8>) {
+        self.cmds.push(EpCmd::Complete { ticket, data });
+    }
+    /// Calls [`Endpoint::timer`] with `token` after `delay`.
+    pub fn timer(&mut self, delay: SimDuration, token: u64) {
+        let at = self.now + delay;
+        self.cmds.push(EpCmd::Timer { at, token });
+    }
+    /// Raises MSI-X vector `vector` (as the function's MSI-X table describes it).
+    pub fn msix(&mut self, vector: u16) {
+        self.cmds.push(EpCmd::Msix(vector));
+    }
+    /// Raises MSI vector `vector`.
+    pub fn msi(&mut self, vector: u8) {
+        self.cmds.push(EpCmd::Msi(vector));
+    }
+}
+
+/// A device model on the timed fabric. Every method has a default, so a device
+/// implements only what it does.
+pub trait Endpoint: core::fmt::Debug {
+    /// Called once when the simulation starts (links are training).
+    fn start(&mut self, _cx: &mut EpCx<'_>) {}
+    /// A memory read of `buf.len()` bytes at `offset` in BAR `bar`.
+    fn mem_read(
+        &mut self,
+        _bar: u8,
+        _offset: u64,
+        _buf: &mut [u8],
+        _cx: &mut EpCx<'_>,
+    ) -> ReadReply {
+        ReadReply::Unsupported
+    }
+    /// A memory write at `offset` in BAR `bar`.
+    fn mem_write(&mut self, _bar: u8, _offset: u64, _data: &[u8], _cx: &mut EpCx<'_>) {}
+    /// A DMA finished: `ok` false after a completion timeout or an error completion;
+    /// `data` holds a read's bytes (empty for writes).
+    fn dma_done(&mut self, _id: DmaId, _ok: bool, _data: &[u8], _cx: &mut EpCx<'_>) {}
+    /// A timer set with [`EpCx::timer`] fired.
+    fn timer(&mut self, _token: u64, _cx: &mut EpCx<'_>) {}
+    /// A summary for reports (workload results), if the device has one.
+    fn report(&self) -> Option<serde_json::Value> {
+        None
+    }
+}
+
+/// A memory-backed endpoint (like NetTLP's psmem): BAR reads and writes hit a sparse
+/// byte array; used when a topology node has no other model attached.
+#[derive(Debug, Default)]
+pub struct PsMemEndpoint {
+    mem: std::collections::BTreeMap<u64, u8>,
+}
+
+impl Endpoint for PsMemEndpoint {
+    fn mem_read(&mut self, bar: u8, offset: u64, buf: &mut [u8], _cx: &mut EpCx<'_>) -> ReadReply {
+        let base = (bar as u64) << 56 | offset;
+        for (i, b) in buf.iter_mut().enumerate() {
+            *b = self.mem.get(&(base + i as u64)).copied().unwrap_or(0);
+        }
+        ReadReply::Now
+    }
+    fn mem_write(&mut self, bar: u8, offset: u64, data: &[u8], _cx: &mut EpCx<'_>) {
+        let base = (bar as u64) << 56 | offset;
+        for (i, &b) in data.iter().enumerate() {
+            self.mem.insert(base + i as u64, b);
+        }
+    }
+}

@@ -1,0 +1,1765 @@
+//! The timed fabric's world: link directions with DLL and flow control, nodes (root
+//! complex, switches, endpoints), the DMA engines, and the event handlers.
+
+use super::endpoint::{DmaId, Endpoint, EpCmd, EpCx, ReadReply, ReadTicket};
+use super::phy::LinkTiming;
+use super::trace::{DirCounters, Trace, TraceKind};
+use super::SimConfig;
+use crate::functional::{Fabric, FnId, Interrupt, Origin, Role, RouteError, Target, MSI_RANGE};
+use pcielab_sim::{Context, EventKey, FifoId, Rng, SimDuration, SimTime, World};
+use pcielab_wire::dllp::{FcClass as DFc, FcDllp, FcKind, FcScale};
+use pcielab_wire::dma::{completions, split_read, split_write, CplPolicy, SplitPolicy};
+use pcielab_wire::tlp::TlpRepr;
+use pcielab_wire::{Bdf, CplStatus, DllpRepr, SeqNum, Tag};
+use std::collections::{HashMap, VecDeque};
+
+pub(crate) const NONE: u32 = u32::MAX;
+const MAX_PATH: usize = 8;
+/// Flow-control classes: posted, non-posted, completion.
+pub(crate) const P: usize = 0;
+pub(crate) const NP: usize = 1;
+pub(crate) const CPL: usize = 2;
+
+/// What a simulated TLP is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    MRd,
+    MWr,
+    Cpl,
+    CplD,
+}
+
+/// Who consumes a TLP at its destination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dest {
+    HostMemory,
+    /// The root complex (completions of host requests).
+    Rc,
+    /// A function's BAR.
+    Bar {
+        node: u32,
+        bar: u8,
+        offset: u64,
+    },
+    /// A device's DMA engine (completions).
+    Dma {
+        node: u32,
+    },
+}
+
+/// One TLP in flight. About 120 bytes plus its payload buffer (pooled).
+#[derive(Debug, Clone)]
+pub(crate) struct Tlp {
+    pub kind: Kind,
+    pub requester: Bdf,
+    pub completer: Bdf,
+    pub tag: u16,
+    pub addr: u64,
+    /// Bytes requested (MRd) or carried (MWr/CplD, DW-rounded payload length).
+    pub len: u32,
+    pub byte_count: u16,
+    pub status: CplStatus,
+    /// Index into the payload pool, or NONE.
+    pub data: u32,
+    pub path: [u16; MAX_PATH],
+    pub hops: u8,
+    pub at: u8,
+    pub refs: u8,
+    pub dest: Dest,
+    /// Direction whose receive buffer holds it (credits to return), or NONE.
+    pub ingress: u32,
+    /// (node, dma op) to notify when the last TLP of a DMA write leaves, or NONE.
+    pub dma_last: (u32, u32),
+    pub hdr_bytes: u8,
+}
+
+impl Tlp {
+    pub fn class(&self) -> usize {
+        match self.kind {
+            Kind::MWr => P,
+            Kind::MRd => NP,
+            Kind::Cpl | Kind::CplD => CPL,
+        }
+    }
+    pub fn payload_bytes(&self) -> u32 {
+        match self.kind {
+            Kind::MWr | Kind::CplD => self.len.div_ceil(4) * 4,
+            _ => 0,
+        }
+    }
+    pub fn data_credits(&self) -> u64 {
+        self.payload_bytes().div_ceil(16) as u64
+    }
+    pub fn tlp_bytes(&self) -> u64 {
+        self.hdr_bytes as u64 + self.payload_bytes() as u64
+    }
+}
+
+/// A DLLP in the simulator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dllp {
+    Ack(u32),
+    Nak(u32),
+    Fc {
+        kind: FcKind,
+        class: u8,
+        hdr: u64,
+        data: u64,
+    },
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Wire {
+    Tlp { id: u32, seq: u32, bad: bool },
+    Dllp { d: Dllp, bad: bool },
+}
+
+/// Events of the timed fabric.
+#[derive(Debug, Clone, Copy)]
+pub enum Ev {
+    /// The wire of a direction is free again.
+    TxDone(u16),
+    /// Something arrives at the receiver of a direction.
+    Arrive(u16, WireItem),
+    /// The receiver of a direction must send an ACK.
+    AckTimer(u16),
+    /// The receiver of a direction must send UpdateFC for a class.
+    FcTimer(u16, u8),
+    /// The transmitter's replay timer expired.
+    ReplayTimer(u16),
+    /// A node finished processing a TLP it forwards.
+    Forward(u32),
+    /// A TLP reached its consumer (after the node's latency).
+    Consume(u32),
+    /// A device timer.
+    EpTimer(u32, u64),
+    /// A DMA's completion-timeout check.
+    DmaTimeout(u32, u32),
+    /// A host request's completion timeout.
+    HostTimeout(u16),
+    /// The root complex sends a host request it has prepared.
+    HostSend(u32),
+    /// A delayed endpoint completion is ready.
+    EpComplete(u32),
+}
+
+/// Opaque wire item of an [`Ev::Arrive`].
+#[derive(Debug, Clone, Copy)]
+pub struct WireItem(pub(crate) Wire);
+
+/// Flow-control state of one class: (header, data) counters.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Credits {
+    pub hdr: u64,
+    pub data: u64,
+}
+
+/// Receive-buffer sizes of a port in credits (0 = infinite).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BufferCredits {
+    /// `[P, NP, Cpl]` header credits (one per TLP).
+    pub hdr: [u32; 3],
+    /// `[P, NP, Cpl]` data credits (16 bytes each).
+    pub data: [u32; 3],
+}
+
+impl BufferCredits {
+    /// Infinite credits for every class.
+    pub const INFINITE: BufferCredits = BufferCredits {
+        hdr: [0; 3],
+        data: [0; 3],
+    };
+}
+
+#[derive(Debug)]
+pub(crate) struct Dir {
+    pub name: String,
+    #[allow(dead_code)]
+    pub from: u32,
+    pub to: u32,
+    pub timing: LinkTiming,
+    pub free_at: u128,
+    pub busy: bool,
+    pub fifo: FifoId,
+    pub prop_ps: u64,
+    pub ack_ps: u64,
+    pub fc_ps: u64,
+    pub replay_ps: u64,
+    pub up: bool,
+    pub init_seen: u8,
+    // transaction-layer egress queues: (order, tlp)
+    pub q: [VecDeque<(u64, u32)>; 3],
+    pub order: u64,
+    // tx credits
+    pub limit: [Credits; 3],
+    pub consumed: [Credits; 3],
+    pub inf: [[bool; 2]; 3],
+    // DLL tx
+    pub next_seq: u32,
+    pub replay: VecDeque<(u32, u32)>,
+    pub replay_cap: usize,
+    pub replay_pos: Option<usize>,
+    pub replay_timer: Option<EventKey>,
+    pub replay_num: u8,
+    pub dllq: VecDeque<Dllp>,
+    // DLL rx (receiver at `to`)
+    pub rx_next: u32,
+    pub rx_ack_timer: Option<EventKey>,
+    pub rx_nak_sent: bool,
+    // FC rx
+    pub rx_buf: BufferCredits,
+    pub rx_alloc: [Credits; 3],
+    pub rx_recv: [Credits; 3],
+    pub rx_fc_timer: [Option<EventKey>; 3],
+    // stalls
+    pub stall_since: Option<SimTime>,
+    pub rstall_since: Option<SimTime>,
+    pub counters: DirCounters,
+}
+
+#[derive(Debug)]
+pub(crate) enum NodeKind {
+    Rc,
+    Switch,
+    Ep(Box<EpState>),
+}
+
+#[derive(Debug)]
+pub(crate) struct Node {
+    pub name: String,
+    pub kind: NodeKind,
+    /// Functional function of the node (endpoint function 0; switch upstream port).
+    pub func: Option<FnId>,
+}
+
+#[derive(Debug)]
+pub(crate) struct DmaOp {
+    pub id: DmaId,
+    pub write: bool,
+    pub addr: u64,
+    pub len: u64,
+    pub issued: u64,
+    pub done_bytes: u64,
+    pub buf: Vec<u8>,
+    pub last_progress: SimTime,
+    pub ok: bool,
+    pub live: bool,
+}
+
+#[derive(Debug)]
+pub(crate) struct EpState {
+    pub model: Box<dyn Endpoint>,
+    pub bdf: Bdf,
+    pub free_tags: Vec<u16>,
+    /// tag → (op, offset in op, len, bytes received)
+    pub tag_map: Vec<Option<(u32, u64, u32, u32)>>,
+    pub ops: Vec<DmaOp>,
+    pub free_ops: Vec<u32>,
+    pub read_queue: VecDeque<u32>,
+    pub next_dma: u64,
+    pub tickets: HashMap<u64, (Bdf, u16, u64, u32)>,
+    pub rng: Rng,
+    pub up_dir: u16,
+}
+
+/// A host (root-complex) request waiting for its completion.
+#[derive(Debug, Clone)]
+pub(crate) struct HostReq {
+    pub issued: SimTime,
+    pub len: u32,
+    pub data: Vec<u8>,
+    pub got: u32,
+    pub timer: Option<EventKey>,
+}
+
+/// The result of a host read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostRead {
+    /// Data returned, with the time the host issued and received it.
+    Done {
+        /// The bytes.
+        data: Vec<u8>,
+        /// Issue time.
+        issued: SimTime,
+        /// Completion time.
+        done: SimTime,
+    },
+    /// A completion with a non-successful status.
+    Failed(CplStatus),
+    /// No completion before the completion timeout.
+    Timeout,
+}
+
+/// The timed fabric (a [`World`] of the kernel).
+#[derive(Debug)]
+pub struct Engine {
+    pub(crate) cfg: SimConfig,
+    /// The functional fabric (enumerated): configuration spaces and routing.
+    pub fabric: Fabric,
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) dirs: Vec<Dir>,
+    pub(crate) tlps: Vec<Tlp>,
+    pub(crate) free_tlps: Vec<u32>,
+    pub(crate) payloads: Vec<Vec<u8>>,
+    pub(crate) free_payloads: Vec<u32>,
+    pub(crate) pair_dir: HashMap<(u32, u32), u16>,
+    pub(crate) route_cache: HashMap<(u32, u64), ([u16; MAX_PATH], u8, Dest)>,
+    pub(crate) rc_node: u32,
+    pub(crate) host_bdf: Bdf,
+    pub(crate) host_tags: Vec<u16>,
+    pub(crate) host_reqs: HashMap<u16, HostReq>,
+    pub(crate) host_done: HashMap<u16, HostRead>,
+    /// Interrupts delivered to the host's sink, with their arrival times.
+    pub interrupts: Vec<(SimTime, Interrupt)>,
+    /// The trace, when enabled.
+    pub trace: Option<Trace>,
+    /// Writes the root complex performed into host memory (address, length) when
+    /// `SimConfig::log_writes` is set.
+    pub write_log: Vec<(Bdf, u64, u32)>,
+    pub(crate) cmds: Vec<EpCmd>,
+    pub(crate) scratch: Vec<u8>,
+    /// Errors seen (unexpected completions, malformed TLPs, unroutable requests).
+    pub errors: Vec<String>,
+    pub(crate) err_rng: Rng,
+}
+
+fn dllp_repr(d: Dllp) -> DllpRepr {
+    match d {
+        Dllp::Ack(s) => DllpRepr::Ack {
+            seq: SeqNum::from_bits_truncate(s as u16),
+        },
+        Dllp::Nak(s) => DllpRepr::Nak {
+            seq: SeqNum::from_bits_truncate(s as u16),
+        },
+        Dllp::Fc {
+            kind,
+            class,
+            hdr,
+            data,
+        } => DllpRepr::Fc(FcDllp {
+            kind,
+            class: [DFc::P, DFc::Np, DFc::Cpl][class as usize % 3],
+            vc: 0,
+            hdr_scale: FcScale::NotActive,
+            hdr_fc: (hdr & 0xff) as u8,
+            data_scale: FcScale::NotActive,
+            data_fc: (data & 0xfff) as u16,
+        }),
+    }
+}
+
+impl Engine {
+    // ---------------------------------------------------------------- TLP pool
+    pub(crate) fn alloc_payload(&mut self, bytes: &[u8]) -> u32 {
+        match self.free_payloads.pop() {
+            Some(i) => {
+                let b = &mut self.payloads[i as usize];
+                b.clear();
+                b.extend_from_slice(bytes);
+                i
+            }
+            None => {
+                self.payloads.push(bytes.to_vec());
+                (self.payloads.len() - 1) as u32
+            }
+        }
+    }
+
+    pub(crate) fn alloc_tlp(&mut self, t: Tlp) -> u32 {
+        match self.free_tlps.pop() {
+            Some(i) => {
+                self.tlps[i as usize] = t;
+                i
+            }
+            None => {
+                self.tlps.push(t);
+                (self.tlps.len() - 1) as u32
+            }
+        }
+    }
+
+    pub(crate) fn release(&mut self, id: u32) {
+        let t = &mut self.tlps[id as usize];
+        t.refs = t.refs.saturating_sub(1);
+        if t.refs == 0 {
+            if t.data != NONE {
+                self.free_payloads.push(t.data);
+                t.data = NONE;
+            }
+            self.free_tlps.push(id);
+        }
+    }
+
+    pub(crate) fn payload(&self, id: u32) -> &[u8] {
+        let d = self.tlps[id as usize].data;
+        if d == NONE {
+            &[]
+        } else {
+            &self.payloads[d as usize]
+        }
+    }
+
+    /// Raw bytes of a TLP for the trace.
+    fn tlp_bytes_raw(&self, id: u32) -> Vec<u8> {
+        let t = &self.tlps[id as usize];
+        let tag = Tag::new(t.tag).unwrap_or(Tag::new(0).unwrap_or_else(|_| unreachable!()));
+        let payload = self.payload(id);
+        let padded;
+        let data: &[u8] = if payload.len() % 4 != 0 {
+            let mut v = payload.to_vec();
+            v.resize(payload.len().div_ceil(4) * 4, 0);
+            padded = v;
+            &padded
+        } else {
+            payload
+        };
+        let r = match t.kind {
+            Kind::MRd => TlpRepr::mem_read(
+                t.requester,
+                tag,
+                t.addr,
+                (t.len.div_ceil(4)).clamp(1, 1024) as u16,
+            ),
+            Kind::MWr => TlpRepr::mem_write(t.requester, tag, t.addr, data),
+            Kind::Cpl => TlpRepr::completion(
+                t.completer,
+                t.requester,
+                tag,
+                t.status,
+                t.byte_count.max(1),
+                (t.addr & 0x7f) as u8,
+                &[],
+            ),
+            Kind::CplD => TlpRepr::completion(
+                t.completer,
+                t.requester,
+                tag,
+                t.status,
+                t.byte_count.max(1),
+                (t.addr & 0x7f) as u8,
+                data,
+            ),
+        };
+        r.and_then(|r| r.to_vec()).unwrap_or_default()
+    }
+
+    // ---------------------------------------------------------------- routing
+    /// Path (directions) from `from_node` for a TLP, via the functional fabric.
+    pub(crate) fn route(
+        &mut self,
+        origin: Origin,
+        kind: Kind,
+        addr: u64,
+        dest_id: Bdf,
+    ) -> Result<([u16; MAX_PATH], u8, Dest), RouteError> {
+        let onode = match origin {
+            Origin::Host => self.rc_node,
+            Origin::Function(f) => self.fabric.functions[f.0 as usize].node.0,
+        };
+        let key = match kind {
+            Kind::Cpl | Kind::CplD => (onode, 1u64 << 63 | dest_id.raw() as u64),
+            _ => (onode, addr >> 12),
+        };
+        if let Some(r) = self.route_cache.get(&key) {
+            return Ok(*r);
+        }
+        let (hops, dest_node, dest) = match kind {
+            Kind::Cpl | Kind::CplD => {
+                let r = self.fabric.route_id(origin, dest_id)?;
+                let f = &self.fabric.functions[r.target.0 as usize];
+                let d = if f.role == Role::HostBridge {
+                    Dest::Rc
+                } else {
+                    Dest::Dma { node: f.node.0 }
+                };
+                (r.hops, f.node.0, d)
+            }
+            _ => {
+                let r = self.fabric.route_memory(origin, addr)?;
+                match r.target {
+                    Target::HostMemory(_) => (r.hops, self.rc_node, Dest::HostMemory),
+                    Target::Bar {
+                        function,
+                        bar,
+                        offset,
+                    } => {
+                        let n = self.fabric.functions[function.0 as usize].node.0;
+                        // The cache is per page: store the page's base offset.
+                        (
+                            r.hops,
+                            n,
+                            Dest::Bar {
+                                node: n,
+                                bar,
+                                offset: offset - (addr & 0xfff),
+                            },
+                        )
+                    }
+                }
+            }
+        };
+        let mut seq: Vec<u32> = vec![onode];
+        for h in hops {
+            let n = self.fabric.functions[h.0 as usize].node.0;
+            if *seq.last().unwrap_or(&NONE) != n {
+                seq.push(n);
+            }
+        }
+        if *seq.last().unwrap_or(&NONE) != dest_node {
+            seq.push(dest_node);
+        }
+        let mut path = [0u16; MAX_PATH];
+        let mut n = 0u8;
+        for w in seq.windows(2) {
+            let d = *self
+                .pair_dir
+                .get(&(w[0], w[1]))
+                .ok_or(RouteError::NotRoutable(
+                    "no link between consecutive nodes of the route",
+                ))?;
+            if n as usize >= MAX_PATH {
+                return Err(RouteError::NotRoutable("route longer than 8 links"));
+            }
+            path[n as usize] = d;
+            n += 1;
+        }
+        let r = (path, n, dest);
+        self.route_cache.insert(key, r);
+        Ok(r)
+    }
+
+    fn fix_dest(dest: Dest, addr: u64) -> Dest {
+        match dest {
+            Dest::Bar { node, bar, offset } => Dest::Bar {
+                node,
+                bar,
+                offset: offset + (addr & 0xfff),
+            },
+            d => d,
+        }
+    }
+
+    /// Creates a TLP and hands it to the first direction of its path (or consumes it
+    /// locally when the path is empty).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn inject(
+        &mut self,
+        origin: Origin,
+        mut t: Tlp,
+        dest_id: Bdf,
+        cx: &mut Context<'_, Ev>,
+    ) -> Result<u32, RouteError> {
+        let (path, hops, dest) = self.route(origin, t.kind, t.addr, dest_id)?;
+        t.path = path;
+        t.hops = hops;
+        t.at = 0;
+        t.dest = Self::fix_dest(dest, t.addr);
+        t.refs = 1;
+        t.ingress = NONE;
+        let id = self.alloc_tlp(t);
+        if hops == 0 {
+            cx.schedule_in(SimDuration::ZERO, Ev::Consume(id));
+        } else {
+            self.enqueue(path[0], id, cx);
+        }
+        Ok(id)
+    }
+
+    fn enqueue(&mut self, d: u16, id: u32, cx: &mut Context<'_, Ev>) {
+        let class = self.tlps[id as usize].class();
+        let dir = &mut self.dirs[d as usize];
+        dir.order += 1;
+        let o = dir.order;
+        dir.q[class].push_back((o, id));
+        self.try_send(d, cx);
+    }
+
+    // ---------------------------------------------------------------- transmitter
+    fn has_credits(&self, d: usize, id: u32) -> bool {
+        let t = &self.tlps[id as usize];
+        let c = t.class();
+        let dir = &self.dirs[d];
+        let h_ok = dir.inf[c][0] || dir.consumed[c].hdr < dir.limit[c].hdr;
+        let d_ok = dir.inf[c][1] || dir.consumed[c].data + t.data_credits() <= dir.limit[c].data;
+        h_ok && d_ok
+    }
+
+    /// Picks the next TLP under the ordering rules: nothing passes an older posted
+    /// request; within a class FIFO; otherwise the oldest TLP that has credits.
+    fn pick(&self, d: usize) -> Option<(usize, bool)> {
+        let dir = &self.dirs[d];
+        let p_head = dir.q[P].front().map(|x| x.0);
+        let mut best: Option<(u64, usize)> = None;
+        let mut blocked = false;
+        for c in [P, NP, CPL] {
+            if let Some(&(o, id)) = dir.q[c].front() {
+                if c != P {
+                    if let Some(po) = p_head {
+                        if po < o {
+                            continue; // may not pass the older posted request
+                        }
+                    }
+                }
+                if self.has_credits(d, id) {
+                    if best.map_or(true, |(bo, _)| o < bo) {
+                        best = Some((o, c));
+                    }
+                } else {
+                    blocked = true;
+                }
+            }
+        }
+        match best {
+            Some((_, c)) => Some((c, blocked)),
+            None => {
+                if blocked {
+                    Some((usize::MAX, true))
+                } else {
+                    None
+                }
+            }
+        }
+    }
+
+    pub(crate) fn try_send(&mut self, d: u16, cx: &mut Context<'_, Ev>) {
+        let di = d as usize;
+        if self.dirs[di].busy {
+            return;
+        }
+        let now = cx.now();
+        // 1. DLLPs.
+        if let Some(dl) = self.dirs[di].dllq.pop_front() {
+            let bad =
+                self.cfg.dllp_error_rate > 0.0 && self.err_rng.chance(self.cfg.dllp_error_rate);
+            let bytes = self.dirs[di].timing.dllp_wire_bytes();
+            match dl {
+                Dllp::Ack(_) => self.dirs[di].counters.acks += 1,
+                Dllp::Nak(_) => self.dirs[di].counters.naks += 1,
+                Dllp::Fc { .. } => self.dirs[di].counters.fc_dllps += 1,
+            }
+            if let Some(tr) = self.trace.as_mut() {
+                let raw = dllp_repr(dl).to_bytes().unwrap_or([0; 6]);
+                tr.push(now, d, TraceKind::Dllp, &raw);
+            }
+            self.transmit(d, bytes, Wire::Dllp { d: dl, bad }, cx);
+            return;
+        }
+        // 2. Replays.
+        if let Some(pos) = self.dirs[di].replay_pos {
+            if let Some(&(seq, id)) = self.dirs[di].replay.get(pos) {
+                self.dirs[di].replay_pos = if pos + 1 < self.dirs[di].replay.len() {
+                    Some(pos + 1)
+                } else {
+                    None
+                };
+                self.dirs[di].counters.replays += 1;
+                self.send_tlp(d, seq, id, true, cx);
+                return;
+            }
+            self.dirs[di].replay_pos = None;
+        }
+        // 3. New TLPs.
+        if !self.dirs[di].up {
+            return;
+        }
+        let full = self.dirs[di].replay.len() >= self.dirs[di].replay_cap;
+        let pick = self.pick(di);
+        // Stall accounting.
+        let waiting = pick.is_some();
+        if full && waiting {
+            self.dirs[di].rstall_since.get_or_insert(now);
+            return;
+        } else if let Some(s) = self.dirs[di].rstall_since.take() {
+            self.dirs[di].counters.replay_stall_ps += (now - s).as_ps();
+        }
+        match pick {
+            Some((c, _)) if c != usize::MAX => {
+                if let Some(s) = self.dirs[di].stall_since.take() {
+                    self.dirs[di].counters.credit_stall_ps += (now - s).as_ps();
+                }
+                let Some((_, id)) = self.dirs[di].q[c].pop_front() else {
+                    return;
+                };
+                let (dc, payload) = {
+                    let t = &self.tlps[id as usize];
+                    (t.data_credits(), t.payload_bytes() as u64)
+                };
+                let dir = &mut self.dirs[di];
+                dir.consumed[c].hdr += 1;
+                dir.consumed[c].data += dc;
+                let seq = dir.next_seq;
+                dir.next_seq += 1;
+                dir.replay.push_back((seq, id));
+                self.tlps[id as usize].refs += 1;
+                let dir = &mut self.dirs[di];
+                dir.counters.tlps += 1;
+                dir.counters.payload_bytes += payload;
+                match c {
+                    P => dir.counters.posted += 1,
+                    NP => dir.counters.non_posted += 1,
+                    _ => dir.counters.completions += 1,
+                }
+                if dir.replay_timer.is_none() {
+                    let rp = dir.replay_ps;
+                    dir.replay_timer =
+                        Some(cx.schedule_in(SimDuration::from_ps(rp), Ev::ReplayTimer(d)));
+                }
+                // Put it on the wire first (the direction is then busy, so anything the
+                // follow-ups below queue here waits its turn).
+                self.send_tlp(d, seq, id, false, cx);
+                // The TLP leaves the ingress buffer it sat in: return those credits.
+                let ing = self.tlps[id as usize].ingress;
+                if ing != NONE {
+                    self.tlps[id as usize].ingress = NONE;
+                    self.return_credits(ing as u16, c, dc, cx);
+                }
+                let (dn, op) = self.tlps[id as usize].dma_last;
+                if dn != NONE {
+                    self.tlps[id as usize].dma_last = (NONE, NONE);
+                    self.dma_write_left(dn, op, cx);
+                }
+            }
+            Some(_) => {
+                self.dirs[di].stall_since.get_or_insert(now);
+            }
+            None => {}
+        }
+    }
+
+    fn send_tlp(&mut self, d: u16, seq: u32, id: u32, replay: bool, cx: &mut Context<'_, Ev>) {
+        let di = d as usize;
+        let bad = self.cfg.error_rate > 0.0 && self.err_rng.chance(self.cfg.error_rate);
+        if bad {
+            self.dirs[di].counters.corrupted += 1;
+        }
+        if self.trace.is_some() {
+            let raw = self.tlp_bytes_raw(id);
+            if let Some(tr) = self.trace.as_mut() {
+                tr.push(
+                    cx.now().max(SimTime::from_ps(
+                        self.dirs[di].timing.units_to_ps_ceil(self.dirs[di].free_at),
+                    )),
+                    d,
+                    TraceKind::Tlp {
+                        seq: (seq & 0xfff) as u16,
+                        replay,
+                        corrupted: bad,
+                    },
+                    &raw,
+                );
+            }
+        }
+        let bytes = self.dirs[di]
+            .timing
+            .tlp_wire_bytes(self.tlps[id as usize].tlp_bytes());
+        if replay {
+            // A new wire copy; a first transmission takes over the queue's reference.
+            self.tlps[id as usize].refs += 1;
+        }
+        self.transmit(d, bytes, Wire::Tlp { id, seq, bad }, cx);
+    }
+
+    fn transmit(&mut self, d: u16, bytes: u64, w: Wire, cx: &mut Context<'_, Ev>) {
+        let dir = &mut self.dirs[d as usize];
+        let now_u = dir.timing.ps_to_units(cx.now().as_ps());
+        let start = dir.free_at.max(now_u);
+        let end = start + dir.timing.units(bytes);
+        dir.free_at = end;
+        let end_ps = dir.timing.units_to_ps_ceil(end);
+        dir.counters.wire_bytes += bytes;
+        dir.counters.busy_ps += end_ps.saturating_sub(dir.timing.units_to_ps_ceil(start));
+        dir.busy = true;
+        let fifo = dir.fifo;
+        let arrive = end_ps + dir.prop_ps;
+        cx.schedule_at(SimTime::from_ps(end_ps), Ev::TxDone(d));
+        cx.push_fifo(fifo, SimTime::from_ps(arrive), Ev::Arrive(d, WireItem(w)));
+    }
+
+    fn queue_dllp(&mut self, d: u16, dl: Dllp, front: bool, cx: &mut Context<'_, Ev>) {
+        if self.dirs[d as usize].timing.dllp_wire_bytes() == 0 {
+            // Flit mode: DLLPs ride in every flit's DLP bytes; deliver them directly.
+            let arrive = cx.now() + SimDuration::from_ps(self.dirs[d as usize].prop_ps);
+            let fifo = self.dirs[d as usize].fifo;
+            cx.push_fifo(
+                fifo,
+                arrive,
+                Ev::Arrive(d, WireItem(Wire::Dllp { d: dl, bad: false })),
+            );
+            return;
+        }
+        let q = &mut self.dirs[d as usize].dllq;
+        if front {
+            // ACK/NAK replace an older ACK/NAK still waiting.
+            q.retain(|x| !matches!(x, Dllp::Ack(_) | Dllp::Nak(_)));
+            q.push_front(dl);
+        } else {
+            q.push_back(dl);
+        }
+        self.try_send(d, cx);
+    }
+
+    // ---------------------------------------------------------------- receiver
+    fn arrive(&mut self, d: u16, w: Wire, cx: &mut Context<'_, Ev>) {
+        let di = d as usize;
+        match w {
+            Wire::Dllp { bad: true, .. } => {} // a DLLP with a bad CRC is discarded
+            Wire::Dllp { d: dl, .. } => self.dllp_arrived(d ^ 1, dl, cx),
+            Wire::Tlp { id, seq, bad } => {
+                let dir = &mut self.dirs[di];
+                if bad || seq > dir.rx_next {
+                    if !dir.rx_nak_sent {
+                        dir.rx_nak_sent = true;
+                        let s = dir.rx_next.wrapping_sub(1);
+                        self.queue_dllp(d ^ 1, Dllp::Nak(s), true, cx);
+                    }
+                    self.release(id);
+                } else if seq < dir.rx_next {
+                    dir.counters.duplicates += 1;
+                    let s = dir.rx_next.wrapping_sub(1);
+                    self.release(id);
+                    self.queue_dllp(d ^ 1, Dllp::Ack(s), true, cx);
+                } else {
+                    dir.rx_next += 1;
+                    dir.rx_nak_sent = false;
+                    if dir.rx_ack_timer.is_none() {
+                        let a = dir.ack_ps;
+                        dir.rx_ack_timer =
+                            Some(cx.schedule_in(SimDuration::from_ps(a), Ev::AckTimer(d)));
+                    }
+                    let (c, dc) = {
+                        let t = &self.tlps[id as usize];
+                        (t.class(), t.data_credits())
+                    };
+                    let dir = &mut self.dirs[di];
+                    dir.rx_recv[c].hdr += 1;
+                    dir.rx_recv[c].data += dc;
+                    self.accepted(d, id, cx);
+                }
+            }
+        }
+    }
+
+    /// A DLLP for the transmitter of direction `d` (it arrived on `d ^ 1`).
+    fn dllp_arrived(&mut self, d: u16, dl: Dllp, cx: &mut Context<'_, Ev>) {
+        let di = d as usize;
+        match dl {
+            Dllp::Ack(s) | Dllp::Nak(s) => {
+                let mut popped = 0usize;
+                while let Some(&(seq, id)) = self.dirs[di].replay.front() {
+                    if seq.wrapping_add(1) > s.wrapping_add(1) {
+                        break;
+                    }
+                    self.dirs[di].replay.pop_front();
+                    self.release(id);
+                    popped += 1;
+                }
+                let dir = &mut self.dirs[di];
+                if popped > 0 {
+                    dir.replay_num = 0;
+                    if let Some(p) = dir.replay_pos {
+                        dir.replay_pos = p.checked_sub(popped).or(Some(0));
+                        if dir.replay.is_empty() {
+                            dir.replay_pos = None;
+                        }
+                    }
+                    if let Some(k) = dir.replay_timer.take() {
+                        cx.cancel(k);
+                    }
+                    if !dir.replay.is_empty() {
+                        let rp = dir.replay_ps;
+                        dir.replay_timer =
+                            Some(cx.schedule_in(SimDuration::from_ps(rp), Ev::ReplayTimer(d)));
+                    }
+                }
+                if matches!(dl, Dllp::Nak(_)) && !self.dirs[di].replay.is_empty() {
+                    self.start_replay(d, cx);
+                }
+                self.try_send(d, cx);
+            }
+            Dllp::Fc {
+                kind,
+                class,
+                hdr,
+                data,
+            } => {
+                let c = class as usize % 3;
+                let dir = &mut self.dirs[di];
+                if kind == FcKind::UpdateFc || !dir.up {
+                    if hdr == 0 && kind != FcKind::UpdateFc {
+                        dir.inf[c][0] = true;
+                    }
+                    if data == 0 && kind != FcKind::UpdateFc {
+                        dir.inf[c][1] = true;
+                    }
+                    dir.limit[c].hdr = dir.limit[c].hdr.max(hdr);
+                    dir.limit[c].data = dir.limit[c].data.max(data);
+                }
+                if kind == FcKind::InitFc2 {
+                    dir.init_seen += 1;
+                    if dir.init_seen >= 3 {
+                        dir.up = true;
+                    }
+                }
+                self.try_send(d, cx);
+            }
+        }
+    }
+
+    fn start_replay(&mut self, d: u16, cx: &mut Context<'_, Ev>) {
+        let dir = &mut self.dirs[d as usize];
+        dir.replay_pos = Some(0);
+        dir.replay_num += 1;
+        if dir.replay_num >= 4 {
+            // REPLAY_NUM rolled over: the physical layer retrains the link.
+            dir.counters.retrains += 1;
+            dir.replay_num = 0;
+        }
+        if let Some(k) = dir.replay_timer.take() {
+            cx.cancel(k);
+        }
+        let rp = dir.replay_ps;
+        dir.replay_timer = Some(cx.schedule_in(SimDuration::from_ps(rp), Ev::ReplayTimer(d)));
+    }
+
+    /// The receiver of `d` frees credits of class `c`.
+    fn return_credits(&mut self, d: u16, c: usize, data: u64, cx: &mut Context<'_, Ev>) {
+        let mps_credits = (self.cfg.mps as u64).div_ceil(16);
+        let dir = &mut self.dirs[d as usize];
+        if dir.rx_buf.hdr[c] == 0 && dir.rx_buf.data[c] == 0 {
+            return; // infinite: nothing to advertise
+        }
+        // Credits the transmitter still had before this release.
+        let avail_h = dir.rx_alloc[c].hdr.saturating_sub(dir.rx_recv[c].hdr);
+        let avail_d = dir.rx_alloc[c].data.saturating_sub(dir.rx_recv[c].data);
+        dir.rx_alloc[c].hdr += 1;
+        dir.rx_alloc[c].data += data;
+        let urgent = (dir.rx_buf.hdr[c] != 0 && avail_h < 1)
+            || (dir.rx_buf.data[c] != 0 && avail_d < mps_credits);
+        if urgent {
+            if let Some(k) = dir.rx_fc_timer[c].take() {
+                cx.cancel(k);
+            }
+            self.send_update_fc(d, c, cx);
+        } else if dir.rx_fc_timer[c].is_none() {
+            let f = dir.fc_ps;
+            dir.rx_fc_timer[c] =
+                Some(cx.schedule_in(SimDuration::from_ps(f), Ev::FcTimer(d, c as u8)));
+        }
+    }
+
+    fn send_update_fc(&mut self, d: u16, c: usize, cx: &mut Context<'_, Ev>) {
+        let dir = &self.dirs[d as usize];
+        let dl = Dllp::Fc {
+            kind: FcKind::UpdateFc,
+            class: c as u8,
+            hdr: dir.rx_alloc[c].hdr,
+            data: dir.rx_alloc[c].data,
+        };
+        self.queue_dllp(d ^ 1, dl, false, cx);
+    }
+
+    /// A TLP passed the data-link checks at the receiver of `d`.
+    fn accepted(&mut self, d: u16, id: u32, cx: &mut Context<'_, Ev>) {
+        let node = self.dirs[d as usize].to;
+        let t = &mut self.tlps[id as usize];
+        t.ingress = d as u32;
+        t.at += 1;
+        let last = t.at >= t.hops;
+        let lat = match self.nodes[node as usize].kind {
+            NodeKind::Switch => self.cfg.switch_latency,
+            NodeKind::Rc => self.cfg.rc_latency,
+            NodeKind::Ep(_) => SimDuration::ZERO,
+        };
+        if last {
+            let extra = match (t.dest, t.kind) {
+                (Dest::HostMemory, Kind::MRd) => {
+                    let lines = (t.addr % 64 + t.len as u64).div_ceil(64);
+                    self.cfg.mem_latency
+                        + SimDuration::from_ps(self.cfg.mem_per_line.as_ps() * lines)
+                }
+                (Dest::Bar { .. }, Kind::MRd) => self.cfg.ep_latency,
+                _ => SimDuration::ZERO,
+            };
+            cx.schedule_in(lat + extra, Ev::Consume(id));
+        } else {
+            cx.schedule_in(lat, Ev::Forward(id));
+        }
+    }
+
+    fn forward(&mut self, id: u32, cx: &mut Context<'_, Ev>) {
+        let t = &self.tlps[id as usize];
+        let d = t.path[t.at as usize];
+        self.enqueue(d, id, cx);
+    }
+
+    /// A TLP reached its consumer.
+    fn consume(&mut self, id: u32, cx: &mut Context<'_, Ev>) {
+        // The consumer frees the receive buffer.
+        let (ing, c, dc) = {
+            let t = &self.tlps[id as usize];
+            (t.ingress, t.class(), t.data_credits())
+        };
+        if ing != NONE {
+            self.tlps[id as usize].ingress = NONE;
+            self.return_credits(ing as u16, c, dc, cx);
+        }
+        let t = self.tlps[id as usize].clone();
+        match (t.dest, t.kind) {
+            (Dest::HostMemory, Kind::MWr) => {
+                let data = self.payload(id).to_vec();
+                let n = (t.len as usize).min(data.len());
+                if (MSI_RANGE.0..=MSI_RANGE.1).contains(&t.addr) {
+                    let mut v = [0u8; 4];
+                    for (x, y) in v.iter_mut().zip(&data) {
+                        *x = *y;
+                    }
+                    self.interrupts.push((
+                        cx.now(),
+                        Interrupt {
+                            from: t.requester,
+                            address: t.addr,
+                            data: u32::from_le_bytes(v),
+                        },
+                    ));
+                } else {
+                    self.fabric.host_memory.write(t.addr, &data[..n]);
+                    if self.cfg.log_writes {
+                        self.write_log.push((t.requester, t.addr, t.len));
+                    }
+                }
+            }
+            (Dest::HostMemory, Kind::MRd) => {
+                let mut buf = std::mem::take(&mut self.scratch);
+                buf.resize(t.len as usize, 0);
+                self.fabric.host_memory.read(t.addr, &mut buf);
+                let host = self.host_bdf;
+                self.send_completions(Origin::Host, host, &t, CplStatus::Sc, &buf, cx);
+                self.scratch = buf;
+            }
+            (Dest::Rc, Kind::Cpl | Kind::CplD) => self.host_completion(id, cx),
+            (Dest::Dma { node }, Kind::Cpl | Kind::CplD) => self.dma_completion(node, id, cx),
+            (Dest::Bar { node, bar, offset }, Kind::MWr) => {
+                let data = self.payload(id).to_vec();
+                let n = (t.len as usize).min(data.len());
+                self.call_ep(node, cx, |m, cx| m.mem_write(bar, offset, &data[..n], cx));
+            }
+            (Dest::Bar { node, bar, offset }, Kind::MRd) => {
+                let mut buf = vec![0u8; t.len as usize];
+                let reply = self.call_ep(node, cx, |m, cx| m.mem_read(bar, offset, &mut buf, cx));
+                let me = self.ep_bdf(node);
+                let origin = self.origin_of(node);
+                match reply {
+                    Some(ReadReply::Now) => {
+                        self.send_completions(origin, me, &t, CplStatus::Sc, &buf, cx)
+                    }
+                    Some(ReadReply::Later(ReadTicket(k))) => {
+                        if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
+                            ep.tickets.insert(k, (t.requester, t.tag, t.addr, t.len));
+                        }
+                    }
+                    _ => self.send_completions(origin, me, &t, CplStatus::Ur, &[], cx),
+                }
+            }
+            _ => {
+                // A completion routed to a BAR, a request to the RC's completion sink…
+                self.errors.push(format!(
+                    "{:?} TLP with destination {:?} dropped",
+                    t.kind, t.dest
+                ));
+            }
+        }
+        self.release(id);
+    }
+
+    fn origin_of(&self, node: u32) -> Origin {
+        match self.nodes[node as usize].func {
+            Some(f) => Origin::Function(f),
+            None => Origin::Host,
+        }
+    }
+
+    fn ep_bdf(&self, node: u32) -> Bdf {
+        match &self.nodes[node as usize].kind {
+            NodeKind::Ep(ep) => ep.bdf,
+            _ => self.host_bdf,
+        }
+    }
+
+    /// Answers read request `req` with completions split at RCB/MPS.
+    pub(crate) fn send_completions(
+        &mut self,
+        origin: Origin,
+        completer: Bdf,
+        req: &Tlp,
+        status: CplStatus,
+        data: &[u8],
+        cx: &mut Context<'_, Ev>,
+    ) {
+        let base = Tlp {
+            kind: Kind::Cpl,
+            requester: req.requester,
+            completer,
+            tag: req.tag,
+            addr: req.addr,
+            len: 0,
+            byte_count: req.len.min(4096) as u16,
+            status,
+            data: NONE,
+            path: [0; MAX_PATH],
+            hops: 0,
+            at: 0,
+            refs: 1,
+            dest: Dest::Rc,
+            ingress: NONE,
+            dma_last: (NONE, NONE),
+            hdr_bytes: 12,
+        };
+        if status != CplStatus::Sc || data.is_empty() {
+            let _ = self.inject(origin, base, req.requester, cx);
+            return;
+        }
+        let Ok(it) = completions(
+            req.addr,
+            req.len,
+            self.cfg.rcb as u32,
+            self.cfg.mps as u32,
+            CplPolicy::Maximal,
+        ) else {
+            self.errors.push(format!(
+                "cannot split completions of a read at {:#x} len {}",
+                req.addr, req.len
+            ));
+            return;
+        };
+        for ch in it {
+            let s = ch.offset as usize;
+            let e = (s + ch.len as usize).min(data.len());
+            let p = self.alloc_payload(data.get(s..e).unwrap_or(&[]));
+            let mut t = base.clone();
+            t.kind = Kind::CplD;
+            t.addr = ch.addr;
+            t.len = ch.len;
+            t.byte_count = ch.byte_count;
+            t.data = p;
+            if let Err(e) = self.inject(origin, t, req.requester, cx) {
+                self.errors.push(format!("completion not routable: {e}"));
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- endpoints
+    pub(crate) fn call_ep<R>(
+        &mut self,
+        node: u32,
+        cx: &mut Context<'_, Ev>,
+        f: impl FnOnce(&mut dyn Endpoint, &mut EpCx<'_>) -> R,
+    ) -> Option<R> {
+        let mut cmds = std::mem::take(&mut self.cmds);
+        let r = {
+            let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
+                self.cmds = cmds;
+                return None;
+            };
+            let ep = &mut **ep;
+            let mut ecx = EpCx {
+                now: cx.now(),
+                bdf: ep.bdf,
+                cmds: &mut cmds,
+                next_dma: &mut ep.next_dma,
+                rng: &mut ep.rng,
+            };
+            f(&mut *ep.model, &mut ecx)
+        };
+        for c in cmds.drain(..) {
+            self.apply(node, c, cx);
+        }
+        self.cmds = cmds;
+        Some(r)
+    }
+
+    fn apply(&mut self, node: u32, c: EpCmd, cx: &mut Context<'_, Ev>) {
+        match c {
+            EpCmd::Timer { at, token } => {
+                cx.schedule_at(at, Ev::EpTimer(node, token));
+            }
+            EpCmd::DmaRead { id, addr, len } => {
+                self.new_dma(node, id, false, addr, len, Vec::new(), cx)
+            }
+            EpCmd::DmaWrite { id, addr, data } => {
+                let len = data.len() as u64;
+                self.new_dma(node, id, true, addr, len, data, cx)
+            }
+            EpCmd::Complete { ticket, data } => {
+                let tk = match &mut self.nodes[node as usize].kind {
+                    NodeKind::Ep(ep) => ep.tickets.remove(&ticket.0),
+                    _ => None,
+                };
+                if let Some((req, tag, addr, len)) = tk {
+                    let me = self.ep_bdf(node);
+                    let origin = self.origin_of(node);
+                    let t = Tlp {
+                        kind: Kind::MRd,
+                        requester: req,
+                        completer: me,
+                        tag,
+                        addr,
+                        len,
+                        byte_count: 0,
+                        status: CplStatus::Sc,
+                        data: NONE,
+                        path: [0; MAX_PATH],
+                        hops: 0,
+                        at: 0,
+                        refs: 1,
+                        dest: Dest::Rc,
+                        ingress: NONE,
+                        dma_last: (NONE, NONE),
+                        hdr_bytes: 12,
+                    };
+                    if data.len() > len as usize {
+                        // A device bug: more data than asked. Send it as one CplD; the
+                        // requester classifies it as Malformed.
+                        let p = self.alloc_payload(&data);
+                        let mut c = t.clone();
+                        c.kind = Kind::CplD;
+                        c.len = data.len() as u32;
+                        c.byte_count = len.min(4096) as u16;
+                        c.data = p;
+                        if let Err(e) = self.inject(origin, c, req, cx) {
+                            self.errors.push(format!("completion not routable: {e}"));
+                        }
+                    } else {
+                        let mut d = data;
+                        d.resize(len as usize, 0);
+                        self.send_completions(origin, me, &t, CplStatus::Sc, &d, cx);
+                    }
+                } else {
+                    self.errors
+                        .push(format!("completion for unknown ticket {}", ticket.0));
+                }
+            }
+            EpCmd::Msix(v) => {
+                if let Some(f) = self.nodes[node as usize].func {
+                    self.send_msi(node, f, v as u32, true, cx);
+                }
+            }
+            EpCmd::Msi(v) => {
+                if let Some(f) = self.nodes[node as usize].func {
+                    self.send_msi(node, f, v as u32, false, cx);
+                }
+            }
+        }
+    }
+
+    fn send_msi(&mut self, node: u32, f: FnId, v: u32, msix: bool, cx: &mut Context<'_, Ev>) {
+        // Let the functional fabric decide address/data (and pending bits), capturing
+        // the write it would make instead of delivering it instantly.
+        let before = self.fabric.interrupts.len();
+        let r = if msix {
+            self.fabric.raise_msix(f, v as u16)
+        } else {
+            self.fabric.raise_msi(f, v as u8)
+        };
+        if r.is_err() {
+            self.errors.push(format!(
+                "interrupt of {} failed",
+                self.nodes[node as usize].name
+            ));
+        }
+        let new: Vec<Interrupt> = self.fabric.interrupts.drain(before..).collect();
+        for i in new {
+            let me = self.ep_bdf(node);
+            let p = self.alloc_payload(&i.data.to_le_bytes());
+            let t = Tlp {
+                kind: Kind::MWr,
+                requester: me,
+                completer: me,
+                tag: 0,
+                addr: i.address,
+                len: 4,
+                byte_count: 0,
+                status: CplStatus::Sc,
+                data: p,
+                path: [0; MAX_PATH],
+                hops: 0,
+                at: 0,
+                refs: 1,
+                dest: Dest::HostMemory,
+                ingress: NONE,
+                dma_last: (NONE, NONE),
+                hdr_bytes: if i.address > u32::MAX as u64 { 16 } else { 12 },
+            };
+            if let Err(e) = self.inject(Origin::Function(f), t, me, cx) {
+                self.errors.push(format!("MSI write not routable: {e}"));
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn new_dma(
+        &mut self,
+        node: u32,
+        id: DmaId,
+        write: bool,
+        addr: u64,
+        len: u64,
+        data: Vec<u8>,
+        cx: &mut Context<'_, Ev>,
+    ) {
+        let now = cx.now();
+        let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
+            return;
+        };
+        let op = DmaOp {
+            id,
+            write,
+            addr,
+            len,
+            issued: 0,
+            done_bytes: 0,
+            buf: if write { data } else { Vec::new() },
+            last_progress: now,
+            ok: true,
+            live: true,
+        };
+        let oi = match ep.free_ops.pop() {
+            Some(i) => {
+                ep.ops[i as usize] = op;
+                i
+            }
+            None => {
+                ep.ops.push(op);
+                (ep.ops.len() - 1) as u32
+            }
+        };
+        if len == 0 {
+            self.finish_dma(node, oi, cx);
+            return;
+        }
+        if write {
+            self.issue_writes(node, oi, cx);
+        } else {
+            if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
+                ep.ops[oi as usize].buf = vec![0; len as usize];
+                ep.read_queue.push_back(oi);
+            }
+            let to = self.cfg.completion_timeout;
+            cx.schedule_in(to, Ev::DmaTimeout(node, oi));
+            self.issue_reads(node, cx);
+        }
+    }
+
+    fn issue_writes(&mut self, node: u32, oi: u32, cx: &mut Context<'_, Ev>) {
+        let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
+            return;
+        };
+        let (addr, len) = (ep.ops[oi as usize].addr, ep.ops[oi as usize].len);
+        let buf = std::mem::take(&mut ep.ops[oi as usize].buf);
+        let me = ep.bdf;
+        let Some(f) = self.nodes[node as usize].func else {
+            return;
+        };
+        let Ok(split) = split_write(addr, len, self.cfg.mps as u32, SplitPolicy::Aligned) else {
+            self.errors
+                .push(format!("DMA write at {addr:#x} len {len} cannot be split"));
+            return;
+        };
+        let mut chunks = split.peekable();
+        while let Some(ch) = chunks.next() {
+            let last = chunks.peek().is_none();
+            let s = ch.offset as usize;
+            let p = self.alloc_payload(&buf[s..s + ch.len as usize]);
+            let t = Tlp {
+                kind: Kind::MWr,
+                requester: me,
+                completer: me,
+                tag: 0,
+                addr: ch.addr,
+                len: ch.len,
+                byte_count: 0,
+                status: CplStatus::Sc,
+                data: p,
+                path: [0; MAX_PATH],
+                hops: 0,
+                at: 0,
+                refs: 1,
+                dest: Dest::HostMemory,
+                ingress: NONE,
+                dma_last: if last { (node, oi) } else { (NONE, NONE) },
+                hdr_bytes: if ch.addr > u32::MAX as u64 { 16 } else { 12 },
+            };
+            if let Err(e) = self.inject(Origin::Function(f), t, me, cx) {
+                self.errors.push(format!("DMA write not routable: {e}"));
+                if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
+                    ep.ops[oi as usize].ok = false;
+                }
+                self.finish_dma(node, oi, cx);
+                return;
+            }
+        }
+    }
+
+    fn dma_write_left(&mut self, node: u32, oi: u32, cx: &mut Context<'_, Ev>) {
+        if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
+            let l = ep.ops[oi as usize].len;
+            ep.ops[oi as usize].done_bytes = l;
+        }
+        self.finish_dma(node, oi, cx);
+    }
+
+    fn issue_reads(&mut self, node: u32, cx: &mut Context<'_, Ev>) {
+        let Some(f) = self.nodes[node as usize].func else {
+            return;
+        };
+        let (mrrs, mps) = (self.cfg.mrrs as u64, self.cfg.mps);
+        let _ = mps;
+        loop {
+            let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
+                return;
+            };
+            let Some(&oi) = ep.read_queue.front() else {
+                return;
+            };
+            let Some(tag) = ep.free_tags.pop() else {
+                return;
+            };
+            let op = &mut ep.ops[oi as usize];
+            // Next request: up to MRRS, not crossing an MRRS-aligned boundary or 4 KiB.
+            let a = op.addr + op.issued;
+            let rem = op.len - op.issued;
+            let Ok(mut sp) = split_read(a, rem, mrrs as u32, SplitPolicy::Aligned) else {
+                ep.free_tags.push(tag);
+                ep.read_queue.pop_front();
+                continue;
+            };
+            let Some(ch) = sp.next() else {
+                ep.free_tags.push(tag);
+                ep.read_queue.pop_front();
+                continue;
+            };
+            let off = op.issued;
+            op.issued += ch.len as u64;
+            if op.issued >= op.len {
+                ep.read_queue.pop_front();
+            }
+            ep.tag_map[tag as usize] = Some((oi, off, ch.len, 0));
+            let me = ep.bdf;
+            let t = Tlp {
+                kind: Kind::MRd,
+                requester: me,
+                completer: me,
+                tag,
+                addr: ch.addr,
+                len: ch.len,
+                byte_count: 0,
+                status: CplStatus::Sc,
+                data: NONE,
+                path: [0; MAX_PATH],
+                hops: 0,
+                at: 0,
+                refs: 1,
+                dest: Dest::HostMemory,
+                ingress: NONE,
+                dma_last: (NONE, NONE),
+                hdr_bytes: if ch.addr > u32::MAX as u64 { 16 } else { 12 },
+            };
+            if let Err(e) = self.inject(Origin::Function(f), t, me, cx) {
+                self.errors.push(format!("DMA read not routable: {e}"));
+                if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
+                    ep.tag_map[tag as usize] = None;
+                    ep.free_tags.push(tag);
+                    ep.ops[oi as usize].ok = false;
+                    ep.read_queue.retain(|&x| x != oi);
+                }
+                self.finish_dma(node, oi, cx);
+                return;
+            }
+        }
+    }
+
+    fn dma_completion(&mut self, node: u32, id: u32, cx: &mut Context<'_, Ev>) {
+        let now = cx.now();
+        let (tag, status, addr, len) = {
+            let t = &self.tlps[id as usize];
+            (t.tag, t.status, t.addr, t.len)
+        };
+        let payload: Vec<u8> = self.payload(id).to_vec();
+        let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
+            return;
+        };
+        let entry = ep.tag_map.get(tag as usize).copied().flatten();
+        let Some((oi, off, clen, got)) = entry else {
+            // Unexpected Completion (PCIe Base Spec 2.3.2): discard, log in AER.
+            let name = self.nodes[node as usize].name.clone();
+            self.errors
+                .push(format!("{name}: unexpected completion for tag {tag}"));
+            if let Some(f) = self.nodes[node as usize].func {
+                set_aer(&mut self.fabric, f, AER_UNEXPECTED_CPL);
+            }
+            return;
+        };
+        if status == CplStatus::Sc && len > clen - got {
+            // More data than the request has left: Malformed TLP (2.3.2), discarded.
+            let name = self.nodes[node as usize].name.clone();
+            self.errors.push(format!(
+                "{name}: malformed completion (tag {tag}: {len} bytes, {} expected)",
+                clen - got
+            ));
+            if let Some(f) = self.nodes[node as usize].func {
+                set_aer(&mut self.fabric, f, AER_MALFORMED);
+            }
+            return;
+        }
+        let op = &mut ep.ops[oi as usize];
+        op.last_progress = now;
+        let mut done_req = false;
+        if status != CplStatus::Sc {
+            op.ok = false;
+            done_req = true;
+        } else {
+            let start = addr.wrapping_sub(op.addr + off) as usize;
+            let n = (len as usize).min(payload.len());
+            let dst = (off as usize + start).min(op.buf.len());
+            let end = (dst + n).min(op.buf.len());
+            op.buf[dst..end].copy_from_slice(&payload[..end - dst]);
+            let g = got + n as u32;
+            op.done_bytes += n as u64;
+            if g >= clen {
+                done_req = true;
+            } else {
+                ep.tag_map[tag as usize] = Some((oi, off, clen, g));
+            }
+        }
+        if done_req {
+            ep.tag_map[tag as usize] = None;
+            ep.free_tags.push(tag);
+            let op = &ep.ops[oi as usize];
+            if op.live && (op.done_bytes >= op.len || !op.ok) && !ep.read_queue.contains(&oi) {
+                let outstanding = ep
+                    .tag_map
+                    .iter()
+                    .any(|e| matches!(e, Some((o, ..)) if *o == oi));
+                if !outstanding {
+                    self.finish_dma(node, oi, cx);
+                }
+            }
+        }
+        self.issue_reads(node, cx);
+    }
+
+    fn dma_timeout(&mut self, node: u32, oi: u32, cx: &mut Context<'_, Ev>) {
+        let to = self.cfg.completion_timeout;
+        let now = cx.now();
+        let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
+            return;
+        };
+        let Some(op) = ep.ops.get_mut(oi as usize) else {
+            return;
+        };
+        if !op.live || op.write {
+            return;
+        }
+        let deadline = op.last_progress + to;
+        if deadline > now {
+            cx.schedule_at(deadline, Ev::DmaTimeout(node, oi));
+            return;
+        }
+        op.ok = false;
+        for e in ep.tag_map.iter_mut() {
+            if matches!(e, Some((o, ..)) if *o == oi) {
+                *e = None;
+            }
+        }
+        // Tags of timed-out requests return to the pool (late completions are then
+        // Unexpected Completions).
+        let used: Vec<bool> = ep.tag_map.iter().map(|e| e.is_some()).collect();
+        let mut free: Vec<u16> = (0..used.len() as u16)
+            .filter(|&t| !used[t as usize])
+            .collect();
+        free.reverse();
+        ep.free_tags = free;
+        ep.read_queue.retain(|&x| x != oi);
+        let name = self.nodes[node as usize].name.clone();
+        self.errors
+            .push(format!("{name}: DMA read completion timeout"));
+        self.finish_dma(node, oi, cx);
+    }
+
+    fn finish_dma(&mut self, node: u32, oi: u32, cx: &mut Context<'_, Ev>) {
+        let (id, ok, data) = {
+            let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
+                return;
+            };
+            let op = &mut ep.ops[oi as usize];
+            if !op.live {
+                return;
+            }
+            op.live = false;
+            let data = if op.write {
+                Vec::new()
+            } else {
+                std::mem::take(&mut op.buf)
+            };
+            ep.free_ops.push(oi);
+            (op.id, op.ok, data)
+        };
+        self.call_ep(node, cx, |m, cx| m.dma_done(id, ok, &data, cx));
+    }
+
+    // ---------------------------------------------------------------- host
+    fn host_completion(&mut self, id: u32, cx: &mut Context<'_, Ev>) {
+        let t = self.tlps[id as usize].clone();
+        let payload = self.payload(id).to_vec();
+        let Some(req) = self.host_reqs.get_mut(&t.tag) else {
+            self.errors.push(format!(
+                "root complex: unexpected completion for tag {}",
+                t.tag
+            ));
+            if let Some(f) = self
+                .fabric
+                .functions
+                .iter()
+                .position(|f| f.role == Role::HostBridge)
+            {
+                set_aer(&mut self.fabric, FnId(f as u32), AER_UNEXPECTED_CPL);
+            }
+            return;
+        };
+        if t.status != CplStatus::Sc {
+            if let Some(r) = self.host_reqs.remove(&t.tag) {
+                if let Some(k) = r.timer {
+                    cx.cancel(k);
+                }
+            }
+            self.host_done.insert(t.tag, HostRead::Failed(t.status));
+            self.host_tags.push(t.tag);
+            return;
+        }
+        if t.len > req.len - req.got.min(req.len) {
+            self.errors.push(format!(
+                "root complex: malformed completion (tag {}: {} bytes, {} expected)",
+                t.tag,
+                t.len,
+                req.len - req.got.min(req.len)
+            ));
+            if let Some(f) = self
+                .fabric
+                .functions
+                .iter()
+                .position(|f| f.role == Role::HostBridge)
+            {
+                set_aer(&mut self.fabric, FnId(f as u32), AER_MALFORMED);
+            }
+            return;
+        }
+        let n = payload
+            .len()
+            .min(req.data.len().saturating_sub(req.got as usize));
+        let g = req.got as usize;
+        req.data[g..g + n].copy_from_slice(&payload[..n]);
+        req.got += t.len;
+        if req.got >= req.len {
+            if let Some(r) = self.host_reqs.remove(&t.tag) {
+                if let Some(k) = r.timer {
+                    cx.cancel(k);
+                }
+                let mut data = r.data;
+                data.truncate(r.len as usize);
+                self.host_done.insert(
+                    t.tag,
+                    HostRead::Done {
+                        data,
+                        issued: r.issued,
+                        done: cx.now(),
+                    },
+                );
+            }
+            self.host_tags.push(t.tag);
+        }
+    }
+
+    pub(crate) fn dir_counters(&self) -> Vec<(String, DirCounters)> {
+        self.dirs
+            .iter()
+            .map(|d| (d.name.clone(), d.counters))
+            .collect()
+    }
+}
+
+/// AER Uncorrectable Error Status bits.
+pub(crate) const AER_UNEXPECTED_CPL: u32 = 1 << 16;
+/// Malformed TLP.
+pub(crate) const AER_MALFORMED: u32 = 1 << 18;
+
+/// Sets an AER Uncorrectable Error Status bit of function `f` (if it has AER).
+pub(crate) fn set_aer(fabric: &mut Fabric, f: FnId, bit: u32) {
+    let Some(func) = fabric.functions.get_mut(f.0 as usize) else {
+        return;
+    };
+    let caps = pcielab_config::caps::walk(func.config.bytes()).0;
+    if let Some(c) = caps.iter().find(|c| c.extended && c.id == 1) {
+        let off = c.offset + 4;
+        let v = func.config.read_u32(off);
+        func.config.hw_write(off, 4, v | bit);
+    }
+}
+
+impl World for Engine {
+    type Event = Ev;
+    fn handle(&mut self, ev: Ev, cx: &mut Context<'_, Ev>) {
+        match ev {
+            Ev::TxDone(d) => {
+                self.dirs[d as usize].busy = false;
+                self.try_send(d, cx);
+            }
+            Ev::Arrive(d, WireItem(w)) => {
+                if let Wire::Tlp { id, .. } = w {
+                    // the wire's own reference
+                    let _ = id;
+                }
+                self.arrive(d, w, cx);
+            }
+            Ev::AckTimer(d) => {
+                let dir = &mut self.dirs[d as usize];
+                dir.rx_ack_timer = None;
+                let s = dir.rx_next.wrapping_sub(1);
+                self.queue_dllp(d ^ 1, Dllp::Ack(s), true, cx);
+            }
+            Ev::FcTimer(d, c) => {
+                self.dirs[d as usize].rx_fc_timer[c as usize] = None;
+                self.send_update_fc(d, c as usize, cx);
+            }
+            Ev::ReplayTimer(d) => {
+                let dir = &mut self.dirs[d as usize];
+                dir.replay_timer = None;
+                if !dir.replay.is_empty() {
+                    dir.counters.replay_timeouts += 1;
+                    self.start_replay(d, cx);
+                    self.try_send(d, cx);
+                }
+            }
+            Ev::Forward(id) => self.forward(id, cx),
+            Ev::Consume(id) => self.consume(id, cx),
+            Ev::EpTimer(n, tok) => {
+                self.call_ep(n, cx, |m, cx| m.timer(tok, cx));
+            }
+            Ev::DmaTimeout(n, oi) => self.dma_timeout(n, oi, cx),
+            Ev::HostTimeout(tag) => {
+                if self.host_reqs.remove(&tag).is_some() {
+                    self.host_done.insert(tag, HostRead::Timeout);
+                    self.host_tags.push(tag);
+                }
+            }
+            Ev::HostSend(id) => {
+                let t = &self.tlps[id as usize];
+                if t.hops > 0 {
+                    let d = t.path[0];
+                    self.enqueue(d, id, cx);
+                } else {
+                    cx.schedule_in(SimDuration::ZERO, Ev::Consume(id));
+                }
+            }
+            Ev::EpComplete(_) => {}
+        }
+    }
+}

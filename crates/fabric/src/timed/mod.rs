@@ -1,0 +1,795 @@
+//! The timed fabric simulator: PCIe on the `pcielab-sim` kernel.
+//!
+//! ```text
+//!   Topology ──► Fabric (functional, enumerated by host::enumerate)
+//!                   │ routing (route_memory / route_id) and configuration spaces
+//!                   ▼
+//!   FabricSim ── Simulation<Engine>
+//!      nodes: root complex │ switches │ endpoints (dyn Endpoint + DMA engine)
+//!      every topology link = two directions, each with
+//!        PHY   exact serialization (gen × width, encoding, framing, SKP), propagation
+//!        DLL   sequence numbers, replay buffer, ACK coalescing (ACK latency limit),
+//!              replay timer (3 × ACK limit), NAK + replay, REPLAY_NUM rollover
+//!        FC    P/NP/Cpl × hdr/data credits, InitFC1/2, UpdateFC (latency limit, or
+//!              at once when the transmitter is nearly out), infinite credits
+//! ```
+//!
+//! A TLP is routed once, where it is created, by the functional fabric; the route
+//! becomes the list of link directions it crosses. Switches and the root complex hold it
+//! in the ingress port's receive buffer (whose credits return when it leaves), add their
+//! latency (store-and-forward), and queue it at the egress port, where the transmitter
+//! applies the ordering rules (nothing passes an older posted request; FIFO per class;
+//! otherwise oldest first, which is first-come first-served — fair — between ingress
+//! ports).
+//!
+//! ## Host program
+//! [`FabricSim`] is the host's view: configuration access (through the functional
+//! fabric, in zero simulated time), MMIO reads and writes that travel as TLPs, DMA
+//! buffers in host memory, waiting for interrupts or time. Calls that need an answer
+//! run the simulation until it arrives:
+//!
+//! ```
+//! use pcielab_fabric::{kinds::KindRegistry, topology::Topology};
+//! use pcielab_fabric::timed::{FabricSim, HostRead, SimConfig};
+//! let reg = KindRegistry::builtin();
+//! let topo = Topology::parse("[[node]]\nname=\"rc\"\nkind=\"root-complex\"\n[[node]]\nname=\"m\"\nkind=\"psmem\"\n\
+//!     [[link]]\nup=\"rc.0\"\ndown=\"m\"\ngen=3\nwidth=4\n", "doc.toml", &reg).unwrap();
+//! let mut sim = FabricSim::new(&topo, &reg, SimConfig::default()).unwrap();
+//! let bar0 = sim.bar("m", 0).unwrap();
+//! sim.mmio_write(bar0 + 8, &[1, 2, 3, 4]).unwrap();
+//! match sim.mmio_read(bar0 + 8, 4).unwrap() {
+//!     HostRead::Done { data, issued, done } => {
+//!         assert_eq!(data, [1, 2, 3, 4]);
+//!         assert!(done > issued);
+//!     }
+//!     other => panic!("{other:?}"),
+//! }
+//! ```
+
+mod endpoint;
+mod engine;
+mod phy;
+mod trace;
+mod workload;
+
+pub use endpoint::{DmaId, Endpoint, EpCx, PsMemEndpoint, ReadReply, ReadTicket};
+pub use engine::{BufferCredits, Engine, Ev, HostRead, WireItem};
+pub use phy::LinkTiming;
+pub use trace::{DirCounters, Trace, TraceKind, TraceRecord};
+pub use workload::{AddrPattern, DmaOpKind, DmaStream, StreamReport};
+
+use crate::functional::{Fabric, FnId, Interrupt, Origin, Role};
+use crate::host::enumerate::{enumerate, EnumeratedTree, HostConfig};
+use crate::kinds::KindRegistry;
+use crate::topology::Topology;
+use engine::{Credits, Dir, Dllp, EpState, Kind, Node, NodeKind, Tlp, NONE};
+use pcielab_sim::{Rng, SimBuilder, SimDuration, SimTime, Simulation};
+use pcielab_wire::dllp::FcKind;
+use pcielab_wire::{Bdf, CplStatus};
+use std::collections::{HashMap, VecDeque};
+
+/// Simulator parameters. Defaults are documented on each field.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimConfig {
+    /// RNG seed (error injection, endpoint RNG streams). Default: the topology's seed.
+    pub seed: Option<u64>,
+    /// Max_Payload_Size in bytes. Default 256.
+    pub mps: u16,
+    /// Max_Read_Request_Size in bytes. Default 512.
+    pub mrrs: u16,
+    /// Read Completion Boundary in bytes. Default 64.
+    pub rcb: u16,
+    /// Replay buffer capacity in TLPs per link direction. Default 64.
+    pub replay_buffer: usize,
+    /// Switch forwarding latency (store-and-forward, after the TLP is received). 150 ns.
+    pub switch_latency: SimDuration,
+    /// Root-complex latency, charged once in each direction. Default 100 ns.
+    pub rc_latency: SimDuration,
+    /// Host memory access: fixed part. Default 80 ns.
+    pub mem_latency: SimDuration,
+    /// Host memory access: per 64-byte cache line. Default 0.
+    pub mem_per_line: SimDuration,
+    /// Endpoint completer latency for BAR reads. Default 0.
+    pub ep_latency: SimDuration,
+    /// Propagation delay per link direction. Default 0.
+    pub propagation: SimDuration,
+    /// Receive buffers of root ports and switch ports (0 = infinite). Default 32
+    /// headers and 64 data credits (1 KiB) for P and NP, 32/64 for completions.
+    pub port_buffer: BufferCredits,
+    /// Receive buffers of endpoints. Completions are infinite as the spec requires of
+    /// endpoints. Default P 32/256, NP 32/0(inf).
+    pub ep_buffer: BufferCredits,
+    /// Root-complex completion credits are infinite (the host accepts every completion
+    /// it asked for). Default true.
+    pub rc_infinite_cpl: bool,
+    /// Probability that a TLP's LCRC is corrupted on the wire. Default 0.
+    pub error_rate: f64,
+    /// Probability that a DLLP's CRC is corrupted. Default 0.
+    pub dllp_error_rate: f64,
+    /// Completion timeout (host MMIO reads and device DMA reads). Default 10 ms.
+    pub completion_timeout: SimDuration,
+    /// Tags of each endpoint's DMA engine (1..=768). Default 64.
+    pub dma_tags: u16,
+    /// Record every TLP/DLLP with its bytes. Default false.
+    pub trace: bool,
+    /// Record host-memory writes (requester, address, length) in order. Default false.
+    pub log_writes: bool,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            seed: None,
+            mps: 256,
+            mrrs: 512,
+            rcb: 64,
+            replay_buffer: 64,
+            switch_latency: SimDuration::from_ns(150),
+            rc_latency: SimDuration::from_ns(100),
+            mem_latency: SimDuration::from_ns(80),
+            mem_per_line: SimDuration::ZERO,
+            ep_latency: SimDuration::ZERO,
+            propagation: SimDuration::ZERO,
+            port_buffer: BufferCredits {
+                hdr: [32, 32, 32],
+                data: [64, 64, 64],
+            },
+            ep_buffer: BufferCredits {
+                hdr: [32, 32, 0],
+                data: [256, 0, 0],
+            },
+            rc_infinite_cpl: true,
+            error_rate: 0.0,
+            dllp_error_rate: 0.0,
+            completion_timeout: SimDuration::from_ms(10),
+            dma_tags: 64,
+            trace: false,
+            log_writes: false,
+        }
+    }
+}
+
+/// Why a simulation could not be built or a host request could not be made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SimError {
+    /// A parameter is out of range.
+    Param {
+        /// Which.
+        what: &'static str,
+        /// Its value.
+        value: String,
+        /// What is allowed.
+        allowed: &'static str,
+    },
+    /// The topology could not be built or enumerated.
+    Build(String),
+    /// A name that is not in the topology.
+    UnknownNode(String),
+    /// A request no one claims.
+    Route(String),
+}
+
+impl core::fmt::Display for SimError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            SimError::Param {
+                what,
+                value,
+                allowed,
+            } => write!(f, "{what} {value} is not allowed; allowed: {allowed}"),
+            SimError::Build(e) => write!(f, "cannot build the simulation: {e}"),
+            SimError::UnknownNode(n) => write!(f, "no node named {n:?} in the topology"),
+            SimError::Route(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for SimError {}
+
+fn check(cfg: &SimConfig) -> Result<(), SimError> {
+    let pow2 = |v: u16, lo: u16| v >= lo && v <= 4096 && v.is_power_of_two();
+    let p = |what, value: String, allowed| {
+        Err(SimError::Param {
+            what,
+            value,
+            allowed,
+        })
+    };
+    if !pow2(cfg.mps, 128) {
+        return p(
+            "mps",
+            cfg.mps.to_string(),
+            "128, 256, 512, 1024, 2048, 4096",
+        );
+    }
+    if !pow2(cfg.mrrs, 128) {
+        return p(
+            "mrrs",
+            cfg.mrrs.to_string(),
+            "128, 256, 512, 1024, 2048, 4096",
+        );
+    }
+    if cfg.rcb != 64 && cfg.rcb != 128 {
+        return p("rcb", cfg.rcb.to_string(), "64 or 128");
+    }
+    if cfg.replay_buffer == 0 || cfg.replay_buffer > 2048 {
+        return p(
+            "replay buffer",
+            cfg.replay_buffer.to_string(),
+            "1..=2048 TLPs",
+        );
+    }
+    if cfg.dma_tags == 0 || cfg.dma_tags > 768 {
+        return p("dma tags", cfg.dma_tags.to_string(), "1..=768");
+    }
+    for (what, r) in [
+        ("error rate", cfg.error_rate),
+        ("dllp error rate", cfg.dllp_error_rate),
+    ] {
+        if !(0.0..1.0).contains(&r) {
+            return p(what, r.to_string(), "0 <= p < 1");
+        }
+    }
+    Ok(())
+}
+
+/// A timed simulation of a topology, driven as a host program.
+#[derive(Debug)]
+pub struct FabricSim {
+    sim: Simulation<Engine>,
+    tree: EnumeratedTree,
+    node_index: HashMap<String, u32>,
+    dma_next: u64,
+}
+
+impl FabricSim {
+    /// Builds the functional fabric from `topo`, enumerates it like host software,
+    /// and wraps it in the timed model. Endpoint nodes get a [`PsMemEndpoint`] until
+    /// another model is [`attach`](Self::attach)ed. Links start training at time 0.
+    pub fn new(
+        topo: &Topology,
+        registry: &KindRegistry,
+        cfg: SimConfig,
+    ) -> Result<FabricSim, SimError> {
+        check(&cfg)?;
+        let mut fabric =
+            Fabric::build(topo, registry).map_err(|e| SimError::Build(e.to_string()))?;
+        let hc = HostConfig {
+            mrrs: Some(cfg.mrrs),
+            ..HostConfig::default()
+        };
+        let tree = enumerate(&mut fabric, &hc).map_err(|e| SimError::Build(e.to_string()))?;
+        let seed = cfg.seed.unwrap_or(topo.seed);
+        let root_rng = Rng::new(seed);
+        let mut nodes = Vec::new();
+        let mut node_index = HashMap::new();
+        let mut rc_node = NONE;
+        for (i, n) in topo.nodes.iter().enumerate() {
+            let func = |role: &dyn Fn(Role) -> bool| {
+                fabric
+                    .functions
+                    .iter()
+                    .position(|f| f.node.0 as usize == i && role(f.role))
+                    .map(|p| FnId(p as u32))
+            };
+            let (kind, f) = match n.kind.as_str() {
+                "root-complex" => {
+                    rc_node = i as u32;
+                    (NodeKind::Rc, func(&|r| r == Role::HostBridge))
+                }
+                "switch" => (NodeKind::Switch, func(&|r| r == Role::SwitchUpstream)),
+                _ => {
+                    let f = func(&|r| r == Role::Endpoint);
+                    let bdf = f.map(|f| fabric.bdf(f)).unwrap_or(Bdf::from_raw(0));
+                    (
+                        NodeKind::Ep(Box::new(EpState {
+                            model: Box::new(PsMemEndpoint::default()),
+                            bdf,
+                            free_tags: (0..cfg.dma_tags).rev().collect(),
+                            tag_map: vec![None; 1024],
+                            ops: Vec::new(),
+                            free_ops: Vec::new(),
+                            read_queue: VecDeque::new(),
+                            next_dma: 0,
+                            tickets: HashMap::new(),
+                            rng: root_rng.fork(i as u64 + 1),
+                            up_dir: 0,
+                        })),
+                        f,
+                    )
+                }
+            };
+            node_index.insert(n.name.clone(), i as u32);
+            nodes.push(Node {
+                name: n.name.clone(),
+                kind,
+                func: f,
+            });
+        }
+        if rc_node == NONE {
+            return Err(SimError::Build(
+                "the topology has no root-complex node".into(),
+            ));
+        }
+        let host_bdf = Bdf::from_raw(0);
+        let mut sim_dirs = Vec::new();
+        let mut pair_dir = HashMap::new();
+        let dummy_fifo = pcielab_sim::EventQueue::<()>::new().new_fifo();
+        let mut names = Vec::new();
+        for (li, l) in topo.links.iter().enumerate() {
+            let up = &topo.nodes[l.up.index()].name;
+            let down = &topo.nodes[l.down.index()].name;
+            let timing = LinkTiming::new(l.gen, l.width);
+            for (k, (from, to, name)) in [
+                (l.up.0, l.down.0, format!("{up}.{}->{down}", l.up_port)),
+                (l.down.0, l.up.0, format!("{down}->{up}.{}", l.up_port)),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                let d = (li * 2 + k) as u16;
+                pair_dir.insert((from, to), d);
+                let mut buf = match nodes[to as usize].kind {
+                    NodeKind::Ep(_) => cfg.ep_buffer,
+                    _ => cfg.port_buffer,
+                };
+                if matches!(nodes[to as usize].kind, NodeKind::Rc) && cfg.rc_infinite_cpl {
+                    buf.hdr[2] = 0;
+                    buf.data[2] = 0;
+                }
+                if matches!(nodes[to as usize].kind, NodeKind::Ep(_)) {
+                    buf.hdr[2] = 0;
+                    buf.data[2] = 0;
+                }
+                if let NodeKind::Ep(ep) = &mut nodes[from as usize].kind {
+                    ep.up_dir = d;
+                }
+                names.push(name.clone());
+                let alloc = [0, 1, 2].map(|c| Credits {
+                    hdr: buf.hdr[c] as u64,
+                    data: buf.data[c] as u64,
+                });
+                sim_dirs.push(Dir {
+                    name,
+                    from,
+                    to,
+                    timing,
+                    free_at: 0,
+                    busy: false,
+                    fifo: dummy_fifo,
+                    prop_ps: cfg.propagation.as_ps(),
+                    ack_ps: timing.symbols_ps(timing.ack_limit_symbols(cfg.mps)),
+                    fc_ps: timing.symbols_ps(timing.ack_limit_symbols(cfg.mps)),
+                    replay_ps: timing.replay_timeout_ps(cfg.mps),
+                    up: false,
+                    init_seen: 0,
+                    q: Default::default(),
+                    order: 0,
+                    limit: Default::default(),
+                    consumed: Default::default(),
+                    inf: [[false; 2]; 3],
+                    next_seq: 0,
+                    replay: VecDeque::new(),
+                    replay_cap: cfg.replay_buffer,
+                    replay_pos: None,
+                    replay_timer: None,
+                    replay_num: 0,
+                    dllq: VecDeque::new(),
+                    rx_next: 0,
+                    rx_ack_timer: None,
+                    rx_nak_sent: false,
+                    rx_buf: buf,
+                    rx_alloc: alloc,
+                    rx_recv: Default::default(),
+                    rx_fc_timer: [None; 3],
+                    stall_since: None,
+                    rstall_since: None,
+                    counters: DirCounters::default(),
+                });
+            }
+        }
+        let mut sim = SimBuilder::new(Engine {
+            cfg: cfg.clone(),
+            fabric,
+            nodes,
+            dirs: sim_dirs,
+            tlps: Vec::new(),
+            free_tlps: Vec::new(),
+            payloads: Vec::new(),
+            free_payloads: Vec::new(),
+            pair_dir,
+            route_cache: HashMap::new(),
+            rc_node,
+            host_bdf,
+            host_tags: (0..256u16).rev().collect(),
+            host_reqs: HashMap::new(),
+            host_done: HashMap::new(),
+            interrupts: Vec::new(),
+            trace: if cfg.trace {
+                Some(Trace::new(names))
+            } else {
+                None
+            },
+            write_log: Vec::new(),
+            cmds: Vec::new(),
+            scratch: Vec::new(),
+            errors: Vec::new(),
+            err_rng: root_rng.fork(0),
+        })
+        .seed(seed)
+        .capacity(4096)
+        .build();
+        for d in 0..sim.world().dirs.len() {
+            let f = sim.new_fifo();
+            sim.world_mut().dirs[d].fifo = f;
+        }
+        // Link training ends in the InitFC handshake: every receiver advertises its
+        // buffers with InitFC1 and InitFC2 for P, NP and Cpl (0 = infinite).
+        sim.process(|e, cx| {
+            for d in 0..e.dirs.len() {
+                for kind in [FcKind::InitFc1, FcKind::InitFc2] {
+                    for c in 0..3 {
+                        let dl = Dllp::Fc {
+                            kind,
+                            class: c as u8,
+                            hdr: e.dirs[d].rx_buf.hdr[c] as u64,
+                            data: e.dirs[d].rx_buf.data[c] as u64,
+                        };
+                        e.dirs[d ^ 1].dllq.push_back(dl);
+                    }
+                }
+            }
+            for d in 0..e.dirs.len() {
+                e.try_send(d as u16, cx);
+            }
+            for n in 0..e.nodes.len() {
+                e.call_ep(n as u32, cx, |m, cx| m.start(cx));
+            }
+        });
+        Ok(FabricSim {
+            sim,
+            tree,
+            node_index,
+            dma_next: 0x1_0000_0000,
+        })
+    }
+
+    fn node(&self, name: &str) -> Result<u32, SimError> {
+        self.node_index
+            .get(name)
+            .copied()
+            .ok_or_else(|| SimError::UnknownNode(name.to_string()))
+    }
+
+    /// Replaces the device model of endpoint node `name`; its `start` runs now.
+    pub fn attach(&mut self, name: &str, model: Box<dyn Endpoint>) -> Result<(), SimError> {
+        let n = self.node(name)?;
+        match &mut self.sim.world_mut().nodes[n as usize].kind {
+            NodeKind::Ep(ep) => ep.model = model,
+            _ => {
+                return Err(SimError::Param {
+                    what: "node",
+                    value: name.to_string(),
+                    allowed: "an endpoint node (not a root complex or switch)",
+                })
+            }
+        }
+        self.sim.process(|e, cx| {
+            e.call_ep(n, cx, |m, cx| m.start(cx));
+        });
+        Ok(())
+    }
+
+    /// The device model of endpoint `name`.
+    pub fn model(&self, name: &str) -> Option<&dyn Endpoint> {
+        let n = self.node(name).ok()?;
+        match &self.sim.world().nodes[n as usize].kind {
+            NodeKind::Ep(ep) => Some(&*ep.model),
+            _ => None,
+        }
+    }
+
+    /// What enumeration found.
+    pub fn tree(&self) -> &EnumeratedTree {
+        &self.tree
+    }
+
+    /// The functional fabric (configuration spaces, host memory).
+    pub fn fabric(&self) -> &Fabric {
+        &self.sim.world().fabric
+    }
+
+    /// The address enumeration assigned to BAR `bar` of endpoint `name`.
+    pub fn bar(&self, name: &str, bar: u8) -> Option<u64> {
+        let n = self.node(name).ok()?;
+        let f = self.sim.world().nodes[n as usize].func?;
+        let bdf = self.fabric().bdf(f);
+        self.tree
+            .get(bdf)?
+            .bars
+            .iter()
+            .find(|b| b.index == bar)
+            .map(|b| b.address)
+    }
+
+    /// The requester ID of endpoint `name`.
+    pub fn bdf(&self, name: &str) -> Option<Bdf> {
+        let n = self.node(name).ok()?;
+        let f = self.sim.world().nodes[n as usize].func?;
+        Some(self.fabric().bdf(f))
+    }
+
+    /// The current simulated time.
+    pub fn now(&self) -> SimTime {
+        self.sim.now()
+    }
+
+    /// Kernel events delivered so far.
+    pub fn events(&self) -> u64 {
+        self.sim.delivered()
+    }
+
+    /// Reads a configuration dword (zero simulated time, through ECAM).
+    pub fn cfg_read(&mut self, bdf: Bdf, register: u16) -> u32 {
+        self.sim
+            .world()
+            .fabric
+            .ecam_read(((bdf.raw() as u64) << 12) | (register & 0xffc) as u64, 4)
+    }
+
+    /// Writes a configuration dword (zero simulated time).
+    pub fn cfg_write(&mut self, bdf: Bdf, register: u16, value: u32) {
+        let _ = self.sim.world_mut().fabric.config_write(
+            bdf,
+            register & 0xffc,
+            value,
+            pcielab_wire::ByteEnables::ALL,
+        );
+    }
+
+    fn host_tlp(
+        &mut self,
+        kind: Kind,
+        addr: u64,
+        len: u32,
+        data: &[u8],
+        tag: u16,
+    ) -> Result<(), SimError> {
+        let host = self.sim.world().host_bdf;
+        let delay = self.sim.world().cfg.rc_latency;
+        let r: Result<(), SimError> = self.sim.process(|e, cx| {
+            let p = if data.is_empty() {
+                NONE
+            } else {
+                e.alloc_payload(data)
+            };
+            let (path, hops, dest) = e
+                .route(Origin::Host, kind, addr, host)
+                .map_err(|err| SimError::Route(err.to_string()))?;
+            let t = Tlp {
+                kind,
+                requester: host,
+                completer: host,
+                tag,
+                addr,
+                len,
+                byte_count: 0,
+                status: CplStatus::Sc,
+                data: p,
+                path,
+                hops,
+                at: 0,
+                refs: 1,
+                dest: match dest {
+                    engine::Dest::Bar { node, bar, offset } => engine::Dest::Bar {
+                        node,
+                        bar,
+                        offset: offset + (addr & 0xfff),
+                    },
+                    d => d,
+                },
+                ingress: NONE,
+                dma_last: (NONE, NONE),
+                hdr_bytes: if addr > u32::MAX as u64 { 16 } else { 12 },
+            };
+            let id = e.alloc_tlp(t);
+            cx.schedule_in(delay, engine::Ev::HostSend(id));
+            Ok(())
+        });
+        r
+    }
+
+    /// An MMIO read of `len` bytes (1..=4096, not crossing 4 KiB) at `addr`: the root
+    /// complex sends an MRd (after its latency) and the simulation runs until the
+    /// completion returns (or times out).
+    pub fn mmio_read(&mut self, addr: u64, len: u32) -> Result<HostRead, SimError> {
+        if len == 0 || len > 4096 || (addr & 0xfff) + len as u64 > 4096 {
+            return Err(SimError::Param {
+                what: "MMIO read length",
+                value: format!("{len} at {addr:#x}"),
+                allowed: "1..=4096 bytes within one 4 KiB page",
+            });
+        }
+        let Some(tag) = self.sim.world_mut().host_tags.pop() else {
+            return Err(SimError::Param {
+                what: "outstanding host reads",
+                value: "256".into(),
+                allowed: "at most 256",
+            });
+        };
+        if let Err(e) = self.host_tlp(Kind::MRd, addr, len, &[], tag) {
+            self.sim.world_mut().host_tags.push(tag);
+            return Err(e);
+        }
+        let now = self.sim.now();
+        let to = self.sim.world().cfg.completion_timeout;
+        let key = self.sim.schedule_at(now + to, engine::Ev::HostTimeout(tag));
+        self.sim.world_mut().host_reqs.insert(
+            tag,
+            engine::HostReq {
+                issued: now,
+                len,
+                data: vec![0; len as usize],
+                got: 0,
+                timer: Some(key),
+            },
+        );
+        loop {
+            if let Some(r) = self.sim.world_mut().host_done.remove(&tag) {
+                return Ok(r);
+            }
+            if self.sim.step().is_none() {
+                return Ok(HostRead::Timeout);
+            }
+        }
+    }
+
+    /// An MMIO write (posted): MWr TLPs of at most MPS bytes leave the root complex after
+    /// its latency. Returns at once (the simulation does not advance).
+    pub fn mmio_write(&mut self, addr: u64, data: &[u8]) -> Result<(), SimError> {
+        let mps = self.sim.world().cfg.mps as u32;
+        let split = pcielab_wire::split_write(
+            addr,
+            data.len() as u64,
+            mps,
+            pcielab_wire::SplitPolicy::Aligned,
+        )
+        .map_err(|e| SimError::Route(format!("MMIO write at {addr:#x}: {e}")))?;
+        for ch in split {
+            let s = ch.offset as usize;
+            self.host_tlp(Kind::MWr, ch.addr, ch.len, &data[s..s + ch.len as usize], 0)?;
+        }
+        Ok(())
+    }
+
+    /// Allocates a DMA buffer of `len` bytes in host memory (4 KiB aligned) and returns
+    /// its address.
+    pub fn alloc_dma(&mut self, len: u64) -> u64 {
+        let a = self.dma_next;
+        self.dma_next += len.div_ceil(4096).max(1) * 4096;
+        a
+    }
+
+    /// Writes host memory directly (the CPU filling a buffer; no simulated time).
+    pub fn host_write(&mut self, addr: u64, data: &[u8]) {
+        self.sim.world_mut().fabric.host_memory.write(addr, data);
+    }
+
+    /// Reads host memory directly.
+    pub fn host_read(&self, addr: u64, buf: &mut [u8]) {
+        self.sim.world().fabric.host_memory.read(addr, buf);
+    }
+
+    /// Runs until an interrupt arrives after the current count, or `timeout` passes.
+    pub fn wait_interrupt(&mut self, timeout: SimDuration) -> Option<(SimTime, Interrupt)> {
+        let seen = self.sim.world().interrupts.len();
+        let until = self.sim.now() + timeout;
+        loop {
+            if let Some(i) = self.sim.world().interrupts.get(seen) {
+                return Some(*i);
+            }
+            match self.sim.next_time() {
+                Some(t) if t <= until => {
+                    self.sim.step();
+                }
+                _ => {
+                    self.sim.step_until(until);
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// Runs the simulation for `d` of simulated time.
+    pub fn run_for(&mut self, d: SimDuration) {
+        let t = self.sim.now() + d;
+        self.sim.step_until(t);
+    }
+
+    /// Runs until no event is pending (every device idle), or `limit` is reached.
+    pub fn run_until_idle(&mut self, limit: SimTime) {
+        self.sim.step_until(limit);
+    }
+
+    /// Runs until `done` holds (checked after every event) or `limit` is reached;
+    /// true if `done` held.
+    pub fn run_while(&mut self, limit: SimTime, mut done: impl FnMut(&FabricSim) -> bool) -> bool {
+        loop {
+            if done(self) {
+                return true;
+            }
+            match self.sim.next_time() {
+                Some(t) if t <= limit => {
+                    self.sim.step();
+                }
+                _ => return false,
+            }
+        }
+    }
+
+    /// Interrupts the host received, with arrival times.
+    pub fn interrupts(&self) -> &[(SimTime, Interrupt)] {
+        &self.sim.world().interrupts
+    }
+
+    /// Counters of every link direction, by name (`rc.0->sw0`, `sw0->rc.0`, …).
+    pub fn counters(&self) -> Vec<(String, DirCounters)> {
+        self.sim.world().dir_counters()
+    }
+
+    /// The trace (when `SimConfig::trace` is set).
+    pub fn trace(&self) -> Option<&Trace> {
+        self.sim.world().trace.as_ref()
+    }
+
+    /// Errors the fabric recorded (unexpected completions, unroutable requests, …).
+    pub fn errors(&self) -> &[String] {
+        &self.sim.world().errors
+    }
+
+    /// Host-memory writes in arrival order (with `SimConfig::log_writes`).
+    pub fn write_log(&self) -> &[(Bdf, u64, u32)] {
+        &self.sim.world().write_log
+    }
+
+    /// The engine (for tests and tools).
+    pub fn engine(&self) -> &Engine {
+        self.sim.world()
+    }
+
+    /// Injects a completion from endpoint `name` to the host with tag `tag` (a
+    /// misbehaving device): the root complex must treat an unknown tag as an Unexpected
+    /// Completion.
+    pub fn inject_stray_completion(&mut self, name: &str, tag: u16) -> Result<(), SimError> {
+        let n = self.node(name)?;
+        let f = self.sim.world().nodes[n as usize]
+            .func
+            .ok_or(SimError::UnknownNode(name.into()))?;
+        let me = self.fabric().bdf(f);
+        let host = self.sim.world().host_bdf;
+        self.sim.process(|e, cx| {
+            let t = Tlp {
+                kind: Kind::Cpl,
+                requester: host,
+                completer: me,
+                tag,
+                addr: 0,
+                len: 0,
+                byte_count: 4,
+                status: CplStatus::Sc,
+                data: NONE,
+                path: [0; 8],
+                hops: 0,
+                at: 0,
+                refs: 1,
+                dest: engine::Dest::Rc,
+                ingress: NONE,
+                dma_last: (NONE, NONE),
+                hdr_bytes: 12,
+            };
+            e.inject(Origin::Function(f), t, host, cx)
+                .map(|_| ())
+                .map_err(|err| SimError::Route(err.to_string()))
+        })
+    }
+}

@@ -1,0 +1,174 @@
+//! Observability: per-link-direction counters and a timestamped TLP/DLLP trace.
+
+use pcielab_sim::SimTime;
+
+/// What a trace record holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TraceKind {
+    /// A TLP (the bytes are the TLP: header, payload; no sequence number or LCRC).
+    Tlp {
+        /// Data-link sequence number it was sent with.
+        seq: u16,
+        /// True for a retransmission from the replay buffer.
+        replay: bool,
+        /// True when error injection corrupted its LCRC on the wire.
+        corrupted: bool,
+    },
+    /// A DLLP (the 6 bytes of the DLLP, CRC included).
+    Dllp,
+}
+
+/// One TLP or DLLP put on a link direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TraceRecord {
+    /// When its first bit went on the wire, in picoseconds.
+    pub time_ps: u64,
+    /// Link direction index (see [`Trace::dir_names`]).
+    pub dir: u16,
+    /// TLP or DLLP.
+    pub kind: TraceKind,
+    start: u32,
+    len: u32,
+}
+
+/// Every TLP and DLLP of a run, in transmission order, with raw bytes.
+///
+/// Bytes live in one shared buffer (no allocation per record once it has grown). The
+/// capture crate can turn this into pcapng: one interface per direction name.
+#[derive(Debug, Clone, Default)]
+pub struct Trace {
+    /// Direction names, indexed by [`TraceRecord::dir`], e.g. `rc.0->sw0`.
+    pub dir_names: Vec<String>,
+    /// The records.
+    pub records: Vec<TraceRecord>,
+    data: Vec<u8>,
+}
+
+impl Trace {
+    /// An empty trace for directions named `dir_names`.
+    pub fn new(dir_names: Vec<String>) -> Trace {
+        Trace {
+            dir_names,
+            ..Trace::default()
+        }
+    }
+    /// Appends a record.
+    pub fn push(&mut self, time: SimTime, dir: u16, kind: TraceKind, bytes: &[u8]) {
+        let start = self.data.len() as u32;
+        self.data.extend_from_slice(bytes);
+        self.records.push(TraceRecord {
+            time_ps: time.as_ps(),
+            dir,
+            kind,
+            start,
+            len: bytes.len() as u32,
+        });
+    }
+    /// The raw bytes of a record.
+    pub fn bytes(&self, r: &TraceRecord) -> &[u8] {
+        self.data
+            .get(r.start as usize..(r.start + r.len) as usize)
+            .unwrap_or(&[])
+    }
+    /// The name of a record's direction.
+    pub fn dir_name(&self, r: &TraceRecord) -> &str {
+        self.dir_names.get(r.dir as usize).map_or("?", |s| s)
+    }
+    /// A 64-bit FNV-1a hash of every record (time, direction, kind, bytes): equal
+    /// hashes mean identical traces (used by the determinism test).
+    pub fn hash(&self) -> u64 {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut eat = |b: &[u8]| {
+            for &x in b {
+                h ^= x as u64;
+                h = h.wrapping_mul(0x0000_0100_0000_01b3);
+            }
+        };
+        for r in &self.records {
+            eat(&r.time_ps.to_le_bytes());
+            eat(&r.dir.to_le_bytes());
+            match r.kind {
+                TraceKind::Tlp {
+                    seq,
+                    replay,
+                    corrupted,
+                } => eat(&[
+                    1,
+                    seq as u8,
+                    (seq >> 8) as u8,
+                    replay as u8,
+                    corrupted as u8,
+                ]),
+                TraceKind::Dllp => eat(&[2]),
+            }
+            eat(self.bytes(r));
+        }
+        h
+    }
+    /// One line per record: `time_ps dir kind hex`.
+    pub fn to_text(&self) -> String {
+        let mut s = String::new();
+        for r in &self.records {
+            let kind = match r.kind {
+                TraceKind::Tlp {
+                    seq,
+                    replay,
+                    corrupted,
+                } => format!(
+                    "TLP seq={seq}{}{}",
+                    if replay { " replay" } else { "" },
+                    if corrupted { " bad-lcrc" } else { "" }
+                ),
+                TraceKind::Dllp => "DLLP".to_string(),
+            };
+            let hex: String = self.bytes(r).iter().map(|b| format!("{b:02x}")).collect();
+            s.push_str(&format!(
+                "{} {} {} {}\n",
+                r.time_ps,
+                self.dir_name(r),
+                kind,
+                hex
+            ));
+        }
+        s
+    }
+}
+
+/// Counters of one link direction.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DirCounters {
+    /// TLPs transmitted (first transmissions).
+    pub tlps: u64,
+    /// Posted TLPs (MWr, messages) transmitted.
+    pub posted: u64,
+    /// Non-posted TLPs (MRd, configuration, I/O) transmitted.
+    pub non_posted: u64,
+    /// Completions transmitted.
+    pub completions: u64,
+    /// Payload bytes of first transmissions.
+    pub payload_bytes: u64,
+    /// Wire bytes of everything transmitted (TLPs with framing, replays, DLLPs).
+    pub wire_bytes: u64,
+    /// ACK DLLPs transmitted.
+    pub acks: u64,
+    /// NAK DLLPs transmitted.
+    pub naks: u64,
+    /// InitFC/UpdateFC DLLPs transmitted.
+    pub fc_dllps: u64,
+    /// TLP retransmissions from the replay buffer.
+    pub replays: u64,
+    /// Replay timer expiries.
+    pub replay_timeouts: u64,
+    /// REPLAY_NUM rollovers (the link would retrain).
+    pub retrains: u64,
+    /// TLPs whose LCRC error injection corrupted.
+    pub corrupted: u64,
+    /// TLPs the receiver discarded as duplicates.
+    pub duplicates: u64,
+    /// Picoseconds during which a TLP was waiting for flow-control credits.
+    pub credit_stall_ps: u64,
+    /// Picoseconds during which the replay buffer was full with a TLP waiting.
+    pub replay_stall_ps: u64,
+    /// Picoseconds the wire was busy.
+    pub busy_ps: u64,
+}

@@ -1,0 +1,221 @@
+//! Built-in workloads: a pcie-bench/psmem-style DMA stream engine.
+
+use super::endpoint::{DmaId, Endpoint, EpCx, ReadReply};
+use pcielab_sim::SimTime;
+use std::collections::HashMap;
+
+/// Direction of the DMAs of a stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DmaOpKind {
+    /// Device reads host memory (MRd out, CplD back).
+    Read,
+    /// Device writes host memory (MWr).
+    Write,
+    /// Alternating reads and writes.
+    ReadWrite,
+}
+
+/// How a stream picks addresses inside its window of host memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AddrPattern {
+    /// One transfer after the other, wrapping at the end of the region.
+    Sequential,
+    /// Uniformly random transfer-size-aligned slots (seeded).
+    Random,
+}
+
+/// Results of a stream.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct StreamReport {
+    /// DMAs finished.
+    pub dmas: u64,
+    /// DMAs that failed (timeout or error completion).
+    pub failed: u64,
+    /// Bytes moved by the measured DMAs (after the first window).
+    pub bytes: u64,
+    /// Measured interval in picoseconds.
+    pub elapsed_ps: u64,
+    /// Throughput of the measured DMAs, Gb/s.
+    pub gbps: f64,
+    /// Mean DMA latency (issue to done), ns.
+    pub mean_latency_ns: f64,
+    /// Shortest DMA latency, ns.
+    pub min_latency_ns: f64,
+    /// Longest DMA latency, ns.
+    pub max_latency_ns: f64,
+}
+
+/// A device that keeps `window` DMAs of `size` bytes in flight until `count` are done.
+///
+/// Throughput is measured from the end of the first `window` DMAs (the ramp-up) to the
+/// end of the last one, so it is the saturated rate.
+#[derive(Debug, Clone)]
+pub struct DmaStream {
+    /// Read, write or both.
+    pub op: DmaOpKind,
+    /// Bytes per DMA.
+    pub size: u64,
+    /// DMAs in flight.
+    pub window: u32,
+    /// DMAs in total.
+    pub count: u64,
+    /// Host buffer base address.
+    pub base: u64,
+    /// Host buffer size (addresses stay inside `[base, base + region)`).
+    pub region: u64,
+    /// Address pattern.
+    pub pattern: AddrPattern,
+    /// Offset added to every address (unaligned transfers). Default 0.
+    pub offset: u64,
+    /// Transfers start at multiples of `size` rounded up to this alignment. Default
+    /// 4096 (every transfer starts on a page, as the analytic model assumes).
+    pub align: u64,
+    issued: u64,
+    inflight: HashMap<DmaId, (SimTime, u64)>,
+    done: u64,
+    failed: u64,
+    warm_at: Option<SimTime>,
+    measured_bytes: u64,
+    last: SimTime,
+    lat_sum: u128,
+    lat_min: u64,
+    lat_max: u64,
+}
+
+impl DmaStream {
+    /// A stream; `region` is rounded up to at least one transfer.
+    pub fn new(
+        op: DmaOpKind,
+        size: u64,
+        window: u32,
+        count: u64,
+        base: u64,
+        region: u64,
+        pattern: AddrPattern,
+    ) -> DmaStream {
+        DmaStream {
+            op,
+            size: size.max(1),
+            window: window.max(1),
+            count,
+            base,
+            region: region.max(size.max(1).next_multiple_of(4096)),
+            pattern,
+            offset: 0,
+            align: 4096,
+            issued: 0,
+            inflight: HashMap::new(),
+            done: 0,
+            failed: 0,
+            warm_at: None,
+            measured_bytes: 0,
+            last: SimTime::ZERO,
+            lat_sum: 0,
+            lat_min: u64::MAX,
+            lat_max: 0,
+        }
+    }
+
+    /// True once every DMA has finished.
+    pub fn finished(&self) -> bool {
+        self.done >= self.count
+    }
+
+    /// The results so far.
+    pub fn report(&self) -> StreamReport {
+        let start = self.warm_at.unwrap_or(SimTime::ZERO);
+        let elapsed = (self.last - start).as_ps();
+        let n = self.done.max(1) as f64;
+        StreamReport {
+            dmas: self.done,
+            failed: self.failed,
+            bytes: self.measured_bytes,
+            elapsed_ps: elapsed,
+            gbps: if elapsed == 0 {
+                0.0
+            } else {
+                self.measured_bytes as f64 * 8.0 * 1000.0 / elapsed as f64
+            },
+            mean_latency_ns: self.lat_sum as f64 / n / 1000.0,
+            min_latency_ns: if self.lat_min == u64::MAX {
+                0.0
+            } else {
+                self.lat_min as f64 / 1000.0
+            },
+            max_latency_ns: self.lat_max as f64 / 1000.0,
+        }
+    }
+
+    fn issue(&mut self, cx: &mut EpCx<'_>) {
+        while self.issued < self.count && (self.inflight.len() as u32) < self.window {
+            let stride = self.size.next_multiple_of(self.align.max(1));
+            let slots = (self.region / stride).max(1);
+            let slot = match self.pattern {
+                AddrPattern::Sequential => self.issued % slots,
+                AddrPattern::Random => cx.rng().below(slots),
+            };
+            let addr = self.base + slot * stride + self.offset;
+            let write = match self.op {
+                DmaOpKind::Read => false,
+                DmaOpKind::Write => true,
+                DmaOpKind::ReadWrite => self.issued % 2 == 1,
+            };
+            let id = if write {
+                let i = self.issued;
+                let data: Vec<u8> = (0..self.size)
+                    .map(|k| (k as u8) ^ (i as u8).wrapping_mul(31))
+                    .collect();
+                cx.dma_write(addr, data)
+            } else {
+                cx.dma_read(addr, self.size)
+            };
+            self.inflight.insert(id, (cx.now(), self.size));
+            self.issued += 1;
+        }
+    }
+}
+
+impl Endpoint for DmaStream {
+    fn start(&mut self, cx: &mut EpCx<'_>) {
+        self.issue(cx);
+    }
+    fn mem_read(
+        &mut self,
+        _bar: u8,
+        _offset: u64,
+        buf: &mut [u8],
+        _cx: &mut EpCx<'_>,
+    ) -> ReadReply {
+        buf.fill(0);
+        ReadReply::Now
+    }
+    fn dma_done(&mut self, id: DmaId, ok: bool, _data: &[u8], cx: &mut EpCx<'_>) {
+        let Some((t0, bytes)) = self.inflight.remove(&id) else {
+            return;
+        };
+        let now = cx.now();
+        self.done += 1;
+        if !ok {
+            self.failed += 1;
+        }
+        let lat = (now - t0).as_ps();
+        self.lat_sum += lat as u128;
+        self.lat_min = self.lat_min.min(lat);
+        self.lat_max = self.lat_max.max(lat);
+        if self.done == self.window as u64 || (self.count <= self.window as u64 && self.done == 1) {
+            self.warm_at = Some(now);
+        } else if self.warm_at.is_some() {
+            self.measured_bytes += bytes;
+        }
+        self.last = now;
+        self.issue(cx);
+    }
+    fn report(&self) -> Option<serde_json::Value> {
+        let r = DmaStream::report(self);
+        Some(serde_json::json!({
+            "dmas": r.dmas, "failed": r.failed, "bytes": r.bytes, "elapsed_ps": r.elapsed_ps,
+            "gbps": r.gbps, "mean_latency_ns": r.mean_latency_ns,
+            "min_latency_ns": r.min_latency_ns, "max_latency_ns": r.max_latency_ns,
+        }))
+    }
+}
