@@ -214,6 +214,10 @@ pub(crate) struct Dir {
     // stalls
     pub stall_since: Option<SimTime>,
     pub rstall_since: Option<SimTime>,
+    /// The function that logs errors in TLPs received on this direction (AER).
+    pub rx_func: Option<FnId>,
+    /// UpdateFC refreshes sent with unchanged values (for lossy DLLPs).
+    pub fc_refresh: [u8; 3],
     pub counters: DirCounters,
 }
 
@@ -248,7 +252,9 @@ pub(crate) struct DmaOp {
 
 #[derive(Debug)]
 pub(crate) struct EpState {
-    pub model: Box<dyn Endpoint>,
+    /// The device model; `None`: BAR accesses go to the functional fabric's model
+    /// (e.g. psmem with its MSI-X table), in zero device time.
+    pub model: Option<Box<dyn Endpoint>>,
     pub bdf: Bdf,
     pub free_tags: Vec<u16>,
     /// tag → (op, offset in op, len, bytes received)
@@ -321,6 +327,8 @@ pub struct Engine {
     /// Errors seen (unexpected completions, malformed TLPs, unroutable requests).
     pub errors: Vec<String>,
     pub(crate) err_rng: Rng,
+    /// Function that received the TLP being consumed (for AER logging).
+    pub(crate) last_rx_func: Option<FnId>,
 }
 
 fn dllp_repr(d: Dllp) -> DllpRepr {
@@ -933,6 +941,7 @@ impl Engine {
         let avail_d = dir.rx_alloc[c].data.saturating_sub(dir.rx_recv[c].data);
         dir.rx_alloc[c].hdr += 1;
         dir.rx_alloc[c].data += data;
+        dir.fc_refresh[c] = 0;
         let urgent = (dir.rx_buf.hdr[c] != 0 && avail_h < 1)
             || (dir.rx_buf.data[c] != 0 && avail_d < mps_credits);
         if urgent {
@@ -1004,6 +1013,11 @@ impl Engine {
             self.return_credits(ing as u16, c, dc, cx);
         }
         let t = self.tlps[id as usize].clone();
+        self.last_rx_func = if ing != NONE {
+            self.dirs[ing as usize].rx_func
+        } else {
+            None
+        };
         match (t.dest, t.kind) {
             (Dest::HostMemory, Kind::MWr) => {
                 let data = self.payload(id).to_vec();
@@ -1041,11 +1055,25 @@ impl Engine {
             (Dest::Bar { node, bar, offset }, Kind::MWr) => {
                 let data = self.payload(id).to_vec();
                 let n = (t.len as usize).min(data.len());
-                self.call_ep(node, cx, |m, cx| m.mem_write(bar, offset, &data[..n], cx));
+                if self.is_functional(node) {
+                    if let Some(m) = self.functional_model(node) {
+                        let _ = m.mem_write(bar, offset, &data[..n]);
+                    }
+                } else {
+                    self.call_ep(node, cx, |m, cx| m.mem_write(bar, offset, &data[..n], cx));
+                }
             }
             (Dest::Bar { node, bar, offset }, Kind::MRd) => {
                 let mut buf = vec![0u8; t.len as usize];
-                let reply = self.call_ep(node, cx, |m, cx| m.mem_read(bar, offset, &mut buf, cx));
+                let reply = if self.is_functional(node) {
+                    self.functional_model(node)
+                        .map(|m| match m.mem_read(bar, offset, &mut buf) {
+                            Ok(()) => ReadReply::Now,
+                            Err(_) => ReadReply::Unsupported,
+                        })
+                } else {
+                    self.call_ep(node, cx, |m, cx| m.mem_read(bar, offset, &mut buf, cx))
+                };
                 let me = self.ep_bdf(node);
                 let origin = self.origin_of(node);
                 match reply {
@@ -1069,6 +1097,18 @@ impl Engine {
             }
         }
         self.release(id);
+    }
+
+    fn is_functional(&self, node: u32) -> bool {
+        matches!(&self.nodes[node as usize].kind, NodeKind::Ep(ep) if ep.model.is_none())
+    }
+
+    fn functional_model(
+        &mut self,
+        node: u32,
+    ) -> Option<&mut Box<dyn crate::functional::FunctionModel>> {
+        let f = self.nodes[node as usize].func?;
+        self.fabric.functions.get_mut(f.0 as usize)?.model.as_mut()
     }
 
     fn origin_of(&self, node: u32) -> Origin {
@@ -1161,6 +1201,10 @@ impl Engine {
                 return None;
             };
             let ep = &mut **ep;
+            let Some(model) = ep.model.as_mut() else {
+                self.cmds = cmds;
+                return None;
+            };
             let mut ecx = EpCx {
                 now: cx.now(),
                 bdf: ep.bdf,
@@ -1168,7 +1212,7 @@ impl Engine {
                 next_dma: &mut ep.next_dma,
                 rng: &mut ep.rng,
             };
-            f(&mut *ep.model, &mut ecx)
+            f(&mut **model, &mut ecx)
         };
         for c in cmds.drain(..) {
             self.apply(node, c, cx);
@@ -1615,13 +1659,8 @@ impl Engine {
                 "root complex: unexpected completion for tag {}",
                 t.tag
             ));
-            if let Some(f) = self
-                .fabric
-                .functions
-                .iter()
-                .position(|f| f.role == Role::HostBridge)
-            {
-                set_aer(&mut self.fabric, FnId(f as u32), AER_UNEXPECTED_CPL);
+            if let Some(f) = self.last_rx_func {
+                set_aer(&mut self.fabric, f, AER_UNEXPECTED_CPL);
             }
             return;
         };
@@ -1642,13 +1681,8 @@ impl Engine {
                 t.len,
                 req.len - req.got.min(req.len)
             ));
-            if let Some(f) = self
-                .fabric
-                .functions
-                .iter()
-                .position(|f| f.role == Role::HostBridge)
-            {
-                set_aer(&mut self.fabric, FnId(f as u32), AER_MALFORMED);
+            if let Some(f) = self.last_rx_func {
+                set_aer(&mut self.fabric, f, AER_MALFORMED);
             }
             return;
         }
@@ -1728,6 +1762,17 @@ impl World for Engine {
             Ev::FcTimer(d, c) => {
                 self.dirs[d as usize].rx_fc_timer[c as usize] = None;
                 self.send_update_fc(d, c as usize, cx);
+                if self.cfg.dllp_error_rate > 0.0 {
+                    // DLLPs can be lost: repeat the (cumulative, idempotent) UpdateFC
+                    // like the spec's periodic update, until it was sent 3 times unchanged.
+                    let dir = &mut self.dirs[d as usize];
+                    if dir.fc_refresh[c as usize] < 3 {
+                        dir.fc_refresh[c as usize] += 1;
+                        let f = dir.fc_ps;
+                        dir.rx_fc_timer[c as usize] =
+                            Some(cx.schedule_in(SimDuration::from_ps(4 * f), Ev::FcTimer(d, c)));
+                    }
+                }
             }
             Ev::ReplayTimer(d) => {
                 let dir = &mut self.dirs[d as usize];

@@ -233,6 +233,30 @@ fn check(cfg: &SimConfig) -> Result<(), SimError> {
     Ok(())
 }
 
+/// The function that receives (and logs errors of) TLPs on direction `k` (0 down, 1 up)
+/// of link `l`.
+fn rx_func(
+    fabric: &Fabric,
+    nodes: &[Node],
+    l: &crate::topology::Link,
+    to: u32,
+    k: usize,
+) -> Option<FnId> {
+    let find = |p: &dyn Fn(Role) -> bool| {
+        fabric
+            .functions
+            .iter()
+            .position(|f| f.node.0 == to && p(f.role))
+            .map(|i| FnId(i as u32))
+    };
+    match (&nodes[to as usize].kind, k) {
+        (NodeKind::Rc, _) => find(&|r| r == Role::RootPort { port: l.up_port }),
+        (NodeKind::Switch, 0) => find(&|r| r == Role::SwitchUpstream),
+        (NodeKind::Switch, _) => find(&|r| r == Role::SwitchDownstream { port: l.up_port }),
+        (NodeKind::Ep(_), _) => nodes[to as usize].func,
+    }
+}
+
 /// A timed simulation of a topology, driven as a host program.
 #[derive(Debug)]
 pub struct FabricSim {
@@ -244,8 +268,9 @@ pub struct FabricSim {
 
 impl FabricSim {
     /// Builds the functional fabric from `topo`, enumerates it like host software,
-    /// and wraps it in the timed model. Endpoint nodes get a [`PsMemEndpoint`] until
-    /// another model is [`attach`](Self::attach)ed. Links start training at time 0.
+    /// and wraps it in the timed model. Endpoint nodes answer BAR accesses with their
+    /// functional model (psmem memory, MSI-X table) in zero device time until a timed
+    /// model is [`attach`](Self::attach)ed. Links start training at time 0.
     pub fn new(
         topo: &Topology,
         registry: &KindRegistry,
@@ -283,7 +308,7 @@ impl FabricSim {
                     let bdf = f.map(|f| fabric.bdf(f)).unwrap_or(Bdf::from_raw(0));
                     (
                         NodeKind::Ep(Box::new(EpState {
-                            model: Box::new(PsMemEndpoint::default()),
+                            model: None,
                             bdf,
                             free_tags: (0..cfg.dma_tags).rev().collect(),
                             tag_map: vec![None; 1024],
@@ -384,6 +409,8 @@ impl FabricSim {
                     rx_fc_timer: [None; 3],
                     stall_since: None,
                     rstall_since: None,
+                    rx_func: rx_func(&fabric, &nodes, l, to, k),
+                    fc_refresh: [0; 3],
                     counters: DirCounters::default(),
                 });
             }
@@ -415,6 +442,7 @@ impl FabricSim {
             scratch: Vec::new(),
             errors: Vec::new(),
             err_rng: root_rng.fork(0),
+            last_rx_func: None,
         })
         .seed(seed)
         .capacity(4096)
@@ -465,7 +493,7 @@ impl FabricSim {
     pub fn attach(&mut self, name: &str, model: Box<dyn Endpoint>) -> Result<(), SimError> {
         let n = self.node(name)?;
         match &mut self.sim.world_mut().nodes[n as usize].kind {
-            NodeKind::Ep(ep) => ep.model = model,
+            NodeKind::Ep(ep) => ep.model = Some(model),
             _ => {
                 return Err(SimError::Param {
                     what: "node",
@@ -484,7 +512,7 @@ impl FabricSim {
     pub fn model(&self, name: &str) -> Option<&dyn Endpoint> {
         let n = self.node(name).ok()?;
         match &self.sim.world().nodes[n as usize].kind {
-            NodeKind::Ep(ep) => Some(&*ep.model),
+            NodeKind::Ep(ep) => ep.model.as_deref(),
             _ => None,
         }
     }

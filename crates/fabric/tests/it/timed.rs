@@ -167,3 +167,342 @@ fn saturated_throughput_matches_the_spec_mode_model() {
     let at = |s: u64| saw.iter().find(|x| x.0 == s).unwrap().1;
     assert!(at(1500) < at(1024), "{saw:?}");
 }
+
+/// A device that reads `len` bytes from `addr` once and keeps them.
+#[derive(Debug, Default)]
+struct Reader {
+    addr: u64,
+    len: u64,
+    got: Option<(bool, Vec<u8>)>,
+}
+
+impl pcielab_fabric::timed::Endpoint for Reader {
+    fn start(&mut self, cx: &mut pcielab_fabric::timed::EpCx<'_>) {
+        cx.dma_read(self.addr, self.len);
+    }
+    fn dma_done(
+        &mut self,
+        _id: pcielab_fabric::timed::DmaId,
+        ok: bool,
+        data: &[u8],
+        _cx: &mut pcielab_fabric::timed::EpCx<'_>,
+    ) {
+        self.got = Some((ok, data.to_vec()));
+    }
+    fn report(&self) -> Option<serde_json::Value> {
+        let (ok, d) = self.got.as_ref()?;
+        Some(serde_json::json!({"ok": ok, "data": d}))
+    }
+}
+
+fn lossy(seed: u64, trace: bool) -> SimConfig {
+    SimConfig {
+        seed: Some(seed),
+        error_rate: 0.05,
+        dllp_error_rate: 0.02,
+        log_writes: true,
+        trace,
+        ..SimConfig::default()
+    }
+}
+
+#[test]
+fn injected_errors_lose_no_byte_and_keep_order() {
+    let mut sim = FabricSim::new(
+        &with_switch(2, 4),
+        &KindRegistry::builtin(),
+        lossy(3, false),
+    )
+    .unwrap();
+    let base = sim.alloc_dma(64 * 4096);
+    // 64 writes of 1000 bytes at base + i * 4096 (DmaStream's page-aligned slots).
+    sim.attach(
+        "ep",
+        Box::new(DmaStream::new(
+            DmaOpKind::Write,
+            1000,
+            4,
+            64,
+            base,
+            64 * 4096,
+            AddrPattern::Sequential,
+        )),
+    )
+    .unwrap();
+    sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+    assert!(sim.errors().is_empty(), "{:?}", sim.errors());
+    // Every byte, computed independently of the workload code: byte k of DMA i is
+    // k ^ (i * 31) (mod 256).
+    for i in 0..64u64 {
+        let mut got = vec![0u8; 1000];
+        sim.host_read(base + i * 4096, &mut got);
+        let want: Vec<u8> = (0..1000u64)
+            .map(|k| (k as u8) ^ (i as u8).wrapping_mul(31))
+            .collect();
+        assert_eq!(got, want, "DMA {i}");
+    }
+    // Exactly once and in order: MPS 256 splits each 1000-byte write at 256-byte
+    // boundaries into 4 MWrs (256, 256, 256, 232); the log must be exactly that sequence.
+    let want: Vec<(u64, u32)> = (0..64u64)
+        .flat_map(|i| {
+            [(0, 256), (256, 256), (512, 256), (768, 232)]
+                .map(move |(o, l)| (base + i * 4096 + o, l))
+        })
+        .collect();
+    let got: Vec<(u64, u32)> = sim.write_log().iter().map(|w| (w.1, w.2)).collect();
+    assert_eq!(got, want);
+    let c = sim.counters();
+    let replays: u64 = c.iter().map(|x| x.1.replays).sum();
+    let corrupted: u64 = c.iter().map(|x| x.1.corrupted).sum();
+    let naks: u64 = c.iter().map(|x| x.1.naks).sum();
+    assert!(corrupted > 0 && naks > 0 && replays >= corrupted, "{c:#?}");
+}
+
+#[test]
+fn injected_errors_dma_read_returns_every_byte() {
+    let mut sim = FabricSim::new(
+        &with_switch(3, 2),
+        &KindRegistry::builtin(),
+        lossy(11, false),
+    )
+    .unwrap();
+    let buf = sim.alloc_dma(65536);
+    let pattern: Vec<u8> = (0..65536u32).map(|i| (i * 7 + (i >> 8)) as u8).collect();
+    sim.host_write(buf, &pattern);
+    sim.attach(
+        "ep",
+        Box::new(Reader {
+            addr: buf + 4,
+            len: 60000,
+            got: None,
+        }),
+    )
+    .unwrap();
+    sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+    let rep = sim.model("ep").unwrap().report().unwrap();
+    assert_eq!(rep["ok"], true);
+    let data: Vec<u8> = rep["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap() as u8)
+        .collect();
+    assert_eq!(data, pattern[4..60004]);
+    let replays: u64 = sim.counters().iter().map(|x| x.1.replays).sum();
+    assert!(replays > 0);
+}
+
+#[test]
+fn same_seed_same_trace_hash() {
+    let run = |seed| {
+        let mut sim = FabricSim::new(
+            &with_switch(3, 4),
+            &KindRegistry::builtin(),
+            lossy(seed, true),
+        )
+        .unwrap();
+        let base = sim.alloc_dma(1 << 20);
+        sim.attach(
+            "ep",
+            Box::new(DmaStream::new(
+                DmaOpKind::ReadWrite,
+                2048,
+                8,
+                100,
+                base,
+                1 << 20,
+                AddrPattern::Random,
+            )),
+        )
+        .unwrap();
+        sim.attach(
+            "ep2",
+            Box::new(DmaStream::new(
+                DmaOpKind::Read,
+                512,
+                4,
+                100,
+                base,
+                1 << 20,
+                AddrPattern::Sequential,
+            )),
+        )
+        .unwrap();
+        sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+        let t = sim.trace().unwrap();
+        assert!(t.records.len() > 1000);
+        t.hash()
+    };
+    let a = run(5);
+    assert_eq!(a, run(5));
+    assert_ne!(a, run(6));
+}
+
+#[test]
+fn bad_parameters_are_errors_not_panics() {
+    let reg = KindRegistry::builtin();
+    let topo = one_link(3, 4);
+    for (cfg, what) in [
+        (
+            SimConfig {
+                mps: 100,
+                ..SimConfig::default()
+            },
+            "mps 100",
+        ),
+        (
+            SimConfig {
+                mrrs: 8192,
+                ..SimConfig::default()
+            },
+            "mrrs 8192",
+        ),
+        (
+            SimConfig {
+                rcb: 32,
+                ..SimConfig::default()
+            },
+            "rcb 32",
+        ),
+        (
+            SimConfig {
+                replay_buffer: 0,
+                ..SimConfig::default()
+            },
+            "replay buffer 0",
+        ),
+        (
+            SimConfig {
+                dma_tags: 0,
+                ..SimConfig::default()
+            },
+            "dma tags 0",
+        ),
+        (
+            SimConfig {
+                error_rate: 1.5,
+                ..SimConfig::default()
+            },
+            "error rate 1.5",
+        ),
+    ] {
+        let e = FabricSim::new(&topo, &reg, cfg).unwrap_err().to_string();
+        assert!(e.starts_with(what), "{e}");
+    }
+    let mut sim = FabricSim::new(&topo, &reg, SimConfig::default()).unwrap();
+    assert!(sim.mmio_read(0x1000, 0).is_err());
+    assert!(sim.mmio_read(0xffc, 8).is_err());
+    assert!(sim.attach("nope", Box::new(Reader::default())).is_err());
+    assert!(sim.attach("rc", Box::new(Reader::default())).is_err());
+    // Nobody claims this address: Unsupported Request, reported, no panic.
+    let e = sim.mmio_read(0x10, 4).unwrap_err().to_string();
+    assert!(e.contains("unsupported request"), "{e}");
+}
+
+fn aer_uncorrectable(sim: &mut FabricSim, bdf: pcielab_wire::Bdf) -> u32 {
+    // Walk the extended capabilities to AER (ID 1); status is at +4.
+    let mut off = 0x100u16;
+    loop {
+        let h = sim.cfg_read(bdf, off);
+        if h & 0xffff == 1 {
+            return sim.cfg_read(bdf, off + 4);
+        }
+        off = (h >> 20) as u16;
+        assert!(off != 0, "no AER in {bdf}");
+    }
+}
+
+#[test]
+fn unexpected_completion_sets_aer_and_does_not_panic() {
+    let mut sim = FabricSim::new(
+        &one_link(3, 4),
+        &KindRegistry::builtin(),
+        SimConfig::default(),
+    )
+    .unwrap();
+    sim.run_for(SimDuration::from_us(1));
+    sim.inject_stray_completion("ep", 77).unwrap();
+    sim.run_for(SimDuration::from_us(2));
+    assert!(
+        sim.errors()
+            .iter()
+            .any(|e| e.contains("unexpected completion for tag 77")),
+        "{:?}",
+        sim.errors()
+    );
+    // Root port 00:01.0 received it: Unexpected Completion Status is bit 16.
+    let rp = pcielab_wire::Bdf::new(0, 1, 0).unwrap();
+    assert_eq!(aer_uncorrectable(&mut sim, rp) & (1 << 16), 1 << 16);
+    // The fabric still works.
+    let bar = sim.bar("ep", 0).unwrap();
+    assert!(matches!(
+        sim.mmio_read(bar, 4).unwrap(),
+        HostRead::Done { .. }
+    ));
+}
+
+/// A device that answers reads later with more data than asked (a bug).
+#[derive(Debug, Default)]
+struct Chatty;
+impl pcielab_fabric::timed::Endpoint for Chatty {
+    fn mem_read(
+        &mut self,
+        _b: u8,
+        _o: u64,
+        _buf: &mut [u8],
+        cx: &mut pcielab_fabric::timed::EpCx<'_>,
+    ) -> pcielab_fabric::timed::ReadReply {
+        cx.timer(SimDuration::from_ns(10), 1);
+        pcielab_fabric::timed::ReadReply::Later(pcielab_fabric::timed::ReadTicket(1))
+    }
+    fn timer(&mut self, _t: u64, cx: &mut pcielab_fabric::timed::EpCx<'_>) {
+        cx.complete(pcielab_fabric::timed::ReadTicket(1), vec![0xab; 64]);
+    }
+}
+
+#[test]
+fn malformed_completion_sets_aer_and_times_out() {
+    let cfg = SimConfig {
+        completion_timeout: SimDuration::from_us(50),
+        ..SimConfig::default()
+    };
+    let mut sim = FabricSim::new(&one_link(3, 4), &KindRegistry::builtin(), cfg).unwrap();
+    sim.attach("ep", Box::new(Chatty)).unwrap();
+    let bar = sim.bar("ep", 0).unwrap();
+    assert_eq!(sim.mmio_read(bar, 4).unwrap(), HostRead::Timeout);
+    let rp = pcielab_wire::Bdf::new(0, 1, 0).unwrap();
+    assert_eq!(aer_uncorrectable(&mut sim, rp) & (1 << 18), 1 << 18);
+}
+
+#[test]
+fn msix_reaches_the_interrupt_sink() {
+    #[derive(Debug)]
+    struct Irq;
+    impl pcielab_fabric::timed::Endpoint for Irq {
+        fn start(&mut self, cx: &mut pcielab_fabric::timed::EpCx<'_>) {
+            cx.timer(SimDuration::from_us(2), 0);
+        }
+        fn timer(&mut self, _t: u64, cx: &mut pcielab_fabric::timed::EpCx<'_>) {
+            cx.msix(1);
+        }
+    }
+    let mut sim = FabricSim::new(
+        &with_switch(4, 4),
+        &KindRegistry::builtin(),
+        SimConfig::default(),
+    )
+    .unwrap();
+    // Unmask vector 1 through the MSI-X table (functional psmem model),
+    // with an MMIO write: vector control is dword 3 of the 16-byte entry.
+    // psmem: 64-bit memory BAR 0 (slots 0-1), then the 32-bit MSI-X BAR.
+    let tbl = sim.bar("ep", 2).unwrap();
+    sim.mmio_write(tbl + 16 + 12, &[0, 0, 0, 0]).unwrap();
+    sim.run_for(SimDuration::from_us(1));
+    sim.attach("ep", Box::new(Irq)).unwrap();
+    let (t, irq) = sim
+        .wait_interrupt(SimDuration::from_us(10))
+        .expect("an interrupt");
+    assert!(t > SimTime::from_ps(3_000_000));
+    assert_eq!(irq.from, sim.bdf("ep").unwrap());
+    assert_eq!(irq.address & 0xfff0_0000, 0xfee0_0000);
+}
