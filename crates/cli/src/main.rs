@@ -9,6 +9,7 @@ mod cfg_cmd;
 mod demo;
 mod dllp_cmd;
 mod model_cmd;
+mod sim_cmd;
 mod tlp_cmd;
 mod topo_cmd;
 
@@ -39,6 +40,8 @@ enum Command {
     Topo(topo_cmd::TopoArgs),
     /// Configuration-space dumps (lspci -xxxx format).
     Cfg(cfg_cmd::CfgArgs),
+    /// Run the timed fabric simulator on a topology with a built-in workload.
+    Sim(sim_cmd::SimArgs),
 }
 
 /// A command failure: the one line to print.
@@ -80,6 +83,7 @@ fn main() -> ExitCode {
         Command::Model(args) => return model_cmd::run(args),
         Command::Topo(a) => topo_cmd::run(&a),
         Command::Cfg(a) => cfg_cmd::run(&a),
+        Command::Sim(a) => sim_cmd::run(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

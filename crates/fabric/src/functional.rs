@@ -302,23 +302,34 @@ pub struct HostMemory {
 }
 
 impl HostMemory {
-    /// Reads bytes (never-written bytes read 0).
+    /// Reads bytes (never-written bytes read 0). Page by page; addresses wrap at 2^64.
     pub fn read(&self, addr: u64, buf: &mut [u8]) {
-        for (i, b) in buf.iter_mut().enumerate() {
-            let a = addr.wrapping_add(i as u64);
-            *b = self
-                .pages
-                .get(&(a >> 12))
-                .map_or(0, |p| p[(a & 0xfff) as usize]);
+        let mut done = 0usize;
+        while done < buf.len() {
+            let a = addr.wrapping_add(done as u64);
+            let off = (a & 0xfff) as usize;
+            let n = (4096 - off).min(buf.len() - done);
+            let dst = &mut buf[done..done + n];
+            match self.pages.get(&(a >> 12)) {
+                Some(p) => dst.copy_from_slice(&p[off..off + n]),
+                None => dst.fill(0),
+            }
+            done += n;
         }
     }
-    /// Writes bytes.
+    /// Writes bytes. Page by page; addresses wrap at 2^64.
     pub fn write(&mut self, addr: u64, data: &[u8]) {
-        for (i, &b) in data.iter().enumerate() {
-            let a = addr.wrapping_add(i as u64);
-            self.pages
+        let mut done = 0usize;
+        while done < data.len() {
+            let a = addr.wrapping_add(done as u64);
+            let off = (a & 0xfff) as usize;
+            let n = (4096 - off).min(data.len() - done);
+            let p = self
+                .pages
                 .entry(a >> 12)
-                .or_insert_with(|| Box::new([0; 4096]))[(a & 0xfff) as usize] = b;
+                .or_insert_with(|| Box::new([0; 4096]));
+            p[off..off + n].copy_from_slice(&data[done..done + n]);
+            done += n;
         }
     }
 }

@@ -248,6 +248,8 @@ pub(crate) struct DmaOp {
     pub last_progress: SimTime,
     pub ok: bool,
     pub live: bool,
+    /// Read requests in flight.
+    pub outstanding: u32,
 }
 
 #[derive(Debug)]
@@ -1020,11 +1022,15 @@ impl Engine {
         };
         match (t.dest, t.kind) {
             (Dest::HostMemory, Kind::MWr) => {
-                let data = self.payload(id).to_vec();
+                let data: &[u8] = if t.data == NONE {
+                    &[]
+                } else {
+                    &self.payloads[t.data as usize]
+                };
                 let n = (t.len as usize).min(data.len());
                 if (MSI_RANGE.0..=MSI_RANGE.1).contains(&t.addr) {
                     let mut v = [0u8; 4];
-                    for (x, y) in v.iter_mut().zip(&data) {
+                    for (x, y) in v.iter_mut().zip(data) {
                         *x = *y;
                     }
                     self.interrupts.push((
@@ -1365,6 +1371,7 @@ impl Engine {
             last_progress: now,
             ok: true,
             live: true,
+            outstanding: 0,
         };
         let oi = match ep.free_ops.pop() {
             Some(i) => {
@@ -1487,6 +1494,7 @@ impl Engine {
                 ep.read_queue.pop_front();
             }
             ep.tag_map[tag as usize] = Some((oi, off, ch.len, 0));
+            ep.ops[oi as usize].outstanding += 1;
             let me = ep.bdf;
             let t = Tlp {
                 kind: Kind::MRd,
@@ -1527,7 +1535,12 @@ impl Engine {
             let t = &self.tlps[id as usize];
             (t.tag, t.status, t.addr, t.len)
         };
-        let payload: Vec<u8> = self.payload(id).to_vec();
+        let pd = self.tlps[id as usize].data;
+        let payload: &[u8] = if pd == NONE {
+            &[]
+        } else {
+            &self.payloads[pd as usize]
+        };
         let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
             return;
         };
@@ -1577,15 +1590,14 @@ impl Engine {
         if done_req {
             ep.tag_map[tag as usize] = None;
             ep.free_tags.push(tag);
-            let op = &ep.ops[oi as usize];
-            if op.live && (op.done_bytes >= op.len || !op.ok) && !ep.read_queue.contains(&oi) {
-                let outstanding = ep
-                    .tag_map
-                    .iter()
-                    .any(|e| matches!(e, Some((o, ..)) if *o == oi));
-                if !outstanding {
-                    self.finish_dma(node, oi, cx);
+            let op = &mut ep.ops[oi as usize];
+            op.outstanding = op.outstanding.saturating_sub(1);
+            let all_issued = op.issued >= op.len || !op.ok;
+            if op.live && op.outstanding == 0 && all_issued && (op.done_bytes >= op.len || !op.ok) {
+                if !op.ok {
+                    ep.read_queue.retain(|&x| x != oi);
                 }
+                self.finish_dma(node, oi, cx);
             }
         }
         self.issue_reads(node, cx);

@@ -93,11 +93,11 @@ pub struct SimConfig {
     pub ep_latency: SimDuration,
     /// Propagation delay per link direction. Default 0.
     pub propagation: SimDuration,
-    /// Receive buffers of root ports and switch ports (0 = infinite). Default 32
-    /// headers and 64 data credits (1 KiB) for P and NP, 32/64 for completions.
+    /// Receive buffers of root ports and switch ports (0 = infinite). Default 64
+    /// headers and 512 data credits (8 KiB) per class.
     pub port_buffer: BufferCredits,
     /// Receive buffers of endpoints. Completions are infinite as the spec requires of
-    /// endpoints. Default P 32/256, NP 32/0(inf).
+    /// endpoints. Default P 64/512, NP 64 headers and infinite data.
     pub ep_buffer: BufferCredits,
     /// Root-complex completion credits are infinite (the host accepts every completion
     /// it asked for). Default true.
@@ -131,12 +131,12 @@ impl Default for SimConfig {
             ep_latency: SimDuration::ZERO,
             propagation: SimDuration::ZERO,
             port_buffer: BufferCredits {
-                hdr: [32, 32, 32],
-                data: [64, 64, 64],
+                hdr: [64, 64, 64],
+                data: [512, 512, 512],
             },
             ep_buffer: BufferCredits {
-                hdr: [32, 32, 0],
-                data: [256, 0, 0],
+                hdr: [64, 64, 0],
+                data: [512, 0, 0],
             },
             rc_infinite_cpl: true,
             error_rate: 0.0,
@@ -257,6 +257,17 @@ fn rx_func(
     }
 }
 
+/// Simulator memory per in-flight TLP, in bytes: the TLP record, its slots in an
+/// egress queue and the replay buffer, and one pending kernel event (payload bytes,
+/// which live in a pooled buffer, not counted).
+pub fn bytes_per_inflight_tlp() -> usize {
+    core::mem::size_of::<Tlp>()
+        + core::mem::size_of::<(u64, u32)>()
+        + core::mem::size_of::<(u32, u32)>()
+        + core::mem::size_of::<Ev>()
+        + 24
+}
+
 /// A timed simulation of a topology, driven as a host program.
 #[derive(Debug)]
 pub struct FabricSim {
@@ -267,6 +278,11 @@ pub struct FabricSim {
 }
 
 impl FabricSim {
+    /// TLP link traversals so far (TLPs put on any link direction, replays excluded).
+    pub fn traversals(&self) -> u64 {
+        self.sim.world().dirs.iter().map(|d| d.counters.tlps).sum()
+    }
+
     /// Builds the functional fabric from `topo`, enumerates it like host software,
     /// and wraps it in the timed model. Endpoint nodes answer BAR accesses with their
     /// functional model (psmem memory, MSI-X table) in zero device time until a timed
@@ -736,7 +752,12 @@ impl FabricSim {
 
     /// Runs until no event is pending (every device idle), or `limit` is reached.
     pub fn run_until_idle(&mut self, limit: SimTime) {
-        self.sim.step_until(limit);
+        while let Some(t) = self.sim.next_time() {
+            if t > limit {
+                break;
+            }
+            self.sim.step();
+        }
     }
 
     /// Runs until `done` holds (checked after every event) or `limit` is reached;

@@ -1,0 +1,469 @@
+//! `pcielab sim FILE.toml --workload NAME …`: run the timed simulator.
+
+use crate::{fail, Failure};
+use clap::{Args, ValueEnum};
+use pcielab_fabric::kinds::KindRegistry;
+use pcielab_fabric::timed::{AddrPattern, DmaOpKind, DmaStream, FabricSim, HostRead, SimConfig};
+use pcielab_fabric::topology::Topology;
+use pcielab_sim::{SimDuration, SimTime};
+use serde_json::{json, Value};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+/// Built-in workloads.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workload {
+    /// A DMA stream from one endpoint (psmem-style engine): --op, --size, --window, --count.
+    Dma,
+    /// MMIO read latency of every endpoint's BAR 0 (--count reads of --size bytes).
+    MmioLat,
+    /// The default scenario: DMA read/write bandwidth over --sizes for every endpoint,
+    /// then MMIO read latency of every endpoint.
+    Sweep,
+}
+
+/// DMA direction.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// Device reads host memory.
+    Read,
+    /// Device writes host memory.
+    Write,
+    /// Alternating reads and writes.
+    Rw,
+}
+
+/// Address pattern.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pattern {
+    /// Consecutive page-aligned slots.
+    Seq,
+    /// Random page-aligned slots (seeded).
+    Random,
+}
+
+/// Arguments of `pcielab sim`.
+#[derive(Args, Debug)]
+pub struct SimArgs {
+    /// Topology file (TOML).
+    file: PathBuf,
+    /// Workload to run.
+    #[arg(long, value_enum, default_value = "sweep")]
+    workload: Workload,
+    /// Endpoint node that runs the DMA stream (default: the first endpoint).
+    #[arg(long)]
+    device: Option<String>,
+    /// DMA direction.
+    #[arg(long, value_enum, default_value = "read")]
+    op: Op,
+    /// Bytes per DMA (dma; default 4096) or per MMIO read (mmio-lat; default 4).
+    /// For --op rw the Gb/s column counts both directions.
+    #[arg(long)]
+    size: Option<u64>,
+    /// Transfer sizes for the sweep: FROM:TO[:STEP] (STEP omitted: powers of two).
+    #[arg(long, default_value = "64:4096")]
+    sizes: String,
+    /// DMAs in flight.
+    #[arg(long, default_value_t = 16)]
+    window: u32,
+    /// Outstanding read tags of each DMA engine (1..=768).
+    #[arg(long, default_value_t = 64)]
+    tags: u16,
+    /// DMAs (dma, sweep) or MMIO reads (mmio-lat) to run.
+    #[arg(long, default_value_t = 200)]
+    count: u64,
+    /// Address pattern.
+    #[arg(long, value_enum, default_value = "seq")]
+    pattern: Pattern,
+    /// Host buffer size for the DMA stream in bytes.
+    #[arg(long, default_value_t = 1 << 22)]
+    region: u64,
+    /// Max_Payload_Size (bytes).
+    #[arg(long, default_value_t = 256)]
+    mps: u16,
+    /// Max_Read_Request_Size (bytes).
+    #[arg(long, default_value_t = 512)]
+    mrrs: u16,
+    /// Read Completion Boundary (64 or 128).
+    #[arg(long, default_value_t = 64)]
+    rcb: u16,
+    /// Switch latency (ns).
+    #[arg(long, default_value_t = 150)]
+    switch_ns: u64,
+    /// Root-complex latency (ns), each way.
+    #[arg(long, default_value_t = 100)]
+    rc_ns: u64,
+    /// Host memory latency (ns).
+    #[arg(long, default_value_t = 80)]
+    mem_ns: u64,
+    /// Propagation delay per link (ns).
+    #[arg(long, default_value_t = 0)]
+    prop_ns: u64,
+    /// Replay buffer capacity (TLPs).
+    #[arg(long, default_value_t = 64)]
+    replay_buffer: usize,
+    /// Probability of an LCRC error per TLP (0 <= p < 1).
+    #[arg(long, default_value_t = 0.0)]
+    error_rate: f64,
+    /// RNG seed (default: the topology's).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Print JSON.
+    #[arg(long, conflicts_with = "csv")]
+    json: bool,
+    /// Print CSV.
+    #[arg(long)]
+    csv: bool,
+}
+
+fn parse_sizes(s: &str) -> Result<Vec<u64>, Failure> {
+    let bad = || {
+        fail(format!(
+            "--sizes {s:?}: expected FROM:TO[:STEP] with 1 <= FROM <= TO <= 1048576 and STEP >= 1"
+        ))
+    };
+    let parts: Vec<&str> = s.split(':').collect();
+    if parts.len() < 2 || parts.len() > 3 {
+        return Err(bad());
+    }
+    let num = |x: &str| x.trim().parse::<u64>().map_err(|_| bad());
+    let (from, to) = (num(parts[0])?, num(parts[1])?);
+    if from == 0 || from > to || to > 1 << 20 {
+        return Err(bad());
+    }
+    let mut v = Vec::new();
+    if let Some(step) = parts.get(2) {
+        let step = num(step)?;
+        if step == 0 {
+            return Err(bad());
+        }
+        let mut x = from;
+        while x <= to && v.len() < 10_000 {
+            v.push(x);
+            x += step;
+        }
+    } else {
+        let mut x = from;
+        while x <= to {
+            v.push(x);
+            x *= 2;
+        }
+    }
+    Ok(v)
+}
+
+struct Ctx {
+    topo: Topology,
+    reg: KindRegistry,
+    cfg: SimConfig,
+}
+
+impl Ctx {
+    fn new_sim(&self) -> Result<FabricSim, Failure> {
+        FabricSim::new(&self.topo, &self.reg, self.cfg.clone())
+            .map_err(|e| fail(format!("{}: {e}", self.topo.file)))
+    }
+    fn endpoints(&self) -> Vec<String> {
+        let sim_kinds = ["root-complex", "switch"];
+        self.topo
+            .nodes
+            .iter()
+            .filter(|n| !sim_kinds.contains(&n.kind.as_str()))
+            .map(|n| n.name.clone())
+            .collect()
+    }
+}
+
+fn dma_row(ctx: &Ctx, a: &SimArgs, device: &str, op: Op, size: u64) -> Result<Value, Failure> {
+    let mut sim = ctx.new_sim()?;
+    let base = sim.alloc_dma(a.region);
+    let kind = match op {
+        Op::Read => DmaOpKind::Read,
+        Op::Write => DmaOpKind::Write,
+        Op::Rw => DmaOpKind::ReadWrite,
+    };
+    let pattern = match a.pattern {
+        Pattern::Seq => AddrPattern::Sequential,
+        Pattern::Random => AddrPattern::Random,
+    };
+    let count = a.count.max(a.window as u64 * 2);
+    sim.attach(
+        device,
+        Box::new(DmaStream::new(
+            kind, size, a.window, count, base, a.region, pattern,
+        )),
+    )
+    .map_err(|e| fail(e.to_string()))?;
+    sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+    let rep = sim
+        .model(device)
+        .and_then(|m| m.report())
+        .ok_or_else(|| fail(format!("{device}: no report")))?;
+    let c = sim.counters();
+    let replays: u64 = c.iter().map(|x| x.1.replays).sum();
+    let stall: u64 = c.iter().map(|x| x.1.credit_stall_ps).sum();
+    Ok(json!({
+        "workload": "dma", "device": device,
+        "op": format!("{op:?}").to_lowercase(), "size_B": size, "window": a.window,
+        "gbps": rep["gbps"], "mean_latency_ns": rep["mean_latency_ns"],
+        "min_latency_ns": rep["min_latency_ns"], "max_latency_ns": rep["max_latency_ns"],
+        "dmas": rep["dmas"], "failed": rep["failed"], "replays": replays,
+        "credit_stall_ns": stall as f64 / 1000.0,
+        "elapsed_ns": rep["elapsed_ps"].as_f64().unwrap_or(0.0) / 1000.0, "events": sim.events(),
+    }))
+}
+
+fn mmio_rows(ctx: &Ctx, a: &SimArgs) -> Result<Vec<Value>, Failure> {
+    let mut sim = ctx.new_sim()?;
+    sim.run_for(SimDuration::from_us(2));
+    let size = a.size.unwrap_or(4).clamp(1, 4096) as u32;
+    let mut rows = Vec::new();
+    for ep in ctx.endpoints() {
+        let Some(bar) = sim.bar(&ep, 0) else { continue };
+        let (mut sum, mut min, mut max, mut n) = (0u64, u64::MAX, 0u64, 0u64);
+        for _ in 0..a.count.clamp(1, 100_000) {
+            match sim
+                .mmio_read(bar, size)
+                .map_err(|e| fail(format!("{ep}: {e}")))?
+            {
+                HostRead::Done { issued, done, .. } => {
+                    let l = (done - issued).as_ps();
+                    sum += l;
+                    min = min.min(l);
+                    max = max.max(l);
+                    n += 1;
+                }
+                other => return Err(fail(format!("{ep}: MMIO read failed: {other:?}"))),
+            }
+        }
+        let n = n.max(1);
+        rows.push(json!({
+            "workload": "mmio-lat", "device": ep, "size_B": size, "reads": n,
+            "mean_latency_ns": sum as f64 / n as f64 / 1000.0,
+            "min_latency_ns": min as f64 / 1000.0, "max_latency_ns": max as f64 / 1000.0,
+        }));
+    }
+    Ok(rows)
+}
+
+fn progress(done: usize, total: usize) {
+    if std::io::stderr().is_terminal() && total > 1 {
+        let w = 30;
+        let k = done * w / total.max(1);
+        eprint!("\r[{}{}] {done}/{total}", "#".repeat(k), ".".repeat(w - k));
+        if done == total {
+            eprintln!();
+        }
+    }
+}
+
+fn fmt_table(rows: &[Value]) -> String {
+    let mut s = String::new();
+    let dma: Vec<&Value> = rows.iter().filter(|r| r["workload"] == "dma").collect();
+    if !dma.is_empty() {
+        s.push_str("DMA bandwidth (saturated, after the first window)\n");
+        s.push_str(&format!(
+            "{:<10} {:<6} {:>8} {:>10} {:>12} {:>10} {:>8}\n",
+            "device", "op", "size_B", "Gb/s", "mean_lat_ns", "max_lat_ns", "replays"
+        ));
+        for r in dma {
+            s.push_str(&format!(
+                "{:<10} {:<6} {:>8} {:>10.3} {:>12.1} {:>10.1} {:>8}\n",
+                r["device"].as_str().unwrap_or(""),
+                r["op"].as_str().unwrap_or(""),
+                r["size_B"].as_u64().unwrap_or(0),
+                r["gbps"].as_f64().unwrap_or(0.0),
+                r["mean_latency_ns"].as_f64().unwrap_or(0.0),
+                r["max_latency_ns"].as_f64().unwrap_or(0.0),
+                r["replays"].as_u64().unwrap_or(0)
+            ));
+        }
+    }
+    let lat: Vec<&Value> = rows
+        .iter()
+        .filter(|r| r["workload"] == "mmio-lat")
+        .collect();
+    if !lat.is_empty() {
+        if !s.is_empty() {
+            s.push('\n');
+        }
+        s.push_str("MMIO read latency (host → BAR 0 → host)\n");
+        s.push_str(&format!(
+            "{:<10} {:>8} {:>8} {:>10} {:>10} {:>10}\n",
+            "device", "size_B", "reads", "mean_ns", "min_ns", "max_ns"
+        ));
+        for r in lat {
+            s.push_str(&format!(
+                "{:<10} {:>8} {:>8} {:>10.1} {:>10.1} {:>10.1}\n",
+                r["device"].as_str().unwrap_or(""),
+                r["size_B"].as_u64().unwrap_or(0),
+                r["reads"].as_u64().unwrap_or(0),
+                r["mean_latency_ns"].as_f64().unwrap_or(0.0),
+                r["min_latency_ns"].as_f64().unwrap_or(0.0),
+                r["max_latency_ns"].as_f64().unwrap_or(0.0)
+            ));
+        }
+    }
+    s
+}
+
+fn fmt_csv(rows: &[Value]) -> String {
+    let cols = [
+        "workload",
+        "device",
+        "op",
+        "size_B",
+        "gbps",
+        "mean_latency_ns",
+        "min_latency_ns",
+        "max_latency_ns",
+        "replays",
+    ];
+    let mut s = cols.join(",");
+    s.push('\n');
+    for r in rows {
+        let f: Vec<String> = cols
+            .iter()
+            .map(|c| match &r[*c] {
+                Value::Null => String::new(),
+                Value::String(x) => x.clone(),
+                v => v.to_string(),
+            })
+            .collect();
+        s.push_str(&f.join(","));
+        s.push('\n');
+    }
+    s
+}
+
+/// Runs `pcielab sim`.
+pub fn run(a: &SimArgs) -> Result<(), Failure> {
+    let reg = KindRegistry::builtin();
+    let topo = Topology::load(&a.file, &reg).map_err(|e| fail(e.to_string()))?;
+    if a.window == 0 {
+        return Err(fail("--window 0: at least one DMA must be in flight"));
+    }
+    match (a.workload, a.size) {
+        (_, Some(0)) => return Err(fail("--size 0: allowed 1 or more bytes")),
+        (Workload::MmioLat, Some(s)) if s > 4096 => {
+            return Err(fail(format!("--size {s}: an MMIO read is 1..=4096 bytes")))
+        }
+        (_, Some(s)) if s > 1 << 30 => {
+            return Err(fail(format!("--size {s}: allowed 1..=1073741824 bytes")))
+        }
+        _ => {}
+    }
+    if a.count == 0 {
+        return Err(fail("--count 0: allowed 1 or more"));
+    }
+    let cfg = SimConfig {
+        seed: a.seed,
+        mps: a.mps,
+        mrrs: a.mrrs,
+        rcb: a.rcb,
+        replay_buffer: a.replay_buffer,
+        switch_latency: SimDuration::from_ns(a.switch_ns),
+        rc_latency: SimDuration::from_ns(a.rc_ns),
+        mem_latency: SimDuration::from_ns(a.mem_ns),
+        propagation: SimDuration::from_ns(a.prop_ns),
+        error_rate: a.error_rate,
+        dma_tags: a.tags,
+        ..SimConfig::default()
+    };
+    let ctx = Ctx { topo, reg, cfg };
+    // Validates parameters and the topology once, with a clear message.
+    ctx.new_sim()?;
+    let eps = ctx.endpoints();
+    if eps.is_empty() {
+        return Err(fail(format!(
+            "{}: the topology has no endpoint to run a workload on",
+            a.file.display()
+        )));
+    }
+    let device = match &a.device {
+        Some(d) if eps.contains(d) => d.clone(),
+        Some(d) => {
+            return Err(fail(format!(
+                "--device {d:?}: not an endpoint of the topology; endpoints: {}",
+                eps.join(", ")
+            )))
+        }
+        None => eps[0].clone(),
+    };
+    let mut rows = Vec::new();
+    match a.workload {
+        Workload::Dma => rows.push(dma_row(&ctx, a, &device, a.op, a.size.unwrap_or(4096))?),
+        Workload::MmioLat => rows = mmio_rows(&ctx, a)?,
+        Workload::Sweep => {
+            let sizes = parse_sizes(&a.sizes)?;
+            let targets: Vec<String> = match &a.device {
+                Some(_) => vec![device.clone()],
+                None => eps.clone(),
+            };
+            let total = targets.len() * sizes.len() * 2 + 1;
+            let mut done = 0;
+            for ep in &targets {
+                for op in [Op::Read, Op::Write] {
+                    for &size in &sizes {
+                        rows.push(dma_row(&ctx, a, ep, op, size)?);
+                        done += 1;
+                        progress(done, total);
+                    }
+                }
+            }
+            let lat_args = SimArgs {
+                size: Some(4),
+                count: 10,
+                ..a.clone_for_lat()
+            };
+            rows.extend(mmio_rows(&ctx, &lat_args)?);
+            progress(total, total);
+        }
+    }
+    let header = format!(
+        "{}: MPS {} MRRS {} RCB {}, switch {} ns, root complex {} ns, memory {} ns, window {}, tags {}, seed {}\n\n",
+        a.file.display(), a.mps, a.mrrs, a.rcb, a.switch_ns, a.rc_ns, a.mem_ns, a.window, a.tags,
+        a.seed.unwrap_or(ctx.topo.seed)
+    );
+    let out = if a.json {
+        let mut s = serde_json::to_string_pretty(&Value::Array(rows)).unwrap_or_default();
+        s.push('\n');
+        s
+    } else if a.csv {
+        fmt_csv(&rows)
+    } else {
+        header + &fmt_table(&rows)
+    };
+    print!("{out}");
+    Ok(())
+}
+
+impl SimArgs {
+    fn clone_for_lat(&self) -> SimArgs {
+        SimArgs {
+            file: self.file.clone(),
+            workload: self.workload,
+            device: self.device.clone(),
+            op: self.op,
+            size: self.size,
+            sizes: self.sizes.clone(),
+            window: self.window,
+            tags: self.tags,
+            count: self.count,
+            pattern: self.pattern,
+            region: self.region,
+            mps: self.mps,
+            mrrs: self.mrrs,
+            rcb: self.rcb,
+            switch_ns: self.switch_ns,
+            rc_ns: self.rc_ns,
+            mem_ns: self.mem_ns,
+            prop_ns: self.prop_ns,
+            replay_buffer: self.replay_buffer,
+            error_rate: self.error_rate,
+            seed: self.seed,
+            json: self.json,
+            csv: self.csv,
+        }
+    }
+}

@@ -1,0 +1,101 @@
+//! `pcielab sim` end to end, through the built binary.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn pcielab(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_pcielab"))
+        .args(args)
+        .output()
+        .expect("run pcielab");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn example(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/topologies")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+#[test]
+fn default_scenario_prints_a_report() {
+    let f = example("sim-default.toml");
+    let (rc, out, err) = pcielab(&["sim", &f, "--sizes", "256:512"]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(out.contains("DMA bandwidth"), "{out}");
+    assert!(out.contains("MMIO read latency"), "{out}");
+    // Four endpoints × read/write × two sizes, and four latency rows.
+    assert_eq!(
+        out.lines().filter(|l| l.starts_with("mem")).count(),
+        4 * 2 * 2 + 4,
+        "{out}"
+    );
+}
+
+#[test]
+fn dma_json_write_rate_is_the_link_rate() {
+    // mem3: Gen4 x16 directly on the root port. 256-byte writes above 4 GiB: 256 + 16
+    // header + 8 framing = 280 bytes per TLP. Gen4 x16 carries 16 GT/s × 16 × 128/130
+    // = 252.06 Gb/s, less one SKP block in 376: 251.39 Gb/s; × 256/280 = 229.83 Gb/s.
+    let f = example("sim-default.toml");
+    let (rc, out, err) = pcielab(&[
+        "sim",
+        &f,
+        "--workload",
+        "dma",
+        "--device",
+        "mem3",
+        "--op",
+        "write",
+        "--size",
+        "4096",
+        "--json",
+    ]);
+    assert_eq!(rc, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let g = v[0]["gbps"].as_f64().unwrap();
+    let want = 16.0 * 16.0 * 128.0 / 130.0 * 375.0 / 376.0 * 256.0 / 280.0;
+    assert!((g - want).abs() / want < 1e-3, "{g} vs {want}");
+}
+
+#[test]
+fn mmio_csv() {
+    let f = example("sim-default.toml");
+    let (rc, out, err) = pcielab(&["sim", &f, "--workload", "mmio-lat", "--count", "3", "--csv"]);
+    assert_eq!(rc, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[0],
+        "workload,device,op,size_B,gbps,mean_latency_ns,min_latency_ns,max_latency_ns,replays"
+    );
+    assert_eq!(lines.len(), 5);
+    assert!(lines[1].starts_with("mmio-lat,mem0,,4,"));
+}
+
+#[test]
+fn bad_input_exits_2_with_one_line() {
+    let f = example("sim-default.toml");
+    for (args, what) in [
+        (vec!["sim", &f, "--mps", "100"], "mps 100"),
+        (vec!["sim", &f, "--device", "nope"], "--device \"nope\""),
+        (vec!["sim", &f, "--sizes", "5:1"], "--sizes"),
+        (vec!["sim", &f, "--window", "0"], "--window 0"),
+        (
+            vec!["sim", &f, "--workload", "mmio-lat", "--size", "5000"],
+            "--size 5000",
+        ),
+        (vec!["sim", &f, "--error-rate", "2"], "error rate 2"),
+        (vec!["sim", "no-such-file.toml"], "no-such-file.toml"),
+    ] {
+        let (rc, out, err) = pcielab(&args);
+        assert_eq!(rc, 2, "{args:?}: {out}{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(what), "{args:?}: {err}");
+    }
+}
