@@ -3,6 +3,7 @@
 
 mod common;
 mod enumerate;
+mod gem5;
 mod props;
 mod real_lspci;
 mod timed;
