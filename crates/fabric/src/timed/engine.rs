@@ -14,6 +14,37 @@ use pcielab_wire::{Bdf, CplStatus, DllpRepr, SeqNum, Tag};
 use std::collections::{HashMap, VecDeque};
 
 pub(crate) const NONE: u32 = u32::MAX;
+
+/// A small multiplicative hasher for the simulator's integer-keyed maps (route cache,
+/// DMA bookkeeping): SipHash's DoS resistance buys nothing here.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct IntHasher(u64);
+
+impl std::hash::Hasher for IntHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b as u64);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7cc1_b727_220a_95);
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(v as u64);
+    }
+    fn write_u16(&mut self, v: u16) {
+        self.write_u64(v as u64);
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+}
+
+/// A `HashMap` with [`IntHasher`].
+pub(crate) type IntMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<IntHasher>>;
 const MAX_PATH: usize = 8;
 /// Flow-control classes: posted, non-posted, completion.
 pub(crate) const P: usize = 0;
@@ -133,7 +164,7 @@ pub enum Ev {
     Consume(u32),
     /// A device timer.
     EpTimer(u32, u64),
-    /// A DMA's completion-timeout check.
+    /// An endpoint's completion-timeout sweep.
     DmaTimeout(u32, u32),
     /// A host request's completion timeout.
     HostTimeout(u16),
@@ -180,7 +211,10 @@ pub(crate) struct Dir {
     pub timing: LinkTiming,
     pub free_at: u128,
     pub busy: bool,
+    /// FIFO stream of arrivals at the receiver (times never decrease).
     pub fifo: FifoId,
+    /// FIFO stream of the transmitter's TxDone events (times never decrease).
+    pub tx_fifo: FifoId,
     pub prop_ps: u64,
     pub ack_ps: u64,
     pub fc_ps: u64,
@@ -231,6 +265,8 @@ pub(crate) enum NodeKind {
 #[derive(Debug)]
 pub(crate) struct Node {
     pub name: String,
+    /// FIFO stream of the node's Forward/Consume events.
+    pub fifo: FifoId,
     pub kind: NodeKind,
     /// Functional function of the node (endpoint function 0; switch upstream port).
     pub func: Option<FnId>,
@@ -268,6 +304,8 @@ pub(crate) struct EpState {
     pub tickets: HashMap<u64, (Bdf, u16, u64, u32)>,
     pub rng: Rng,
     pub up_dir: u16,
+    /// A completion-timeout sweep is pending.
+    pub timeout_armed: bool,
 }
 
 /// A host (root-complex) request waiting for its completion.
@@ -311,7 +349,7 @@ pub struct Engine {
     pub(crate) payloads: Vec<Vec<u8>>,
     pub(crate) free_payloads: Vec<u32>,
     pub(crate) pair_dir: HashMap<(u32, u32), u16>,
-    pub(crate) route_cache: HashMap<(u32, u64), ([u16; MAX_PATH], u8, Dest)>,
+    pub(crate) route_cache: IntMap<(u32, u64), ([u16; MAX_PATH], u8, Dest)>,
     pub(crate) rc_node: u32,
     pub(crate) host_bdf: Bdf,
     pub(crate) host_tags: Vec<u16>,
@@ -781,7 +819,8 @@ impl Engine {
         dir.busy = true;
         let fifo = dir.fifo;
         let arrive = end_ps + dir.prop_ps;
-        cx.schedule_at(SimTime::from_ps(end_ps), Ev::TxDone(d));
+        let txf = dir.tx_fifo;
+        cx.push_fifo(txf, SimTime::from_ps(end_ps), Ev::TxDone(d));
         cx.push_fifo(fifo, SimTime::from_ps(arrive), Ev::Arrive(d, WireItem(w)));
     }
 
@@ -991,9 +1030,30 @@ impl Engine {
                 (Dest::Bar { .. }, Kind::MRd) => self.cfg.ep_latency,
                 _ => SimDuration::ZERO,
             };
-            cx.schedule_in(lat + extra, Ev::Consume(id));
+            // Per-node FIFO: a constant latency keeps times in order; a varying one
+            // (memory reads) falls back to the heap inside push_fifo.
+            let f = self.nodes[node as usize].fifo;
+            cx.push_fifo(f, cx.now() + lat + extra, Ev::Consume(id));
         } else {
-            cx.schedule_in(lat, Ev::Forward(id));
+            let mut at = cx.now() + lat;
+            if self.cfg.cut_through && matches!(self.nodes[node as usize].kind, NodeKind::Switch) {
+                // Cut-through: the latency runs from the arrival of the header (the
+                // first 16 bytes after framing); the egress may not finish before the
+                // ingress does, so it starts no earlier than now − its own duration.
+                let tb = t.tlp_bytes();
+                let hdr = (t.hdr_bytes as u64).min(tb);
+                let din = &self.dirs[d as usize].timing;
+                let ser_in = din.units_to_ps_ceil(din.units(din.tlp_wire_bytes(tb)));
+                let ser_hdr = din.units_to_ps_ceil(din.units(hdr + 4));
+                let dout = &self.dirs[t.path[t.at as usize] as usize].timing;
+                let ser_out = dout.units_to_ps_ceil(dout.units(dout.tlp_wire_bytes(tb)));
+                let now = cx.now().as_ps();
+                let hdr_arrival = now.saturating_sub(ser_in - ser_hdr.min(ser_in));
+                let t0 = (hdr_arrival + lat.as_ps()).max(now.saturating_sub(ser_out));
+                at = SimTime::from_ps(t0.max(now.saturating_sub(ser_in)));
+            }
+            let f = self.nodes[node as usize].fifo;
+            cx.push_fifo(f, at, Ev::Forward(id));
         }
     }
 
@@ -1395,7 +1455,12 @@ impl Engine {
                 ep.read_queue.push_back(oi);
             }
             let to = self.cfg.completion_timeout;
-            cx.schedule_in(to, Ev::DmaTimeout(node, oi));
+            if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
+                if !ep.timeout_armed {
+                    ep.timeout_armed = true;
+                    cx.schedule_in(to, Ev::DmaTimeout(node, 0));
+                }
+            }
             self.issue_reads(node, cx);
         }
     }
@@ -1603,42 +1668,59 @@ impl Engine {
         self.issue_reads(node, cx);
     }
 
-    fn dma_timeout(&mut self, node: u32, oi: u32, cx: &mut Context<'_, Ev>) {
+    /// The endpoint's completion-timeout sweep: one pending timer per endpoint (at the
+    /// earliest deadline), so DMAs add no heap entries of their own.
+    fn dma_timeout(&mut self, node: u32, cx: &mut Context<'_, Ev>) {
         let to = self.cfg.completion_timeout;
         let now = cx.now();
+        let tags = self.cfg.dma_tags;
         let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
             return;
         };
-        let Some(op) = ep.ops.get_mut(oi as usize) else {
-            return;
-        };
-        if !op.live || op.write {
-            return;
-        }
-        let deadline = op.last_progress + to;
-        if deadline > now {
-            cx.schedule_at(deadline, Ev::DmaTimeout(node, oi));
-            return;
-        }
-        op.ok = false;
-        for e in ep.tag_map.iter_mut() {
-            if matches!(e, Some((o, ..)) if *o == oi) {
-                *e = None;
+        let mut expired = Vec::new();
+        let mut next: Option<SimTime> = None;
+        for (i, op) in ep.ops.iter().enumerate() {
+            if !op.live || op.write {
+                continue;
             }
+            let deadline = op.last_progress + to;
+            if deadline <= now {
+                expired.push(i as u32);
+            } else {
+                next = Some(next.map_or(deadline, |n| n.min(deadline)));
+            }
+        }
+        match next {
+            Some(t) => {
+                cx.schedule_at(t, Ev::DmaTimeout(node, 0));
+            }
+            None => ep.timeout_armed = false,
+        }
+        if expired.is_empty() {
+            return;
+        }
+        for &oi in &expired {
+            ep.ops[oi as usize].ok = false;
+            for e in ep.tag_map.iter_mut() {
+                if matches!(e, Some((o, ..)) if *o == oi) {
+                    *e = None;
+                }
+            }
+            ep.read_queue.retain(|&x| x != oi);
         }
         // Tags of timed-out requests return to the pool (late completions are then
         // Unexpected Completions).
-        let used: Vec<bool> = ep.tag_map.iter().map(|e| e.is_some()).collect();
-        let mut free: Vec<u16> = (0..used.len() as u16)
-            .filter(|&t| !used[t as usize])
+        let mut free: Vec<u16> = (0..tags)
+            .filter(|&t| ep.tag_map.get(t as usize).is_some_and(|e| e.is_none()))
             .collect();
         free.reverse();
         ep.free_tags = free;
-        ep.read_queue.retain(|&x| x != oi);
         let name = self.nodes[node as usize].name.clone();
-        self.errors
-            .push(format!("{name}: DMA read completion timeout"));
-        self.finish_dma(node, oi, cx);
+        for oi in expired {
+            self.errors
+                .push(format!("{name}: DMA read completion timeout"));
+            self.finish_dma(node, oi, cx);
+        }
     }
 
     fn finish_dma(&mut self, node: u32, oi: u32, cx: &mut Context<'_, Ev>) {
@@ -1800,7 +1882,7 @@ impl World for Engine {
             Ev::EpTimer(n, tok) => {
                 self.call_ep(n, cx, |m, cx| m.timer(tok, cx));
             }
-            Ev::DmaTimeout(n, oi) => self.dma_timeout(n, oi, cx),
+            Ev::DmaTimeout(n, _) => self.dma_timeout(n, cx),
             Ev::HostTimeout(tag) => {
                 if self.host_reqs.remove(&tag).is_some() {
                     self.host_done.insert(tag, HostRead::Timeout);

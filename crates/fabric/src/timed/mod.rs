@@ -81,8 +81,12 @@ pub struct SimConfig {
     pub rcb: u16,
     /// Replay buffer capacity in TLPs per link direction. Default 64.
     pub replay_buffer: usize,
-    /// Switch forwarding latency (store-and-forward, after the TLP is received). 150 ns.
+    /// Switch forwarding latency: after the whole TLP is received (store-and-forward),
+    /// or after its header with `cut_through`. Default 150 ns.
     pub switch_latency: SimDuration,
+    /// Switches forward cut-through (from the header) instead of store-and-forward.
+    /// Default false.
+    pub cut_through: bool,
     /// Root-complex latency, charged once in each direction. Default 100 ns.
     pub rc_latency: SimDuration,
     /// Host memory access: fixed part. Default 80 ns.
@@ -125,6 +129,7 @@ impl Default for SimConfig {
             rcb: 64,
             replay_buffer: 64,
             switch_latency: SimDuration::from_ns(150),
+            cut_through: false,
             rc_latency: SimDuration::from_ns(100),
             mem_latency: SimDuration::from_ns(80),
             mem_per_line: SimDuration::ZERO,
@@ -335,6 +340,7 @@ impl FabricSim {
                             tickets: HashMap::new(),
                             rng: root_rng.fork(i as u64 + 1),
                             up_dir: 0,
+                            timeout_armed: false,
                         })),
                         f,
                     )
@@ -342,6 +348,7 @@ impl FabricSim {
             };
             node_index.insert(n.name.clone(), i as u32);
             nodes.push(Node {
+                fifo: pcielab_sim::EventQueue::<()>::new().new_fifo(),
                 name: n.name.clone(),
                 kind,
                 func: f,
@@ -398,6 +405,7 @@ impl FabricSim {
                     free_at: 0,
                     busy: false,
                     fifo: dummy_fifo,
+                    tx_fifo: dummy_fifo,
                     prop_ps: cfg.propagation.as_ps(),
                     ack_ps: timing.symbols_ps(timing.ack_limit_symbols(cfg.mps)),
                     fc_ps: timing.symbols_ps(timing.ack_limit_symbols(cfg.mps)),
@@ -441,7 +449,7 @@ impl FabricSim {
             payloads: Vec::new(),
             free_payloads: Vec::new(),
             pair_dir,
-            route_cache: HashMap::new(),
+            route_cache: Default::default(),
             rc_node,
             host_bdf,
             host_tags: (0..256u16).rev().collect(),
@@ -465,7 +473,13 @@ impl FabricSim {
         .build();
         for d in 0..sim.world().dirs.len() {
             let f = sim.new_fifo();
+            let g = sim.new_fifo();
             sim.world_mut().dirs[d].fifo = f;
+            sim.world_mut().dirs[d].tx_fifo = g;
+        }
+        for n in 0..sim.world().nodes.len() {
+            let f = sim.new_fifo();
+            sim.world_mut().nodes[n].fifo = f;
         }
         // Link training ends in the InitFC handshake: every receiver advertises its
         // buffers with InitFC1 and InitFC2 for P, NP and Cpl (0 = infinite).

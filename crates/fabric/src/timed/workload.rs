@@ -2,7 +2,6 @@
 
 use super::endpoint::{DmaId, Endpoint, EpCx, ReadReply};
 use pcielab_sim::SimTime;
-use std::collections::HashMap;
 
 /// Direction of the DMAs of a stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,7 +70,7 @@ pub struct DmaStream {
     /// 4096 (every transfer starts on a page, as the analytic model assumes).
     pub align: u64,
     issued: u64,
-    inflight: HashMap<DmaId, (SimTime, u64)>,
+    inflight: super::engine::IntMap<DmaId, (SimTime, u64)>,
     done: u64,
     failed: u64,
     warm_at: Option<SimTime>,
@@ -104,7 +103,7 @@ impl DmaStream {
             offset: 0,
             align: 4096,
             issued: 0,
-            inflight: HashMap::new(),
+            inflight: Default::default(),
             done: 0,
             failed: 0,
             warm_at: None,

@@ -506,3 +506,84 @@ fn msix_reaches_the_interrupt_sink() {
     assert_eq!(irq.from, sim.bdf("ep").unwrap());
     assert_eq!(irq.address & 0xfff0_0000, 0xfee0_0000);
 }
+
+#[test]
+fn cut_through_saves_the_body_serialization_at_the_switch() {
+    let base = SimConfig {
+        rc_latency: SimDuration::from_ns(100),
+        switch_latency: SimDuration::from_ns(150),
+        propagation: SimDuration::from_ns(5),
+        ep_latency: SimDuration::from_ns(40),
+        ..SimConfig::default()
+    };
+    let lat = |cut_through| {
+        let cfg = SimConfig {
+            cut_through,
+            ..base.clone()
+        };
+        let mut sim = FabricSim::new(&with_switch(3, 4), &KindRegistry::builtin(), cfg).unwrap();
+        sim.run_for(SimDuration::from_us(5));
+        let bar = sim.bar("ep", 0).unwrap();
+        match sim.mmio_read(bar, 4).unwrap() {
+            HostRead::Done { issued, done, .. } => (done - issued).as_ps(),
+            r => panic!("{r:?}"),
+        }
+    };
+    // Same serialization as in the store-and-forward test. The switch forwards once the
+    // STP token + header have arrived: the MRd (16-byte header, 24 wire bytes) saves
+    // ser(24) - ser(20), the CplD (12-byte header, 24 wire bytes) ser(24) - ser(16).
+    let ser = |bytes: u64| (bytes * 1000 * 130 * 376).div_ceil(128 * 375 * 4);
+    let saved = (ser(24) - ser(20)) + (ser(24) - ser(16));
+    assert_eq!(lat(false) - lat(true), saved);
+}
+
+/// A device whose BAR reads are never completed.
+#[derive(Debug)]
+struct Silent;
+impl pcielab_fabric::timed::Endpoint for Silent {
+    fn mem_read(
+        &mut self,
+        _b: u8,
+        _o: u64,
+        _buf: &mut [u8],
+        _cx: &mut pcielab_fabric::timed::EpCx<'_>,
+    ) -> pcielab_fabric::timed::ReadReply {
+        pcielab_fabric::timed::ReadReply::Later(pcielab_fabric::timed::ReadTicket(9))
+    }
+}
+
+#[test]
+fn peer_to_peer_read_of_a_silent_device_times_out() {
+    let cfg = SimConfig {
+        completion_timeout: SimDuration::from_us(20),
+        ..SimConfig::default()
+    };
+    let mut sim = FabricSim::new(&with_switch(3, 4), &KindRegistry::builtin(), cfg).unwrap();
+    sim.attach("ep2", Box::new(Silent)).unwrap();
+    let peer = sim.bar("ep2", 0).unwrap();
+    sim.attach(
+        "ep",
+        Box::new(Reader {
+            addr: peer,
+            len: 256,
+            got: None,
+        }),
+    )
+    .unwrap();
+    sim.run_until_idle(SimTime::from_ps(1_000_000_000));
+    let rep = sim.model("ep").unwrap().report().unwrap();
+    assert_eq!(rep["ok"], false);
+    assert!(
+        sim.errors()
+            .iter()
+            .any(|e| e.contains("ep: DMA read completion timeout")),
+        "{:?}",
+        sim.errors()
+    );
+    // The request went ep -> sw -> ep2 only (peer-to-peer under the switch).
+    let c = sim.counters();
+    let np = |name: &str| c.iter().find(|x| x.0 == name).unwrap().1.non_posted;
+    assert_eq!(np("ep->sw.0"), 1);
+    assert_eq!(np("sw.1->ep2"), 1);
+    assert_eq!(np("sw->rc.0"), 0);
+}
