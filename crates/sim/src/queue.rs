@@ -243,23 +243,34 @@ impl<E> EventQueue<E> {
 
     /// Removes and returns the next event.
     pub fn pop(&mut self) -> Option<(SimTime, E)> {
-        while let Some(e) = self.heap.pop() {
+        loop {
+            let mut top = self.heap.peek_mut()?;
+            let e = *top;
             if e.slot & FIFO_FLAG != 0 {
                 let f = &mut self.fifos[(e.slot & !FIFO_FLAG) as usize];
                 let Some((t, _, ev)) = f.ring.pop_front() else {
+                    std::collections::binary_heap::PeekMut::pop(top);
                     continue;
                 };
-                if let Some(&(nt, nseq, _)) = f.ring.front() {
-                    self.heap.push(Entry {
-                        time: nt,
-                        seq: nseq,
-                        slot: e.slot,
-                        gen: 0,
-                    });
+                match f.ring.front() {
+                    // The stream's next event replaces its head in place: one sift
+                    // instead of a pop and a push.
+                    Some(&(nt, nseq, _)) => {
+                        *top = Entry {
+                            time: nt,
+                            seq: nseq,
+                            slot: e.slot,
+                            gen: 0,
+                        };
+                    }
+                    None => {
+                        std::collections::binary_heap::PeekMut::pop(top);
+                    }
                 }
                 self.live -= 1;
                 return Some((SimTime::from_ps(t), ev));
             }
+            std::collections::binary_heap::PeekMut::pop(top);
             let s = &mut self.slots[e.slot as usize];
             if s.gen != e.gen {
                 continue;
@@ -272,7 +283,6 @@ impl<E> EventQueue<E> {
             self.live -= 1;
             return Some((SimTime::from_ps(e.time), ev));
         }
-        None
     }
 }
 
