@@ -105,6 +105,9 @@ pub struct SimArgs {
     /// Probability of an LCRC error per TLP (0 <= p < 1).
     #[arg(long, default_value_t = 0.0)]
     error_rate: f64,
+    /// Bit error rate (replaces --error-rate when non-zero).
+    #[arg(long, default_value_t = 0.0)]
+    ber: f64,
     /// RNG seed (default: the topology's).
     #[arg(long)]
     seed: Option<u64>,
@@ -367,6 +370,7 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         mem_latency: SimDuration::from_ns(a.mem_ns),
         propagation: SimDuration::from_ns(a.prop_ns),
         error_rate: a.error_rate,
+        ber: a.ber,
         dma_tags: a.tags,
         ..SimConfig::default()
     };
@@ -461,6 +465,7 @@ impl SimArgs {
             prop_ns: self.prop_ns,
             replay_buffer: self.replay_buffer,
             error_rate: self.error_rate,
+            ber: self.ber,
             seed: self.seed,
             json: self.json,
             csv: self.csv,

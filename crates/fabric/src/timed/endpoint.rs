@@ -68,6 +68,7 @@ pub struct EpCx<'a> {
     pub(crate) cmds: &'a mut Vec<EpCmd>,
     pub(crate) next_dma: &'a mut u64,
     pub(crate) rng: &'a mut Rng,
+    pub(crate) config: Option<&'a mut pcielab_config::ConfigSpace>,
 }
 
 impl EpCx<'_> {
@@ -78,6 +79,11 @@ impl EpCx<'_> {
     /// The device's requester ID (after enumeration).
     pub fn bdf(&self) -> Bdf {
         self.bdf
+    }
+    /// The device's configuration space (function 0), as host software programmed it:
+    /// read Command (Bus Master), MSI-X control or device registers; write status bits.
+    pub fn config(&mut self) -> Option<&mut pcielab_config::ConfigSpace> {
+        self.config.as_deref_mut()
     }
     /// The device's seeded RNG stream.
     pub fn rng(&mut self) -> &mut Rng {

@@ -677,8 +677,11 @@ impl Engine {
         let now = cx.now();
         // 1. DLLPs.
         if let Some(dl) = self.dirs[di].dllq.pop_front() {
-            let bad =
-                self.cfg.dllp_error_rate > 0.0 && self.err_rng.chance(self.cfg.dllp_error_rate);
+            // The InitFC handshake repeats until it succeeds: modelled as never lost.
+            let init = matches!(dl, Dllp::Fc { kind, .. } if kind != FcKind::UpdateFc);
+            let bad = !init
+                && self.cfg.dllp_error_rate > 0.0
+                && self.err_rng.chance(self.cfg.dllp_error_rate);
             let bytes = self.dirs[di].timing.dllp_wire_bytes();
             match dl {
                 Dllp::Ack(_) => self.dirs[di].counters.acks += 1,
@@ -776,7 +779,16 @@ impl Engine {
 
     fn send_tlp(&mut self, d: u16, seq: u32, id: u32, replay: bool, cx: &mut Context<'_, Ev>) {
         let di = d as usize;
-        let bad = self.cfg.error_rate > 0.0 && self.err_rng.chance(self.cfg.error_rate);
+        let bytes = self.dirs[di]
+            .timing
+            .tlp_wire_bytes(self.tlps[id as usize].tlp_bytes());
+        let p = if self.cfg.ber > 0.0 {
+            // Any of the TLP's bits flipped: 1 - (1 - BER)^bits.
+            1.0 - (1.0 - self.cfg.ber).powf((bytes * 8) as f64)
+        } else {
+            self.cfg.error_rate
+        };
+        let bad = p > 0.0 && self.err_rng.chance(p);
         if bad {
             self.dirs[di].counters.corrupted += 1;
         }
@@ -1261,6 +1273,7 @@ impl Engine {
         f: impl FnOnce(&mut dyn Endpoint, &mut EpCx<'_>) -> R,
     ) -> Option<R> {
         let mut cmds = std::mem::take(&mut self.cmds);
+        let func = self.nodes[node as usize].func;
         let r = {
             let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
                 self.cmds = cmds;
@@ -1271,12 +1284,16 @@ impl Engine {
                 self.cmds = cmds;
                 return None;
             };
+            let config = func
+                .and_then(|f| self.fabric.functions.get_mut(f.0 as usize))
+                .map(|f| &mut f.config);
             let mut ecx = EpCx {
                 now: cx.now(),
                 bdf: ep.bdf,
                 cmds: &mut cmds,
                 next_dma: &mut ep.next_dma,
                 rng: &mut ep.rng,
+                config,
             };
             f(&mut **model, &mut ecx)
         };

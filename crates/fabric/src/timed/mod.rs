@@ -108,7 +108,11 @@ pub struct SimConfig {
     pub rc_infinite_cpl: bool,
     /// Probability that a TLP's LCRC is corrupted on the wire. Default 0.
     pub error_rate: f64,
-    /// Probability that a DLLP's CRC is corrupted. Default 0.
+    /// Bit error rate: when non-zero, a TLP of `b` wire bits is corrupted with
+    /// probability `1 − (1 − ber)^b` (replaces `error_rate`). Default 0.
+    pub ber: f64,
+    /// Probability that a DLLP's CRC is corrupted (InitFC excepted: the handshake
+    /// repeats until it succeeds). Default 0.
     pub dllp_error_rate: f64,
     /// Completion timeout (host MMIO reads and device DMA reads). Default 10 ms.
     pub completion_timeout: SimDuration,
@@ -145,6 +149,7 @@ impl Default for SimConfig {
             },
             rc_infinite_cpl: true,
             error_rate: 0.0,
+            ber: 0.0,
             dllp_error_rate: 0.0,
             completion_timeout: SimDuration::from_ms(10),
             dma_tags: 64,

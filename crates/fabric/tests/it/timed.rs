@@ -587,3 +587,73 @@ fn peer_to_peer_read_of_a_silent_device_times_out() {
     assert_eq!(np("sw.1->ep2"), 1);
     assert_eq!(np("sw->rc.0"), 0);
 }
+
+#[test]
+fn bit_error_rate_corrupts_long_tlps_more_and_loses_nothing() {
+    let run = |size: u64| {
+        let cfg = SimConfig {
+            ber: 2e-5,
+            seed: Some(1),
+            ..SimConfig::default()
+        };
+        let mut sim = FabricSim::new(&one_link(3, 4), &KindRegistry::builtin(), cfg).unwrap();
+        let base = sim.alloc_dma(1 << 20);
+        sim.attach(
+            "ep",
+            Box::new(DmaStream::new(
+                DmaOpKind::Write,
+                size,
+                4,
+                200,
+                base,
+                1 << 20,
+                AddrPattern::Sequential,
+            )),
+        )
+        .unwrap();
+        sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+        let c = sim
+            .counters()
+            .into_iter()
+            .find(|x| x.0 == "ep->rc.0")
+            .unwrap()
+            .1;
+        // Every DMA's last byte is in host memory: byte k of DMA i is k ^ (i * 31).
+        let mut b = [0u8; 1];
+        sim.host_read(base + 199 * 4096 + size - 1, &mut b);
+        assert_eq!(b[0], ((size - 1) as u8) ^ 199u8.wrapping_mul(31));
+        c.corrupted as f64 / c.tlps as f64
+    };
+    // P(corrupt) = 1 - (1 - 2e-5)^bits: a 256-byte MWr is 256 + 16 + 8 = 280 wire
+    // bytes → 4.4 %; a 16-byte one 16 + 16 + 8 = 40 bytes → 0.64 %.
+    let long = run(4096);
+    let short = run(16);
+    assert!(long > 0.02 && long < 0.07, "{long}");
+    assert!(short < 0.02, "{short}");
+}
+
+#[test]
+fn a_device_sees_its_configuration_space() {
+    #[derive(Debug, Default)]
+    struct Peek {
+        command: Option<u16>,
+    }
+    impl pcielab_fabric::timed::Endpoint for Peek {
+        fn start(&mut self, cx: &mut pcielab_fabric::timed::EpCx<'_>) {
+            self.command = cx.config().map(|c| c.read_u16(4));
+        }
+        fn report(&self) -> Option<serde_json::Value> {
+            Some(serde_json::json!(self.command))
+        }
+    }
+    let mut sim = FabricSim::new(
+        &one_link(3, 4),
+        &KindRegistry::builtin(),
+        SimConfig::default(),
+    )
+    .unwrap();
+    sim.attach("ep", Box::new(Peek::default())).unwrap();
+    // Enumeration enabled Memory Space (bit 1) and Bus Master (bit 2).
+    let cmd = sim.model("ep").unwrap().report().unwrap().as_u64().unwrap();
+    assert_eq!(cmd & 0b110, 0b110);
+}
