@@ -24,6 +24,21 @@ pub enum MemOp {
     Cas,
 }
 
+impl TlpKind {
+    /// The memory operation of MRd, MRdLk, MWr and the AtomicOps; `None` for other kinds.
+    pub const fn mem_op(self) -> Option<MemOp> {
+        Some(match self {
+            TlpKind::MRd => MemOp::Read,
+            TlpKind::MRdLk => MemOp::ReadLocked,
+            TlpKind::MWr => MemOp::Write,
+            TlpKind::FetchAdd => MemOp::FetchAdd,
+            TlpKind::Swap => MemOp::Swap,
+            TlpKind::CAS => MemOp::Cas,
+            _ => return None,
+        })
+    }
+}
+
 /// Memory request header (MRd, MRdLk, MWr, AtomicOps).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct MemHeader {
@@ -463,14 +478,7 @@ impl<'a> TlpRepr<'a> {
             | TlpKind::FetchAdd
             | TlpKind::Swap
             | TlpKind::CAS => {
-                let op = match kind {
-                    TlpKind::MRd => MemOp::Read,
-                    TlpKind::MRdLk => MemOp::ReadLocked,
-                    TlpKind::MWr => MemOp::Write,
-                    TlpKind::FetchAdd => MemOp::FetchAdd,
-                    TlpKind::Swap => MemOp::Swap,
-                    _ => MemOp::Cas,
-                };
+                let op = kind.mem_op().unwrap_or(MemOp::Read);
                 let (address, ph) = if four {
                     let lo = u32::from_be_bytes([hdr[12], hdr[13], hdr[14], hdr[15]]);
                     (((dw2 as u64) << 32) | (lo & !3) as u64, (lo & 3) as u8)
