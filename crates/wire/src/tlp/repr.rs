@@ -426,6 +426,7 @@ impl<'a> TlpRepr<'a> {
         Self::parse_checked(outer.as_ref(), opts)
     }
 
+    #[inline]
     fn parse_checked(bytes: &'a [u8], opts: ParseOptions) -> Result<TlpRepr<'a>> {
         let p = TlpPacket::new_checked(bytes)?;
         let h0 = p.header_offset();
@@ -581,6 +582,7 @@ impl<'a> TlpRepr<'a> {
     }
 
     /// Validates and computes the header DWs (and the header length in bytes) in one pass.
+    #[inline]
     fn header_words(&self) -> Result<([u32; 4], usize)> {
         let plen = self.payload.len();
         if plen != 0 && (plen % 4 != 0 || plen > 4096) {
@@ -774,6 +776,8 @@ fn check_range(what: &'static str, v: u64, lo: u64, hi: u64, allowed: &'static s
     Ok(())
 }
 
+#[cold]
+#[inline(never)]
 fn bad_payload(len: usize) -> Error {
     Error::Invalid {
         what: "payload length in bytes",
