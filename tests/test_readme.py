@@ -48,6 +48,8 @@ def test_readme_has_examples():
 def test_readme_example(cmd, expected, tmp_path):
     args = shlex.split(cmd)
     assert args[0] == "pcielab"
+    # Paths into the repository are resolved from its root; outputs go to a scratch dir.
+    args = [str(ROOT / a) if a.startswith("examples/") else a for a in args]
     res = subprocess.run(
         [pcielab_bin(), *args[1:]], capture_output=True, text=True, cwd=tmp_path, check=False
     )

@@ -74,6 +74,28 @@ pub fn read_lines(path: &str) -> Result<Vec<(usize, String)>, Failure> {
         .collect())
 }
 
+/// Runs `f` on one inline value or on every line of a file, printing each result;
+/// errors from a file name the file and line (`F:N: …`).
+pub fn each_input(
+    inline: Option<&str>,
+    file: Option<&str>,
+    mut f: impl FnMut(&str, &str) -> Result<String, Failure>,
+) -> Result<(), Failure> {
+    if let Some(v) = inline {
+        println!("{}", f(v, "")?);
+    } else if let Some(path) = file {
+        for (n, line) in read_lines(path)? {
+            println!("{}", f(&line, &format!("{path}:{n}: "))?);
+        }
+    }
+    Ok(())
+}
+
+/// Parses a JSON text, or says where it is broken.
+pub fn parse_json(text: &str, where_: &str) -> Result<serde_json::Value, Failure> {
+    serde_json::from_str(text).map_err(|e| fail(format!("{where_}invalid JSON: {e}")))
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {

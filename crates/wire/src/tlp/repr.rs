@@ -24,6 +24,21 @@ pub enum MemOp {
     Cas,
 }
 
+impl TlpKind {
+    /// The memory operation of MRd, MRdLk, MWr and the AtomicOps; `None` for other kinds.
+    pub const fn mem_op(self) -> Option<MemOp> {
+        Some(match self {
+            TlpKind::MRd => MemOp::Read,
+            TlpKind::MRdLk => MemOp::ReadLocked,
+            TlpKind::MWr => MemOp::Write,
+            TlpKind::FetchAdd => MemOp::FetchAdd,
+            TlpKind::Swap => MemOp::Swap,
+            TlpKind::CAS => MemOp::Cas,
+            _ => return None,
+        })
+    }
+}
+
 /// Memory request header (MRd, MRdLk, MWr, AtomicOps).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct MemHeader {
@@ -411,6 +426,7 @@ impl<'a> TlpRepr<'a> {
         Self::parse_checked(outer.as_ref(), opts)
     }
 
+    #[inline]
     fn parse_checked(bytes: &'a [u8], opts: ParseOptions) -> Result<TlpRepr<'a>> {
         let p = TlpPacket::new_checked(bytes)?;
         let h0 = p.header_offset();
@@ -463,14 +479,7 @@ impl<'a> TlpRepr<'a> {
             | TlpKind::FetchAdd
             | TlpKind::Swap
             | TlpKind::CAS => {
-                let op = match kind {
-                    TlpKind::MRd => MemOp::Read,
-                    TlpKind::MRdLk => MemOp::ReadLocked,
-                    TlpKind::MWr => MemOp::Write,
-                    TlpKind::FetchAdd => MemOp::FetchAdd,
-                    TlpKind::Swap => MemOp::Swap,
-                    _ => MemOp::Cas,
-                };
+                let op = kind.mem_op().unwrap_or(MemOp::Read);
                 let (address, ph) = if four {
                     let lo = u32::from_be_bytes([hdr[12], hdr[13], hdr[14], hdr[15]]);
                     (((dw2 as u64) << 32) | (lo & !3) as u64, (lo & 3) as u8)
@@ -573,6 +582,7 @@ impl<'a> TlpRepr<'a> {
     }
 
     /// Validates and computes the header DWs (and the header length in bytes) in one pass.
+    #[inline]
     fn header_words(&self) -> Result<([u32; 4], usize)> {
         let plen = self.payload.len();
         if plen != 0 && (plen % 4 != 0 || plen > 4096) {
@@ -766,6 +776,8 @@ fn check_range(what: &'static str, v: u64, lo: u64, hi: u64, allowed: &'static s
     Ok(())
 }
 
+#[cold]
+#[inline(never)]
 fn bad_payload(len: usize) -> Error {
     Error::Invalid {
         what: "payload length in bytes",
