@@ -970,11 +970,22 @@ impl Engine {
         let dir = &mut self.dirs[d as usize];
         dir.replay_pos = Some(0);
         dir.replay_num += 1;
+        let mut retrain = false;
         if dir.replay_num >= 4 {
-            // REPLAY_NUM rolled over: the physical layer retrains the link.
+            // REPLAY_NUM rolled over: the physical layer retrains the link (Recovery);
+            // both directions carry nothing for `retrain_time`.
             dir.counters.retrains += 1;
             dir.replay_num = 0;
+            retrain = true;
         }
+        if retrain {
+            let until = cx.now().as_ps() + self.cfg.retrain_time.as_ps();
+            for x in [d as usize, (d ^ 1) as usize] {
+                let t = &mut self.dirs[x];
+                t.free_at = t.free_at.max(t.timing.ps_to_units(until));
+            }
+        }
+        let dir = &mut self.dirs[d as usize];
         if let Some(k) = dir.replay_timer.take() {
             cx.cancel(k);
         }

@@ -114,6 +114,9 @@ pub struct SimConfig {
     /// Probability that a DLLP's CRC is corrupted (InitFC excepted: the handshake
     /// repeats until it succeeds). Default 0.
     pub dllp_error_rate: f64,
+    /// How long a link retrains (Recovery) after REPLAY_NUM rolls over; neither
+    /// direction transmits meanwhile. Default 1 µs.
+    pub retrain_time: SimDuration,
     /// Completion timeout (host MMIO reads and device DMA reads). Default 10 ms.
     pub completion_timeout: SimDuration,
     /// Tags of each endpoint's DMA engine (1..=768). Default 64.
@@ -151,6 +154,7 @@ impl Default for SimConfig {
             error_rate: 0.0,
             ber: 0.0,
             dllp_error_rate: 0.0,
+            retrain_time: SimDuration::from_us(1),
             completion_timeout: SimDuration::from_ms(10),
             dma_tags: 64,
             trace: false,

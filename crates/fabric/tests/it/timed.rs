@@ -657,3 +657,43 @@ fn a_device_sees_its_configuration_space() {
     let cmd = sim.model("ep").unwrap().report().unwrap().as_u64().unwrap();
     assert_eq!(cmd & 0b110, 0b110);
 }
+
+#[test]
+fn replay_num_rollover_retrains_and_still_delivers() {
+    let cfg = SimConfig {
+        error_rate: 0.6,
+        seed: Some(2),
+        ..SimConfig::default()
+    };
+    let mut sim = FabricSim::new(&one_link(2, 1), &KindRegistry::builtin(), cfg).unwrap();
+    let base = sim.alloc_dma(64 * 4096);
+    sim.attach(
+        "ep",
+        Box::new(DmaStream::new(
+            DmaOpKind::Write,
+            1024,
+            2,
+            20,
+            base,
+            64 * 4096,
+            AddrPattern::Sequential,
+        )),
+    )
+    .unwrap();
+    sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+    for i in 0..20u64 {
+        let mut got = vec![0u8; 1024];
+        sim.host_read(base + i * 4096, &mut got);
+        let want: Vec<u8> = (0..1024u64)
+            .map(|k| (k as u8) ^ (i as u8).wrapping_mul(31))
+            .collect();
+        assert_eq!(got, want, "DMA {i}");
+    }
+    let c = sim
+        .counters()
+        .into_iter()
+        .find(|x| x.0 == "ep->rc.0")
+        .unwrap()
+        .1;
+    assert!(c.retrains > 0, "{c:?}");
+}
