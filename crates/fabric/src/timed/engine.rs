@@ -369,6 +369,11 @@ pub struct Engine {
     pub(crate) err_rng: Rng,
     /// Function that received the TLP being consumed (for AER logging).
     pub(crate) last_rx_func: Option<FnId>,
+    /// The IOMMU, when configured.
+    pub(crate) iommu: Option<super::iommu::Iommu>,
+    /// Time of the last posted request the root complex consumed (posted requests
+    /// stay in order even when IOMMU latencies differ).
+    pub(crate) rc_posted_last: SimTime,
 }
 
 fn dllp_repr(d: Dllp) -> DllpRepr {
@@ -1053,10 +1058,21 @@ impl Engine {
                 (Dest::Bar { .. }, Kind::MRd) => self.cfg.ep_latency,
                 _ => SimDuration::ZERO,
             };
+            let mut at = cx.now() + lat + extra;
+            if t.dest == Dest::HostMemory && !(MSI_RANGE.0..=MSI_RANGE.1).contains(&t.addr) {
+                let (req, addr, posted) = (t.requester, t.addr, t.kind == Kind::MWr);
+                if let Some(m) = self.iommu.as_mut() {
+                    at += m.lookup_latency(req, addr);
+                }
+                if posted {
+                    at = at.max(self.rc_posted_last);
+                    self.rc_posted_last = at;
+                }
+            }
             // Per-node FIFO: a constant latency keeps times in order; a varying one
-            // (memory reads) falls back to the heap inside push_fifo.
+            // (memory reads, IOTLB misses) falls back to the heap inside push_fifo.
             let f = self.nodes[node as usize].fifo;
-            cx.push_fifo(f, cx.now() + lat + extra, Ev::Consume(id));
+            cx.push_fifo(f, at, Ev::Consume(id));
         } else {
             let mut at = cx.now() + lat;
             if self.cfg.cut_through && matches!(self.nodes[node as usize].kind, NodeKind::Switch) {
@@ -1124,20 +1140,43 @@ impl Engine {
                             data: u32::from_le_bytes(v),
                         },
                     ));
-                } else {
-                    self.fabric.host_memory.write(t.addr, &data[..n]);
+                } else if let Some(phys) = match self.iommu.as_mut() {
+                    Some(m) => m.translate(cx.now(), t.requester, t.addr),
+                    None => Some(t.addr),
+                } {
+                    self.fabric.host_memory.write(phys, &data[..n]);
                     if self.cfg.log_writes {
                         self.write_log.push((t.requester, t.addr, t.len));
                     }
+                } else {
+                    self.errors.push(format!(
+                        "IOMMU fault: write by {} at {:#x} dropped",
+                        t.requester, t.addr
+                    ));
                 }
             }
             (Dest::HostMemory, Kind::MRd) => {
-                let mut buf = std::mem::take(&mut self.scratch);
-                buf.resize(t.len as usize, 0);
-                self.fabric.host_memory.read(t.addr, &mut buf);
                 let host = self.host_bdf;
-                self.send_completions(Origin::Host, host, &t, CplStatus::Sc, &buf, cx);
-                self.scratch = buf;
+                let phys = match self.iommu.as_mut() {
+                    Some(m) => m.translate(cx.now(), t.requester, t.addr),
+                    None => Some(t.addr),
+                };
+                match phys {
+                    Some(p) => {
+                        let mut buf = std::mem::take(&mut self.scratch);
+                        buf.resize(t.len as usize, 0);
+                        self.fabric.host_memory.read(p, &mut buf);
+                        self.send_completions(Origin::Host, host, &t, CplStatus::Sc, &buf, cx);
+                        self.scratch = buf;
+                    }
+                    None => {
+                        self.errors.push(format!(
+                            "IOMMU fault: read by {} at {:#x}",
+                            t.requester, t.addr
+                        ));
+                        self.send_completions(Origin::Host, host, &t, CplStatus::Ur, &[], cx);
+                    }
+                }
             }
             (Dest::Rc, Kind::Cpl | Kind::CplD) => self.host_completion(id, cx),
             (Dest::Dma { node }, Kind::Cpl | Kind::CplD) => self.dma_completion(node, id, cx),

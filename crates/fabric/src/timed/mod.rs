@@ -48,12 +48,14 @@
 
 mod endpoint;
 mod engine;
+mod iommu;
 mod phy;
 mod trace;
 mod workload;
 
 pub use endpoint::{DmaId, Endpoint, EpCx, PsMemEndpoint, ReadReply, ReadTicket};
 pub use engine::{BufferCredits, Engine, Ev, HostRead, WireItem};
+pub use iommu::{IommuConfig, IommuFault, IommuStats};
 pub use phy::LinkTiming;
 pub use trace::{DirCounters, Trace, TraceKind, TraceRecord};
 pub use workload::{AddrPattern, DmaOpKind, DmaStream, StreamReport};
@@ -121,6 +123,8 @@ pub struct SimConfig {
     pub completion_timeout: SimDuration,
     /// Tags of each endpoint's DMA engine (1..=768). Default 64.
     pub dma_tags: u16,
+    /// The root complex's IOMMU (None: DMA addresses are physical). Default None.
+    pub iommu: Option<IommuConfig>,
     /// Record every TLP/DLLP with its bytes. Default false.
     pub trace: bool,
     /// Record host-memory writes (requester, address, length) in order. Default false.
@@ -157,6 +161,7 @@ impl Default for SimConfig {
             retrain_time: SimDuration::from_us(1),
             completion_timeout: SimDuration::from_ms(10),
             dma_tags: 64,
+            iommu: None,
             trace: false,
             log_writes: false,
         }
@@ -242,6 +247,18 @@ fn check(cfg: &SimConfig) -> Result<(), SimError> {
     ] {
         if !(0.0..1.0).contains(&r) {
             return p(what, r.to_string(), "0 <= p < 1");
+        }
+    }
+    if let Some(m) = cfg.iommu {
+        if !m.page_size.is_power_of_two() || !(4096..=1 << 30).contains(&m.page_size) {
+            return p(
+                "iommu page size",
+                m.page_size.to_string(),
+                "a power of two, 4096..=1073741824",
+            );
+        }
+        if m.iotlb_entries == 0 {
+            return p("iotlb entries", "0".into(), "1 or more");
         }
     }
     Ok(())
@@ -476,6 +493,8 @@ impl FabricSim {
             errors: Vec::new(),
             err_rng: root_rng.fork(0),
             last_rx_func: None,
+            iommu: cfg.iommu.map(iommu::Iommu::new),
+            rc_posted_last: SimTime::ZERO,
         })
         .seed(seed)
         .capacity(4096)
@@ -822,6 +841,40 @@ impl FabricSim {
     /// Host-memory writes in arrival order (with `SimConfig::log_writes`).
     pub fn write_log(&self) -> &[(Bdf, u64, u32)] {
         &self.sim.world().write_log
+    }
+
+    /// Maps `[iova, iova + len)` of endpoint `name`'s DMA to host physical `phys` in
+    /// the IOMMU (whole pages). Fails when no IOMMU is configured.
+    pub fn iommu_map(
+        &mut self,
+        name: &str,
+        iova: u64,
+        phys: u64,
+        len: u64,
+    ) -> Result<(), SimError> {
+        let bdf = self
+            .bdf(name)
+            .ok_or_else(|| SimError::UnknownNode(name.into()))?;
+        match self.sim.world_mut().iommu.as_mut() {
+            Some(m) => {
+                m.map(bdf, iova, phys, len);
+                Ok(())
+            }
+            None => Err(SimError::Param {
+                what: "iommu",
+                value: "none".into(),
+                allowed: "SimConfig::iommu set to Some(IommuConfig)",
+            }),
+        }
+    }
+
+    /// IOMMU counters and faults (None without an IOMMU).
+    pub fn iommu_stats(&self) -> Option<(IommuStats, &[IommuFault])> {
+        self.sim
+            .world()
+            .iommu
+            .as_ref()
+            .map(|m| (m.stats, m.faults.as_slice()))
     }
 
     /// The engine (for tests and tools).
