@@ -374,6 +374,9 @@ pub struct Engine {
     /// Time of the last posted request the root complex consumed (posted requests
     /// stay in order even when IOMMU latencies differ).
     pub(crate) rc_posted_last: SimTime,
+    /// Cached host-memory lines (LLC / DDIO model).
+    pub(crate) llc_set: std::collections::HashSet<u64, std::hash::BuildHasherDefault<IntHasher>>,
+    pub(crate) llc_fifo: VecDeque<u64>,
 }
 
 fn dllp_repr(d: Dllp) -> DllpRepr {
@@ -1049,18 +1052,15 @@ impl Engine {
             NodeKind::Ep(_) => SimDuration::ZERO,
         };
         if last {
-            let extra = match (t.dest, t.kind) {
-                (Dest::HostMemory, Kind::MRd) => {
-                    let lines = (t.addr % 64 + t.len as u64).div_ceil(64);
-                    self.cfg.mem_latency
-                        + SimDuration::from_ps(self.cfg.mem_per_line.as_ps() * lines)
-                }
+            let (dest, kind, addr, len, req) = (t.dest, t.kind, t.addr, t.len as u64, t.requester);
+            let extra = match (dest, kind) {
+                (Dest::HostMemory, Kind::MRd) => self.memory_read_latency(addr, len),
                 (Dest::Bar { .. }, Kind::MRd) => self.cfg.ep_latency,
                 _ => SimDuration::ZERO,
             };
             let mut at = cx.now() + lat + extra;
-            if t.dest == Dest::HostMemory && !(MSI_RANGE.0..=MSI_RANGE.1).contains(&t.addr) {
-                let (req, addr, posted) = (t.requester, t.addr, t.kind == Kind::MWr);
+            if dest == Dest::HostMemory && !(MSI_RANGE.0..=MSI_RANGE.1).contains(&addr) {
+                let posted = kind == Kind::MWr;
                 if let Some(m) = self.iommu.as_mut() {
                     at += m.lookup_latency(req, addr);
                 }
@@ -1093,6 +1093,46 @@ impl Engine {
             }
             let f = self.nodes[node as usize].fifo;
             cx.push_fifo(f, at, Ev::Forward(id));
+        }
+    }
+
+    /// Host memory latency of a DMA read of `len` bytes at `addr`: the fixed part (or
+    /// the LLC hit latency when every line is cached), plus the per-line part, plus
+    /// the NUMA-remote penalty. Missing lines are brought into the LLC.
+    fn memory_read_latency(&mut self, addr: u64, len: u64) -> SimDuration {
+        let first = addr / 64;
+        let lines = (addr % 64 + len).div_ceil(64).max(1);
+        let mut all_hit = self.cfg.llc_lines > 0;
+        if self.cfg.llc_lines > 0 {
+            for l in first..first + lines {
+                if !self.llc_set.contains(&l) {
+                    all_hit = false;
+                    self.llc_insert(l);
+                }
+            }
+        }
+        let base = if all_hit {
+            self.cfg.llc_hit_latency
+        } else {
+            self.cfg.mem_latency
+        };
+        let remote = match self.cfg.numa_remote_base {
+            Some(b) if addr >= b => self.cfg.numa_penalty,
+            _ => SimDuration::ZERO,
+        };
+        base + SimDuration::from_ps(self.cfg.mem_per_line.as_ps() * lines) + remote
+    }
+
+    /// Puts a line into the LLC (FIFO replacement), as DDIO does for DMA writes.
+    pub(crate) fn llc_insert(&mut self, line: u64) {
+        if self.cfg.llc_lines == 0 || !self.llc_set.insert(line) {
+            return;
+        }
+        self.llc_fifo.push_back(line);
+        while self.llc_fifo.len() > self.cfg.llc_lines {
+            if let Some(old) = self.llc_fifo.pop_front() {
+                self.llc_set.remove(&old);
+            }
         }
     }
 
@@ -1145,6 +1185,12 @@ impl Engine {
                     None => Some(t.addr),
                 } {
                     self.fabric.host_memory.write(phys, &data[..n]);
+                    if self.cfg.llc_lines > 0 {
+                        let (a, n) = (t.addr, n as u64);
+                        for l in a / 64..(a + n.max(1)).div_ceil(64) {
+                            self.llc_insert(l);
+                        }
+                    }
                     if self.cfg.log_writes {
                         self.write_log.push((t.requester, t.addr, t.len));
                     }

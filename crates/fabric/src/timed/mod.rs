@@ -95,6 +95,16 @@ pub struct SimConfig {
     pub mem_latency: SimDuration,
     /// Host memory access: per 64-byte cache line. Default 0.
     pub mem_per_line: SimDuration,
+    /// Last-level-cache lines that DMA writes allocate into (DDIO) and DMA reads fill
+    /// (FIFO replacement); 0 disables the cache model. Default 0.
+    pub llc_lines: usize,
+    /// Latency of a DMA read whose lines are all in the LLC (replaces `mem_latency`).
+    /// Default 30 ns.
+    pub llc_hit_latency: SimDuration,
+    /// Host addresses at or above this are on the remote NUMA node. Default None.
+    pub numa_remote_base: Option<u64>,
+    /// Added latency of a DMA read from the remote NUMA node. Default 60 ns.
+    pub numa_penalty: SimDuration,
     /// Endpoint completer latency for BAR reads. Default 0.
     pub ep_latency: SimDuration,
     /// Propagation delay per link direction. Default 0.
@@ -144,6 +154,10 @@ impl Default for SimConfig {
             rc_latency: SimDuration::from_ns(100),
             mem_latency: SimDuration::from_ns(80),
             mem_per_line: SimDuration::ZERO,
+            llc_lines: 0,
+            llc_hit_latency: SimDuration::from_ns(30),
+            numa_remote_base: None,
+            numa_penalty: SimDuration::from_ns(60),
             ep_latency: SimDuration::ZERO,
             propagation: SimDuration::ZERO,
             port_buffer: BufferCredits {
@@ -495,6 +509,8 @@ impl FabricSim {
             last_rx_func: None,
             iommu: cfg.iommu.map(iommu::Iommu::new),
             rc_posted_last: SimTime::ZERO,
+            llc_set: Default::default(),
+            llc_fifo: VecDeque::new(),
         })
         .seed(seed)
         .capacity(4096)

@@ -787,3 +787,58 @@ fn iommu_translates_counts_iotlb_and_faults() {
     };
     assert!((lat(true) - lat(false) - 200.0).abs() < 1e-9);
 }
+
+#[test]
+fn ddio_hits_and_numa_penalty_change_read_latency_by_their_parameters() {
+    let cfg = SimConfig {
+        llc_lines: 1024,
+        llc_hit_latency: SimDuration::from_ns(30),
+        mem_latency: SimDuration::from_ns(80),
+        numa_remote_base: Some(0x8_0000_0000),
+        numa_penalty: SimDuration::from_ns(60),
+        ..SimConfig::default()
+    };
+    let read_lat = |warm: bool, addr: u64| {
+        let mut sim =
+            FabricSim::new(&one_link(3, 8), &KindRegistry::builtin(), cfg.clone()).unwrap();
+        if warm {
+            // A DMA write allocates the lines in the LLC (DDIO).
+            sim.attach(
+                "ep",
+                Box::new(DmaStream::new(
+                    DmaOpKind::Write,
+                    64,
+                    1,
+                    1,
+                    addr,
+                    4096,
+                    AddrPattern::Sequential,
+                )),
+            )
+            .unwrap();
+            sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+        }
+        sim.run_for(SimDuration::from_us(2));
+        sim.attach(
+            "ep",
+            Box::new(DmaStream::new(
+                DmaOpKind::Read,
+                64,
+                1,
+                1,
+                addr,
+                4096,
+                AddrPattern::Sequential,
+            )),
+        )
+        .unwrap();
+        sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+        sim.model("ep").unwrap().report().unwrap()["min_latency_ns"]
+            .as_f64()
+            .unwrap()
+    };
+    let local = 0x1_0000_0000;
+    let cold = read_lat(false, local);
+    assert!((cold - read_lat(true, local) - 50.0).abs() < 1e-9);
+    assert!((read_lat(false, 0x8_0000_0000) - cold - 60.0).abs() < 1e-9);
+}
