@@ -377,6 +377,19 @@ pub struct Engine {
     /// Cached host-memory lines (LLC / DDIO model).
     pub(crate) llc_set: std::collections::HashSet<u64, std::hash::BuildHasherDefault<IntHasher>>,
     pub(crate) llc_fifo: VecDeque<u64>,
+    /// Tags the root complex uses for split peer reads (256..512), and their state.
+    pub(crate) p2p_tags: Vec<u16>,
+    pub(crate) p2p_tag_map: IntMap<u16, (u64, u32)>,
+    pub(crate) p2p_reads: IntMap<u64, P2pRead>,
+    pub(crate) p2p_next: u64,
+}
+
+/// A peer read the root complex split.
+#[derive(Debug, Clone)]
+pub(crate) struct P2pRead {
+    pub orig: Tlp,
+    pub data: Vec<u8>,
+    pub pending: u32,
 }
 
 fn dllp_repr(d: Dllp) -> DllpRepr {
@@ -1138,8 +1151,122 @@ impl Engine {
 
     fn forward(&mut self, id: u32, cx: &mut Context<'_, Ev>) {
         let t = &self.tlps[id as usize];
+        let node = self.dirs[t.path[t.at as usize - 1] as usize].to;
+        if let Some(piece) = self.cfg.p2p_split {
+            let splittable = matches!(t.kind, Kind::MRd | Kind::MWr)
+                && t.len > piece
+                && t.requester != self.host_bdf
+                && matches!(self.nodes[node as usize].kind, NodeKind::Rc);
+            if splittable {
+                self.p2p_split(id, piece, cx);
+                return;
+            }
+        }
         let d = t.path[t.at as usize];
         self.enqueue(d, id, cx);
+    }
+
+    /// The root complex splits a peer-to-peer request into `piece`-byte requests (as
+    /// NetTLP observed on an Intel root complex: a 512-byte MRd became eight 64-byte
+    /// MRds with new tags, and the completions were rebuilt into MPS-sized ones).
+    fn p2p_split(&mut self, id: u32, piece: u32, cx: &mut Context<'_, Ev>) {
+        let t = self.tlps[id as usize].clone();
+        // The original leaves the root port's receive buffer.
+        if t.ingress != NONE {
+            self.tlps[id as usize].ingress = NONE;
+            self.return_credits(t.ingress as u16, t.class(), t.data_credits(), cx);
+        }
+        let host = self.host_bdf;
+        let mut off = 0u32;
+        let key = self.p2p_next;
+        if t.kind == Kind::MRd {
+            self.p2p_next += 1;
+            self.p2p_reads.insert(
+                key,
+                P2pRead {
+                    orig: t.clone(),
+                    data: vec![0; t.len as usize],
+                    pending: 0,
+                },
+            );
+        }
+        while off < t.len {
+            let a = t.addr + off as u64;
+            let n = (piece - (a % piece as u64) as u32).min(t.len - off);
+            let mut p = t.clone();
+            p.addr = a;
+            p.len = n;
+            p.ingress = NONE;
+            p.dma_last = (NONE, NONE);
+            if t.kind == Kind::MWr {
+                let data = self
+                    .payload(id)
+                    .get(off as usize..(off + n) as usize)
+                    .unwrap_or(&[])
+                    .to_vec();
+                p.data = self.alloc_payload(&data);
+            } else {
+                let Some(tag) = self.p2p_tags.pop() else {
+                    self.errors
+                        .push("root complex: no tag left to split a peer read".into());
+                    break;
+                };
+                p.requester = host;
+                p.tag = tag;
+                p.data = NONE;
+                self.p2p_tag_map.insert(tag, (key, off));
+                if let Some(r) = self.p2p_reads.get_mut(&key) {
+                    r.pending += n;
+                }
+            }
+            p.hdr_bytes = if a > u32::MAX as u64 { 16 } else { 12 };
+            if let Err(e) = self.inject(Origin::Host, p, host, cx) {
+                self.errors
+                    .push(format!("split peer request not routable: {e}"));
+            }
+            off += n;
+        }
+        self.release(id);
+    }
+
+    /// A completion for a split peer read came back to the root complex.
+    fn p2p_completion(&mut self, id: u32, cx: &mut Context<'_, Ev>) {
+        let t = self.tlps[id as usize].clone();
+        let Some((key, off)) = self.p2p_tag_map.get(&t.tag).copied() else {
+            return;
+        };
+        let payload = self.payload(id).to_vec();
+        // A piece is done when its last completion (Byte Count = its own length) arrives.
+        if t.status != CplStatus::Sc || t.byte_count as u32 <= t.len {
+            self.p2p_tag_map.remove(&t.tag);
+            self.p2p_tags.push(t.tag);
+        }
+        let Some(r) = self.p2p_reads.get_mut(&key) else {
+            return;
+        };
+        let piece_off = off as usize + (t.addr.wrapping_sub(r.orig.addr + off as u64)) as usize;
+        let n = payload.len().min(t.len as usize);
+        if t.status == CplStatus::Sc {
+            let end = (piece_off + n).min(r.data.len());
+            let s = piece_off.min(end);
+            r.data[s..end].copy_from_slice(&payload[..end - s]);
+        }
+        r.pending = r.pending.saturating_sub(if t.status == CplStatus::Sc {
+            t.len
+        } else {
+            r.pending
+        });
+        if r.pending == 0 {
+            if let Some(r) = self.p2p_reads.remove(&key) {
+                let status = if t.status == CplStatus::Sc {
+                    CplStatus::Sc
+                } else {
+                    t.status
+                };
+                let data = r.data;
+                self.send_completions(Origin::Host, t.completer, &r.orig, status, &data, cx);
+            }
+        }
     }
 
     /// A TLP reached its consumer.
@@ -1859,6 +1986,10 @@ impl Engine {
 
     // ---------------------------------------------------------------- host
     fn host_completion(&mut self, id: u32, cx: &mut Context<'_, Ev>) {
+        if self.p2p_tag_map.contains_key(&self.tlps[id as usize].tag) {
+            self.p2p_completion(id, cx);
+            return;
+        }
         let t = self.tlps[id as usize].clone();
         let payload = self.payload(id).to_vec();
         let Some(req) = self.host_reqs.get_mut(&t.tag) else {

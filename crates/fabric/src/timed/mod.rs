@@ -133,6 +133,10 @@ pub struct SimConfig {
     pub completion_timeout: SimDuration,
     /// Tags of each endpoint's DMA engine (1..=768). Default 64.
     pub dma_tags: u16,
+    /// The root complex splits peer-to-peer requests between its root ports into
+    /// pieces of this many bytes (NetTLP saw 64 on an Intel root complex) and rebuilds
+    /// read completions at RCB/MPS. None: forwarded whole. Default None.
+    pub p2p_split: Option<u32>,
     /// The root complex's IOMMU (None: DMA addresses are physical). Default None.
     pub iommu: Option<IommuConfig>,
     /// Record every TLP/DLLP with its bytes. Default false.
@@ -175,6 +179,7 @@ impl Default for SimConfig {
             retrain_time: SimDuration::from_us(1),
             completion_timeout: SimDuration::from_ms(10),
             dma_tags: 64,
+            p2p_split: None,
             iommu: None,
             trace: false,
             log_writes: false,
@@ -261,6 +266,15 @@ fn check(cfg: &SimConfig) -> Result<(), SimError> {
     ] {
         if !(0.0..1.0).contains(&r) {
             return p(what, r.to_string(), "0 <= p < 1");
+        }
+    }
+    if let Some(p2p) = cfg.p2p_split {
+        if !p2p.is_power_of_two() || !(4..=4096).contains(&p2p) {
+            return p(
+                "p2p split",
+                p2p.to_string(),
+                "a power of two, 4..=4096 bytes",
+            );
         }
     }
     if let Some(m) = cfg.iommu {
@@ -511,6 +525,10 @@ impl FabricSim {
             rc_posted_last: SimTime::ZERO,
             llc_set: Default::default(),
             llc_fifo: VecDeque::new(),
+            p2p_tags: (256..512u16).rev().collect(),
+            p2p_tag_map: Default::default(),
+            p2p_reads: Default::default(),
+            p2p_next: 0,
         })
         .seed(seed)
         .capacity(4096)

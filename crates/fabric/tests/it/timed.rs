@@ -842,3 +842,83 @@ fn ddio_hits_and_numa_penalty_change_read_latency_by_their_parameters() {
     assert!((cold - read_lat(true, local) - 50.0).abs() < 1e-9);
     assert!((read_lat(false, 0x8_0000_0000) - cold - 60.0).abs() < 1e-9);
 }
+
+#[test]
+fn root_complex_splits_peer_requests_into_64_byte_pieces_like_nettlp_saw() {
+    let s = "seed = 1\n[[node]]\nname=\"rc\"\nkind=\"root-complex\"\nports=2\n\
+             [[node]]\nname=\"a\"\nkind=\"psmem\"\n[[node]]\nname=\"b\"\nkind=\"psmem\"\n\
+             [[link]]\nup=\"rc.0\"\ndown=\"a\"\ngen=3\nwidth=8\n\
+             [[link]]\nup=\"rc.1\"\ndown=\"b\"\ngen=3\nwidth=8\n";
+    let topo = Topology::parse(s, "p2p.toml", &KindRegistry::builtin()).unwrap();
+    let run = |split: Option<u32>| {
+        let cfg = SimConfig {
+            p2p_split: split,
+            ..SimConfig::default()
+        };
+        let mut sim = FabricSim::new(&topo, &KindRegistry::builtin(), cfg).unwrap();
+        let peer = sim.bar("b", 0).unwrap();
+        let pattern: Vec<u8> = (0..512u32).map(|i| (i * 13 + 5) as u8).collect();
+        sim.mmio_write(peer, &pattern).unwrap();
+        sim.run_for(SimDuration::from_us(5));
+        sim.attach(
+            "a",
+            Box::new(Reader {
+                addr: peer,
+                len: 512,
+                got: None,
+            }),
+        )
+        .unwrap();
+        sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+        let rep = sim.model("a").unwrap().report().unwrap();
+        assert_eq!(rep["ok"], true, "{:?}", sim.errors());
+        let data: Vec<u8> = rep["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap() as u8)
+            .collect();
+        assert_eq!(data, pattern);
+        let c = sim.counters();
+        let get = |n: &str| c.iter().find(|x| x.0 == n).unwrap().1;
+        (
+            get("rc.1->b").non_posted,
+            get("b->rc.1").completions,
+            get("rc.0->a").completions,
+        )
+    };
+    // Whole: one 512-byte MRd, two 256-byte CplDs (MPS 256) each way.
+    assert_eq!(run(None), (1, 2, 2));
+    // Split: eight 64-byte MRds to b, eight 64-byte CplDs back, rebuilt into two.
+    assert_eq!(run(Some(64)), (8, 8, 2));
+
+    // Peer writes: two 256-byte MWrs from a become eight 64-byte MWrs towards b.
+    let cfg = SimConfig {
+        p2p_split: Some(64),
+        ..SimConfig::default()
+    };
+    let mut sim = FabricSim::new(&topo, &KindRegistry::builtin(), cfg).unwrap();
+    let peer = sim.bar("b", 0).unwrap();
+    sim.attach(
+        "a",
+        Box::new(DmaStream::new(
+            DmaOpKind::Write,
+            512,
+            1,
+            1,
+            peer,
+            4096,
+            AddrPattern::Sequential,
+        )),
+    )
+    .unwrap();
+    sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+    let c = sim.counters();
+    let get = |n: &str| c.iter().find(|x| x.0 == n).unwrap().1;
+    assert_eq!((get("a->rc.0").posted, get("rc.1->b").posted), (2, 8));
+    let HostRead::Done { data, .. } = sim.mmio_read(peer + 448, 64).unwrap() else {
+        panic!()
+    };
+    let want: Vec<u8> = (448..512u64).map(|k| k as u8).collect(); // DMA 0: byte k = k ^ 0
+    assert_eq!(data, want);
+}
