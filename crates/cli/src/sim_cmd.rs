@@ -105,6 +105,12 @@ pub struct SimArgs {
     /// Probability of an LCRC error per TLP (0 <= p < 1).
     #[arg(long, default_value_t = 0.0)]
     error_rate: f64,
+    /// Switches forward cut-through (from the header) instead of store-and-forward.
+    #[arg(long)]
+    cut_through: bool,
+    /// The root complex splits peer-to-peer requests into pieces of this many bytes.
+    #[arg(long)]
+    p2p_split: Option<u32>,
     /// Bit error rate (replaces --error-rate when non-zero).
     #[arg(long, default_value_t = 0.0)]
     ber: f64,
@@ -371,6 +377,8 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         propagation: SimDuration::from_ns(a.prop_ns),
         error_rate: a.error_rate,
         ber: a.ber,
+        cut_through: a.cut_through,
+        p2p_split: a.p2p_split,
         dma_tags: a.tags,
         ..SimConfig::default()
     };
@@ -466,6 +474,8 @@ impl SimArgs {
             replay_buffer: self.replay_buffer,
             error_rate: self.error_rate,
             ber: self.ber,
+            cut_through: self.cut_through,
+            p2p_split: self.p2p_split,
             seed: self.seed,
             json: self.json,
             csv: self.csv,
