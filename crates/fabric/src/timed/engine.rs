@@ -690,12 +690,37 @@ impl Engine {
         }
     }
 
+    /// True if the direction has something it may want to send.
+    fn has_work(&self, d: usize) -> bool {
+        let dir = &self.dirs[d];
+        !dir.dllq.is_empty() || dir.replay_pos.is_some() || dir.q.iter().any(|q| !q.is_empty())
+    }
+
+    /// Makes sure a wake-up (TxDone) is pending for when the wire frees.
+    fn wake_when_free(&mut self, d: u16, cx: &mut Context<'_, Ev>) {
+        let dir = &mut self.dirs[d as usize];
+        if !dir.busy {
+            dir.busy = true;
+            let t = SimTime::from_ps(dir.timing.units_to_ps_ceil(dir.free_at));
+            let txf = dir.tx_fifo;
+            cx.push_fifo(txf, t, Ev::TxDone(d));
+        }
+    }
+
     pub(crate) fn try_send(&mut self, d: u16, cx: &mut Context<'_, Ev>) {
         let di = d as usize;
         if self.dirs[di].busy {
             return;
         }
         let now = cx.now();
+        // The wire is still sending: come back when it is free (only then: an idle
+        // direction costs no events).
+        if self.dirs[di].free_at > self.dirs[di].timing.ps_to_units(now.as_ps()) {
+            if self.has_work(di) {
+                self.wake_when_free(d, cx);
+            }
+            return;
+        }
         // 1. DLLPs.
         if let Some(dl) = self.dirs[di].dllq.pop_front() {
             // The InitFC handshake repeats until it succeeds: modelled as never lost.
@@ -843,18 +868,25 @@ impl Engine {
     fn transmit(&mut self, d: u16, bytes: u64, w: Wire, cx: &mut Context<'_, Ev>) {
         let dir = &mut self.dirs[d as usize];
         let now_u = dir.timing.ps_to_units(cx.now().as_ps());
-        let start = dir.free_at.max(now_u);
+        // Back to back (the wire freed less than a picosecond ago, i.e. at this event's
+        // rounded-up time): start exactly where the last transmission ended, so that
+        // rounding to picoseconds never accumulates.
+        let start = if now_u < dir.free_at + dir.timing.units_per_ps() {
+            dir.free_at
+        } else {
+            now_u
+        };
         let end = start + dir.timing.units(bytes);
         dir.free_at = end;
         let end_ps = dir.timing.units_to_ps_ceil(end);
         dir.counters.wire_bytes += bytes;
         dir.counters.busy_ps += end_ps.saturating_sub(dir.timing.units_to_ps_ceil(start));
-        dir.busy = true;
         let fifo = dir.fifo;
         let arrive = end_ps + dir.prop_ps;
-        let txf = dir.tx_fifo;
-        cx.push_fifo(txf, SimTime::from_ps(end_ps), Ev::TxDone(d));
         cx.push_fifo(fifo, SimTime::from_ps(arrive), Ev::Arrive(d, WireItem(w)));
+        if self.has_work(d as usize) {
+            self.wake_when_free(d, cx);
+        }
     }
 
     fn queue_dllp(&mut self, d: u16, dl: Dllp, front: bool, cx: &mut Context<'_, Ev>) {
