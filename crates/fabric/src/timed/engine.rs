@@ -233,12 +233,17 @@ pub(crate) struct Dir {
     pub replay: VecDeque<(u32, u32)>,
     pub replay_cap: usize,
     pub replay_pos: Option<usize>,
-    pub replay_timer: Option<EventKey>,
+    /// When the replay timer expires (None: not running).
+    pub replay_deadline: Option<SimTime>,
+    /// A ReplayTimer event is pending (it re-arms itself if the deadline moved).
+    pub replay_armed: bool,
     pub replay_num: u8,
     pub dllq: VecDeque<Dllp>,
     // DLL rx (receiver at `to`)
     pub rx_next: u32,
-    pub rx_ack_timer: Option<EventKey>,
+    pub rx_ack_pending: bool,
+    /// FIFO stream of the receiver's ACK-latency timer events.
+    pub ack_fifo: FifoId,
     pub rx_nak_sent: bool,
     // FC rx
     pub rx_buf: BufferCredits,
@@ -796,10 +801,8 @@ impl Engine {
                     NP => dir.counters.non_posted += 1,
                     _ => dir.counters.completions += 1,
                 }
-                if dir.replay_timer.is_none() {
-                    let rp = dir.replay_ps;
-                    dir.replay_timer =
-                        Some(cx.schedule_in(SimDuration::from_ps(rp), Ev::ReplayTimer(d)));
+                if dir.replay_deadline.is_none() {
+                    self.arm_replay(d, cx);
                 }
                 // Put it on the wire first (the direction is then busy, so anything the
                 // follow-ups below queue here waits its turn).
@@ -935,10 +938,11 @@ impl Engine {
                 } else {
                     dir.rx_next += 1;
                     dir.rx_nak_sent = false;
-                    if dir.rx_ack_timer.is_none() {
-                        let a = dir.ack_ps;
-                        dir.rx_ack_timer =
-                            Some(cx.schedule_in(SimDuration::from_ps(a), Ev::AckTimer(d)));
+                    if !dir.rx_ack_pending {
+                        dir.rx_ack_pending = true;
+                        let at = cx.now() + SimDuration::from_ps(dir.ack_ps);
+                        let f = dir.ack_fifo;
+                        cx.push_fifo(f, at, Ev::AckTimer(d));
                     }
                     let (c, dc) = {
                         let t = &self.tlps[id as usize];
@@ -976,13 +980,11 @@ impl Engine {
                             dir.replay_pos = None;
                         }
                     }
-                    if let Some(k) = dir.replay_timer.take() {
-                        cx.cancel(k);
-                    }
-                    if !dir.replay.is_empty() {
-                        let rp = dir.replay_ps;
-                        dir.replay_timer =
-                            Some(cx.schedule_in(SimDuration::from_ps(rp), Ev::ReplayTimer(d)));
+                    // The replay timer restarts if TLPs remain, else stops.
+                    if dir.replay.is_empty() {
+                        dir.replay_deadline = None;
+                    } else {
+                        self.arm_replay(d, cx);
                     }
                 }
                 if matches!(dl, Dllp::Nak(_)) && !self.dirs[di].replay.is_empty() {
@@ -1038,12 +1040,19 @@ impl Engine {
                 t.free_at = t.free_at.max(t.timing.ps_to_units(until));
             }
         }
+        self.arm_replay(d, cx);
+    }
+
+    /// (Re)starts the replay timer: the deadline moves; at most one event is pending,
+    /// and it re-arms itself when it finds the deadline later than its own time.
+    fn arm_replay(&mut self, d: u16, cx: &mut Context<'_, Ev>) {
         let dir = &mut self.dirs[d as usize];
-        if let Some(k) = dir.replay_timer.take() {
-            cx.cancel(k);
+        let at = cx.now() + SimDuration::from_ps(dir.replay_ps);
+        dir.replay_deadline = Some(at);
+        if !dir.replay_armed {
+            dir.replay_armed = true;
+            cx.schedule_at(at, Ev::ReplayTimer(d));
         }
-        let rp = dir.replay_ps;
-        dir.replay_timer = Some(cx.schedule_in(SimDuration::from_ps(rp), Ev::ReplayTimer(d)));
     }
 
     /// The receiver of `d` frees credits of class `c`.
@@ -2125,7 +2134,7 @@ impl World for Engine {
             }
             Ev::AckTimer(d) => {
                 let dir = &mut self.dirs[d as usize];
-                dir.rx_ack_timer = None;
+                dir.rx_ack_pending = false;
                 let s = dir.rx_next.wrapping_sub(1);
                 self.queue_dllp(d ^ 1, Dllp::Ack(s), true, cx);
             }
@@ -2145,8 +2154,18 @@ impl World for Engine {
                 }
             }
             Ev::ReplayTimer(d) => {
+                let now = cx.now();
                 let dir = &mut self.dirs[d as usize];
-                dir.replay_timer = None;
+                dir.replay_armed = false;
+                match dir.replay_deadline {
+                    None => return,
+                    Some(t) if t > now => {
+                        dir.replay_armed = true;
+                        cx.schedule_at(t, Ev::ReplayTimer(d));
+                        return;
+                    }
+                    Some(_) => dir.replay_deadline = None,
+                }
                 if !dir.replay.is_empty() {
                     dir.counters.replay_timeouts += 1;
                     self.start_replay(d, cx);

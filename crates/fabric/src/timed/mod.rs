@@ -475,11 +475,13 @@ impl FabricSim {
                     replay: VecDeque::new(),
                     replay_cap: cfg.replay_buffer,
                     replay_pos: None,
-                    replay_timer: None,
+                    replay_deadline: None,
+                    replay_armed: false,
                     replay_num: 0,
                     dllq: VecDeque::new(),
                     rx_next: 0,
-                    rx_ack_timer: None,
+                    rx_ack_pending: false,
+                    ack_fifo: dummy_fifo,
                     rx_nak_sent: false,
                     rx_buf: buf,
                     rx_alloc: alloc,
@@ -536,8 +538,10 @@ impl FabricSim {
         for d in 0..sim.world().dirs.len() {
             let f = sim.new_fifo();
             let g = sim.new_fifo();
+            let h = sim.new_fifo();
             sim.world_mut().dirs[d].fifo = f;
             sim.world_mut().dirs[d].tx_fifo = g;
+            sim.world_mut().dirs[d].ack_fifo = h;
         }
         for n in 0..sim.world().nodes.len() {
             let f = sim.new_fifo();
