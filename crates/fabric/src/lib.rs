@@ -1,7 +1,7 @@
 //! # pcielab-fabric — topologies, routing and host software
 //!
 //! ```text
-//!   topology file ──► Topology ──► Fabric (hardware, functional routing)
+//!   topology file ──► Topology ──► Fabric (hardware, functional routing) ──► timed::FabricSim
 //!                                     ▲
 //!                                     │ configuration / memory requests only
 //!                              host::enumerate ──► EnumeratedTree
@@ -15,6 +15,9 @@
 //! - [`host`] is host software: [`host::enumerate::enumerate`] numbers buses, sizes and
 //!   assigns BARs and windows, sets MPS/MRRS and programs interrupts.
 //! - [`report`] turns an enumerated tree into the `lspci -tv`-like tree and JSON.
+//! - [`timed`] is the timed simulator on the `pcielab-sim` kernel: links with the
+//!   data-link layer and flow control, switches, the root complex, the endpoint API
+//!   ([`timed::Endpoint`]) and the host-program API ([`timed::FabricSim`]).
 //!
 //! ```
 //! use pcielab_fabric::{functional::Fabric, kinds::KindRegistry, topology::Topology};
