@@ -112,11 +112,16 @@ impl Tlp {
             Kind::Cpl | Kind::CplD => CPL,
         }
     }
+    /// Payload on the wire: the whole DWs the bytes `[addr, addr + len)` touch.
     pub fn payload_bytes(&self) -> u32 {
         match self.kind {
-            Kind::MWr | Kind::CplD => self.len.div_ceil(4) * 4,
+            Kind::MWr | Kind::CplD => self.dw_span() * 4,
             _ => 0,
         }
+    }
+    /// DWs covered by `[addr, addr + len)` (at least 1).
+    pub fn dw_span(&self) -> u32 {
+        ((self.addr & 3) as u32 + self.len).div_ceil(4).max(1)
     }
     pub fn data_credits(&self) -> u64 {
         self.payload_bytes().div_ceil(16) as u64
@@ -476,42 +481,41 @@ impl Engine {
     /// Raw bytes of a TLP for the trace.
     fn tlp_bytes_raw(&self, id: u32) -> Vec<u8> {
         let t = &self.tlps[id as usize];
-        let tag = Tag::new(t.tag).unwrap_or(Tag::new(0).unwrap_or_else(|_| unreachable!()));
+        let tag = Tag::new(t.tag & 0x3ff).unwrap_or_else(|_| Tag::new(0).expect("tag 0"));
         let payload = self.payload(id);
-        let padded;
-        let data: &[u8] = if payload.len() % 4 != 0 {
-            let mut v = payload.to_vec();
-            v.resize(payload.len().div_ceil(4) * 4, 0);
-            padded = v;
-            &padded
-        } else {
-            payload
+        // The payload as it travels: whole DWs, the first byte at `addr & 3`.
+        let front = (t.addr & 3) as usize;
+        let dws = t.dw_span() as usize;
+        let mut data = vec![0u8; if payload.is_empty() { 0 } else { dws * 4 }];
+        if !data.is_empty() {
+            let n = payload.len().min(data.len() - front);
+            data[front..front + n].copy_from_slice(&payload[..n]);
+        }
+        let shape = pcielab_wire::request_shape(t.addr, t.len.clamp(1, 4096)).ok();
+        let set_be = |r: &mut TlpRepr<'_>| {
+            if let (Some(sh), pcielab_wire::tlp::TlpHeader::Mem(h)) = (shape, &mut r.header) {
+                h.first_be = sh.first_be;
+                h.last_be = sh.last_be;
+            }
         };
         let r = match t.kind {
-            Kind::MRd => TlpRepr::mem_read(
-                t.requester,
-                tag,
-                t.addr,
-                (t.len.div_ceil(4)).clamp(1, 1024) as u16,
-            ),
-            Kind::MWr => TlpRepr::mem_write(t.requester, tag, t.addr, data),
-            Kind::Cpl => TlpRepr::completion(
+            Kind::MRd => TlpRepr::mem_read(t.requester, tag, t.addr, dws.clamp(1, 1024) as u16)
+                .map(|mut r| {
+                    set_be(&mut r);
+                    r
+                }),
+            Kind::MWr => TlpRepr::mem_write(t.requester, tag, t.addr, &data).map(|mut r| {
+                set_be(&mut r);
+                r
+            }),
+            Kind::Cpl | Kind::CplD => TlpRepr::completion(
                 t.completer,
                 t.requester,
                 tag,
                 t.status,
                 t.byte_count.max(1),
                 (t.addr & 0x7f) as u8,
-                &[],
-            ),
-            Kind::CplD => TlpRepr::completion(
-                t.completer,
-                t.requester,
-                tag,
-                t.status,
-                t.byte_count.max(1),
-                (t.addr & 0x7f) as u8,
-                data,
+                &data,
             ),
         };
         r.and_then(|r| r.to_vec()).unwrap_or_default()
