@@ -209,6 +209,20 @@ fn dma_row(ctx: &Ctx, a: &SimArgs, device: &str, op: Op, size: u64) -> Result<Va
         .and_then(|m| m.report())
         .ok_or_else(|| fail(format!("{device}: no report")))?;
     let c = sim.counters();
+    let links: Vec<Value> = c
+        .iter()
+        .map(|(name, k)| {
+            json!({
+                "link": name, "tlps": k.tlps, "payload_bytes": k.payload_bytes,
+                "wire_bytes": k.wire_bytes, "acks": k.acks, "naks": k.naks,
+                "fc_dllps": k.fc_dllps, "replays": k.replays,
+                "replay_timeouts": k.replay_timeouts, "retrains": k.retrains,
+                "credit_stall_ns": k.credit_stall_ps as f64 / 1000.0,
+                "busy_ns": k.busy_ps as f64 / 1000.0,
+                "utilization": (k.busy_ps as f64 / sim.now().as_ps().max(1) as f64),
+            })
+        })
+        .collect();
     let replays: u64 = c.iter().map(|x| x.1.replays).sum();
     let stall: u64 = c.iter().map(|x| x.1.credit_stall_ps).sum();
     Ok(json!({
@@ -219,6 +233,7 @@ fn dma_row(ctx: &Ctx, a: &SimArgs, device: &str, op: Op, size: u64) -> Result<Va
         "dmas": rep["dmas"], "failed": rep["failed"], "replays": replays,
         "credit_stall_ns": stall as f64 / 1000.0,
         "elapsed_ns": rep["elapsed_ps"].as_f64().unwrap_or(0.0) / 1000.0, "events": sim.events(),
+        "links": links,
     }))
 }
 
@@ -286,6 +301,28 @@ fn fmt_table(rows: &[Value]) -> String {
                 r["max_latency_ns"].as_f64().unwrap_or(0.0),
                 r["replays"].as_u64().unwrap_or(0)
             ));
+        }
+    }
+    if let [r] = rows {
+        if let Some(links) = r["links"].as_array() {
+            s.push_str("\nPer link direction (whole run)\n");
+            s.push_str(&format!(
+                "{:<14} {:>8} {:>12} {:>7} {:>7} {:>7} {:>8} {:>6}\n",
+                "link", "TLPs", "payload_B", "ACKs", "FC", "NAKs", "replays", "util"
+            ));
+            for l in links {
+                s.push_str(&format!(
+                    "{:<14} {:>8} {:>12} {:>7} {:>7} {:>7} {:>8} {:>5.1}%\n",
+                    l["link"].as_str().unwrap_or(""),
+                    l["tlps"].as_u64().unwrap_or(0),
+                    l["payload_bytes"].as_u64().unwrap_or(0),
+                    l["acks"].as_u64().unwrap_or(0),
+                    l["fc_dllps"].as_u64().unwrap_or(0),
+                    l["naks"].as_u64().unwrap_or(0),
+                    l["replays"].as_u64().unwrap_or(0),
+                    l["utilization"].as_f64().unwrap_or(0.0) * 100.0
+                ));
+            }
         }
     }
     let lat: Vec<&Value> = rows

@@ -62,6 +62,12 @@ fn dma_json_write_rate_is_the_link_rate() {
     let g = v[0]["gbps"].as_f64().unwrap();
     let want = 16.0 * 16.0 * 128.0 / 130.0 * 375.0 / 376.0 * 256.0 / 280.0;
     assert!((g - want).abs() / want < 1e-3, "{g} vs {want}");
+    // Per-link counters: 5 links × 2 directions; mem3's upstream direction is the busy one.
+    let links = v[0]["links"].as_array().unwrap();
+    assert_eq!(links.len(), 10);
+    let up = links.iter().find(|l| l["link"] == "mem3->rc.1").unwrap();
+    assert!(up["utilization"].as_f64().unwrap() > 0.9, "{up}");
+    assert_eq!(up["tlps"], 200 * 4096 / 256);
 }
 
 #[test]

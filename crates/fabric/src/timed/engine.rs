@@ -316,6 +316,9 @@ pub(crate) struct EpState {
     pub up_dir: u16,
     /// A completion-timeout sweep is pending.
     pub timeout_armed: bool,
+    /// The pending sweep event (cancelled when no read is left, so an idle device
+    /// keeps no event alive).
+    pub timeout_key: Option<EventKey>,
 }
 
 /// A host (root-complex) request waiting for its completion.
@@ -1743,7 +1746,7 @@ impl Engine {
             if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
                 if !ep.timeout_armed {
                     ep.timeout_armed = true;
-                    cx.schedule_in(to, Ev::DmaTimeout(node, 0));
+                    ep.timeout_key = Some(cx.schedule_in(to, Ev::DmaTimeout(node, 0)));
                 }
             }
             self.issue_reads(node, cx);
@@ -1976,10 +1979,11 @@ impl Engine {
             }
         }
         match next {
-            Some(t) => {
-                cx.schedule_at(t, Ev::DmaTimeout(node, 0));
+            Some(t) => ep.timeout_key = Some(cx.schedule_at(t, Ev::DmaTimeout(node, 0))),
+            None => {
+                ep.timeout_armed = false;
+                ep.timeout_key = None;
             }
-            None => ep.timeout_armed = false,
         }
         if expired.is_empty() {
             return;
@@ -2023,8 +2027,15 @@ impl Engine {
             } else {
                 std::mem::take(&mut op.buf)
             };
+            let (id, ok) = (op.id, op.ok);
             ep.free_ops.push(oi);
-            (op.id, op.ok, data)
+            if ep.timeout_armed && !ep.ops.iter().any(|o| o.live && !o.write) {
+                if let Some(k) = ep.timeout_key.take() {
+                    cx.cancel(k);
+                }
+                ep.timeout_armed = false;
+            }
+            (id, ok, data)
         };
         self.call_ep(node, cx, |m, cx| m.dma_done(id, ok, &data, cx));
     }

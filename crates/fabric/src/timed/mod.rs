@@ -395,6 +395,7 @@ impl FabricSim {
                             rng: root_rng.fork(i as u64 + 1),
                             up_dir: 0,
                             timeout_armed: false,
+                            timeout_key: None,
                         })),
                         f,
                     )
