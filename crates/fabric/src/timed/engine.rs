@@ -2172,6 +2172,13 @@ impl World for Engine {
                 let now = cx.now();
                 let dir = &mut self.dirs[d as usize];
                 dir.replay_armed = false;
+                // The timer does not run while the link cannot transmit (a replay in
+                // progress, or Recovery after a retrain): it restarts once the wire is
+                // free.
+                let wire_free = SimTime::from_ps(dir.timing.units_to_ps_ceil(dir.free_at));
+                if dir.replay_deadline.is_some() && wire_free > now {
+                    dir.replay_deadline = Some(wire_free + SimDuration::from_ps(dir.replay_ps));
+                }
                 match dir.replay_deadline {
                     None => return,
                     Some(t) if t > now => {

@@ -649,6 +649,11 @@ impl FabricSim {
         self.sim.now()
     }
 
+    /// Kernel events pending (0 when every device and link is idle).
+    pub fn pending_events(&self) -> usize {
+        self.sim.pending()
+    }
+
     /// Kernel events delivered so far.
     pub fn events(&self) -> u64 {
         self.sim.delivered()
