@@ -1098,6 +1098,18 @@ impl Engine {
             data: dir.rx_alloc[c].data,
         };
         self.queue_dllp(d ^ 1, dl, false, cx);
+        if self.cfg.dllp_error_rate > 0.0 {
+            // DLLPs can be lost: repeat the (cumulative, idempotent) UpdateFC like the
+            // spec's periodic FC update, until it was sent 8 times unchanged (then the
+            // link idles; a loss probability p leaves a stall with probability p^8).
+            let dir = &mut self.dirs[d as usize];
+            if dir.rx_fc_timer[c].is_none() && dir.fc_refresh[c] < 8 {
+                dir.fc_refresh[c] += 1;
+                let f = dir.fc_ps;
+                dir.rx_fc_timer[c] =
+                    Some(cx.schedule_in(SimDuration::from_ps(4 * f), Ev::FcTimer(d, c as u8)));
+            }
+        }
     }
 
     /// A TLP passed the data-link checks at the receiver of `d`.
@@ -2156,17 +2168,6 @@ impl World for Engine {
             Ev::FcTimer(d, c) => {
                 self.dirs[d as usize].rx_fc_timer[c as usize] = None;
                 self.send_update_fc(d, c as usize, cx);
-                if self.cfg.dllp_error_rate > 0.0 {
-                    // DLLPs can be lost: repeat the (cumulative, idempotent) UpdateFC
-                    // like the spec's periodic update, until it was sent 3 times unchanged.
-                    let dir = &mut self.dirs[d as usize];
-                    if dir.fc_refresh[c as usize] < 3 {
-                        dir.fc_refresh[c as usize] += 1;
-                        let f = dir.fc_ps;
-                        dir.rx_fc_timer[c as usize] =
-                            Some(cx.schedule_in(SimDuration::from_ps(4 * f), Ev::FcTimer(d, c)));
-                    }
-                }
             }
             Ev::ReplayTimer(d) => {
                 let now = cx.now();

@@ -2,7 +2,9 @@
 //! errors with zero data loss, determinism, bad input, misbehaving devices.
 
 use pcielab_fabric::kinds::KindRegistry;
-use pcielab_fabric::timed::{AddrPattern, DmaOpKind, DmaStream, FabricSim, HostRead, SimConfig};
+use pcielab_fabric::timed::{
+    AddrPattern, BufferCredits, DmaOpKind, DmaStream, FabricSim, HostRead, SimConfig,
+};
 use pcielab_fabric::topology::Topology;
 use pcielab_sim::{SimDuration, SimTime};
 
@@ -56,7 +58,7 @@ fn mmio_read_latency_is_the_hand_computed_sum() {
     assert_eq!((done - issued).as_ps(), want, "issued {issued} done {done}");
 }
 
-const BIG: pcielab_fabric::timed::BufferCredits = pcielab_fabric::timed::BufferCredits {
+const BIG: BufferCredits = BufferCredits {
     hdr: [128; 3],
     data: [2048; 3],
 };
@@ -1064,6 +1066,53 @@ fn replay_timer_waits_for_a_retraining_link() {
     assert_eq!(
         (rep["dmas"].as_u64(), rep["failed"].as_u64()),
         (Some(16), Some(0)),
+        "{:?}",
+        sim.errors()
+    );
+}
+
+#[test]
+fn lost_update_fc_does_not_deadlock_small_buffers() {
+    // Found by a random sweep: with 7-header/128-byte buffers a lost *urgent*
+    // UpdateFC (sent at once because the transmitter was out of credits) was never
+    // repeated, and the stream stalled until the completion timeout.
+    let cfg = SimConfig {
+        mps: 128,
+        mrrs: 256,
+        dllp_error_rate: 0.15,
+        seed: Some(4),
+        replay_buffer: 7,
+        port_buffer: BufferCredits {
+            hdr: [7; 3],
+            data: [8; 3],
+        },
+        ep_buffer: BufferCredits {
+            hdr: [7, 7, 0],
+            data: [8, 0, 0],
+        },
+        dma_tags: 12,
+        ..SimConfig::default()
+    };
+    let mut sim = FabricSim::new(&with_switch(4, 2), &KindRegistry::builtin(), cfg).unwrap();
+    let base = sim.alloc_dma(1 << 20);
+    sim.attach(
+        "ep",
+        Box::new(DmaStream::new(
+            DmaOpKind::ReadWrite,
+            2200,
+            7,
+            12,
+            base,
+            1 << 20,
+            AddrPattern::Sequential,
+        )),
+    )
+    .unwrap();
+    sim.run_until_idle(SimTime::from_ps(1_000_000_000_000));
+    let rep = sim.model("ep").unwrap().report().unwrap();
+    assert_eq!(
+        (rep["dmas"].as_u64(), rep["failed"].as_u64()),
+        (Some(12), Some(0)),
         "{:?}",
         sim.errors()
     );
