@@ -386,7 +386,13 @@ impl Channel {
                 self.flush();
             }
             if in_flight == 0 {
-                return Ok(buf.len());
+                if split.peek().is_none() {
+                    return Ok(buf.len());
+                }
+                // Every free tag is in quarantine: wait for the first to come out.
+                let until = self.tags.iter().filter_map(|t| t.quarantine).min().unwrap_or(now);
+                std::thread::sleep(until.saturating_duration_since(Instant::now()));
+                continue;
             }
             // Wait for completions on the tags in flight.
             self.fds.clear();

@@ -76,7 +76,8 @@ fn lost_completions_never_give_wrong_data() {
         match dev.dma_read(addr, &mut b) {
             Ok(_) => {
                 ok += 1;
-                assert!(b.iter().enumerate().all(|(k, x)| *x == pattern(addr + k as u64)), "wrong data at {addr:#x}");
+                let bad: Vec<usize> = (0..b.len()).filter(|&k| b[k] != pattern(addr + k as u64)).collect();
+                assert!(bad.is_empty(), "wrong data at {addr:#x} len {}: {} bytes from offset {:?} to {:?}", b.len(), bad.len(), bad.first(), bad.last());
             }
             Err(DmaError::Timeout { .. }) => timeouts += 1,
             Err(DmaError::Completion { .. }) => bad += 1,
