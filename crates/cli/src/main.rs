@@ -5,6 +5,7 @@
 mod demo;
 mod dllp_cmd;
 mod model_cmd;
+mod nettlp_cmd;
 mod tlp_cmd;
 
 use clap::{Parser, Subcommand};
@@ -30,6 +31,15 @@ enum Command {
     Dllp(dllp_cmd::DllpCmd),
     /// The analytic model: bandwidth, link rates, NICs, latency (pcie-bench compatible).
     Model(model_cmd::ModelArgs),
+    /// NetTLP software adapter host (root complex + host memory), or a command to one.
+    Adapter(nettlp_cmd::AdapterArgs),
+    /// NetTLP pseudo memory device behind BAR4.
+    Psmem(nettlp_cmd::PsmemArgs),
+    /// NetTLP DMA throughput and latency benchmark.
+    Tlpperf(nettlp_cmd::TlpperfArgs),
+    /// One NetTLP DMA read or write.
+    #[command(subcommand)]
+    Dma(nettlp_cmd::DmaCmd),
 }
 
 /// A command failure: the one line to print.
@@ -69,6 +79,10 @@ fn main() -> ExitCode {
         Command::Tlp(c) => tlp_cmd::run(&c),
         Command::Dllp(c) => dllp_cmd::run(&c),
         Command::Model(args) => return model_cmd::run(args),
+        Command::Adapter(a) => nettlp_cmd::run_adapter(&a),
+        Command::Psmem(a) => nettlp_cmd::run_psmem(&a),
+        Command::Tlpperf(a) => nettlp_cmd::run_tlpperf(&a),
+        Command::Dma(c) => nettlp_cmd::run_dma(&c),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

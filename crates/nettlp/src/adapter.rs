@@ -35,7 +35,10 @@ use crate::frame::{
 use crate::handler::{enabled_runs, read_extent};
 use crate::memory::{HostMemory, Window};
 use crate::sys::{self, Epoll, RecvBatch, SendBatch};
-use pcielab_wire::dma::{completions, request_shape, split_read, split_write, CplError, CplPolicy, Reassembler, SplitPolicy};
+use pcielab_wire::dma::{
+    completions, request_shape, split_read, split_write, CplError, CplPolicy, Reassembler,
+    SplitPolicy,
+};
 use pcielab_wire::tlp::{chunk_payload, MemOp, TlpHeader, TlpRepr};
 use pcielab_wire::{Bdf, ByteEnables, CplStatus, Tag};
 use std::fmt;
@@ -250,8 +253,16 @@ pub struct Interrupt {
 impl fmt::Display for Interrupt {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.vector {
-            Some(v) => write!(f, "MSI-X vector {v} (addr {:#x} data {:#x})", self.addr, self.data),
-            None => write!(f, "MSI write to {:#x} data {:#x} (no matching vector)", self.addr, self.data),
+            Some(v) => write!(
+                f,
+                "MSI-X vector {v} (addr {:#x} data {:#x})",
+                self.addr, self.data
+            ),
+            None => write!(
+                f,
+                "MSI write to {:#x} data {:#x} (no matching vector)",
+                self.addr, self.data
+            ),
         }
     }
 }
@@ -317,7 +328,9 @@ struct Inner {
 
 impl fmt::Debug for Inner {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Inner").field("cfg", &self.cfg).finish_non_exhaustive()
+        f.debug_struct("Inner")
+            .field("cfg", &self.cfg)
+            .finish_non_exhaustive()
     }
 }
 
@@ -342,7 +355,10 @@ impl Adapter {
     /// Binds every port and starts the workers.
     pub fn start(cfg: AdapterConfig) -> io::Result<Adapter> {
         if !(1..=64).contains(&cfg.threads) {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("threads must be 1..=64, got {}", cfg.threads)));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("threads must be 1..=64, got {}", cfg.threads),
+            ));
         }
         // Check MPS and RCB once, so completion shaping cannot fail later.
         completions(0, 4, cfg.rcb, cfg.mps, CplPolicy::Maximal)
@@ -354,8 +370,15 @@ impl Adapter {
         }
         let mut socks = Vec::with_capacity(ports.len());
         for p in ports {
-            let s = sys::udp_socket(SocketAddrV4::new(cfg.listen, p), None)
-                .map_err(|e| io::Error::new(e.kind(), format!("binding {}:{p:#x}: {e} (is another adapter running?)", cfg.listen)))?;
+            let s = sys::udp_socket(SocketAddrV4::new(cfg.listen, p), None).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "binding {}:{p:#x}: {e} (is another adapter running?)",
+                        cfg.listen
+                    ),
+                )
+            })?;
             s.set_nonblocking(true)?;
             socks.push((p, s));
         }
@@ -375,7 +398,8 @@ impl Adapter {
             stats: Counters::default(),
             stop: AtomicBool::new(false),
             host: Mutex::new(HostReads {
-                reasm: Reassembler::new(cfg.root_id, 256).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?,
+                reasm: Reassembler::new(cfg.root_id, 256)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?,
                 buf: Vec::new(),
                 pending: 0,
                 err: None,
@@ -441,7 +465,12 @@ impl Adapter {
             if left.is_zero() {
                 return None;
             }
-            g = self.inner.irq_cv.wait_timeout(g, left).unwrap_or_else(|p| p.into_inner()).0;
+            g = self
+                .inner
+                .irq_cv
+                .wait_timeout(g, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
     }
 
@@ -452,8 +481,13 @@ impl Adapter {
         }
         let inner = &self.inner;
         let _one = inner.mmio.lock().unwrap_or_else(|p| p.into_inner());
-        let addr = inner.cfg.bar4.checked_add(offset).ok_or_else(|| MmioError::Invalid("offset overflows".into()))?;
-        let split = split_read(addr, buf.len() as u64, 128, SplitPolicy::Aligned).map_err(|e| MmioError::Invalid(e.to_string()))?;
+        let addr = inner
+            .cfg
+            .bar4
+            .checked_add(offset)
+            .ok_or_else(|| MmioError::Invalid("offset overflows".into()))?;
+        let split = split_read(addr, buf.len() as u64, 128, SplitPolicy::Aligned)
+            .map_err(|e| MmioError::Invalid(e.to_string()))?;
         let mut out = SendBatch::new();
         {
             let mut h = inner.host.lock().unwrap_or_else(|p| p.into_inner());
@@ -490,7 +524,11 @@ impl Adapter {
                 cancel_all(&mut h);
                 return Err(MmioError::Timeout { offset });
             }
-            h = inner.host_cv.wait_timeout(h, left).unwrap_or_else(|p| p.into_inner()).0;
+            h = inner
+                .host_cv
+                .wait_timeout(h, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
     }
 
@@ -501,8 +539,13 @@ impl Adapter {
         }
         let inner = &self.inner;
         let _one = inner.mmio.lock().unwrap_or_else(|p| p.into_inner());
-        let addr = inner.cfg.bar4.checked_add(offset).ok_or_else(|| MmioError::Invalid("offset overflows".into()))?;
-        let split = split_write(addr, data.len() as u64, inner.cfg.mps, SplitPolicy::Aligned).map_err(|e| MmioError::Invalid(e.to_string()))?;
+        let addr = inner
+            .cfg
+            .bar4
+            .checked_add(offset)
+            .ok_or_else(|| MmioError::Invalid("offset overflows".into()))?;
+        let split = split_write(addr, data.len() as u64, inner.cfg.mps, SplitPolicy::Aligned)
+            .map_err(|e| MmioError::Invalid(e.to_string()))?;
         let mut out = SendBatch::new();
         let mut payload = [0u8; 4096];
         for chunk in split {
@@ -513,8 +556,10 @@ impl Adapter {
                 Tag::from_bits_truncate(t)
             };
             let n = chunk.shape.length_dw as usize * 4;
-            chunk_payload(&chunk, data, &mut payload[..n]).map_err(|e| MmioError::Invalid(e.to_string()))?;
-            let mwr = TlpRepr::mem_write_chunk(inner.cfg.root_id, tag, &chunk, &payload[..n]).map_err(|e| MmioError::Invalid(e.to_string()))?;
+            chunk_payload(&chunk, data, &mut payload[..n])
+                .map_err(|e| MmioError::Invalid(e.to_string()))?;
+            let mwr = TlpRepr::mem_write_chunk(inner.cfg.root_id, tag, &chunk, &payload[..n])
+                .map_err(|e| MmioError::Invalid(e.to_string()))?;
             inner.queue_host(&mut out, tag.value(), &mwr)?;
         }
         inner.flush(&mut out, None);
@@ -559,15 +604,27 @@ fn cancel_all(h: &mut HostReads) {
 
 impl Inner {
     fn sock(&self, port: u16) -> Option<&UdpSocket> {
-        sock_index(port, self.cfg.cfg_port_5001).and_then(|i| self.socks.get(i)).map(|(_, s)| s)
+        sock_index(port, self.cfg.cfg_port_5001)
+            .and_then(|i| self.socks.get(i))
+            .map(|(_, s)| s)
     }
 
-    fn queue_host(&self, out: &mut SendBatch, tag: u16, tlp: &TlpRepr<'_>) -> Result<(), MmioError> {
+    fn queue_host(
+        &self,
+        out: &mut SendBatch,
+        tag: u16,
+        tlp: &TlpRepr<'_>,
+    ) -> Result<(), MmioError> {
         let port = frame::host_port(tag);
-        let s = self.sock(port).ok_or_else(|| MmioError::Io(format!("no socket for port {port:#x}")))?;
-        out.push_with(s.as_raw_fd(), SocketAddrV4::new(self.cfg.device, port), MAX_DATAGRAM, |b| {
-            frame::emit_datagram(NetTlpHeader::default(), tlp, b)
-        })
+        let s = self
+            .sock(port)
+            .ok_or_else(|| MmioError::Io(format!("no socket for port {port:#x}")))?;
+        out.push_with(
+            s.as_raw_fd(),
+            SocketAddrV4::new(self.cfg.device, port),
+            MAX_DATAGRAM,
+            |b| frame::emit_datagram(NetTlpHeader::default(), tlp, b),
+        )
         .map_err(|e| MmioError::Invalid(e.to_string()))?;
         self.stats.mmio_sent.fetch_add(1, Ordering::Relaxed);
         Ok(())
@@ -584,7 +641,9 @@ impl Inner {
             }
         }
         let failed = out.flush();
-        self.stats.send_failures.fetch_add(failed as u64, Ordering::Relaxed);
+        self.stats
+            .send_failures
+            .fetch_add(failed as u64, Ordering::Relaxed);
     }
 
     fn drop_dgram(&self, counter: &AtomicU64, reason: &'static str, src: SocketAddrV4, port: u16) {
@@ -600,14 +659,34 @@ impl Inner {
     }
 
     /// Handles one received datagram; replies are queued on `out`.
-    fn handle(&self, port: u16, src: SocketAddrV4, bytes: &[u8], trunc: bool, out: &mut SendBatch, scratch: &mut Vec<u8>, data: &mut [u8]) {
+    #[allow(clippy::too_many_arguments)]
+    fn handle(
+        &self,
+        port: u16,
+        src: SocketAddrV4,
+        bytes: &[u8],
+        trunc: bool,
+        out: &mut SendBatch,
+        scratch: &mut Vec<u8>,
+        data: &mut [u8],
+    ) {
         let st = &self.stats;
         st.rx_datagrams.fetch_add(1, Ordering::Relaxed);
         if !self.allow.contains(src.ip()) {
-            return self.drop_dgram(&st.drop_not_allowed, "peer not on the allow-list", src, port);
+            return self.drop_dgram(
+                &st.drop_not_allowed,
+                "peer not on the allow-list",
+                src,
+                port,
+            );
         }
         if trunc {
-            return self.drop_dgram(&st.drop_truncated, "datagram larger than any NetTLP datagram", src, port);
+            return self.drop_dgram(
+                &st.drop_truncated,
+                "datagram larger than any NetTLP datagram",
+                src,
+                port,
+            );
         }
         match frame::classify_port(port) {
             PortClass::Messaging => return self.messaging(port, src, bytes, out),
@@ -618,7 +697,12 @@ impl Inner {
             return self.config(port, src, bytes, out);
         }
         if bytes.len() < HEADER_LEN + 12 {
-            return self.drop_dgram(&st.drop_truncated, "shorter than the NetTLP header and a 3DW TLP", src, port);
+            return self.drop_dgram(
+                &st.drop_truncated,
+                "shorter than the NetTLP header and a 3DW TLP",
+                src,
+                port,
+            );
         }
         let hdr = NetTlpHeader::parse(bytes).unwrap_or_default();
         let (tlp, _) = match frame::parse_tlp_lenient(&bytes[HEADER_LEN..], scratch) {
@@ -630,14 +714,28 @@ impl Inner {
         };
         st.rx_tlps.fetch_add(1, Ordering::Relaxed);
         match tlp.header {
-            TlpHeader::Mem(m) if m.op == MemOp::Read => self.serve_read(src, &tlp, m.requester_id, m.address, m.first_be, m.last_be, m.read_len_dw as u32, out, data),
+            TlpHeader::Mem(m) if m.op == MemOp::Read => self.serve_read(
+                src,
+                &tlp,
+                m.requester_id,
+                m.address,
+                m.first_be,
+                m.last_be,
+                m.read_len_dw as u32,
+                out,
+                data,
+            ),
             TlpHeader::Mem(m) if m.op == MemOp::Write => {
                 self.apply_write(src, port, m.address, m.first_be, m.last_be, tlp.payload);
                 if self.cfg.ack_writes && hdr.tstamp == ACK_REQUEST {
                     let p = frame::device_port(tlp.tag().value() as u8);
                     if let Some(s) = self.sock(p) {
                         let mut b = [0u8; HEADER_LEN];
-                        let _ = NetTlpHeader { seq: hdr.seq, tstamp: ACK_REPLY }.emit(&mut b);
+                        let _ = NetTlpHeader {
+                            seq: hdr.seq,
+                            tstamp: ACK_REPLY,
+                        }
+                        .emit(&mut b);
                         out.push(s.as_raw_fd(), SocketAddrV4::new(*src.ip(), p), &b);
                         st.acks_sent.fetch_add(1, Ordering::Relaxed);
                     }
@@ -645,7 +743,12 @@ impl Inner {
             }
             TlpHeader::Cpl(_) => {
                 if !matches!(frame::classify_port(port), PortClass::HostIssued { .. }) {
-                    return self.drop_dgram(&st.drop_wrong_port, "completion on a device-side port", src, port);
+                    return self.drop_dgram(
+                        &st.drop_wrong_port,
+                        "completion on a device-side port",
+                        src,
+                        port,
+                    );
                 }
                 let Some(info) = tlp.cpl_info() else { return };
                 let mut h = self.host.lock().unwrap_or_else(|p| p.into_inner());
@@ -663,15 +766,36 @@ impl Inner {
                         h.err.get_or_insert(e);
                         self.host_cv.notify_all();
                     }
-                    Err(_) => self.drop_dgram(&st.drop_unexpected_cpl, "completion for no outstanding host read", src, port),
+                    Err(_) => self.drop_dgram(
+                        &st.drop_unexpected_cpl,
+                        "completion for no outstanding host read",
+                        src,
+                        port,
+                    ),
                 }
             }
-            _ => self.drop_dgram(&st.drop_unsupported, "TLP kind not bridged by the adapter (only MRd, MWr, Cpl, CplD)", src, port),
+            _ => self.drop_dgram(
+                &st.drop_unsupported,
+                "TLP kind not bridged by the adapter (only MRd, MWr, Cpl, CplD)",
+                src,
+                port,
+            ),
         }
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn serve_read(&self, src: SocketAddrV4, req: &TlpRepr<'_>, requester: Bdf, dw_addr: u64, first: ByteEnables, last: ByteEnables, len_dw: u32, out: &mut SendBatch, data: &mut [u8]) {
+    fn serve_read(
+        &self,
+        src: SocketAddrV4,
+        req: &TlpRepr<'_>,
+        requester: Bdf,
+        dw_addr: u64,
+        first: ByteEnables,
+        last: ByteEnables,
+        len_dw: u32,
+        out: &mut SendBatch,
+        data: &mut [u8],
+    ) {
         let st = &self.stats;
         let tag = req.tag();
         let port = frame::device_port(tag.value() as u8);
@@ -680,7 +804,8 @@ impl Inner {
         let (lo, len) = read_extent(first, last, len_dw);
         let addr = dw_addr + lo as u64;
         let completer = self.cfg.root_id;
-        let ok = len == 0 || (request_shape(addr, len).is_ok() && self.mem.contains(addr, len as u64));
+        let ok =
+            len == 0 || (request_shape(addr, len).is_ok() && self.mem.contains(addr, len as u64));
         let mut send = |t: &TlpRepr<'_>| {
             let mut t = *t;
             t.tc = req.tc;
@@ -698,13 +823,23 @@ impl Inner {
                 1
             };
             for _ in 0..copies {
-                let _ = out.push_with(sock.as_raw_fd(), dst, MAX_DATAGRAM, |b| frame::emit_datagram(NetTlpHeader::default(), &t, b));
+                let _ = out.push_with(sock.as_raw_fd(), dst, MAX_DATAGRAM, |b| {
+                    frame::emit_datagram(NetTlpHeader::default(), &t, b)
+                });
                 st.cpl_sent.fetch_add(1, Ordering::Relaxed);
             }
         };
         if !ok {
             st.ur_sent.fetch_add(1, Ordering::Relaxed);
-            if let Ok(t) = TlpRepr::completion(completer, requester, tag, CplStatus::Ur, len.clamp(1, 4096) as u16, (addr & 0x7f) as u8, &[]) {
+            if let Ok(t) = TlpRepr::completion(
+                completer,
+                requester,
+                tag,
+                CplStatus::Ur,
+                len.clamp(1, 4096) as u16,
+                (addr & 0x7f) as u8,
+                &[],
+            ) {
                 send(&t);
             }
             return;
@@ -719,25 +854,50 @@ impl Inner {
             Compat::Libtlp if addr & 3 != 0 => 4096,
             _ => self.cfg.mps,
         };
-        let Ok(cpls) = completions(addr, len, self.cfg.rcb, mps, CplPolicy::Maximal) else { return };
+        let Ok(cpls) = completions(addr, len, self.cfg.rcb, mps, CplPolicy::Maximal) else {
+            return;
+        };
         for c in cpls {
-            let Some(payload) = data.get(c.payload_range()) else { return };
+            let Some(payload) = data.get(c.payload_range()) else {
+                return;
+            };
             if let Ok(t) = TlpRepr::completion_chunk(completer, requester, tag, &c, payload) {
                 send(&t);
             }
         }
     }
 
-    fn apply_write(&self, src: SocketAddrV4, port: u16, dw_addr: u64, first: ByteEnables, last: ByteEnables, payload: &[u8]) {
+    fn apply_write(
+        &self,
+        src: SocketAddrV4,
+        port: u16,
+        dw_addr: u64,
+        first: ByteEnables,
+        last: ByteEnables,
+        payload: &[u8],
+    ) {
         let st = &self.stats;
         let len_dw = (payload.len() / 4) as u32;
         // MSI-X: the x86 interrupt address range, or a programmed table address.
-        let is_msi = (0xfee0_0000..0xfef0_0000).contains(&dw_addr) || self.cfg.msix.iter().any(|e| e.addr == dw_addr && e.addr != 0);
+        let is_msi = (0xfee0_0000..0xfef0_0000).contains(&dw_addr)
+            || self
+                .cfg
+                .msix
+                .iter()
+                .any(|e| e.addr == dw_addr && e.addr != 0);
         if is_msi {
             let data = u32::from_le_bytes([payload[0], payload[1], payload[2], payload[3]]);
-            let vector = self.cfg.msix.iter().position(|e| e.addr == dw_addr && e.data == data);
+            let vector = self
+                .cfg
+                .msix
+                .iter()
+                .position(|e| e.addr == dw_addr && e.data == data);
             st.interrupts.fetch_add(1, Ordering::Relaxed);
-            let irq = Interrupt { vector, addr: dw_addr, data };
+            let irq = Interrupt {
+                vector,
+                addr: dw_addr,
+                data,
+            };
             if self.cfg.log {
                 eprintln!("adapter: interrupt: {irq} from {src}");
             }
@@ -754,31 +914,53 @@ impl Inner {
             return;
         }
         if !self.mem.contains(addr, len as u64) {
-            return self.drop_dgram(&st.drop_mwr_outside, "MWr outside the memory windows", src, port);
+            return self.drop_dgram(
+                &st.drop_mwr_outside,
+                "MWr outside the memory windows",
+                src,
+                port,
+            );
         }
         st.mwr.fetch_add(1, Ordering::Relaxed);
         for (off, n) in enabled_runs(first, last, len_dw) {
             let o = off as usize;
-            self.mem.write(dw_addr + off as u64, &payload[o..o + n as usize]);
+            self.mem
+                .write(dw_addr + off as u64, &payload[o..o + n as usize]);
         }
     }
 
     fn messaging(&self, port: u16, src: SocketAddrV4, bytes: &[u8], out: &mut SendBatch) {
         let Ok(req) = MsgRequest::parse(bytes) else {
-            return self.drop_dgram(&self.stats.drop_bad_request, "bad messaging API request", src, port);
+            return self.drop_dgram(
+                &self.stats.drop_bad_request,
+                "bad messaging API request",
+                src,
+                port,
+            );
         };
         let Some(s) = self.sock(MSG_PORT) else { return };
         self.stats.msg_requests.fetch_add(1, Ordering::Relaxed);
         match req {
             MsgRequest::GetBar4Addr => out.push(s.as_raw_fd(), src, &self.cfg.bar4.to_le_bytes()),
-            MsgRequest::GetDevId => out.push(s.as_raw_fd(), src, &self.cfg.device_id.raw().to_le_bytes()),
-            MsgRequest::GetMsixTable => out.push(s.as_raw_fd(), src, &frame::encode_msix_table(&self.cfg.msix)),
+            MsgRequest::GetDevId => {
+                out.push(s.as_raw_fd(), src, &self.cfg.device_id.raw().to_le_bytes())
+            }
+            MsgRequest::GetMsixTable => out.push(
+                s.as_raw_fd(),
+                src,
+                &frame::encode_msix_table(&self.cfg.msix),
+            ),
         }
     }
 
     fn config(&self, port: u16, src: SocketAddrV4, bytes: &[u8], out: &mut SendBatch) {
         let Ok(p) = CfgPacket::parse(bytes) else {
-            return self.drop_dgram(&self.stats.drop_bad_request, "bad configuration API packet", src, port);
+            return self.drop_dgram(
+                &self.stats.drop_bad_request,
+                "bad configuration API packet",
+                src,
+                port,
+            );
         };
         self.stats.cfg_requests.fetch_add(1, Ordering::Relaxed);
         let mut cs = self.config_space.lock().unwrap_or_else(|e| e.into_inner());
@@ -814,13 +996,20 @@ fn worker(inner: &Inner, mut ep: Epoll) {
             continue;
         }
         for &k in &keys {
-            let Some((port, s)) = inner.socks.get(k as usize) else { continue };
+            let Some((port, s)) = inner.socks.get(k as usize) else {
+                continue;
+            };
             for _round in 0..4 {
                 let n = rx.recv(s.as_raw_fd()).unwrap_or(0);
                 for i in 0..n {
                     let (src, bytes, trunc) = rx.get(i);
                     if let Some(c) = &inner.cfg.capture {
-                        c.datagram(src, SocketAddrV4::new(inner.cfg.listen, *port), bytes, false);
+                        c.datagram(
+                            src,
+                            SocketAddrV4::new(inner.cfg.listen, *port),
+                            bytes,
+                            false,
+                        );
                     }
                     inner.handle(*port, src, bytes, trunc, &mut out, &mut scratch, &mut data);
                 }

@@ -93,9 +93,7 @@ impl PcapFile {
         w.write_all(&0u32.to_le_bytes())?;
         w.write_all(&65535u32.to_le_bytes())?;
         w.write_all(&1u32.to_le_bytes())?;
-        Ok(PcapFile {
-            out: Mutex::new(w),
-        })
+        Ok(PcapFile { out: Mutex::new(w) })
     }
 
     /// Flushes buffered records.

@@ -23,7 +23,12 @@ pub const MSG_TIMEOUT: Duration = Duration::from_millis(500);
 /// Configuration API timeout (as LibTLP: 1000 ms).
 pub const CFG_TIMEOUT: Duration = Duration::from_millis(1000);
 
-fn request(host: Ipv4Addr, local: Ipv4Addr, req: MsgRequest, reply: &mut [u8]) -> io::Result<usize> {
+fn request(
+    host: Ipv4Addr,
+    local: Ipv4Addr,
+    req: MsgRequest,
+    reply: &mut [u8],
+) -> io::Result<usize> {
     let s = UdpSocket::bind(SocketAddrV4::new(local, 0))?;
     s.connect(SocketAddrV4::new(host, MSG_PORT))?;
     s.set_read_timeout(Some(MSG_TIMEOUT))?;
@@ -41,7 +46,10 @@ fn exact(n: usize, want: usize, what: &str) -> io::Result<()> {
     if n == want {
         Ok(())
     } else {
-        Err(io::Error::new(io::ErrorKind::InvalidData, format!("messaging API {what}: reply of {n} bytes, expected {want}")))
+        Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("messaging API {what}: reply of {n} bytes, expected {want}"),
+        ))
     }
 }
 
@@ -50,7 +58,9 @@ pub fn get_bar4(host: Ipv4Addr, local: Ipv4Addr) -> io::Result<u64> {
     let mut b = [0u8; 16];
     let n = request(host, local, MsgRequest::GetBar4Addr, &mut b)?;
     exact(n, 8, "BAR4 address")?;
-    Ok(u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
+    Ok(u64::from_le_bytes([
+        b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7],
+    ]))
 }
 
 /// GET_DEV_ID: the adapter's `bus << 8 | devfn`.
@@ -65,7 +75,8 @@ pub fn get_dev_id(host: Ipv4Addr, local: Ipv4Addr) -> io::Result<u16> {
 pub fn get_msix_table(host: Ipv4Addr, local: Ipv4Addr) -> io::Result<[MsixEntry; MSIX_ENTRIES]> {
     let mut b = [0u8; 256];
     let n = request(host, local, MsgRequest::GetMsixTable, &mut b)?;
-    frame::decode_msix_table(&b[..n]).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
+    frame::decode_msix_table(&b[..n])
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
 }
 
 fn cfg_socket(host: Ipv4Addr, local: Ipv4Addr, port: u16) -> io::Result<UdpSocket> {
@@ -92,18 +103,33 @@ fn dw_ops(addr: u16, len: usize) -> Vec<(u16, u8, usize, usize)> {
 }
 
 /// Reads `buf.len()` bytes of configuration space at `addr` (little-endian register order).
-pub fn pcie_cfg_read(host: Ipv4Addr, local: Ipv4Addr, port: u16, addr: u16, buf: &mut [u8]) -> io::Result<usize> {
+pub fn pcie_cfg_read(
+    host: Ipv4Addr,
+    local: Ipv4Addr,
+    port: u16,
+    addr: u16,
+    buf: &mut [u8],
+) -> io::Result<usize> {
     if addr as usize + buf.len() > 4096 {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "configuration space is 4096 bytes"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "configuration space is 4096 bytes",
+        ));
     }
     let s = cfg_socket(host, local, port)?;
     let mut done = 0;
     for (dw, mask, lo, n) in dw_ops(addr, buf.len()) {
-        let p = CfgPacket { write: false, byte_mask: mask, dw_addr: dw, data: 0 };
+        let p = CfgPacket {
+            write: false,
+            byte_mask: mask,
+            dw_addr: dw,
+            data: 0,
+        };
         s.send(&p.to_bytes())?;
         let mut r = [0u8; 64];
         let got = s.recv(&mut r)?;
-        let reply = CfgPacket::parse(&r[..got.min(6)]).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+        let reply = CfgPacket::parse(&r[..got.min(6)])
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
         buf[done..done + n].copy_from_slice(&reply.data.to_le_bytes()[lo..lo + n]);
         done += n;
     }
@@ -111,16 +137,30 @@ pub fn pcie_cfg_read(host: Ipv4Addr, local: Ipv4Addr, port: u16, addr: u16, buf:
 }
 
 /// Writes `data` into configuration space at `addr` (no reply is expected).
-pub fn pcie_cfg_write(host: Ipv4Addr, local: Ipv4Addr, port: u16, addr: u16, data: &[u8]) -> io::Result<usize> {
+pub fn pcie_cfg_write(
+    host: Ipv4Addr,
+    local: Ipv4Addr,
+    port: u16,
+    addr: u16,
+    data: &[u8],
+) -> io::Result<usize> {
     if addr as usize + data.len() > 4096 {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "configuration space is 4096 bytes"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "configuration space is 4096 bytes",
+        ));
     }
     let s = cfg_socket(host, local, port)?;
     let mut done = 0;
     for (dw, mask, lo, n) in dw_ops(addr, data.len()) {
         let mut v = [0u8; 4];
         v[lo..lo + n].copy_from_slice(&data[done..done + n]);
-        let p = CfgPacket { write: true, byte_mask: mask, dw_addr: dw, data: u32::from_le_bytes(v) };
+        let p = CfgPacket {
+            write: true,
+            byte_mask: mask,
+            dw_addr: dw,
+            data: u32::from_le_bytes(v),
+        };
         s.send(&p.to_bytes())?;
         done += n;
     }

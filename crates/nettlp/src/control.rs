@@ -34,7 +34,10 @@ pub fn parse_hex(s: &str) -> Result<Vec<u8>, String> {
     }
     (0..s.len())
         .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).map_err(|_| format!("bad hex digits {:?} at {i}", &s[i..i + 2])))
+        .map(|i| {
+            u8::from_str_radix(&s[i..i + 2], 16)
+                .map_err(|_| format!("bad hex digits {:?} at {i}", &s[i..i + 2]))
+        })
         .collect()
 }
 
@@ -100,7 +103,9 @@ fn execute_inner(a: &Adapter, line: &str) -> Result<String, String> {
             a.request_stop();
             Ok("ok".into())
         }
-        other => Err(format!("unknown command {other:?}: use read, write, mem-read, mem-write, irqs, stats or stop")),
+        other => Err(format!(
+            "unknown command {other:?}: use read, write, mem-read, mem-write, irqs, stats or stop"
+        )),
     }
 }
 
@@ -108,18 +113,22 @@ fn execute_inner(a: &Adapter, line: &str) -> Result<String, String> {
 pub fn serve(a: Arc<Adapter>, addr: SocketAddr) -> io::Result<JoinHandle<()>> {
     let s = UdpSocket::bind(addr)?;
     s.set_read_timeout(Some(Duration::from_millis(100)))?;
-    std::thread::Builder::new().name("adapter-control".into()).spawn(move || {
-        let mut b = [0u8; 65536];
-        while !a.stop_requested() {
-            let Ok((n, peer)) = s.recv_from(&mut b) else { continue };
-            if !peer.ip().is_loopback() {
-                continue;
+    std::thread::Builder::new()
+        .name("adapter-control".into())
+        .spawn(move || {
+            let mut b = [0u8; 65536];
+            while !a.stop_requested() {
+                let Ok((n, peer)) = s.recv_from(&mut b) else {
+                    continue;
+                };
+                if !peer.ip().is_loopback() {
+                    continue;
+                }
+                let line = String::from_utf8_lossy(&b[..n]).to_string();
+                let reply = execute(&a, &line);
+                let _ = s.send_to(reply.as_bytes(), peer);
             }
-            let line = String::from_utf8_lossy(&b[..n]).to_string();
-            let reply = execute(&a, &line);
-            let _ = s.send_to(reply.as_bytes(), peer);
-        }
-    })
+        })
 }
 
 /// Sends one command to a control socket and returns the reply.
@@ -128,6 +137,11 @@ pub fn request(addr: SocketAddr, line: &str, timeout: Duration) -> io::Result<St
     s.set_read_timeout(Some(timeout))?;
     s.send_to(line.as_bytes(), addr)?;
     let mut b = vec![0u8; 1 << 21];
-    let n = s.recv(&mut b).map_err(|e| io::Error::new(e.kind(), format!("no reply from the control socket {addr}: {e}")))?;
+    let n = s.recv(&mut b).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("no reply from the control socket {addr}: {e}"),
+        )
+    })?;
     Ok(String::from_utf8_lossy(&b[..n]).to_string())
 }

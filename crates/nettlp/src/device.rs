@@ -27,7 +27,9 @@
 use crate::capture::Capture;
 use crate::frame::{self, NetTlpHeader, ACK_REPLY, ACK_REQUEST, HEADER_LEN, MAX_DATAGRAM};
 use crate::sys::{self, RecvBatch, SendBatch};
-use pcielab_wire::dma::{split_read, split_write, Chunk, CplError, CplOutcome, Reassembler, SplitPolicy};
+use pcielab_wire::dma::{
+    split_read, split_write, Chunk, CplError, CplOutcome, Reassembler, SplitPolicy,
+};
 use pcielab_wire::tlp::{chunk_payload, TlpRepr};
 use pcielab_wire::{Bdf, Tag};
 use std::fmt;
@@ -265,7 +267,9 @@ impl Channel {
                 SocketAddrV4::new(cfg.local, port),
                 Some(SocketAddrV4::new(cfg.adapter, port)),
             )
-            .map_err(io_err("binding a tag socket (is the tag's port 0x3000+tag free?)"))?;
+            .map_err(io_err(
+                "binding a tag socket (is the tag's port 0x3000+tag free?)",
+            ))?;
             sock.set_nonblocking(true)
                 .map_err(io_err("setting a tag socket non-blocking"))?;
             v.push(TagSock {
@@ -361,7 +365,8 @@ impl Channel {
         if buf.is_empty() {
             return Ok(0);
         }
-        let mut split = split_read(addr, buf.len() as u64, self.cfg.mrrs, SplitPolicy::Aligned)?.peekable();
+        let mut split =
+            split_read(addr, buf.len() as u64, self.cfg.mrrs, SplitPolicy::Aligned)?.peekable();
         let mut in_flight = 0usize;
         let timeout = self.cfg.timeout;
         loop {
@@ -369,10 +374,18 @@ impl Channel {
             let limit = (self.cfg.max_in_flight.max(1) as usize).min(self.tags.len());
             while split.peek().is_some() && in_flight < limit {
                 let Some(i) = self.take_tag(now) else { break };
-                let chunk = split.next().unwrap_or_else(|| unreachable_chunk());
+                let chunk = split.next().unwrap_or_else(unreachable_chunk);
                 let tag = self.tags[i].tag;
-                self.reasm.issue_chunk(Tag::from_bits_truncate(tag as u16), &chunk, self.cfg.completer)?;
-                let mrd = TlpRepr::mem_read_chunk(self.cfg.requester, Tag::from_bits_truncate(tag as u16), &chunk);
+                self.reasm.issue_chunk(
+                    Tag::from_bits_truncate(tag as u16),
+                    &chunk,
+                    self.cfg.completer,
+                )?;
+                let mrd = TlpRepr::mem_read_chunk(
+                    self.cfg.requester,
+                    Tag::from_bits_truncate(tag as u16),
+                    &chunk,
+                );
                 let dst = self.adapter_port(tag);
                 let fd = self.tx.as_raw_fd();
                 self.out.push_with(fd, dst, HEADER_LEN + 16, |b| {
@@ -390,7 +403,12 @@ impl Channel {
                     return Ok(buf.len());
                 }
                 // Every free tag is in quarantine: wait for the first to come out.
-                let until = self.tags.iter().filter_map(|t| t.quarantine).min().unwrap_or(now);
+                let until = self
+                    .tags
+                    .iter()
+                    .filter_map(|t| t.quarantine)
+                    .min()
+                    .unwrap_or(now);
                 std::thread::sleep(until.saturating_duration_since(Instant::now()));
                 continue;
             }
@@ -407,7 +425,8 @@ impl Channel {
             }
             let wait = (oldest + timeout).saturating_duration_since(Instant::now());
             let mut ready = std::mem::take(&mut self.ready);
-            sys::poll_readable(&self.fds, wait, &mut ready).map_err(io_err("polling tag sockets"))?;
+            sys::poll_readable(&self.fds, wait, &mut ready)
+                .map_err(io_err("polling tag sockets"))?;
             let mut failure = None;
             for &r in &ready {
                 let i = self.fd_tag[r];
@@ -459,7 +478,12 @@ impl Channel {
             Ok(n) => n,
             // ICMP port unreachable: nobody listens; keep waiting for the timeout.
             Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => return Ok(()),
-            Err(e) => return Err(DmaError::Io { what: "receiving completions", source: e }),
+            Err(e) => {
+                return Err(DmaError::Io {
+                    what: "receiving completions",
+                    source: e,
+                })
+            }
         };
         let mut first_err = None;
         for k in 0..n {
@@ -472,7 +496,8 @@ impl Channel {
                 self.stats.junk += 1;
                 continue;
             }
-            let Ok((tlp, _)) = frame::parse_tlp_lenient(&bytes[HEADER_LEN..], &mut self.scratch) else {
+            let Ok((tlp, _)) = frame::parse_tlp_lenient(&bytes[HEADER_LEN..], &mut self.scratch)
+            else {
                 self.stats.junk += 1;
                 continue;
             };
@@ -508,8 +533,12 @@ impl Channel {
                         .and_then(|x| x.busy.map(|b| b.0))
                         .unwrap_or(0);
                     let err = match e {
-                        CplError::UnsupportedRequest { .. } => DmaError::UnsupportedRequest { addr, tag: t },
-                        CplError::CompleterAbort { .. } => DmaError::CompleterAbort { addr, tag: t },
+                        CplError::UnsupportedRequest { .. } => {
+                            DmaError::UnsupportedRequest { addr, tag: t }
+                        }
+                        CplError::CompleterAbort { .. } => {
+                            DmaError::CompleterAbort { addr, tag: t }
+                        }
                         other => DmaError::Completion { addr, error: other },
                     };
                     first_err.get_or_insert(err);
@@ -550,11 +579,14 @@ impl Channel {
         let mut split = split.peekable();
         loop {
             while split.peek().is_some() && pending.len() < self.cfg.ack_window.max(1) {
-                let chunk = split.next().unwrap_or_else(|| unreachable_chunk());
+                let chunk = split.next().unwrap_or_else(unreachable_chunk);
                 let tag = self.tags[self.next % self.tags.len()].tag;
                 self.next = (self.next + 1) % self.tags.len();
                 self.seq = self.seq.wrapping_add(1);
-                let h = NetTlpHeader { seq: self.seq, tstamp: ACK_REQUEST };
+                let h = NetTlpHeader {
+                    seq: self.seq,
+                    tstamp: ACK_REQUEST,
+                };
                 self.queue_write(&chunk, data, tag, h)?;
                 pending.push((self.seq, chunk, tag, Instant::now(), 0));
             }
@@ -568,7 +600,10 @@ impl Channel {
             for p in pending.iter_mut() {
                 if now.duration_since(p.3) >= self.cfg.ack_timeout {
                     if p.4 >= self.cfg.ack_retries {
-                        return Err(DmaError::WriteNotAcked { addr: p.1.addr, pending: pending.len() });
+                        return Err(DmaError::WriteNotAcked {
+                            addr: p.1.addr,
+                            pending: pending.len(),
+                        });
                     }
                     p.4 += 1;
                     p.3 = now;
@@ -577,16 +612,35 @@ impl Channel {
             }
             for (seq, chunk, tag) in resend {
                 self.stats.retransmits += 1;
-                self.queue_write(&chunk, data, tag, NetTlpHeader { seq, tstamp: ACK_REQUEST })?;
+                self.queue_write(
+                    &chunk,
+                    data,
+                    tag,
+                    NetTlpHeader {
+                        seq,
+                        tstamp: ACK_REQUEST,
+                    },
+                )?;
             }
         }
     }
 
-    fn queue_write(&mut self, chunk: &Chunk, data: &[u8], tag: u8, h: NetTlpHeader) -> Result<(), DmaError> {
+    fn queue_write(
+        &mut self,
+        chunk: &Chunk,
+        data: &[u8],
+        tag: u8,
+        h: NetTlpHeader,
+    ) -> Result<(), DmaError> {
         let n = chunk.shape.length_dw as usize * 4;
         let mut payload = [0u8; 4096];
         chunk_payload(chunk, data, &mut payload[..n])?;
-        let mwr = TlpRepr::mem_write_chunk(self.cfg.requester, Tag::from_bits_truncate(tag as u16), chunk, &payload[..n])?;
+        let mwr = TlpRepr::mem_write_chunk(
+            self.cfg.requester,
+            Tag::from_bits_truncate(tag as u16),
+            chunk,
+            &payload[..n],
+        )?;
         let dst = self.adapter_port(tag);
         let fd = self.tx.as_raw_fd();
         self.out
@@ -595,11 +649,16 @@ impl Channel {
         Ok(())
     }
 
-    fn collect_acks(&mut self, pending: &mut Vec<(u16, Chunk, u8, Instant, u32)>) -> Result<(), DmaError> {
+    fn collect_acks(
+        &mut self,
+        pending: &mut Vec<(u16, Chunk, u8, Instant, u32)>,
+    ) -> Result<(), DmaError> {
         self.fds.clear();
-        self.fds.extend(self.tags.iter().map(|t| t.sock.as_raw_fd()));
+        self.fds
+            .extend(self.tags.iter().map(|t| t.sock.as_raw_fd()));
         let mut ready = std::mem::take(&mut self.ready);
-        sys::poll_readable(&self.fds, self.cfg.ack_timeout, &mut ready).map_err(io_err("polling for acknowledgements"))?;
+        sys::poll_readable(&self.fds, self.cfg.ack_timeout, &mut ready)
+            .map_err(io_err("polling for acknowledgements"))?;
         for &r in &ready {
             let fd = self.fds[r];
             let n = self.rx.recv(fd).unwrap_or(0);
@@ -681,7 +740,10 @@ impl Device {
         let mut g = self.pool.lock().unwrap_or_else(|p| p.into_inner());
         loop {
             if let Some(c) = g.pop() {
-                return ChannelGuard { dev: self, ch: Some(c) };
+                return ChannelGuard {
+                    dev: self,
+                    ch: Some(c),
+                };
             }
             g = self.cv.wait(g).unwrap_or_else(|p| p.into_inner());
         }
@@ -717,20 +779,28 @@ pub struct ChannelGuard<'a> {
 impl std::ops::Deref for ChannelGuard<'_> {
     type Target = Channel;
     fn deref(&self) -> &Channel {
-        self.ch.as_ref().unwrap_or_else(|| unreachable!("channel present until drop"))
+        self.ch
+            .as_ref()
+            .unwrap_or_else(|| unreachable!("channel present until drop"))
     }
 }
 
 impl std::ops::DerefMut for ChannelGuard<'_> {
     fn deref_mut(&mut self) -> &mut Channel {
-        self.ch.as_mut().unwrap_or_else(|| unreachable!("channel present until drop"))
+        self.ch
+            .as_mut()
+            .unwrap_or_else(|| unreachable!("channel present until drop"))
     }
 }
 
 impl Drop for ChannelGuard<'_> {
     fn drop(&mut self) {
         if let Some(c) = self.ch.take() {
-            self.dev.pool.lock().unwrap_or_else(|p| p.into_inner()).push(c);
+            self.dev
+                .pool
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(c);
             self.dev.cv.notify_one();
         }
     }

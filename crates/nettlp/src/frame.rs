@@ -414,7 +414,11 @@ mod tests {
     fn header_errors() {
         assert!(matches!(
             NetTlpHeader::parse(&[1, 2, 3]),
-            Err(Error::Truncated { needed: 6, available: 3, .. })
+            Err(Error::Truncated {
+                needed: 6,
+                available: 3,
+                ..
+            })
         ));
         assert!(NetTlpHeader::default().emit(&mut [0u8; 5]).is_err());
     }
@@ -454,7 +458,10 @@ mod tests {
 
     #[test]
     fn msg_codes() {
-        assert_eq!(MsgRequest::parse(&[1, 0, 0, 0]).unwrap(), MsgRequest::GetBar4Addr);
+        assert_eq!(
+            MsgRequest::parse(&[1, 0, 0, 0]).unwrap(),
+            MsgRequest::GetBar4Addr
+        );
         assert_eq!(MsgRequest::parse(&[3, 0, 0, 0]).unwrap().code(), 3);
         assert!(MsgRequest::parse(&[4, 0, 0, 0]).is_err());
         assert!(MsgRequest::parse(&[1, 0, 0]).is_err());
@@ -464,7 +471,10 @@ mod tests {
             data: 0x4021,
         };
         let b = encode_msix_table(&t);
-        assert_eq!(&b[12..24], &[0, 0x10, 0xe0, 0xfe, 0, 0, 0, 0, 0x21, 0x40, 0, 0]);
+        assert_eq!(
+            &b[12..24],
+            &[0, 0x10, 0xe0, 0xfe, 0, 0, 0, 0, 0x21, 0x40, 0, 0]
+        );
         assert_eq!(decode_msix_table(&b).unwrap(), t);
         assert!(decode_msix_table(&b[..100]).is_err());
     }

@@ -169,17 +169,28 @@ pub fn serve<H: Handler>(cfg: ServeConfig, handler: Arc<H>) -> io::Result<Server
     let stats = Arc::new(ServeStats::default());
     let mut threads = Vec::new();
     for (i, set) in socks.into_iter().enumerate() {
-        let (cfg, handler, stop, stats) = (cfg.clone(), handler.clone(), stop.clone(), stats.clone());
+        let (cfg, handler, stop, stats) =
+            (cfg.clone(), handler.clone(), stop.clone(), stats.clone());
         threads.push(
             std::thread::Builder::new()
                 .name(format!("nettlp-serve-{i}"))
                 .spawn(move || worker(&cfg, &*handler, &set, &stop, &stats))?,
         );
     }
-    Ok(Server { stop, threads, stats })
+    Ok(Server {
+        stop,
+        threads,
+        stats,
+    })
 }
 
-fn worker<H: Handler>(cfg: &ServeConfig, h: &H, socks: &[UdpSocket], stop: &AtomicBool, stats: &ServeStats) {
+fn worker<H: Handler>(
+    cfg: &ServeConfig,
+    h: &H,
+    socks: &[UdpSocket],
+    stop: &AtomicBool,
+    stats: &ServeStats,
+) {
     let fds: Vec<i32> = socks.iter().map(|s| s.as_raw_fd()).collect();
     let mut ready = Vec::new();
     let mut rx = RecvBatch::new(32);
@@ -197,10 +208,7 @@ fn worker<H: Handler>(cfg: &ServeConfig, h: &H, socks: &[UdpSocket], stop: &Atom
                 _ => continue,
             };
             for _round in 0..8 {
-                let n = match rx.recv(s.as_raw_fd()) {
-                    Ok(n) => n,
-                    Err(_) => 0,
-                };
+                let n = rx.recv(s.as_raw_fd()).unwrap_or_default();
                 if n == 0 {
                     break;
                 }
@@ -217,7 +225,8 @@ fn worker<H: Handler>(cfg: &ServeConfig, h: &H, socks: &[UdpSocket], stop: &Atom
                         stats.malformed.fetch_add(1, Ordering::Relaxed);
                         continue;
                     }
-                    let Ok((tlp, _)) = frame::parse_tlp_lenient(&bytes[HEADER_LEN..], &mut scratch) else {
+                    let Ok((tlp, _)) = frame::parse_tlp_lenient(&bytes[HEADER_LEN..], &mut scratch)
+                    else {
                         stats.malformed.fetch_add(1, Ordering::Relaxed);
                         continue;
                     };
@@ -299,7 +308,18 @@ fn dispatch<H: Handler>(
                 data[..lead + len as usize + 4].fill(0);
                 h.read(addr, &mut data[lead..lead + len as usize])
             };
-            answer(cfg, tlp, m.requester_id, addr, len, status, data, fd, dst, out);
+            answer(
+                cfg,
+                tlp,
+                m.requester_id,
+                addr,
+                len,
+                status,
+                data,
+                fd,
+                dst,
+                out,
+            );
         }
         TlpHeader::Mem(m) if m.op == MemOp::Write => {
             stats.mwr.fetch_add(1, Ordering::Relaxed);
@@ -338,12 +358,22 @@ pub(crate) fn answer(
         let mut t = *t;
         t.tc = req.tc;
         t.attr = req.attr;
-        let _ = out.push_with(fd, dst, MAX_DATAGRAM, |b| frame::emit_datagram(NetTlpHeader::default(), &t, b));
+        let _ = out.push_with(fd, dst, MAX_DATAGRAM, |b| {
+            frame::emit_datagram(NetTlpHeader::default(), &t, b)
+        });
     };
     match status {
         Err(st) => {
             let bc = len.clamp(1, 4096) as u16;
-            if let Ok(t) = TlpRepr::completion(cfg.completer, requester, tag, st, bc, (addr & 0x7f) as u8, &[]) {
+            if let Ok(t) = TlpRepr::completion(
+                cfg.completer,
+                requester,
+                tag,
+                st,
+                bc,
+                (addr & 0x7f) as u8,
+                &[],
+            ) {
                 push(&t);
             }
         }
@@ -354,7 +384,8 @@ pub(crate) fn answer(
             for c in cpls {
                 let r = c.payload_range();
                 let Some(payload) = data.get(r) else { return };
-                if let Ok(t) = TlpRepr::completion_chunk(cfg.completer, requester, tag, &c, payload) {
+                if let Ok(t) = TlpRepr::completion_chunk(cfg.completer, requester, tag, &c, payload)
+                {
                     push(&t);
                 }
             }

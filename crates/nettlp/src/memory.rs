@@ -37,7 +37,9 @@ impl Window {
         let base = parse_num(b).ok_or_else(|| format!("window {s:?}: bad base {b:?}"))?;
         let size = parse_num(z).ok_or_else(|| format!("window {s:?}: bad size {z:?}"))?;
         if size == 0 || base.checked_add(size).is_none() {
-            return Err(format!("window {s:?}: size must be > 0 and base+size must fit in 64 bits"));
+            return Err(format!(
+                "window {s:?}: size must be > 0 and base+size must fit in 64 bits"
+            ));
         }
         Ok(Window { base, size })
     }
@@ -52,7 +54,10 @@ pub fn parse_num(s: &str) -> Option<u64> {
         b'G' | b'g' => (&s[..s.len() - 1], 1 << 30),
         _ => (s, 1),
     };
-    let v = if let Some(h) = digits.strip_prefix("0x").or_else(|| digits.strip_prefix("0X")) {
+    let v = if let Some(h) = digits
+        .strip_prefix("0x")
+        .or_else(|| digits.strip_prefix("0X"))
+    {
         u64::from_str_radix(&h.replace('_', ""), 16).ok()?
     } else {
         digits.replace('_', "").parse().ok()?
@@ -162,7 +167,10 @@ mod tests {
 
     #[test]
     fn windows_and_overflow() {
-        let m = HostMemory::new(vec![Window { base: 0, size: 8192 }]);
+        let m = HostMemory::new(vec![Window {
+            base: 0,
+            size: 8192,
+        }]);
         assert!(m.contains(0, 8192));
         assert!(!m.contains(1, 8192));
         assert!(!m.contains(u64::MAX, 2));

@@ -124,7 +124,12 @@ impl fmt::Display for PerfResult {
             )?;
         }
         if self.errors > 0 {
-            write!(f, "; {} errors (first: {})", self.errors, self.first_error.as_deref().unwrap_or("?"))?;
+            write!(
+                f,
+                "; {} errors (first: {})",
+                self.errors,
+                self.first_error.as_deref().unwrap_or("?")
+            )?;
         }
         Ok(())
     }
@@ -138,9 +143,14 @@ pub fn run(dev: &Device, cfg: &PerfConfig) -> Result<PerfResult, DmaError> {
         let hs: Vec<_> = (0..threads)
             .map(|t| s.spawn(move || one_thread(dev, cfg, t as u64)))
             .collect();
-        hs.into_iter().map(|h| h.join().unwrap_or_default()).collect()
+        hs.into_iter()
+            .map(|h| h.join().unwrap_or_default())
+            .collect()
     });
-    let mut r = PerfResult { elapsed: start.elapsed(), ..Default::default() };
+    let mut r = PerfResult {
+        elapsed: start.elapsed(),
+        ..Default::default()
+    };
     for x in results {
         r.ops += x.ops;
         r.bytes += x.bytes;

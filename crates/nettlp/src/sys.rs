@@ -263,9 +263,7 @@ impl SendBatch {
         while sent < n && tries < 64 {
             tries += 1;
             // SAFETY: msgs[sent..] are valid entries pointing at live buffers.
-            let r = unsafe {
-                libc::sendmmsg(fd, msgs[sent..].as_mut_ptr(), (n - sent) as u32, 0)
-            };
+            let r = unsafe { libc::sendmmsg(fd, msgs[sent..].as_mut_ptr(), (n - sent) as u32, 0) };
             if r < 0 {
                 let e = io::Error::last_os_error();
                 if e.kind() == io::ErrorKind::Interrupted {

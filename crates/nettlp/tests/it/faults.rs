@@ -17,7 +17,10 @@ fn no_adapter_times_out() {
     let e = dev.dma_read(0x1000, &mut b).expect_err("nobody answers");
     let took = t0.elapsed();
     assert!(matches!(e, DmaError::Timeout { .. }), "{e}");
-    assert!(took >= Duration::from_millis(100) && took < Duration::from_secs(2), "{took:?}");
+    assert!(
+        took >= Duration::from_millis(100) && took < Duration::from_secs(2),
+        "{took:?}"
+    );
     assert!(e.to_string().contains("completion timeout"), "{e}");
 }
 
@@ -31,7 +34,10 @@ fn adapter_stopped_midway() {
     a.stop();
     let t0 = Instant::now();
     for _ in 0..3 {
-        assert!(matches!(dev.dma_read(0, &mut b), Err(DmaError::Timeout { .. })));
+        assert!(matches!(
+            dev.dma_read(0, &mut b),
+            Err(DmaError::Timeout { .. })
+        ));
     }
     assert!(t0.elapsed() < Duration::from_secs(3));
 }
@@ -39,16 +45,27 @@ fn adapter_stopped_midway() {
 #[test]
 fn unsupported_request_outside_windows() {
     let _g = lock();
-    let a = adapter(|c| c.windows = vec![Window { base: 0x1000, size: 0x1000 }]);
+    let a = adapter(|c| {
+        c.windows = vec![Window {
+            base: 0x1000,
+            size: 0x1000,
+        }]
+    });
     let dev = device(|_| {});
     let mut b = [0u8; 16];
     assert!(dev.dma_read(0x1ff0, &mut b).is_ok());
     // Crosses the window's end.
     // Crosses the window's end: the second MRd (at 0x2000) gets UR.
     let e = dev.dma_read(0x1ff8, &mut b).expect_err("outside");
-    assert!(matches!(e, DmaError::UnsupportedRequest { addr: 0x2000, .. }), "{e}");
+    assert!(
+        matches!(e, DmaError::UnsupportedRequest { addr: 0x2000, .. }),
+        "{e}"
+    );
     let e = dev.dma_read(0x0, &mut b).expect_err("outside");
-    assert!(matches!(e, DmaError::UnsupportedRequest { addr: 0, .. }), "{e}");
+    assert!(
+        matches!(e, DmaError::UnsupportedRequest { addr: 0, .. }),
+        "{e}"
+    );
     assert_eq!(a.stats().ur_sent, 2);
     // The channel still works afterwards.
     assert!(dev.dma_read(0x1000, &mut b).is_ok());
@@ -62,7 +79,10 @@ fn lost_completions_never_give_wrong_data() {
     let _g = lock();
     let a = adapter(|c| {
         c.mps = 128;
-        c.faults = Faults { drop_cpl_every: 7, dup_cpl_every: 0 };
+        c.faults = Faults {
+            drop_cpl_every: 7,
+            dup_cpl_every: 0,
+        };
     });
     fill(&a, 0, 0x10000);
     let dev = device(|c| {
@@ -76,8 +96,17 @@ fn lost_completions_never_give_wrong_data() {
         match dev.dma_read(addr, &mut b) {
             Ok(_) => {
                 ok += 1;
-                let bad: Vec<usize> = (0..b.len()).filter(|&k| b[k] != pattern(addr + k as u64)).collect();
-                assert!(bad.is_empty(), "wrong data at {addr:#x} len {}: {} bytes from offset {:?} to {:?}", b.len(), bad.len(), bad.first(), bad.last());
+                let bad: Vec<usize> = (0..b.len())
+                    .filter(|&k| b[k] != pattern(addr + k as u64))
+                    .collect();
+                assert!(
+                    bad.is_empty(),
+                    "wrong data at {addr:#x} len {}: {} bytes from offset {:?} to {:?}",
+                    b.len(),
+                    bad.len(),
+                    bad.first(),
+                    bad.last()
+                );
             }
             Err(DmaError::Timeout { .. }) => timeouts += 1,
             Err(DmaError::Completion { .. }) => bad += 1,
@@ -85,14 +114,22 @@ fn lost_completions_never_give_wrong_data() {
         }
     }
     assert!(a.stats().fault_dropped > 0);
-    assert!(ok > 0 && timeouts > 0, "ok {ok} timeouts {timeouts} bad {bad}");
+    assert!(
+        ok > 0 && timeouts > 0,
+        "ok {ok} timeouts {timeouts} bad {bad}"
+    );
 }
 
 /// Every 3rd completion is sent twice: every read succeeds, duplicates are counted.
 #[test]
 fn duplicated_completions_are_ignored() {
     let _g = lock();
-    let a = adapter(|c| c.faults = Faults { drop_cpl_every: 0, dup_cpl_every: 3 });
+    let a = adapter(|c| {
+        c.faults = Faults {
+            drop_cpl_every: 0,
+            dup_cpl_every: 3,
+        }
+    });
     fill(&a, 0, 0x10000);
     let dev = device(|c| c.mrrs = 128);
     let mut ch = dev.channel();
@@ -100,7 +137,10 @@ fn duplicated_completions_are_ignored() {
         let addr = (i * 173) % 0xe000;
         let mut b = vec![0u8; 1 + (i as usize * 53) % 2000];
         ch.dma_read(addr, &mut b).unwrap_or_else(|e| panic!("{e}"));
-        assert!(b.iter().enumerate().all(|(k, x)| *x == pattern(addr + k as u64)));
+        assert!(b
+            .iter()
+            .enumerate()
+            .all(|(k, x)| *x == pattern(addr + k as u64)));
     }
     assert!(a.stats().fault_duplicated > 0);
     assert!(ch.stats().stale > 0, "duplicates are seen and dropped");
@@ -126,25 +166,49 @@ fn malformed_datagrams_are_counted() {
             x ^= x << 17;
             *v = x as u8;
         }
-        s.send_to(&b, to(0x3000 + (len as u16 % 256))).expect("send");
+        s.send_to(&b, to(0x3000 + (len as u16 % 256)))
+            .expect("send");
         sent += 1;
     }
     // Truncated TLPs: an MRd cut short and a CplD missing payload.
-    s.send_to(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0x1b, 0], to(0x3000)).expect("send");
-    s.send_to(&[0, 0, 0, 0, 0, 0, 0x4a, 0, 0, 4, 0, 0, 0, 16, 0x1b, 0, 0, 0, 1, 2, 3], to(0x3001)).expect("send");
+    s.send_to(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0x1b, 0], to(0x3000))
+        .expect("send");
+    s.send_to(
+        &[
+            0, 0, 0, 0, 0, 0, 0x4a, 0, 0, 4, 0, 0, 0, 16, 0x1b, 0, 0, 0, 1, 2, 3,
+        ],
+        to(0x3001),
+    )
+    .expect("send");
     // A completion on a device-side port (wrong port), a Msg (not bridged).
-    s.send_to(&[0, 0, 0, 0, 0, 0, 0x0a, 0, 0, 0, 0, 0, 0, 4, 0x1b, 0, 0, 0], to(0x3002)).expect("send");
-    s.send_to(&[0, 0, 0, 0, 0, 0, 0x30, 0, 0, 0, 0x1b, 0, 0, 0x14, 0, 0, 0, 0, 0, 0, 0, 0], to(0x3003)).expect("send");
+    s.send_to(
+        &[0, 0, 0, 0, 0, 0, 0x0a, 0, 0, 0, 0, 0, 0, 4, 0x1b, 0, 0, 0],
+        to(0x3002),
+    )
+    .expect("send");
+    s.send_to(
+        &[
+            0, 0, 0, 0, 0, 0, 0x30, 0, 0, 0, 0x1b, 0, 0, 0x14, 0, 0, 0, 0, 0, 0, 0, 0,
+        ],
+        to(0x3003),
+    )
+    .expect("send");
     // Bad messaging and configuration requests.
     s.send_to(&[9, 0, 0, 0], to(frame::MSG_PORT)).expect("send");
-    s.send_to(&[0xc0, 0, 0, 0, 0, 0], to(frame::CFG_PORT_ADAPTER)).expect("send");
+    s.send_to(&[0xc0, 0, 0, 0, 0, 0], to(frame::CFG_PORT_ADAPTER))
+        .expect("send");
     sent += 6;
     // A peer not on the allow-list.
-    let stranger = UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, 3), 0)).expect("bind");
+    let stranger =
+        UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, 3), 0)).expect("bind");
     let mrd = [0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0x1b, 0, 0, 0x0f, 0, 0, 0, 0];
     stranger.send_to(&mrd, to(0x3000)).expect("send");
     sent += 1;
-    assert!(wait_until(Duration::from_secs(2), || a.stats().rx_datagrams >= sent), "{:?}", a.stats());
+    assert!(
+        wait_until(Duration::from_secs(2), || a.stats().rx_datagrams >= sent),
+        "{:?}",
+        a.stats()
+    );
     let st = a.stats();
     assert_eq!(st.drop_not_allowed, 1);
     // Random bytes may happen to form completions on device ports, too.
@@ -153,14 +217,23 @@ fn malformed_datagrams_are_counted() {
     assert!(st.drop_unsupported >= 1);
     assert!(st.drop_truncated >= 2);
     // Every datagram is either served or counted as dropped.
-    assert_eq!(st.rx_datagrams, st.dropped() + st.mrd + st.mwr + st.ur_sent + st.interrupts, "{st:?}");
+    assert_eq!(
+        st.rx_datagrams,
+        st.dropped() + st.mrd + st.mwr + st.ur_sent + st.interrupts,
+        "{st:?}"
+    );
     // Still serving.
     let dev = device(|_| {});
     let mut b = [0u8; 100];
     dev.dma_read(5, &mut b).expect("adapter still serves");
-    assert!(b.iter().enumerate().all(|(k, x)| *x == pattern(5 + k as u64)));
+    assert!(b
+        .iter()
+        .enumerate()
+        .all(|(k, x)| *x == pattern(5 + k as u64)));
     // The stranger got nothing back.
-    stranger.set_read_timeout(Some(Duration::from_millis(50))).expect("timeout");
+    stranger
+        .set_read_timeout(Some(Duration::from_millis(50)))
+        .expect("timeout");
     assert!(stranger.recv(&mut [0u8; 64]).is_err());
 }
 
@@ -177,12 +250,25 @@ fn device_ignores_foreign_completions() {
     let mut ch = dev.channel();
     let mut b = [0u8; 40];
     ch.dma_read(8, &mut b).expect("read");
-    assert!(b.iter().enumerate().all(|(k, x)| *x == pattern(8 + k as u64)));
+    assert!(b
+        .iter()
+        .enumerate()
+        .all(|(k, x)| *x == pattern(8 + k as u64)));
     // Config packets on 0x4001 are not TLPs: answered as configuration reads.
     let c = UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, 2), 0)).expect("bind");
-    c.set_read_timeout(Some(Duration::from_millis(500))).expect("timeout");
-    let p = CfgPacket { write: false, byte_mask: 0xf, dw_addr: 0, data: 0 };
-    c.send_to(&p.to_bytes(), SocketAddrV4::new(Ipv4Addr::LOCALHOST, frame::CFG_PORT_LIBTLP)).expect("send");
+    c.set_read_timeout(Some(Duration::from_millis(500)))
+        .expect("timeout");
+    let p = CfgPacket {
+        write: false,
+        byte_mask: 0xf,
+        dw_addr: 0,
+        data: 0,
+    };
+    c.send_to(
+        &p.to_bytes(),
+        SocketAddrV4::new(Ipv4Addr::LOCALHOST, frame::CFG_PORT_LIBTLP),
+    )
+    .expect("send");
     let mut r = [0u8; 16];
     let n = c.recv(&mut r).expect("config reply");
     assert_eq!(&r[..n], &[0x3c, 0, 0x80, 0x22, 0x37, 0x76]);

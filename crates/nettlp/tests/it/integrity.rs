@@ -21,9 +21,14 @@ fn read_every_size_and_offset() {
             let addr = base + off;
             let b = &mut buf[..size];
             b.fill(0xee);
-            ch.dma_read(addr, b).unwrap_or_else(|e| panic!("read {size} B at {addr:#x}: {e}"));
+            ch.dma_read(addr, b)
+                .unwrap_or_else(|e| panic!("read {size} B at {addr:#x}: {e}"));
             for (i, x) in b.iter().enumerate() {
-                assert_eq!(*x, pattern(addr + i as u64), "read {size} B at {addr:#x}, byte {i}");
+                assert_eq!(
+                    *x,
+                    pattern(addr + i as u64),
+                    "read {size} B at {addr:#x}, byte {i}"
+                );
             }
         }
     }
@@ -44,8 +49,14 @@ fn read_across_page_boundaries() {
         for size in (1..=8192usize).step_by(13).chain([4096, 4097, 8192]) {
             let addr = page - back;
             let mut b = vec![0u8; size];
-            dev.dma_read(addr, &mut b).unwrap_or_else(|e| panic!("read {size} at {addr:#x}: {e}"));
-            assert!(b.iter().enumerate().all(|(i, x)| *x == pattern(addr + i as u64)), "{size} at {addr:#x}");
+            dev.dma_read(addr, &mut b)
+                .unwrap_or_else(|e| panic!("read {size} at {addr:#x}: {e}"));
+            assert!(
+                b.iter()
+                    .enumerate()
+                    .all(|(i, x)| *x == pattern(addr + i as u64)),
+                "{size} at {addr:#x}"
+            );
         }
     }
 }
@@ -63,12 +74,17 @@ fn acked_writes_every_size_and_offset() {
         for size in (1..=600usize).chain([4095, 4096, 4097, 8191, 8192]) {
             let addr = base + off + ((size as u64 * 8 + off) << 16) % 0x100_0000;
             let data: Vec<u8> = (0..size as u64).map(|i| pattern(i + size as u64)).collect();
-            ch.dma_write(addr, &data).unwrap_or_else(|e| panic!("write {size} at {addr:#x}: {e}"));
+            ch.dma_write(addr, &data)
+                .unwrap_or_else(|e| panic!("write {size} at {addr:#x}: {e}"));
             let mut back = vec![0u8; size + 2];
             a.memory().read(addr - 1, &mut back);
             assert_eq!(&back[1..=size], &data[..], "write {size} B at {addr:#x}");
             // Bytes next to the written range stay untouched (zero).
-            assert_eq!((back[0], back[size + 1]), (0, 0), "write {size} B at {addr:#x} spilled");
+            assert_eq!(
+                (back[0], back[size + 1]),
+                (0, 0),
+                "write {size} B at {addr:#x} spilled"
+            );
             a.memory().write(addr, &vec![0u8; size]);
         }
     }
@@ -85,7 +101,11 @@ fn posted_writes_then_read_back() {
     let data: Vec<u8> = (0..5000u64).map(pattern).collect();
     dev.dma_write(base, &data).expect("write");
     // 5000 B from ...3 at MPS 256: the chunks end on 256-byte boundaries: 20 MWrs.
-    assert!(wait_until(Duration::from_secs(2), || a.stats().mwr == 20), "{:?}", a.stats());
+    assert!(
+        wait_until(Duration::from_secs(2), || a.stats().mwr == 20),
+        "{:?}",
+        a.stats()
+    );
     let mut back = vec![0u8; 5000];
     dev.dma_read(base, &mut back).expect("read");
     assert_eq!(back, data);
@@ -109,8 +129,12 @@ fn threads_share_a_device() {
                     let addr = 0x50_0000 + t * 0x10000 + (i * 97) % 0xf000;
                     let size = 1 + ((i * 131 + t) % 3000) as usize;
                     let mut b = vec![0u8; size];
-                    dev.dma_read(addr, &mut b).unwrap_or_else(|e| panic!("thread {t}: {e}"));
-                    assert!(b.iter().enumerate().all(|(k, x)| *x == pattern(addr + k as u64)));
+                    dev.dma_read(addr, &mut b)
+                        .unwrap_or_else(|e| panic!("thread {t}: {e}"));
+                    assert!(b
+                        .iter()
+                        .enumerate()
+                        .all(|(k, x)| *x == pattern(addr + k as u64)));
                 }
             });
         }
@@ -122,10 +146,18 @@ fn threads_share_a_device() {
 fn high_addresses() {
     let _g = lock();
     let hi = 0x1_0000_0000u64 - 0x800;
-    let a = adapter(|c| c.windows = vec![pcielab_nettlp::memory::Window { base: hi, size: 0x2000 }]);
+    let a = adapter(|c| {
+        c.windows = vec![pcielab_nettlp::memory::Window {
+            base: hi,
+            size: 0x2000,
+        }]
+    });
     fill(&a, hi, 0x2000);
     let dev = device(|_| {});
     let mut b = vec![0u8; 0x1000];
     dev.dma_read(hi + 3, &mut b).expect("read across 4 GiB");
-    assert!(b.iter().enumerate().all(|(k, x)| *x == pattern(hi + 3 + k as u64)));
+    assert!(b
+        .iter()
+        .enumerate()
+        .all(|(k, x)| *x == pattern(hi + 3 + k as u64)));
 }

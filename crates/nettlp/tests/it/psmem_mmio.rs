@@ -22,24 +22,43 @@ fn psmem_by_host_mmio() {
     let _g = lock();
     let a = adapter(|c| c.mmio_timeout = Duration::from_millis(300));
     let mem = Arc::new(Psmem::new(a.config().bar4, 64 * 1024));
-    let server = serve(ServeConfig { threads: 4, ..Default::default() }, mem.clone()).expect("serve");
+    let server = serve(
+        ServeConfig {
+            threads: 4,
+            ..Default::default()
+        },
+        mem.clone(),
+    )
+    .expect("serve");
     for off in 0..8u64 {
-        for size in [1usize, 2, 3, 4, 5, 7, 8, 63, 64, 65, 200, 256, 257, 1000, 4096, 5000] {
+        for size in [
+            1usize, 2, 3, 4, 5, 7, 8, 63, 64, 65, 200, 256, 257, 1000, 4096, 5000,
+        ] {
             let o = 0x100 * off + off + (size as u64 % 3) * 0x1000;
-            let data: Vec<u8> = (0..size).map(|i| (i as u8).wrapping_mul(7) ^ off as u8).collect();
+            let data: Vec<u8> = (0..size)
+                .map(|i| (i as u8).wrapping_mul(7) ^ off as u8)
+                .collect();
             a.mmio_write(o, &data).expect("write");
             // Posted: wait until psmem holds it, then read it back over the wire.
             let mut seen = vec![0u8; size];
-            assert!(crate::wait_until(Duration::from_secs(1), || mem.peek(o as usize, &mut seen) && seen == data), "psmem got {size} B at {o:#x}");
+            assert!(
+                crate::wait_until(Duration::from_secs(1), || mem.peek(o as usize, &mut seen)
+                    && seen == data),
+                "psmem got {size} B at {o:#x}"
+            );
             let mut back = vec![0u8; size];
-            a.mmio_read(o, &mut back).unwrap_or_else(|e| panic!("read {size} at {o:#x}: {e}"));
+            a.mmio_read(o, &mut back)
+                .unwrap_or_else(|e| panic!("read {size} at {o:#x}: {e}"));
             assert_eq!(back, data, "{size} B at BAR4+{o:#x}");
         }
     }
     // Outside psmem: Completer Abort, reported as such.
     let mut b = [0u8; 4];
     let e = a.mmio_read(64 * 1024, &mut b).expect_err("outside psmem");
-    assert!(matches!(e, MmioError::Completion(CplError::CompleterAbort { .. })), "{e}");
+    assert!(
+        matches!(e, MmioError::Completion(CplError::CompleterAbort { .. })),
+        "{e}"
+    );
     server.stop();
     // Nobody answers: completion timeout (a CPU would read all-ones).
     let e = a.mmio_read(0, &mut b).expect_err("no device");
@@ -78,7 +97,8 @@ fn msix_writes_are_interrupts() {
     let a = adapter(|_| {});
     let dev = device(|_| {});
     let t = a.config().msix;
-    dev.dma_write(t[3].addr, &t[3].data.to_le_bytes()).expect("msi");
+    dev.dma_write(t[3].addr, &t[3].data.to_le_bytes())
+        .expect("msi");
     let irq = a.wait_interrupt(Duration::from_secs(1)).expect("interrupt");
     assert_eq!(irq.vector, Some(3));
     assert_eq!(irq.data, t[3].data);
@@ -90,11 +110,17 @@ fn raw_read(addr: u64, len: u32) -> Vec<(u16, u8, u16)> {
     let port = frame::device_port(5);
     let s = UdpSocket::bind(SocketAddrV4::new(DEV, port)).expect("bind");
     s.connect(SocketAddrV4::new(LO, port)).expect("connect");
-    s.set_read_timeout(Some(Duration::from_millis(200))).expect("timeout");
-    let chunk = pcielab_wire::dma::split_read(addr, len as u64, 4096, pcielab_wire::dma::SplitPolicy::Naive)
-        .expect("split")
-        .next()
-        .expect("one chunk");
+    s.set_read_timeout(Some(Duration::from_millis(200)))
+        .expect("timeout");
+    let chunk = pcielab_wire::dma::split_read(
+        addr,
+        len as u64,
+        4096,
+        pcielab_wire::dma::SplitPolicy::Naive,
+    )
+    .expect("split")
+    .next()
+    .expect("one chunk");
     let mrd = TlpRepr::mem_read_chunk(Bdf::from_raw(0x1b00), Tag::new(5).expect("tag"), &chunk);
     let mut b = [0u8; 64];
     let n = frame::emit_datagram(NetTlpHeader::default(), &mrd, &mut b).expect("emit");

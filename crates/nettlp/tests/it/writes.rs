@@ -49,7 +49,7 @@ fn posted_write_loss_and_acked_writes() {
     );
     // Every write applied at least once (retransmissions may apply one twice).
     assert!(a.stats().mwr - before >= N);
-    assert_eq!(a.stats().acks_sent >= N, true);
+    assert!(a.stats().acks_sent >= N);
 }
 
 /// Without adapter support, acknowledged writes fail with a clear error, not a hang.
