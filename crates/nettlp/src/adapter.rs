@@ -106,6 +106,10 @@ pub struct AdapterConfig {
     pub mmio_timeout: Duration,
     /// Serve the configuration API on 0x5001 too.
     pub cfg_port_5001: bool,
+    /// Send every host MMIO request on port 0x4000 (tags ≡ 0 mod 16), so a device
+    /// handles them in order; otherwise spread them over 0x4000-0x400F by tag, as the
+    /// hardware does (then a read may overtake an earlier posted write).
+    pub mmio_ordered: bool,
     /// Log dropped datagrams (first few per reason) on standard error.
     pub log: bool,
     /// Where to record datagrams.
@@ -139,6 +143,7 @@ impl Default for AdapterConfig {
             faults: Faults::default(),
             mmio_timeout: Duration::from_millis(500),
             cfg_port_5001: true,
+            mmio_ordered: true,
             log: false,
             capture: None,
         }
@@ -486,50 +491,57 @@ impl Adapter {
             .bar4
             .checked_add(offset)
             .ok_or_else(|| MmioError::Invalid("offset overflows".into()))?;
-        let split = split_read(addr, buf.len() as u64, 128, SplitPolicy::Aligned)
-            .map_err(|e| MmioError::Invalid(e.to_string()))?;
-        let mut out = SendBatch::new();
-        {
+        let chunks: Vec<_> = split_read(addr, buf.len() as u64, 128, SplitPolicy::Aligned)
+            .map_err(|e| MmioError::Invalid(e.to_string()))?
+            .collect();
+        // In waves of 16 reads: 16 distinct tags even when all use one port.
+        for (w, wave) in chunks.chunks(16).enumerate() {
+            let mut out = SendBatch::new();
+            {
+                let mut h = inner.host.lock().unwrap_or_else(|p| p.into_inner());
+                if w == 0 {
+                    h.buf.clear();
+                    h.buf.resize(buf.len(), 0);
+                }
+                h.err = None;
+                h.pending = 0;
+                for chunk in wave {
+                    let tag = inner.next_host_tag(&mut h);
+                    h.reasm.cancel(tag);
+                    h.reasm
+                        .issue_chunk(tag, chunk, Some(inner.cfg.device_id))
+                        .map_err(|e| MmioError::Invalid(e.to_string()))?;
+                    h.pending += 1;
+                    let mrd = TlpRepr::mem_read_chunk(inner.cfg.root_id, tag, chunk);
+                    inner.queue_host(&mut out, tag.value(), &mrd)?;
+                }
+            }
+            inner.flush(&mut out, None);
+            let deadline = Instant::now() + inner.cfg.mmio_timeout;
             let mut h = inner.host.lock().unwrap_or_else(|p| p.into_inner());
-            h.buf.clear();
-            h.buf.resize(buf.len(), 0);
-            h.err = None;
-            h.pending = 0;
-            for chunk in split {
-                let tag = Tag::from_bits_truncate(h.next_tag);
-                h.next_tag = (h.next_tag + 1) % 256;
-                h.reasm.cancel(tag);
-                h.reasm
-                    .issue_chunk(tag, &chunk, Some(inner.cfg.device_id))
-                    .map_err(|e| MmioError::Invalid(e.to_string()))?;
-                h.pending += 1;
-                let mrd = TlpRepr::mem_read_chunk(inner.cfg.root_id, tag, &chunk);
-                inner.queue_host(&mut out, tag.value(), &mrd)?;
+            loop {
+                if let Some(e) = h.err.take() {
+                    cancel_all(&mut h);
+                    return Err(MmioError::Completion(e));
+                }
+                if h.pending == 0 {
+                    break;
+                }
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    cancel_all(&mut h);
+                    return Err(MmioError::Timeout { offset });
+                }
+                h = inner
+                    .host_cv
+                    .wait_timeout(h, left)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
             }
         }
-        inner.flush(&mut out, None);
-        let deadline = Instant::now() + inner.cfg.mmio_timeout;
-        let mut h = inner.host.lock().unwrap_or_else(|p| p.into_inner());
-        loop {
-            if let Some(e) = h.err.take() {
-                cancel_all(&mut h);
-                return Err(MmioError::Completion(e));
-            }
-            if h.pending == 0 {
-                buf.copy_from_slice(&h.buf[..buf.len()]);
-                return Ok(());
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                cancel_all(&mut h);
-                return Err(MmioError::Timeout { offset });
-            }
-            h = inner
-                .host_cv
-                .wait_timeout(h, left)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
-        }
+        let h = inner.host.lock().unwrap_or_else(|p| p.into_inner());
+        buf.copy_from_slice(&h.buf[..buf.len()]);
+        Ok(())
     }
 
     /// A host write of `data` to BAR4 at `offset` (posted: returns once sent).
@@ -551,9 +563,7 @@ impl Adapter {
         for chunk in split {
             let tag = {
                 let mut h = inner.host.lock().unwrap_or_else(|p| p.into_inner());
-                let t = h.next_tag;
-                h.next_tag = (h.next_tag + 1) % 256;
-                Tag::from_bits_truncate(t)
+                inner.next_host_tag(&mut h)
             };
             let n = chunk.shape.length_dw as usize * 4;
             chunk_payload(&chunk, data, &mut payload[..n])
@@ -603,6 +613,16 @@ fn cancel_all(h: &mut HostReads) {
 }
 
 impl Inner {
+    /// The next host tag: with `mmio_ordered`, tags with low nibble 0, so every host
+    /// request uses port 0x4000 and the device sees them in issue order (a read then
+    /// cannot pass an earlier posted write, as in PCIe).
+    fn next_host_tag(&self, h: &mut HostReads) -> Tag {
+        let t = h.next_tag;
+        let step = if self.cfg.mmio_ordered { 16 } else { 1 };
+        h.next_tag = (h.next_tag + step) % 256;
+        Tag::from_bits_truncate(t)
+    }
+
     fn sock(&self, port: u16) -> Option<&UdpSocket> {
         sock_index(port, self.cfg.cfg_port_5001)
             .and_then(|i| self.socks.get(i))

@@ -110,30 +110,7 @@ pub fn pcie_cfg_read(
     addr: u16,
     buf: &mut [u8],
 ) -> io::Result<usize> {
-    if addr as usize + buf.len() > 4096 {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "configuration space is 4096 bytes",
-        ));
-    }
-    let s = cfg_socket(host, local, port)?;
-    let mut done = 0;
-    for (dw, mask, lo, n) in dw_ops(addr, buf.len()) {
-        let p = CfgPacket {
-            write: false,
-            byte_mask: mask,
-            dw_addr: dw,
-            data: 0,
-        };
-        s.send(&p.to_bytes())?;
-        let mut r = [0u8; 64];
-        let got = s.recv(&mut r)?;
-        let reply = CfgPacket::parse(&r[..got.min(6)])
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
-        buf[done..done + n].copy_from_slice(&reply.data.to_le_bytes()[lo..lo + n]);
-        done += n;
-    }
-    Ok(done)
+    cfg_read_on(&cfg_socket(host, local, port)?, addr, buf)
 }
 
 /// Writes `data` into configuration space at `addr` (no reply is expected).
@@ -144,13 +121,51 @@ pub fn pcie_cfg_write(
     addr: u16,
     data: &[u8],
 ) -> io::Result<usize> {
+    cfg_write_on(&cfg_socket(host, local, port)?, addr, data)
+}
+
+/// [`pcie_cfg_read`] on a socket connected to the configuration port.
+pub fn cfg_read_on(s: &UdpSocket, addr: u16, buf: &mut [u8]) -> io::Result<usize> {
+    if addr as usize + buf.len() > 4096 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "configuration space is 4096 bytes",
+        ));
+    }
+    s.set_read_timeout(Some(CFG_TIMEOUT))?;
+    let mut done = 0;
+    for (dw, mask, lo, n) in dw_ops(addr, buf.len()) {
+        let p = CfgPacket {
+            write: false,
+            byte_mask: mask,
+            dw_addr: dw,
+            data: 0,
+        };
+        s.send(&p.to_bytes())?;
+        let mut r = [0u8; 64];
+        let got = s.recv(&mut r).map_err(|e| match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => io::Error::new(
+                io::ErrorKind::TimedOut,
+                "configuration API: no reply within 1000 ms",
+            ),
+            _ => e,
+        })?;
+        let reply = CfgPacket::parse(&r[..got.min(6)])
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+        buf[done..done + n].copy_from_slice(&reply.data.to_le_bytes()[lo..lo + n]);
+        done += n;
+    }
+    Ok(done)
+}
+
+/// [`pcie_cfg_write`] on a socket connected to the configuration port.
+pub fn cfg_write_on(s: &UdpSocket, addr: u16, data: &[u8]) -> io::Result<usize> {
     if addr as usize + data.len() > 4096 {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "configuration space is 4096 bytes",
         ));
     }
-    let s = cfg_socket(host, local, port)?;
     let mut done = 0;
     for (dw, mask, lo, n) in dw_ops(addr, data.len()) {
         let mut v = [0u8; 4];

@@ -253,13 +253,6 @@ pub struct Channel {
 impl Channel {
     /// Opens the sockets of `tags` (each `< 256`).
     pub fn open(cfg: &DeviceConfig, tags: &[u8]) -> Result<Channel, DmaError> {
-        if tags.is_empty() {
-            return Err(DmaError::Invalid(pcielab_wire::Error::Invalid {
-                what: "channel tag count",
-                value: 0,
-                allowed: "at least one tag",
-            }));
-        }
         let mut v = Vec::with_capacity(tags.len());
         for &t in tags {
             let port = frame::device_port(t);
@@ -270,17 +263,39 @@ impl Channel {
             .map_err(io_err(
                 "binding a tag socket (is the tag's port 0x3000+tag free?)",
             ))?;
+            v.push((t, sock));
+        }
+        let tx = sys::udp_socket(SocketAddrV4::new(cfg.local, 0), None)
+            .map_err(io_err("binding the send socket"))?;
+        Channel::from_sockets(cfg, v, tx)
+    }
+
+    /// A channel over sockets the caller opened: `(tag, socket)` pairs whose sockets
+    /// receive that tag's completions, and `tx` to send from (it may be a clone of one of
+    /// them, as LibTLP sends from the tag's port). The sockets are made non-blocking.
+    pub fn from_sockets(
+        cfg: &DeviceConfig,
+        tags: Vec<(u8, UdpSocket)>,
+        tx: UdpSocket,
+    ) -> Result<Channel, DmaError> {
+        if tags.is_empty() {
+            return Err(DmaError::Invalid(pcielab_wire::Error::Invalid {
+                what: "channel tag count",
+                value: 0,
+                allowed: "at least one tag",
+            }));
+        }
+        let mut v = Vec::with_capacity(tags.len());
+        for (tag, sock) in tags {
             sock.set_nonblocking(true)
                 .map_err(io_err("setting a tag socket non-blocking"))?;
             v.push(TagSock {
-                tag: t,
+                tag,
                 sock,
                 quarantine: None,
                 busy: None,
             });
         }
-        let tx = sys::udp_socket(SocketAddrV4::new(cfg.local, 0), None)
-            .map_err(io_err("binding the send socket"))?;
         Ok(Channel {
             cfg: cfg.clone(),
             tags: v,
@@ -296,6 +311,16 @@ impl Channel {
             fd_tag: Vec::new(),
             ready: Vec::new(),
         })
+    }
+
+    /// Reads with Max_Read_Request_Size `mrrs` instead of the configured one.
+    pub fn set_mrrs(&mut self, mrrs: u32) {
+        self.cfg.mrrs = mrrs;
+    }
+
+    /// Writes with Max_Payload_Size `mps` instead of the configured one.
+    pub fn set_mps(&mut self, mps: u32) {
+        self.cfg.mps = mps;
     }
 
     /// The channel's counters.
