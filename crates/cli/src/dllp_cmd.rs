@@ -1,6 +1,6 @@
 //! `pcielab dllp decode|encode`.
 
-use crate::{fail, read_lines, Failure};
+use crate::{each_input, fail, parse_json, Failure};
 use clap::{Args, Subcommand};
 use pcielab_wire::dllp::{json, DllpRepr, Packet};
 use pcielab_wire::json::{hex, unhex};
@@ -62,31 +62,17 @@ fn decode_one(text: &str, args: &DecodeArgs, where_: &str) -> Result<String, Fai
 pub fn run(cmd: &DllpCmd) -> Result<(), Failure> {
     match cmd {
         DllpCmd::Decode(args) => {
-            if let Some(h) = &args.hex {
-                println!("{}", decode_one(h, args, "")?);
-            } else if let Some(f) = &args.file {
-                for (n, line) in read_lines(f)? {
-                    println!("{}", decode_one(&line, args, &format!("{f}:{n}: "))?);
-                }
-            }
-            Ok(())
+            each_input(args.hex.as_deref(), args.file.as_deref(), |text, at| {
+                decode_one(text, args, at)
+            })
         }
         DllpCmd::Encode(args) => {
-            let encode = |text: &str, where_: &str| -> Result<String, Failure> {
-                let v: serde_json::Value = serde_json::from_str(text)
-                    .map_err(|e| fail(format!("{where_}invalid JSON: {e}")))?;
-                let d = json::from_json(&v).map_err(|e| fail(format!("{where_}{e}")))?;
-                let b = d.to_bytes().map_err(|e| fail(format!("{where_}{e}")))?;
+            each_input(args.json.as_deref(), args.file.as_deref(), |text, at| {
+                let d = json::from_json(&parse_json(text, at)?)
+                    .map_err(|e| fail(format!("{at}{e}")))?;
+                let b = d.to_bytes().map_err(|e| fail(format!("{at}{e}")))?;
                 Ok(hex(&b))
-            };
-            if let Some(j) = &args.json {
-                println!("{}", encode(j, "")?);
-            } else if let Some(f) = &args.file {
-                for (n, line) in read_lines(f)? {
-                    println!("{}", encode(&line, &format!("{f}:{n}: "))?);
-                }
-            }
-            Ok(())
+            })
         }
     }
 }

@@ -1,12 +1,17 @@
 //! The `pcielab` command-line tool: glue only; all logic lives in the library crates.
 //!
 //! Errors print one line on standard error and exit with status 2.
+//!
+//! Doc comments here are `--help` text, written for a terminal rather than rustdoc.
+#![allow(rustdoc::broken_intra_doc_links)]
 
+mod cfg_cmd;
 mod demo;
 mod dllp_cmd;
 mod model_cmd;
 mod nettlp_cmd;
 mod tlp_cmd;
+mod topo_cmd;
 
 use clap::{Parser, Subcommand};
 use std::io::BufRead;
@@ -31,6 +36,10 @@ enum Command {
     Dllp(dllp_cmd::DllpCmd),
     /// The analytic model: bandwidth, link rates, NICs, latency (pcie-bench compatible).
     Model(model_cmd::ModelArgs),
+    /// Topology files: enumerate, print the tree, dump configuration spaces.
+    Topo(topo_cmd::TopoArgs),
+    /// Configuration-space dumps (lspci -xxxx format).
+    Cfg(cfg_cmd::CfgArgs),
     /// NetTLP software adapter host (root complex + host memory), or a command to one.
     Adapter(nettlp_cmd::AdapterArgs),
     /// NetTLP pseudo memory device behind BAR4.
@@ -72,6 +81,28 @@ pub fn read_lines(path: &str) -> Result<Vec<(usize, String)>, Failure> {
         .collect())
 }
 
+/// Runs `f` on one inline value or on every line of a file, printing each result;
+/// errors from a file name the file and line (`F:N: …`).
+pub fn each_input(
+    inline: Option<&str>,
+    file: Option<&str>,
+    mut f: impl FnMut(&str, &str) -> Result<String, Failure>,
+) -> Result<(), Failure> {
+    if let Some(v) = inline {
+        println!("{}", f(v, "")?);
+    } else if let Some(path) = file {
+        for (n, line) in read_lines(path)? {
+            println!("{}", f(&line, &format!("{path}:{n}: "))?);
+        }
+    }
+    Ok(())
+}
+
+/// Parses a JSON text, or says where it is broken.
+pub fn parse_json(text: &str, where_: &str) -> Result<serde_json::Value, Failure> {
+    serde_json::from_str(text).map_err(|e| fail(format!("{where_}invalid JSON: {e}")))
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -79,6 +110,8 @@ fn main() -> ExitCode {
         Command::Tlp(c) => tlp_cmd::run(&c),
         Command::Dllp(c) => dllp_cmd::run(&c),
         Command::Model(args) => return model_cmd::run(args),
+        Command::Topo(a) => topo_cmd::run(&a),
+        Command::Cfg(a) => cfg_cmd::run(&a),
         Command::Adapter(a) => nettlp_cmd::run_adapter(&a),
         Command::Psmem(a) => nettlp_cmd::run_psmem(&a),
         Command::Tlpperf(a) => nettlp_cmd::run_tlpperf(&a),

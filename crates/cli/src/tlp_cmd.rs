@@ -1,6 +1,6 @@
 //! `pcielab tlp decode|encode`.
 
-use crate::{fail, read_lines, Failure};
+use crate::{each_input, fail, parse_json, Failure};
 use clap::{Args, Subcommand};
 use pcielab_wire::json::{hex, tlp_from_json, tlp_to_json, unhex};
 use pcielab_wire::tlp::check::{check_rx, RxRules};
@@ -75,30 +75,16 @@ fn decode_one(text: &str, args: &DecodeArgs, where_: &str) -> Result<String, Fai
 pub fn run(cmd: &TlpCmd) -> Result<(), Failure> {
     match cmd {
         TlpCmd::Decode(args) => {
-            if let Some(h) = &args.hex {
-                println!("{}", decode_one(h, args, "")?);
-            } else if let Some(f) = &args.file {
-                for (line_no, line) in read_lines(f)? {
-                    println!("{}", decode_one(&line, args, &format!("{f}:{line_no}: "))?);
-                }
-            }
-            Ok(())
+            each_input(args.hex.as_deref(), args.file.as_deref(), |text, at| {
+                decode_one(text, args, at)
+            })
         }
         TlpCmd::Encode(args) => {
-            let encode = |text: &str, where_: &str| -> Result<String, Failure> {
-                let v: serde_json::Value = serde_json::from_str(text)
-                    .map_err(|e| fail(format!("{where_}invalid JSON: {e}")))?;
-                let bytes = tlp_from_json(&v).map_err(|e| fail(format!("{where_}{e}")))?;
+            each_input(args.json.as_deref(), args.file.as_deref(), |text, at| {
+                let bytes =
+                    tlp_from_json(&parse_json(text, at)?).map_err(|e| fail(format!("{at}{e}")))?;
                 Ok(hex(&bytes))
-            };
-            if let Some(j) = &args.json {
-                println!("{}", encode(j, "")?);
-            } else if let Some(f) = &args.file {
-                for (line_no, line) in read_lines(f)? {
-                    println!("{}", encode(&line, &format!("{f}:{line_no}: "))?);
-                }
-            }
-            Ok(())
+            })
         }
     }
 }

@@ -29,13 +29,13 @@ pub fn crc32_parts(parts: &[&[u8]]) -> u32 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// Bit-serial LFSR written from the spec's description: polynomial 04C11DB7, seed all
     /// ones, each byte fed bit 0 first, remainder complemented, remainder bit 31 mapped to
     /// bit 0 of CRC byte 0 (and so on down to bit 0 → bit 7 of byte 3).
-    fn serial_reference(data: &[u8]) -> [u8; 4] {
+    pub(crate) fn serial_reference(data: &[u8]) -> [u8; 4] {
         let mut lfsr: u32 = 0xffff_ffff;
         for &byte in data {
             for bit in 0..8 {

@@ -281,27 +281,9 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// Bit-serial LCRC written from the spec (see crc.rs), independent of crc32fast.
+    /// Bit-serial LCRC written from the spec, independent of crc32fast.
     fn serial_lcrc(data: &[u8]) -> [u8; 4] {
-        let mut lfsr: u32 = 0xffff_ffff;
-        for &byte in data {
-            for bit in 0..8 {
-                let input = (byte >> bit) & 1;
-                let top = (lfsr >> 31) as u8 & 1;
-                lfsr <<= 1;
-                if input ^ top == 1 {
-                    lfsr ^= 0x04c1_1db7;
-                }
-            }
-        }
-        let rem = !lfsr;
-        let mut out = [0u8; 4];
-        for (i, o) in out.iter_mut().enumerate() {
-            for j in 0..8 {
-                *o |= (((rem >> (31 - 8 * i - j)) & 1) as u8) << j;
-            }
-        }
-        out
+        crate::crc::tests::serial_reference(data)
     }
 
     #[test]

@@ -416,14 +416,7 @@ pub fn tlp_from_json(v: &Value) -> Result<Vec<u8>, JsonError> {
         | TlpKind::FetchAdd
         | TlpKind::Swap
         | TlpKind::CAS => {
-            let op = match kind {
-                TlpKind::MRd => MemOp::Read,
-                TlpKind::MRdLk => MemOp::ReadLocked,
-                TlpKind::MWr => MemOp::Write,
-                TlpKind::FetchAdd => MemOp::FetchAdd,
-                TlpKind::Swap => MemOp::Swap,
-                _ => MemOp::Cas,
-            };
+            let op = kind.mem_op().unwrap_or(MemOp::Read);
             let address = o
                 .uint("address", u64::MAX)?
                 .ok_or_else(|| jerr("address", "missing"))?;

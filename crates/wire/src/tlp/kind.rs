@@ -109,6 +109,17 @@ pub enum TlpKind {
     CAS,
 }
 
+/// `TlpKind::decode` for every value of header byte 0, computed at compile time.
+const KIND_BY_BYTE0: [Option<TlpKind>; 256] = {
+    let mut t = [None; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = TlpKind::decode((i >> 5) as u8, (i & 0x1f) as u8);
+        i += 1;
+    }
+    t
+};
+
 /// How a TLP is routed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Routing {
@@ -180,6 +191,12 @@ impl TlpKind {
             _ => return None,
         };
         Some(k)
+    }
+
+    /// Decodes header byte 0 (Fmt and Type) with a lookup table: the receive fast path.
+    #[inline]
+    pub const fn from_byte0(b0: u8) -> Option<TlpKind> {
+        KIND_BY_BYTE0[b0 as usize]
     }
 
     /// The Type field for this kind (for messages, with routing subfield 0).
@@ -293,6 +310,9 @@ mod tests {
             }
         }
         assert_eq!(seen.len(), TlpKind::ALL.len());
+        for b in 0..=255u8 {
+            assert_eq!(TlpKind::from_byte0(b), TlpKind::decode(b >> 5, b & 0x1f));
+        }
         // A few reserved ones.
         assert_eq!(TlpKind::decode(1, 0b00010), None); // 4DW IO
         assert_eq!(TlpKind::decode(0, 0b10000), None); // 3DW message

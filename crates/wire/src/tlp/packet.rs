@@ -105,21 +105,21 @@ impl<T: AsRef<[u8]>> TlpPacket<T> {
                 available: b.len(),
             });
         }
-        let fmt = b[h] >> 5;
-        let ty = b[h] & 0x1f;
-        if TlpKind::decode(fmt, ty).is_none() {
+        let b0 = b[h];
+        if TlpKind::from_byte0(b0).is_none() {
             return Err(Error::Field {
                 field: "Fmt/Type",
-                value: b[h] as u64,
+                value: b0 as u64,
                 offset: h,
                 reason: "reserved or deprecated Fmt/Type encoding",
             });
         }
-        let fmt = Fmt::from_raw(fmt).unwrap_or(Fmt::Dw3NoData);
-        let hdr_end = h + fmt.header_len();
+        // Fmt bit 0 (byte 0 bit 5): 4 DW header; Fmt bit 1 (bit 6): data payload.
+        let four = b0 & 0x20 != 0;
+        let hdr_end = h + if four { 16 } else { 12 };
         if b.len() < hdr_end {
             return Err(Error::Truncated {
-                what: if fmt.is_4dw() {
+                what: if four {
                     "4 DW TLP header"
                 } else {
                     "3 DW TLP header"
@@ -129,8 +129,9 @@ impl<T: AsRef<[u8]>> TlpPacket<T> {
             });
         }
         let mut end = hdr_end;
-        if fmt.has_data() {
-            end += self.length_dw() as usize * 4;
+        if b0 & 0x40 != 0 {
+            let raw = ((b[h + 2] & 3) as usize) << 8 | b[h + 3] as usize;
+            end += if raw == 0 { 4096 } else { raw * 4 };
             if b.len() < end {
                 return Err(Error::Truncated {
                     what: "payload of the Length field",
@@ -139,7 +140,7 @@ impl<T: AsRef<[u8]>> TlpPacket<T> {
                 });
             }
         }
-        if self.td() {
+        if b[h + 2] & 0x80 != 0 {
             end += 4;
             if b.len() < end {
                 return Err(Error::Truncated {
@@ -219,7 +220,7 @@ impl<T: AsRef<[u8]>> TlpPacket<T> {
     }
     /// The TLP kind (`None` for reserved Fmt/Type; never `None` after `check_len`).
     pub fn kind(&self) -> Option<TlpKind> {
-        TlpKind::decode(self.fmt_raw(), self.type_raw())
+        TlpKind::from_byte0(self.hdr()[field::FMT_TYPE])
     }
     /// Header length in bytes (12 or 16).
     pub fn header_len(&self) -> usize {
@@ -370,10 +371,13 @@ impl<T: AsRef<[u8]>> TlpPacket<T> {
     pub fn msg_routing(&self) -> Option<MsgRouting> {
         MsgRouting::from_raw(self.type_raw() & 7)
     }
-    /// Message-specific header bytes 8..16.
+    /// Message-specific header bytes 8..16 (messages always have 4 DW headers; on a
+    /// 3 DW header the missing bytes read as zero).
     pub fn msg_fields(&self) -> MsgFields {
         let mut f = [0u8; 8];
-        f.copy_from_slice(&self.hdr()[field::MSG_FIELDS]);
+        let end = self.header_len().min(field::MSG_FIELDS.end);
+        let n = end - field::MSG_FIELDS.start;
+        f[..n].copy_from_slice(&self.hdr()[field::MSG_FIELDS.start..end]);
         MsgFields(f)
     }
     /// The header bytes (12 or 16), without prefixes.

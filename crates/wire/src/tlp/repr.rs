@@ -24,6 +24,21 @@ pub enum MemOp {
     Cas,
 }
 
+impl TlpKind {
+    /// The memory operation of MRd, MRdLk, MWr and the AtomicOps; `None` for other kinds.
+    pub const fn mem_op(self) -> Option<MemOp> {
+        Some(match self {
+            TlpKind::MRd => MemOp::Read,
+            TlpKind::MRdLk => MemOp::ReadLocked,
+            TlpKind::MWr => MemOp::Write,
+            TlpKind::FetchAdd => MemOp::FetchAdd,
+            TlpKind::Swap => MemOp::Swap,
+            TlpKind::CAS => MemOp::Cas,
+            _ => return None,
+        })
+    }
+}
+
 /// Memory request header (MRd, MRdLk, MWr, AtomicOps).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct MemHeader {
@@ -396,8 +411,7 @@ impl<'a> TlpRepr<'a> {
 
     /// Checks `bytes` and parses them.
     pub fn parse_bytes(bytes: &'a [u8]) -> Result<TlpRepr<'a>> {
-        let p = TlpPacket::new_checked(bytes)?;
-        Self::parse(&p)
+        Self::parse_checked(bytes, ParseOptions::default())
     }
 
     /// Parses with options.
@@ -409,12 +423,16 @@ impl<'a> TlpRepr<'a> {
         opts: ParseOptions,
     ) -> Result<TlpRepr<'a>> {
         let outer: &'a T = packet.into_inner_ref();
-        let bytes: &'a [u8] = outer.as_ref();
+        Self::parse_checked(outer.as_ref(), opts)
+    }
+
+    #[inline]
+    fn parse_checked(bytes: &'a [u8], opts: ParseOptions) -> Result<TlpRepr<'a>> {
         let p = TlpPacket::new_checked(bytes)?;
-        if opts.check_ecrc {
+        let h0 = p.header_offset();
+        if opts.check_ecrc && bytes[h0 + 2] & 0x80 != 0 {
             p.check_ecrc()?;
         }
-        let h0 = p.header_offset();
         let mut prefixes = Prefixes::EMPTY;
         for i in 0..h0 / 4 {
             let w = [
@@ -428,13 +446,19 @@ impl<'a> TlpRepr<'a> {
             }
         }
         let hdr = &bytes[h0..];
-        let word = |i: usize| u32::from_be_bytes([hdr[i], hdr[i + 1], hdr[i + 2], hdr[i + 3]]);
+        // check_len guarantees at least 12 header bytes (16 for 4 DW headers).
+        let h12: &[u8; 12] = hdr[..12].try_into().map_err(|_| Error::Truncated {
+            what: "3 DW TLP header",
+            needed: h0 + 12,
+            available: bytes.len(),
+        })?;
+        let word = |i: usize| u32::from_be_bytes([h12[i], h12[i + 1], h12[i + 2], h12[i + 3]]);
         let dw0 = word(0);
         let dw1 = word(4);
         let dw2 = word(8);
         let fmt = (dw0 >> 29) as u8;
         let ty = ((dw0 >> 24) & 0x1f) as u8;
-        let kind = TlpKind::decode(fmt, ty).ok_or(Error::Field {
+        let kind = TlpKind::from_byte0(hdr[0]).ok_or(Error::Field {
             field: "Fmt/Type",
             value: hdr[0] as u64,
             offset: h0,
@@ -455,16 +479,9 @@ impl<'a> TlpRepr<'a> {
             | TlpKind::FetchAdd
             | TlpKind::Swap
             | TlpKind::CAS => {
-                let op = match kind {
-                    TlpKind::MRd => MemOp::Read,
-                    TlpKind::MRdLk => MemOp::ReadLocked,
-                    TlpKind::MWr => MemOp::Write,
-                    TlpKind::FetchAdd => MemOp::FetchAdd,
-                    TlpKind::Swap => MemOp::Swap,
-                    _ => MemOp::Cas,
-                };
+                let op = kind.mem_op().unwrap_or(MemOp::Read);
                 let (address, ph) = if four {
-                    let lo = word(12);
+                    let lo = u32::from_be_bytes([hdr[12], hdr[13], hdr[14], hdr[15]]);
                     (((dw2 as u64) << 32) | (lo & !3) as u64, (lo & 3) as u8)
                 } else {
                     ((dw2 & !3) as u64, (dw2 & 3) as u8)
@@ -561,12 +578,49 @@ impl<'a> TlpRepr<'a> {
     /// Checks that the representation is encodable: payload size and alignment, address
     /// width, read length, byte count.
     pub fn validate(&self) -> Result<()> {
-        let kind = self.kind();
-        if kind.has_data() || !self.payload.is_empty() {
-            check_payload(self.payload)?;
+        self.header_words().map(|_| ())
+    }
+
+    /// Validates and computes the header DWs (and the header length in bytes) in one pass.
+    #[inline]
+    fn header_words(&self) -> Result<([u32; 4], usize)> {
+        let plen = self.payload.len();
+        if plen != 0 && (plen % 4 != 0 || plen > 4096) {
+            return Err(bad_payload(plen));
         }
-        match self.header {
+        let tag = self.tag().value() as u32;
+        let tag_lo = (tag & 0xff) << 8;
+        let req = |rid: Bdf, first: ByteEnables, last: ByteEnables| {
+            (rid.raw() as u32) << 16 | tag_lo | (last.bits() as u32) << 4 | first.bits() as u32
+        };
+        let need_data = |want: bool, what: &'static str| -> Result<()> {
+            match (want, plen) {
+                (true, 0) => Err(Error::Invalid {
+                    what,
+                    value: 0,
+                    allowed: "1..=1024 DW of payload",
+                }),
+                (false, n) if n != 0 => Err(Error::Invalid {
+                    what,
+                    value: n as u64,
+                    allowed: "no payload",
+                }),
+                _ => Ok(()),
+            }
+        };
+        let mut w = [0u32; 4];
+        // (Fmt with data bit, Type, 4 DW header, Length)
+        let (ty, four, len_dw): (u8, bool, u32) = match self.header {
             TlpHeader::Mem(m) => {
+                let (ty, data) = match m.op {
+                    MemOp::Read => (0b00000, false),
+                    MemOp::ReadLocked => (0b00001, false),
+                    MemOp::Write => (0b00000, true),
+                    MemOp::FetchAdd => (0b01100, true),
+                    MemOp::Swap => (0b01101, true),
+                    MemOp::Cas => (0b01110, true),
+                };
+                need_data(data, "payload of a memory request")?;
                 if !m.four_dw && m.address > u32::MAX as u64 {
                     return Err(Error::Invalid {
                         what: "address of a 3 DW header",
@@ -574,14 +628,9 @@ impl<'a> TlpRepr<'a> {
                         allowed: "below 4 GiB (use a 4 DW header)",
                     });
                 }
-                if !kind.has_data() {
-                    if !self.payload.is_empty() {
-                        return Err(Error::Invalid {
-                            what: "payload of a memory read",
-                            value: self.payload.len() as u64,
-                            allowed: "none",
-                        });
-                    }
+                let len = if data {
+                    plen as u32 / 4
+                } else {
                     check_range(
                         "read length in DW",
                         m.read_len_dw as u64,
@@ -589,64 +638,69 @@ impl<'a> TlpRepr<'a> {
                         1024,
                         "1..=1024",
                     )?;
-                } else if self.payload.is_empty() {
-                    return Err(Error::Invalid {
-                        what: "payload of a memory write or AtomicOp",
-                        value: 0,
-                        allowed: "1..=1024 DW",
-                    });
-                }
+                    m.read_len_dw as u32
+                };
                 check_range("PH", m.ph as u64, 0, 3, "0..=3")?;
+                w[1] = req(m.requester_id, m.first_be, m.last_be);
+                let lo = (m.address as u32 & !3) | m.ph as u32;
+                if m.four_dw {
+                    w[2] = (m.address >> 32) as u32;
+                    w[3] = lo;
+                } else {
+                    w[2] = lo;
+                }
+                (ty, m.four_dw, len)
             }
             TlpHeader::Io(h) => {
-                if h.write != (self.payload.len() == 4) {
+                if h.write != (plen == 4) {
                     return Err(Error::Invalid {
                         what: "I/O request payload length",
-                        value: self.payload.len() as u64,
+                        value: plen as u64,
                         allowed: "4 bytes for IOWr, none for IORd",
                     });
                 }
+                w[1] = req(h.requester_id, h.first_be, ByteEnables::NONE);
+                w[2] = h.address & !3;
+                (0b00010, false, 1)
             }
             TlpHeader::Cfg(h) => {
-                if h.write != (self.payload.len() == 4) {
+                if h.write != (plen == 4) {
                     return Err(Error::Invalid {
                         what: "configuration request payload length",
-                        value: self.payload.len() as u64,
+                        value: plen as u64,
                         allowed: "4 bytes for CfgWr, none for CfgRd",
                     });
                 }
                 check_range("register number", h.register as u64, 0, 1023, "0..=1023")?;
+                w[1] = req(h.requester_id, h.first_be, ByteEnables::NONE);
+                w[2] = (h.target.raw() as u32) << 16 | (h.register as u32) << 2;
+                (if h.type1 { 0b00101 } else { 0b00100 }, false, 1)
             }
-            TlpHeader::Msg(_) => {}
+            TlpHeader::Msg(h) => {
+                w[1] = (h.requester_id.raw() as u32) << 16 | tag_lo | h.code.raw() as u32;
+                let f = h.fields.0;
+                w[2] = u32::from_be_bytes([f[0], f[1], f[2], f[3]]);
+                w[3] = u32::from_be_bytes([f[4], f[5], f[6], f[7]]);
+                (0b10000 | h.routing.raw(), true, plen as u32 / 4)
+            }
             TlpHeader::Cpl(c) => {
                 check_range("byte count", c.byte_count as u64, 1, 4096, "1..=4096")?;
                 check_range("lower address", c.lower_address as u64, 0, 127, "0..=127")?;
+                w[1] = (c.completer_id.raw() as u32) << 16
+                    | (c.status.raw() as u32) << 13
+                    | (c.bcm as u32) << 12
+                    | (c.byte_count as u32 & 0xfff);
+                w[2] = (c.requester_id.raw() as u32) << 16 | tag_lo | c.lower_address as u32;
+                (
+                    if c.locked { 0b01011 } else { 0b01010 },
+                    false,
+                    plen as u32 / 4,
+                )
             }
-        }
-        Ok(())
-    }
-
-    /// Writes the TLP into `buf`, which must hold at least [`buffer_len`](Self::buffer_len)
-    /// bytes; returns the number of bytes written. Never panics.
-    pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
-        self.validate()?;
-        let n = self.buffer_len();
-        if buf.len() < n {
-            return Err(Error::BufferTooSmall {
-                needed: n,
-                available: buf.len(),
-            });
-        }
-        let buf = &mut buf[..n];
-        let mut off = 0;
-        for pf in self.prefixes.as_slice() {
-            buf[off..off + 4].copy_from_slice(&pf.to_bytes());
-            off += 4;
-        }
-        let kind = self.kind();
-        let tag = self.tag().value() as u32;
-        let dw0 = (self.fmt().raw() as u32) << 29
-            | (self.type_raw() as u32) << 24
+        };
+        let fmt = (four as u32) | ((plen != 0) as u32) << 1;
+        w[0] = fmt << 29
+            | (ty as u32) << 24
             | ((tag >> 9) & 1) << 23
             | (self.tc.value() as u32) << 20
             | ((tag >> 8) & 1) << 19
@@ -658,56 +712,32 @@ impl<'a> TlpRepr<'a> {
             | (self.attr.ro as u32) << 13
             | (self.attr.ns as u32) << 12
             | (self.at.raw() as u32) << 10
-            | (self.length_dw() as u32 & 0x3ff);
-        let req = |rid: Bdf, first: ByteEnables, last: ByteEnables| {
-            (rid.raw() as u32) << 16
-                | (tag & 0xff) << 8
-                | (last.bits() as u32) << 4
-                | first.bits() as u32
-        };
-        let mut words = [dw0, 0, 0, 0];
-        match self.header {
-            TlpHeader::Mem(m) => {
-                words[1] = req(m.requester_id, m.first_be, m.last_be);
-                if m.four_dw {
-                    words[2] = (m.address >> 32) as u32;
-                    words[3] = (m.address as u32 & !3) | (m.ph & 3) as u32;
-                } else {
-                    words[2] = (m.address as u32 & !3) | (m.ph & 3) as u32;
-                }
-            }
-            TlpHeader::Io(h) => {
-                words[1] = req(h.requester_id, h.first_be, ByteEnables::NONE);
-                words[2] = h.address & !3;
-            }
-            TlpHeader::Cfg(h) => {
-                words[1] = req(h.requester_id, h.first_be, ByteEnables::NONE);
-                words[2] = (h.target.raw() as u32) << 16 | ((h.register as u32) & 0x3ff) << 2;
-            }
-            TlpHeader::Msg(h) => {
-                words[1] =
-                    (h.requester_id.raw() as u32) << 16 | (tag & 0xff) << 8 | h.code.raw() as u32;
-                let f = h.fields.0;
-                words[2] = u32::from_be_bytes([f[0], f[1], f[2], f[3]]);
-                words[3] = u32::from_be_bytes([f[4], f[5], f[6], f[7]]);
-            }
-            TlpHeader::Cpl(c) => {
-                words[1] = (c.completer_id.raw() as u32) << 16
-                    | (c.status.raw() as u32) << 13
-                    | (c.bcm as u32) << 12
-                    | (c.byte_count as u32 & 0xfff);
-                words[2] = (c.requester_id.raw() as u32) << 16
-                    | (tag & 0xff) << 8
-                    | (c.lower_address & 0x7f) as u32;
-            }
+            | (len_dw & 0x3ff);
+        Ok((w, if four { 16 } else { 12 }))
+    }
+
+    /// Writes the TLP into `buf`, which must hold at least [`buffer_len`](Self::buffer_len)
+    /// bytes; returns the number of bytes written. Never panics.
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
+        let (words, hl) = self.header_words()?;
+        let np = self.prefixes.len() * 4;
+        let n = np + hl + self.payload.len() + if self.td { 4 } else { 0 };
+        if buf.len() < n {
+            return Err(Error::BufferTooSmall {
+                needed: n,
+                available: buf.len(),
+            });
         }
-        let hl = if self.is_4dw() { 16 } else { 12 };
-        for (i, w) in words.iter().take(hl / 4).enumerate() {
-            buf[off + i * 4..off + i * 4 + 4].copy_from_slice(&w.to_be_bytes());
+        let buf = &mut buf[..n];
+        for (i, pf) in self.prefixes.as_slice().iter().enumerate() {
+            buf[i * 4..i * 4 + 4].copy_from_slice(&pf.to_bytes());
         }
-        off += hl;
-        buf[off..off + self.payload.len()].copy_from_slice(self.payload);
-        let _ = kind;
+        let mut hdr = [0u8; 16];
+        for (i, w) in words.iter().enumerate() {
+            hdr[i * 4..i * 4 + 4].copy_from_slice(&w.to_be_bytes());
+        }
+        buf[np..np + hl].copy_from_slice(&hdr[..hl]);
+        buf[np + hl..np + hl + self.payload.len()].copy_from_slice(self.payload);
         if self.td {
             TlpPacket::new_unchecked(&mut *buf).fill_ecrc();
         }
@@ -746,13 +776,19 @@ fn check_range(what: &'static str, v: u64, lo: u64, hi: u64, allowed: &'static s
     Ok(())
 }
 
+#[cold]
+#[inline(never)]
+fn bad_payload(len: usize) -> Error {
+    Error::Invalid {
+        what: "payload length in bytes",
+        value: len as u64,
+        allowed: "a multiple of 4 from 4 to 4096",
+    }
+}
+
 fn check_payload(data: &[u8]) -> Result<()> {
     if data.is_empty() || data.len() % 4 != 0 || data.len() > 4096 {
-        return Err(Error::Invalid {
-            what: "payload length in bytes",
-            value: data.len() as u64,
-            allowed: "a multiple of 4 from 4 to 4096",
-        });
+        return Err(bad_payload(data.len()));
     }
     Ok(())
 }

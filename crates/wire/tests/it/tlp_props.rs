@@ -101,3 +101,25 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 20000, ..ProptestConfig::default() })]
+
+    /// The contract of the view: after `new_checked` succeeds, no getter panics — on any
+    /// bytes, including every kind's fields read from every other kind's header.
+    #[test]
+    fn getters_never_panic_after_check(mut bytes in proptest::collection::vec(any::<u8>(), 12..80), prefix in 0u8..3) {
+        // Steer a good share of inputs to a valid Length/TD for their Fmt.
+        for i in 0..prefix as usize {
+            if bytes.len() > 4 * i { bytes[4 * i] = 0x80 | (bytes[4 * i] & 0x1f); }
+        }
+        if let Ok(p) = TlpPacket::new_checked(&bytes[..]) {
+            let _ = (p.kind(), p.fmt(), p.tc(), p.attr(), p.ln(), p.th(), p.td(), p.ep(), p.at());
+            let _ = (p.length_dw(), p.tag(), p.requester_id(), p.completer_id(), p.first_be(), p.last_be());
+            let _ = (p.address(), p.ph(), p.status(), p.bcm(), p.byte_count(), p.lower_address());
+            let _ = (p.cfg_target(), p.cfg_register(), p.msg_code(), p.msg_routing(), p.msg_fields());
+            let _ = (p.header(), p.payload(), p.ecrc(), p.compute_ecrc(), p.check_ecrc());
+            let _: Vec<_> = p.prefixes().collect();
+        }
+    }
+}

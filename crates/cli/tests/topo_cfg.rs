@@ -1,0 +1,124 @@
+//! `pcielab topo …` and `pcielab cfg decode` end to end.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn pcielab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pcielab"))
+        .args(args)
+        .output()
+        .expect("the pcielab binary runs")
+}
+
+fn example(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/topologies")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+fn stdout(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout.clone()).expect("UTF-8")
+}
+
+#[test]
+fn topo_lspci_prints_every_function_in_4096_bytes() {
+    let text = stdout(&pcielab(&["topo", "lspci", &example("design.toml")]));
+    // 9 functions (host bridge, 2 root ports, switch up + 4 down, mem0), each one
+    // address line, 256 hex lines and a blank line.
+    assert_eq!(text.lines().count(), 9 * 258);
+    let headers: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("pcielab"))
+        .map(|l| &l[..7])
+        .collect();
+    assert_eq!(
+        headers,
+        [
+            "00:00.0", "00:01.0", "00:02.0", "01:00.0", "02:00.0", "02:01.0", "02:02.0", "02:03.0",
+            "04:00.0"
+        ]
+    );
+    assert!(text.contains("04:00.0 Memory controller: pcielab mem0\n00: ee 1f 10 00 "));
+}
+
+#[test]
+fn topo_tree_and_json() {
+    let tree = stdout(&pcielab(&["topo", "tree", &example("design.toml")]));
+    assert!(
+        tree.contains("`-- 04:00.0 mem0  Endpoint Gen3 x8"),
+        "{tree}"
+    );
+    let json = stdout(&pcielab(&[
+        "topo",
+        "show",
+        &example("design.toml"),
+        "--json",
+    ]));
+    let v: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
+    let f = v["functions"].as_array().expect("functions array");
+    assert_eq!(f.len(), 9);
+    let mem0 = f.iter().find(|x| x["name"] == "mem0").expect("mem0 listed");
+    assert_eq!(mem0["bdf"], "04:00.0");
+    assert_eq!(mem0["parent"], "02:01.0");
+    assert_eq!(mem0["link"]["gen"], 3);
+    assert_eq!(mem0["bars"][0]["address"], "0x4000000000");
+    assert_eq!(mem0["interrupts"]["kind"], "msix");
+}
+
+#[test]
+fn topo_errors_name_file_line_and_key() {
+    let dir = std::env::temp_dir().join(format!("pcielab-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let bad = dir.join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[[node]]\nname = \"rc\"\nkind = \"root-complex\"\nwheels = 4\n",
+    )
+    .expect("write");
+    let o = pcielab(&["topo", "tree", &bad.display().to_string()]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("bad.toml:4: key \"wheels\": unknown key for kind \"root-complex\"; allowed: name, kind, ports"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn cfg_decode_reads_our_own_dump_back() {
+    let dir = std::env::temp_dir().join(format!("pcielab-cli-cfg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dump = dir.join("dump.txt");
+    std::fs::write(
+        &dump,
+        stdout(&pcielab(&[
+            "topo",
+            "lspci",
+            &example("nested-switches.toml"),
+        ])),
+    )
+    .expect("write");
+    let text = stdout(&pcielab(&["cfg", "decode", &dump.display().to_string()]));
+    assert!(
+        text.contains("00:01.0 (4096 bytes) PCI bridge: pcielab rc.0"),
+        "{text}"
+    );
+    // mem-c: AER at 0x100 (0x48 bytes), DSN 0x148 (12), LTR 0x154 (8), ARI 0x15c (8),
+    // SR-IOV 0x164.
+    assert!(
+        text.contains("Capabilities: [164 v1] Single Root I/O Virtualization"),
+        "{text}"
+    );
+    assert!(
+        text.contains("LnkSta: Speed 5GT/s, Width x1"),
+        "mem-b's Gen2 x1 link\n{text}"
+    );
+    let o = pcielab(&["cfg", "decode", &dir.join("missing").display().to_string()]);
+    assert_eq!(o.status.code(), Some(2));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,427 @@
+//! Extended capabilities (0x100 and above): AER, SR-IOV, ARI, ACS, DSN, LTR.
+//!
+//! Each type documents its register map; offsets are from the capability header.
+
+use crate::caps::{id, ExtCapability};
+use crate::header::Bar;
+use crate::space::{Access, ConfigSpace};
+
+/// Uncorrectable error bits implemented by [`AerCap`]: DLP(4), Surprise Down(5),
+/// Poisoned TLP(12), FC Protocol(13), Completion Timeout(14), Completer Abort(15),
+/// Unexpected Completion(16), Receiver Overflow(17), Malformed TLP(18), ECRC(19),
+/// Unsupported Request(20), ACS Violation(21), Uncorrectable Internal(22).
+pub const AER_UNCORR_BITS: u32 = 0x007f_f030;
+/// Default uncorrectable severity (fatal): DLP, Surprise Down, FC Protocol, Receiver
+/// Overflow, Malformed TLP, Uncorrectable Internal.
+pub const AER_UNCORR_SEVERITY_DEFAULT: u32 = 0x0046_2030;
+/// Correctable error bits: Receiver(0), Bad TLP(6), Bad DLLP(7), REPLAY_NUM Rollover(8),
+/// Replay Timer Timeout(12), Advisory Non-Fatal(13), Corrected Internal(14),
+/// Header Log Overflow(15).
+pub const AER_CORR_BITS: u32 = 0x0000_f1c1;
+
+/// Advanced Error Reporting (ID 0x0001, version 2), 0x48 bytes.
+///
+/// ```text
+/// +00 | Next | Ver | ID                                                      |
+/// +04 | Uncorrectable Error Status (RW1CS)                                  |
+/// +08 | Uncorrectable Error Mask (RWS)                                      |
+/// +0C | Uncorrectable Error Severity (RWS)                                  |
+/// +10 | Correctable Error Status (RW1CS)                                    |
+/// +14 | Correctable Error Mask (RWS; Advisory Non-Fatal masked at reset)    |
+/// +18 | Adv. Cap & Ctl: ECRCChkEn(8,RWS) ECRCChkCap(7) ECRCGenEn(6,RWS)      |
+/// |   |                 ECRCGenCap(5) FirstErrPtr(4:0,ROS)                  |
+/// +1C | Header Log (4 DW, ROS)                                              |
+/// +2C | Root Error Command (RW, root ports)                                 |
+/// +30 | Root Error Status (RW1CS, root ports)                               |
+/// +34 | Error Source Identification (ROS, root ports)                       |
+/// +38 | TLP Prefix Log (4 DW, RO)                                           |
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AerCap {
+    /// A root port: the root error registers are implemented.
+    pub root_port: bool,
+}
+
+impl ExtCapability for AerCap {
+    fn id(&self) -> u16 {
+        id::EXT_AER
+    }
+    fn version(&self) -> u8 {
+        2
+    }
+    fn size(&self) -> u16 {
+        0x48
+    }
+    fn install(&self, cs: &mut ConfigSpace, at: u16) {
+        cs.define(at + 0x04, 4, AER_UNCORR_BITS, Access::Rw1c, 0);
+        cs.define(at + 0x08, 4, AER_UNCORR_BITS, Access::Rw, 0);
+        cs.define(
+            at + 0x0c,
+            4,
+            AER_UNCORR_BITS,
+            Access::Rw,
+            AER_UNCORR_SEVERITY_DEFAULT,
+        );
+        cs.define(at + 0x10, 4, AER_CORR_BITS, Access::Rw1c, 0);
+        cs.define(at + 0x14, 4, AER_CORR_BITS, Access::Rw, 0x2000);
+        cs.define(at + 0x18, 4, 0x00a0, Access::Ro, 0x00a0);
+        cs.define(at + 0x18, 4, 0x0140, Access::Rw, 0);
+        for o in (0x04..0x2c).step_by(4) {
+            cs.set_sticky(at + o, 4, 0xffff_ffff);
+        }
+        if self.root_port {
+            cs.define(at + 0x2c, 4, 0x7, Access::Rw, 0);
+            cs.define(at + 0x30, 4, 0x7f, Access::Rw1c, 0);
+            cs.set_sticky(at + 0x30, 4, 0x7f);
+            cs.set_sticky(at + 0x34, 4, 0xffff_ffff);
+        }
+    }
+}
+
+/// Single Root I/O Virtualization (ID 0x0010, version 1), 0x40 bytes.
+///
+/// ```text
+/// +00 | Next | Ver | ID                                                  |
+/// +04 | SR-IOV Capabilities (RO)                                        |
+/// +08 | SR-IOV Status (RW1C) | SR-IOV Control: ARIHier(4) VFMSE(3) VFEn(0) (RW) |
+/// +0C | TotalVFs (RO)        | InitialVFs (RO)                          |
+/// +10 | Function Dep. Link   | NumVFs (RW)                              |
+/// +14 | VF Stride (RO)       | First VF Offset (RO)                     |
+/// +18 | VF Device ID (RO)    | reserved                                 |
+/// +1C | Supported Page Sizes (RO)                                       |
+/// +20 | System Page Size (RW, one-hot, 4 KiB at reset)                  |
+/// +24 | VF BAR0 .. VF BAR5 (sizing like BARs, per-VF size)              |
+/// +3C | VF Migration State Array Offset (RO)                            |
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SriovCap {
+    /// TotalVFs (and InitialVFs).
+    pub total_vfs: u16,
+    /// Routing-ID offset of the first VF from the PF.
+    pub first_vf_offset: u16,
+    /// Routing-ID distance between VFs.
+    pub vf_stride: u16,
+    /// Device ID of the VFs.
+    pub vf_device_id: u16,
+    /// The PF's function number (Function Dependency Link).
+    pub function: u8,
+    /// VF BARs (per-VF sizes); a 64-bit BAR takes two slots.
+    pub vf_bars: [Option<Bar>; 6],
+}
+
+impl ExtCapability for SriovCap {
+    fn id(&self) -> u16 {
+        id::EXT_SRIOV
+    }
+    fn version(&self) -> u8 {
+        1
+    }
+    fn size(&self) -> u16 {
+        0x40
+    }
+    fn install(&self, cs: &mut ConfigSpace, at: u16) {
+        cs.define(at + 0x04, 4, 0xffff_ffff, Access::Ro, 0);
+        cs.define(at + 0x08, 2, 0x001f, Access::Rw, 0);
+        cs.define(at + 0x0a, 2, 0x0001, Access::Rw1c, 0);
+        cs.define(at + 0x0c, 2, 0xffff, Access::Ro, self.total_vfs as u32);
+        cs.define(at + 0x0e, 2, 0xffff, Access::Ro, self.total_vfs as u32);
+        cs.define(at + 0x10, 2, 0xffff, Access::Rw, 0);
+        cs.define(at + 0x12, 2, 0x00ff, Access::Ro, self.function as u32);
+        cs.define(
+            at + 0x14,
+            2,
+            0xffff,
+            Access::Ro,
+            self.first_vf_offset as u32,
+        );
+        cs.define(at + 0x16, 2, 0xffff, Access::Ro, self.vf_stride as u32);
+        cs.define(at + 0x1a, 2, 0xffff, Access::Ro, self.vf_device_id as u32);
+        // 4K, 8K, 64K, 256K, 1M, 4M page sizes.
+        cs.define(at + 0x1c, 4, 0xffff_ffff, Access::Ro, 0x553);
+        cs.define(at + 0x20, 4, 0x553, Access::Rw, 1);
+        let mut i = 0;
+        while i < 6 {
+            let Some(bar) = self.vf_bars[i] else {
+                i += 1;
+                continue;
+            };
+            let off = at + 0x24 + 4 * i as u16;
+            let size = bar.size();
+            cs.define(off, 4, 0xf, Access::Ro, bar.flags());
+            cs.define(
+                off,
+                4,
+                (!(size.wrapping_sub(1)) as u32) & !0xf,
+                Access::Rw,
+                0,
+            );
+            if bar.slots() == 2 && i < 5 {
+                cs.define(
+                    off + 4,
+                    4,
+                    (!(size.wrapping_sub(1)) >> 32) as u32,
+                    Access::Rw,
+                    0,
+                );
+            }
+            i += bar.slots();
+        }
+    }
+}
+
+/// Alternative Routing-ID Interpretation (ID 0x000e, version 1), 8 bytes.
+///
+/// ```text
+/// +00 | Next | Ver | ID                                                  |
+/// +04 | ARI Control (RsvdP) | ARI Capability: Next Function Number(15:8)  |
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AriCap {
+    /// Function number of the next function of the device (0 ends the chain).
+    pub next_function: u8,
+}
+
+impl ExtCapability for AriCap {
+    fn id(&self) -> u16 {
+        id::EXT_ARI
+    }
+    fn version(&self) -> u8 {
+        1
+    }
+    fn size(&self) -> u16 {
+        8
+    }
+    fn install(&self, cs: &mut ConfigSpace, at: u16) {
+        cs.define(
+            at + 4,
+            4,
+            0xffff_ffff,
+            Access::Ro,
+            (self.next_function as u32) << 8,
+        );
+    }
+}
+
+/// Access Control Services (ID 0x000d, version 1), 8 bytes, for downstream ports.
+///
+/// ```text
+/// +00 | Next | Ver | ID                                                  |
+/// +04 | ACS Control (RW 4:0)  | ACS Capability: UF(4) CR(3) RR(2) TB(1) SV(0) |
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AcsCap;
+
+impl ExtCapability for AcsCap {
+    fn id(&self) -> u16 {
+        id::EXT_ACS
+    }
+    fn version(&self) -> u8 {
+        1
+    }
+    fn size(&self) -> u16 {
+        8
+    }
+    fn install(&self, cs: &mut ConfigSpace, at: u16) {
+        cs.define(at + 4, 2, 0xffff, Access::Ro, 0x001f);
+        cs.define(at + 6, 2, 0xffff, Access::RsvdP, 0);
+        cs.define(at + 6, 2, 0x001f, Access::Rw, 0);
+    }
+}
+
+/// Device Serial Number (ID 0x0003, version 1), 12 bytes.
+///
+/// ```text
+/// +00 | Next | Ver | ID                                                  |
+/// +04 | Serial Number, lower DW (RO)                                    |
+/// +08 | Serial Number, upper DW (RO)                                    |
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DsnCap {
+    /// The 64-bit serial number (an EUI-64).
+    pub serial: u64,
+}
+
+impl ExtCapability for DsnCap {
+    fn id(&self) -> u16 {
+        id::EXT_DSN
+    }
+    fn version(&self) -> u8 {
+        1
+    }
+    fn size(&self) -> u16 {
+        12
+    }
+    fn install(&self, cs: &mut ConfigSpace, at: u16) {
+        cs.define(at + 4, 4, 0xffff_ffff, Access::Ro, self.serial as u32);
+        cs.define(
+            at + 8,
+            4,
+            0xffff_ffff,
+            Access::Ro,
+            (self.serial >> 32) as u32,
+        );
+    }
+}
+
+/// Latency Tolerance Reporting (ID 0x0018, version 1), 8 bytes.
+///
+/// ```text
+/// +00 | Next | Ver | ID                                                  |
+/// +04 | Max No-Snoop Latency: Scale(12:10) Value(9:0) (RW) | Max Snoop Latency (RW) |
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LtrCap;
+
+impl ExtCapability for LtrCap {
+    fn id(&self) -> u16 {
+        id::EXT_LTR
+    }
+    fn version(&self) -> u8 {
+        1
+    }
+    fn size(&self) -> u16 {
+        8
+    }
+    fn install(&self, cs: &mut ConfigSpace, at: u16) {
+        cs.define(at + 4, 4, 0xffff_ffff, Access::RsvdP, 0);
+        cs.define(at + 4, 4, 0x1fff_1fff, Access::Rw, 0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::caps::{walk, CapabilityList, MsiCap, MsixCap, PcieCap, PmCap, PortType};
+    use crate::header::Type0;
+
+    fn full_list() -> CapabilityList {
+        CapabilityList::new()
+            .with(PmCap::default())
+            .with(MsiCap {
+                vectors: 32,
+                addr64: true,
+                per_vector_mask: true,
+            })
+            .with(MsixCap {
+                table_size: 64,
+                table_bir: 2,
+                table_offset: 0,
+                pba_bir: 2,
+                pba_offset: 0x800,
+            })
+            .with(PcieCap::new(PortType::Endpoint))
+            .with_ext(AerCap::default())
+            .with_ext(SriovCap {
+                total_vfs: 8,
+                first_vf_offset: 1,
+                vf_stride: 1,
+                vf_device_id: 0x1234,
+                function: 0,
+                vf_bars: [
+                    Some(Bar::Mem64 {
+                        size: 0x4000,
+                        prefetchable: true,
+                    }),
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                ],
+            })
+            .with_ext(AriCap::default())
+            .with_ext(AcsCap)
+            .with_ext(DsnCap {
+                serial: 0x0123_4567_89ab_cdef,
+            })
+            .with_ext(LtrCap)
+    }
+
+    #[test]
+    fn layout_never_overlaps_and_chain_ends() {
+        let mut cs = Type0::default().build().unwrap();
+        let placed = full_list().install(&mut cs).unwrap();
+        // Expected offsets by hand: PM 0x40 (8), MSI 0x48 (0x18), MSI-X 0x60 (12),
+        // PCIe 0x6c (0x3c) ends at 0xa8; ext: AER 0x100 (0x48), SR-IOV 0x148 (0x40),
+        // ARI 0x188 (8), ACS 0x190 (8), DSN 0x198 (12), LTR 0x1a4 (8).
+        let offs: Vec<u16> = placed.iter().map(|p| p.offset).collect();
+        assert_eq!(
+            offs,
+            vec![0x40, 0x48, 0x60, 0x6c, 0x100, 0x148, 0x188, 0x190, 0x198, 0x1a4]
+        );
+        for w in placed.windows(2) {
+            if w[0].extended == w[1].extended {
+                assert!(w[0].offset + w[0].len <= w[1].offset, "{w:?}");
+            }
+        }
+        let (found, err) = walk(cs.bytes());
+        assert_eq!(err, None);
+        let ids: Vec<(u16, bool)> = found.iter().map(|f| (f.id, f.extended)).collect();
+        assert_eq!(
+            ids,
+            vec![
+                (1, false),
+                (5, false),
+                (0x11, false),
+                (0x10, false),
+                (1, true),
+                (0x10, true),
+                (0xe, true),
+                (0xd, true),
+                (3, true),
+                (0x18, true)
+            ]
+        );
+        // Last PCI capability and last extended capability end their chains.
+        assert_eq!(cs.read_u8(0x6c + 1), 0);
+        assert_eq!(cs.read_u32(0x1a4) >> 20, 0);
+        // Headers are read-only.
+        cs.write_u32(0x100, 0);
+        assert_eq!(cs.read_u32(0x100), 0x1482_0001);
+    }
+
+    #[test]
+    fn too_many_caps_is_an_error() {
+        let mut list = CapabilityList::new();
+        for _ in 0..4 {
+            list.push(Box::new(PcieCap::new(PortType::Endpoint)));
+        }
+        let mut cs = Type0::default().build().unwrap();
+        let err = list.install(&mut cs).unwrap_err();
+        assert!(!err.extended);
+        assert_eq!(err.needed, 4 * 0x3c);
+    }
+
+    #[test]
+    fn aer_sticky_and_defaults() {
+        let mut cs = Type0::default().build().unwrap();
+        CapabilityList::new()
+            .with_ext(AerCap { root_port: true })
+            .install(&mut cs)
+            .unwrap();
+        assert_eq!(cs.read_u32(0x10c), 0x0046_2030);
+        assert_eq!(cs.read_u32(0x114), 0x2000);
+        cs.hw_write(0x104, 4, 0x0010_0000); // UR detected
+        cs.write_u32(0x108, 0xffff_ffff);
+        assert_eq!(cs.read_u32(0x108), AER_UNCORR_BITS);
+        cs.reset();
+        assert_eq!(cs.read_u32(0x104), 0x0010_0000, "status is sticky");
+        assert_eq!(cs.read_u32(0x108), AER_UNCORR_BITS, "mask is sticky");
+        cs.write_u32(0x104, 0x0010_0000);
+        assert_eq!(cs.read_u32(0x104), 0);
+    }
+
+    #[test]
+    fn sriov_vf_bar_sizing() {
+        let mut cs = Type0::default().build().unwrap();
+        full_list().install(&mut cs).unwrap();
+        let vfbar = 0x148 + 0x24;
+        cs.write_u32(vfbar, 0xffff_ffff);
+        cs.write_u32(vfbar + 4, 0xffff_ffff);
+        assert_eq!(cs.read_u32(vfbar), 0xffff_c00c);
+        assert_eq!(cs.read_u32(vfbar + 4), 0xffff_ffff);
+        cs.write_u16(0x148 + 0x10, 5);
+        assert_eq!(cs.read_u16(0x148 + 0x10), 5);
+        assert_eq!(cs.read_u16(0x148 + 0x0e), 8);
+    }
+}

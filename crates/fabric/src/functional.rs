@@ -1,0 +1,1313 @@
+//! The functional fabric: PCIe hardware (root complex, switches, endpoints) and its
+//! routing rules, without timing.
+//!
+//! ```text
+//!            host ── ECAM / memory / I/O
+//!                 │
+//!   bus 0  ───────┼──────────────────────────────   root bus (BusId 0)
+//!          00:00.0 host bridge   00:01.0 root port   00:02.0 root port
+//!                                    │ secondary bus
+//!                              ┌─────┴─────┐
+//!                              │ switch up │  (Type 1, devfn 0 on the link bus)
+//!                              └─────┬─────┘
+//!               internal bus ────────┼──────────────
+//!                            ds port 0      ds port 1      (Type 1, device = port)
+//!                               │               │
+//!                          endpoint 0      endpoint 1       (Type 0, devfn 0)
+//! ```
+//!
+//! Routing follows the registers host software programmed, exactly like hardware:
+//!
+//! - **Configuration** requests by bus number: a bridge forwards a Type 1 request whose
+//!   bus is in `secondary..=subordinate`; the bridge whose secondary bus matches
+//!   converts it to Type 0 for the device on that bus. Below a root or downstream port
+//!   only device 0 exists (no ARI forwarding).
+//! - **Memory and I/O** requests by address: a function claims an address inside one of
+//!   its BARs when Memory (I/O) Space is enabled; a bridge forwards downstream what lies
+//!   in its windows (Memory/I/O Space enabled) and upstream what does not (Bus Master
+//!   enabled). Addresses no one claims end in Unsupported Request; from a function,
+//!   requests that reach the root bus unclaimed go to host memory.
+//! - **Completions and ID-routed messages** by the destination ID's bus number.
+//! - The host reaches configuration space through the **ECAM** window
+//!   ([`ECAM_BASE`], 1 MiB per bus) or [`Fabric::ecam_read`]; absent functions read
+//!   all-ones.
+//! - **Interrupts**: [`Fabric::raise_msix`] / [`Fabric::raise_msi`] send the message a
+//!   function's registers describe (or set its pending bit when masked); writes that
+//!   reach the root complex in [`MSI_RANGE`] are recorded in [`Fabric::interrupts`].
+//! - [`Fabric::route_tlp`] routes a [`TlpRepr`] by its kind and returns the ports it
+//!   crosses, so the timed simulator can reuse the same decisions.
+//!
+//! Hardware models live here; host software (enumeration) is in [`crate::host`] and only
+//! uses configuration and memory requests.
+
+use crate::kinds::{device_ids, EndpointCtx, KindRegistry, KindRole};
+use crate::topology::{Link, NodeId, Topology, TopologyError};
+use pcielab_config::caps::{CapabilityList, MsiCap, MsixTable, PcieCap, PmCap, PortType};
+use pcielab_config::ext_caps::{AcsCap, AerCap};
+use pcielab_config::header::{command, reg};
+use pcielab_config::{Bar, BridgeWindows, ConfigSpace, Ids, Type0, Type1, PCIELAB_VENDOR_ID};
+use pcielab_wire::tlp::{MsgRouting, TlpHeader, TlpRepr};
+use pcielab_wire::{Bdf, ByteEnables, Generation};
+use std::collections::BTreeMap;
+
+/// A request the completer does not support (it answers Unsupported Request).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unsupported;
+
+/// The behaviour of an endpoint function behind its BARs.
+pub trait FunctionModel: core::fmt::Debug {
+    /// A memory read of `buf.len()` bytes at `offset` into BAR `bar`.
+    fn mem_read(&mut self, bar: u8, offset: u64, buf: &mut [u8]) -> Result<(), Unsupported>;
+    /// A memory write at `offset` into BAR `bar`.
+    fn mem_write(&mut self, bar: u8, offset: u64, data: &[u8]) -> Result<(), Unsupported>;
+    /// An I/O read (unsupported unless overridden).
+    fn io_read(&mut self, _bar: u8, _offset: u64, _buf: &mut [u8]) -> Result<(), Unsupported> {
+        Err(Unsupported)
+    }
+    /// An I/O write (unsupported unless overridden).
+    fn io_write(&mut self, _bar: u8, _offset: u64, _data: &[u8]) -> Result<(), Unsupported> {
+        Err(Unsupported)
+    }
+    /// The function's MSI-X table, if it has one (for inspection).
+    fn msix_table(&self) -> Option<&MsixTable> {
+        None
+    }
+    /// The function's MSI-X table, mutable (the fabric sets pending bits).
+    fn msix_table_mut(&mut self) -> Option<&mut MsixTable> {
+        None
+    }
+    /// Called after every configuration write to the function (the space already holds
+    /// the new value), so a model can react (e.g. to VF Enable).
+    fn config_written(&mut self, _config: &mut ConfigSpace, _register: u16, _be: ByteEnables) {}
+    /// Called when software initiates a Function Level Reset (after the configuration
+    /// space has been reset).
+    fn function_level_reset(&mut self) {}
+}
+
+/// A function as an endpoint kind builds it.
+#[derive(Debug)]
+pub struct HwFunction {
+    /// Device and function number (`device << 3 | function`) on its bus.
+    pub devfn: u8,
+    /// Its configuration space, capabilities installed.
+    pub config: ConfigSpace,
+    /// The BARs its header declares (what the fabric decodes).
+    pub bars: [Option<Bar>; 6],
+    /// Its behaviour behind the BARs.
+    pub model: Option<Box<dyn FunctionModel>>,
+}
+
+/// Index of a function in [`Fabric::functions`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FnId(pub u32);
+
+/// Index of a (physical) bus in [`Fabric::buses`]; its bus *number* is what software
+/// programmed into the bridge above it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BusId(pub u32);
+
+/// What a function is in the hierarchy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// The root complex's host bridge (00:00.0).
+    HostBridge,
+    /// A root port.
+    RootPort {
+        /// Port index in the topology file.
+        port: u8,
+    },
+    /// A switch upstream port.
+    SwitchUpstream,
+    /// A switch downstream port.
+    SwitchDownstream {
+        /// Port index in the topology file.
+        port: u8,
+    },
+    /// An endpoint function.
+    Endpoint,
+}
+
+/// One function of the fabric.
+#[derive(Debug)]
+pub struct Function {
+    /// The topology node it belongs to.
+    pub node: NodeId,
+    /// Its role.
+    pub role: Role,
+    /// The bus it sits on.
+    pub bus: BusId,
+    /// `device << 3 | function`.
+    pub devfn: u8,
+    /// Configuration space.
+    pub config: ConfigSpace,
+    /// BARs the header declares (bridges: BAR0/1 only).
+    pub bars: [Option<Bar>; 6],
+    /// The bus below a bridge.
+    pub secondary: Option<BusId>,
+    /// Endpoint behaviour.
+    pub model: Option<Box<dyn FunctionModel>>,
+    /// The link above this function's device, for ports and endpoints: (gen, width).
+    pub link: Option<(Generation, u8)>,
+}
+
+/// One bus.
+#[derive(Debug, Clone, Default)]
+pub struct Bus {
+    /// The bridge above (None for the root bus).
+    pub parent: Option<FnId>,
+    /// Functions on this bus.
+    pub functions: Vec<FnId>,
+}
+
+/// Why a request could not be delivered (the requester sees Unsupported Request).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteError {
+    /// No bridge forwards to this bus number.
+    NoBus(u8),
+    /// The bus exists but no function answers at this ID.
+    NoFunction(Bdf),
+    /// No BAR or window claims this memory address.
+    MemoryUnclaimed(u64),
+    /// No BAR or window claims this I/O address.
+    IoUnclaimed(u32),
+    /// A function or bridge on the path has Bus Master disabled.
+    BusMasterDisabled(Bdf),
+    /// The claiming function refused the request.
+    Refused(Bdf),
+    /// The request cannot travel this way (e.g. a configuration request from a
+    /// function: only the root complex issues them).
+    NotRoutable(&'static str),
+}
+
+impl core::fmt::Display for RouteError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            RouteError::NoBus(b) => {
+                write!(f, "unsupported request: no bridge forwards to bus {b:02x}")
+            }
+            RouteError::NoFunction(b) => write!(f, "unsupported request: no function {b}"),
+            RouteError::MemoryUnclaimed(a) => write!(
+                f,
+                "unsupported request: no BAR or window claims memory address {a:#x}"
+            ),
+            RouteError::IoUnclaimed(a) => write!(
+                f,
+                "unsupported request: no BAR or window claims I/O address {a:#x}"
+            ),
+            RouteError::BusMasterDisabled(b) => {
+                write!(f, "request dropped: Bus Master is disabled in {b}")
+            }
+            RouteError::Refused(b) => write!(f, "unsupported request: {b} refused the access"),
+            RouteError::NotRoutable(why) => write!(f, "not routable: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for RouteError {}
+
+/// Who sends a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Origin {
+    /// Host software through the root complex.
+    Host,
+    /// A function (DMA, peer-to-peer).
+    Function(FnId),
+}
+
+/// Where a memory or I/O request lands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// A function's BAR at an offset.
+    Bar {
+        /// The function.
+        function: FnId,
+        /// BAR index.
+        bar: u8,
+        /// Offset inside the BAR.
+        offset: u64,
+    },
+    /// Host memory behind the root complex.
+    HostMemory(u64),
+}
+
+/// The path of a request: bridges crossed in order, and the target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route<T> {
+    /// Bridges (ports) the request crosses, in order.
+    pub hops: Vec<FnId>,
+    /// The destination.
+    pub target: T,
+}
+
+/// Where a TLP ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TlpDestination {
+    /// A function; for memory and I/O requests, the BAR and offset that claimed it.
+    Function {
+        /// The function.
+        function: FnId,
+        /// `(bar, offset)` for memory and I/O requests.
+        bar: Option<(u8, u64)>,
+    },
+    /// Host memory behind the root complex (DMA).
+    HostMemory(u64),
+    /// The root complex itself (messages to the RC, completions to the host).
+    RootComplex,
+    /// The receiver of the first link (Local messages).
+    Receiver,
+    /// Every function below the root complex (Broadcast messages from the host).
+    Broadcast,
+}
+
+/// Address spaces a BAR or window decodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Space {
+    Mem,
+    Io,
+}
+
+/// Base of the ECAM window in the host's physical address space (256 MiB: 256 buses).
+pub const ECAM_BASE: u64 = 0xb000_0000;
+/// Size of the ECAM window.
+pub const ECAM_SIZE: u64 = 256 << 20;
+/// The range of addresses the root complex takes as MSI/MSI-X writes (x86 local APIC).
+pub const MSI_RANGE: (u64, u64) = (0xfee0_0000, 0xfeef_ffff);
+
+/// An MSI or MSI-X write the root complex received.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Interrupt {
+    /// The function that sent it.
+    pub from: Bdf,
+    /// Message address.
+    pub address: u64,
+    /// Message data.
+    pub data: u32,
+}
+
+/// What happened to an interrupt a function raised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Signal {
+    /// The message write went out (and reached the root complex if it was an MSI address).
+    Sent,
+    /// The vector (or the whole function) is masked: the pending bit is set instead.
+    Pending,
+    /// The mechanism is not enabled (MSI/MSI-X Enable clear) or the vector does not exist.
+    Disabled,
+}
+
+/// Sparse host memory behind the root complex (DMA target).
+#[derive(Debug, Clone, Default)]
+pub struct HostMemory {
+    pages: BTreeMap<u64, Box<[u8; 4096]>>,
+}
+
+impl HostMemory {
+    /// Reads bytes (never-written bytes read 0).
+    pub fn read(&self, addr: u64, buf: &mut [u8]) {
+        for (i, b) in buf.iter_mut().enumerate() {
+            let a = addr.wrapping_add(i as u64);
+            *b = self
+                .pages
+                .get(&(a >> 12))
+                .map_or(0, |p| p[(a & 0xfff) as usize]);
+        }
+    }
+    /// Writes bytes.
+    pub fn write(&mut self, addr: u64, data: &[u8]) {
+        for (i, &b) in data.iter().enumerate() {
+            let a = addr.wrapping_add(i as u64);
+            self.pages
+                .entry(a >> 12)
+                .or_insert_with(|| Box::new([0; 4096]))[(a & 0xfff) as usize] = b;
+        }
+    }
+}
+
+/// The functional fabric built from a topology.
+///
+/// ```
+/// use pcielab_fabric::{functional::Fabric, kinds::KindRegistry, topology::Topology};
+/// use pcielab_wire::Bdf;
+/// let t = Topology::parse(
+///     "[[node]]\nname=\"rc\"\nkind=\"root-complex\"\n[[node]]\nname=\"m\"\nkind=\"psmem\"\n\
+///      [[link]]\nup=\"rc.0\"\ndown=\"m\"\ngen=3\nwidth=4\n",
+///     "doc.toml", &KindRegistry::builtin()).unwrap();
+/// let fabric = Fabric::build(&t, &KindRegistry::builtin()).unwrap();
+/// // Before enumeration only bus 0 is reachable: host bridge and root port 00:01.0.
+/// assert_eq!(fabric.config_read(Bdf::new(0, 1, 0).unwrap(), 0).unwrap() & 0xffff, 0x1fee);
+/// assert!(fabric.config_read(Bdf::new(1, 0, 0).unwrap(), 0).is_err());
+/// ```
+#[derive(Debug)]
+pub struct Fabric {
+    /// Every function.
+    pub functions: Vec<Function>,
+    /// Every bus; `BusId(0)` is the root bus.
+    pub buses: Vec<Bus>,
+    /// Node names, indexed by `NodeId`.
+    pub node_names: Vec<String>,
+    /// Host memory (target of DMA that leaves the root complex).
+    pub host_memory: HostMemory,
+    /// MSI/MSI-X writes received by the root complex, in order.
+    pub interrupts: Vec<Interrupt>,
+}
+
+fn port_cap(
+    port_type: PortType,
+    params: &crate::kinds::Params,
+    link: Option<&Link>,
+    port_number: u8,
+    slot: Option<u16>,
+) -> PcieCap {
+    let mut c = PcieCap::new(port_type);
+    c.max_speed = params
+        .int("max_gen")
+        .and_then(|g| Generation::from_number(g as u8).ok())
+        .or(link.map(|l| l.gen))
+        .unwrap_or(Generation::Gen3);
+    c.max_width = params
+        .int("max_width")
+        .map(|w| w as u8)
+        .or(link.map(|l| l.width))
+        .unwrap_or(16);
+    c.max_payload = params.int("mps").unwrap_or(256) as u16;
+    c.link = link.map(|l| (l.gen, l.width));
+    c.port_number = port_number;
+    c.slot = slot;
+    c
+}
+
+fn ids(params: &crate::kinds::Params, device_id: u16, class_code: u32) -> Ids {
+    Ids {
+        vendor_id: params.int("vendor_id").unwrap_or(PCIELAB_VENDOR_ID as i64) as u16,
+        device_id,
+        revision: 1,
+        class_code,
+    }
+}
+
+fn bridge(
+    params: &crate::kinds::Params,
+    device_id: u16,
+    caps: CapabilityList,
+) -> Result<ConfigSpace, String> {
+    let mut cs = Type1 {
+        ids: ids(params, device_id, 0x06_0400),
+        bars: [None; 2],
+        rom_size: None,
+        interrupt_pin: 1,
+        multi_function: false,
+    }
+    .build()
+    .map_err(|e| e.to_string())?;
+    caps.install(&mut cs).map_err(|e| e.to_string())?;
+    Ok(cs)
+}
+
+impl Fabric {
+    /// Builds the hardware of a checked topology (nothing is programmed yet: bus
+    /// numbers, BARs and windows are zero, as after reset).
+    pub fn build(topo: &Topology, registry: &KindRegistry) -> Result<Fabric, TopologyError> {
+        let mut f = Fabric {
+            functions: Vec::new(),
+            buses: vec![Bus::default()],
+            node_names: topo.nodes.iter().map(|n| n.name.clone()).collect(),
+            host_memory: HostMemory::default(),
+            interrupts: Vec::new(),
+        };
+        let root = topo
+            .nodes
+            .iter()
+            .position(|n| {
+                matches!(
+                    registry.get(&n.kind).map(|k| &k.role),
+                    Some(KindRole::RootComplex)
+                )
+            })
+            .map(|i| NodeId(i as u32))
+            .ok_or_else(|| TopologyError {
+                file: topo.file.clone(),
+                line: 0,
+                key: None,
+                message: "no root complex".into(),
+            })?;
+        let node = &topo.nodes[root.index()];
+        let err = |line: usize, m: String| TopologyError {
+            file: topo.file.clone(),
+            line,
+            key: None,
+            message: m,
+        };
+        let hb = Type0 {
+            ids: ids(
+                &node.params,
+                node.params.int("device_id").unwrap_or(1) as u16,
+                0x06_0000,
+            ),
+            interrupt_pin: 0,
+            ..Type0::default()
+        }
+        .build()
+        .map_err(|e| err(node.line, e.to_string()))?;
+        f.add(
+            root,
+            Role::HostBridge,
+            BusId(0),
+            0,
+            hb,
+            [None; 6],
+            None,
+            None,
+        );
+        let mut slot = 0u16;
+        let ports = node.params.int("ports").unwrap_or(1) as u8;
+        for p in 0..ports {
+            let link = topo.downlink(root, p);
+            slot += 1;
+            let caps = CapabilityList::new()
+                .with(PmCap::default())
+                .with(MsiCap {
+                    vectors: 1,
+                    addr64: true,
+                    per_vector_mask: false,
+                })
+                .with(port_cap(
+                    PortType::RootPort,
+                    &node.params,
+                    link,
+                    p + 1,
+                    Some(slot),
+                ))
+                .with_ext(AerCap { root_port: true })
+                .with_ext(AcsCap);
+            let cs =
+                bridge(&node.params, device_ids::ROOT_PORT, caps).map_err(|m| err(node.line, m))?;
+            let below = f.new_bus();
+            let rp = f.add(
+                root,
+                Role::RootPort { port: p },
+                BusId(0),
+                (p + 1) << 3,
+                cs,
+                [None; 6],
+                Some(below),
+                link,
+            );
+            f.buses[below.0 as usize].parent = Some(rp);
+            if let Some(l) = link {
+                f.attach(topo, registry, l, below, &mut slot)?;
+            }
+        }
+        Ok(f)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn add(
+        &mut self,
+        node: NodeId,
+        role: Role,
+        bus: BusId,
+        devfn: u8,
+        config: ConfigSpace,
+        bars: [Option<Bar>; 6],
+        secondary: Option<BusId>,
+        link: Option<&Link>,
+    ) -> FnId {
+        let id = FnId(self.functions.len() as u32);
+        self.functions.push(Function {
+            node,
+            role,
+            bus,
+            devfn,
+            config,
+            bars,
+            secondary,
+            model: None,
+            link: link.map(|l| (l.gen, l.width)),
+        });
+        self.buses[bus.0 as usize].functions.push(id);
+        id
+    }
+
+    fn new_bus(&mut self) -> BusId {
+        self.buses.push(Bus::default());
+        BusId(self.buses.len() as u32 - 1)
+    }
+
+    fn attach(
+        &mut self,
+        topo: &Topology,
+        registry: &KindRegistry,
+        link: &Link,
+        bus: BusId,
+        slot: &mut u16,
+    ) -> Result<(), TopologyError> {
+        let id = link.down;
+        let node = &topo.nodes[id.index()];
+        let err = |m: String| TopologyError {
+            file: topo.file.clone(),
+            line: node.line,
+            key: None,
+            message: format!("node {:?}: {m}", node.name),
+        };
+        let Some(spec) = registry.get(&node.kind) else {
+            return Err(err(format!("unknown kind {:?}", node.kind)));
+        };
+        match spec.role {
+            KindRole::RootComplex => Err(err("a root complex cannot sit below a link".into())),
+            KindRole::Switch => {
+                let caps = CapabilityList::new()
+                    .with(PmCap::default())
+                    .with(port_cap(
+                        PortType::UpstreamPort,
+                        &node.params,
+                        Some(link),
+                        0,
+                        None,
+                    ))
+                    .with_ext(AerCap::default());
+                let dev = node
+                    .params
+                    .int("device_id")
+                    .unwrap_or(device_ids::SWITCH_UP as i64) as u16;
+                let cs = bridge(&node.params, dev, caps).map_err(err)?;
+                let internal = self.new_bus();
+                let up = self.add(
+                    id,
+                    Role::SwitchUpstream,
+                    bus,
+                    0,
+                    cs,
+                    [None; 6],
+                    Some(internal),
+                    Some(link),
+                );
+                self.buses[internal.0 as usize].parent = Some(up);
+                let ports = node.params.int("ports").unwrap_or(1) as u8;
+                for p in 0..ports {
+                    let dl = topo.downlink(id, p);
+                    *slot += 1;
+                    let caps = CapabilityList::new()
+                        .with(PmCap::default())
+                        .with(MsiCap {
+                            vectors: 1,
+                            addr64: true,
+                            per_vector_mask: false,
+                        })
+                        .with(port_cap(
+                            PortType::DownstreamPort,
+                            &node.params,
+                            dl,
+                            p,
+                            Some(*slot),
+                        ))
+                        .with_ext(AerCap::default())
+                        .with_ext(AcsCap);
+                    let cs = bridge(&node.params, device_ids::SWITCH_DOWN, caps).map_err(err)?;
+                    let below = self.new_bus();
+                    let ds = self.add(
+                        id,
+                        Role::SwitchDownstream { port: p },
+                        internal,
+                        p << 3,
+                        cs,
+                        [None; 6],
+                        Some(below),
+                        dl,
+                    );
+                    self.buses[below.0 as usize].parent = Some(ds);
+                    if let Some(dl) = dl {
+                        self.attach(topo, registry, dl, below, slot)?;
+                    }
+                }
+                Ok(())
+            }
+            KindRole::Endpoint(build) => {
+                let ctx = EndpointCtx {
+                    name: &node.name,
+                    params: &node.params,
+                    pcie: port_cap(PortType::Endpoint, &node.params, Some(link), 0, None),
+                    serial: 0x5043_494c_0000_0000 | id.0 as u64,
+                };
+                let funcs = build(&ctx).map_err(|e| TopologyError {
+                    file: topo.file.clone(),
+                    line: match e.key.map(|k| node.params.line(k)) {
+                        Some(l) if l > 0 => l,
+                        _ => node.line,
+                    },
+                    key: e.key.map(str::to_string),
+                    message: format!("node {:?}: {}", node.name, e.message),
+                })?;
+                for hf in funcs {
+                    let fid = self.add(
+                        id,
+                        Role::Endpoint,
+                        bus,
+                        hf.devfn,
+                        hf.config,
+                        hf.bars,
+                        None,
+                        Some(link),
+                    );
+                    self.functions[fid.0 as usize].model = hf.model;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// The bus number software gave `bus` (0 for the root bus).
+    pub fn bus_number(&self, bus: BusId) -> u8 {
+        match self.buses[bus.0 as usize].parent {
+            None => 0,
+            Some(p) => self.functions[p.0 as usize]
+                .config
+                .read_u8(reg::SECONDARY_BUS),
+        }
+    }
+
+    /// The ID of a function, as currently numbered.
+    pub fn bdf(&self, f: FnId) -> Bdf {
+        let func = &self.functions[f.0 as usize];
+        Bdf::from_raw(((self.bus_number(func.bus) as u16) << 8) | func.devfn as u16)
+    }
+
+    /// A readable name: `rc` (host bridge), `rc.0` (root port 0), `sw0` (upstream
+    /// port), `sw0.2` (downstream port 2), `mem0` (endpoint; `mem0.f` for function f > 0).
+    pub fn name(&self, f: FnId) -> String {
+        let func = &self.functions[f.0 as usize];
+        let n = &self.node_names[func.node.index()];
+        match func.role {
+            Role::RootPort { port } | Role::SwitchDownstream { port } => format!("{n}.{port}"),
+            Role::Endpoint if func.devfn != 0 => format!("{n}.{}", func.devfn),
+            _ => n.clone(),
+        }
+    }
+
+    fn is_bridge(&self, f: FnId) -> bool {
+        self.functions[f.0 as usize].secondary.is_some()
+    }
+
+    fn cmd(&self, f: FnId) -> u16 {
+        self.functions[f.0 as usize].config.read_u16(reg::COMMAND)
+    }
+
+    /// Routes a configuration request from the host to `bdf`.
+    pub fn route_config(&self, bdf: Bdf) -> Result<Route<FnId>, RouteError> {
+        let mut bus = BusId(0);
+        let mut hops = Vec::new();
+        loop {
+            if self.bus_number(bus) == bdf.bus() {
+                let devfn = (bdf.raw() & 0xff) as u8;
+                let below_port = self.buses[bus.0 as usize].parent.is_some_and(|p| {
+                    matches!(
+                        self.functions[p.0 as usize].role,
+                        Role::RootPort { .. } | Role::SwitchDownstream { .. }
+                    )
+                });
+                if below_port && bdf.device() != 0 {
+                    return Err(RouteError::NoFunction(bdf));
+                }
+                return self.buses[bus.0 as usize]
+                    .functions
+                    .iter()
+                    .find(|&&f| self.functions[f.0 as usize].devfn == devfn)
+                    .map(|&f| Route { hops, target: f })
+                    .ok_or(RouteError::NoFunction(bdf));
+            }
+            let next = self.buses[bus.0 as usize]
+                .functions
+                .iter()
+                .copied()
+                .find(|&f| {
+                    let cs = &self.functions[f.0 as usize].config;
+                    self.is_bridge(f) && {
+                        let (sec, sub) = (
+                            cs.read_u8(reg::SECONDARY_BUS),
+                            cs.read_u8(reg::SUBORDINATE_BUS),
+                        );
+                        sec != 0 && sec <= bdf.bus() && bdf.bus() <= sub
+                    }
+                });
+            match next {
+                Some(b) => {
+                    hops.push(b);
+                    bus = self.functions[b.0 as usize].secondary.unwrap_or(bus);
+                }
+                None => return Err(RouteError::NoBus(bdf.bus())),
+            }
+        }
+    }
+
+    /// Reads the dword at `register` (a byte offset, aligned down) of `bdf`.
+    pub fn config_read(&self, bdf: Bdf, register: u16) -> Result<u32, RouteError> {
+        let r = self.route_config(bdf)?;
+        Ok(self.functions[r.target.0 as usize]
+            .config
+            .read_u32(register & 0xffc))
+    }
+
+    /// Writes the dword at `register` of `bdf` with byte enables.
+    pub fn config_write(
+        &mut self,
+        bdf: Bdf,
+        register: u16,
+        value: u32,
+        be: ByteEnables,
+    ) -> Result<(), RouteError> {
+        let r = self.route_config(bdf)?;
+        let func = &mut self.functions[r.target.0 as usize];
+        func.config.write(register & 0xffc, value, be);
+        // Function Level Reset: Initiate FLR (Device Control bit 15) written as 1.
+        if let Some(p) = find_cap(&func.config, pcielab_config::caps::id::PCIE) {
+            let devctl = p + pcielab_config::caps::pcie_reg::DEVCTL;
+            if func.config.read_u16(devctl) & 0x8000 != 0 {
+                func.config.reset();
+                func.config.hw_update(devctl, 2, 0x8000, 0);
+                if let Some(m) = func.model.as_mut() {
+                    m.function_level_reset();
+                }
+            }
+        }
+        if let Some(m) = func.model.as_mut() {
+            m.config_written(&mut func.config, register & 0xffc, be);
+        }
+        Ok(())
+    }
+
+    /// ECAM read: `offset` from the ECAM base (bus << 20 | dev << 15 | fn << 12 | reg),
+    /// `len` 1, 2 or 4 bytes. Absent functions read all-ones.
+    pub fn ecam_read(&self, offset: u64, len: usize) -> u32 {
+        let bdf = Bdf::from_raw(((offset >> 12) & 0xffff) as u16);
+        let reg_off = (offset & 0xfff) as u16;
+        let ones = if len >= 4 {
+            u32::MAX
+        } else {
+            (1u32 << (8 * len)) - 1
+        };
+        match self.config_read(bdf, reg_off) {
+            Ok(dw) => (dw >> (8 * (reg_off & 3))) & ones,
+            Err(_) => ones,
+        }
+    }
+
+    /// ECAM write of `len` bytes; writes to absent functions are dropped.
+    pub fn ecam_write(&mut self, offset: u64, len: usize, value: u32) {
+        let bdf = Bdf::from_raw(((offset >> 12) & 0xffff) as u16);
+        let reg_off = (offset & 0xfff) as u16;
+        let lane = reg_off & 3;
+        if !matches!(len, 1 | 2 | 4) || lane as usize + len > 4 {
+            return;
+        }
+        let be = ByteEnables::from_bits_truncate((((1u16 << len) - 1) << lane) as u8);
+        let _ = self.config_write(bdf, reg_off, value << (8 * lane), be);
+    }
+
+    /// The BAR of `f` that decodes `addr`, as `(bar, offset)`.
+    fn bar_claim(&self, f: FnId, addr: u64, space: Space) -> Option<(u8, u64)> {
+        let func = &self.functions[f.0 as usize];
+        let enable = match space {
+            Space::Mem => command::MEMORY,
+            Space::Io => command::IO,
+        };
+        if self.cmd(f) & enable == 0 {
+            return None;
+        }
+        for (i, bar) in func.bars.iter().enumerate() {
+            let Some(bar) = bar else { continue };
+            let is_io = matches!(bar, Bar::Io { .. });
+            if is_io != (space == Space::Io) {
+                continue;
+            }
+            let off = reg::BAR0 + 4 * i as u16;
+            let lo = func.config.read_u32(off) as u64;
+            let base = match bar {
+                Bar::Io { .. } => lo & !3,
+                Bar::Mem32 { .. } => lo & !0xf,
+                Bar::Mem64 { .. } => (lo & !0xf) | (func.config.read_u32(off + 4) as u64) << 32,
+            };
+            if addr >= base && addr - base < bar.size() {
+                return Some((i as u8, addr - base));
+            }
+        }
+        None
+    }
+
+    fn window_claim(&self, f: FnId, addr: u64, space: Space) -> bool {
+        let cs = &self.functions[f.0 as usize].config;
+        let w = BridgeWindows::read(cs);
+        let cmd = self.cmd(f);
+        let inside = |r: Option<(u64, u64)>| r.is_some_and(|(b, l)| b <= addr && addr <= l);
+        match space {
+            Space::Mem => cmd & command::MEMORY != 0 && (inside(w.mem) || inside(w.pref)),
+            Space::Io => cmd & command::IO != 0 && inside(w.io.map(|(b, l)| (b as u64, l as u64))),
+        }
+    }
+
+    fn claim_on_bus(
+        &self,
+        bus: BusId,
+        addr: u64,
+        space: Space,
+        except: Option<FnId>,
+    ) -> Option<(FnId, Option<(u8, u64)>)> {
+        for &f in &self.buses[bus.0 as usize].functions {
+            if Some(f) == except {
+                continue;
+            }
+            if self.is_bridge(f) {
+                if self.window_claim(f, addr, space) {
+                    return Some((f, None));
+                }
+            } else if let Some(c) = self.bar_claim(f, addr, space) {
+                return Some((f, Some(c)));
+            }
+        }
+        None
+    }
+
+    fn route_addr(
+        &self,
+        from: Origin,
+        addr: u64,
+        space: Space,
+    ) -> Result<Route<Target>, RouteError> {
+        let unclaimed = || match space {
+            Space::Mem => RouteError::MemoryUnclaimed(addr),
+            Space::Io => RouteError::IoUnclaimed(addr as u32),
+        };
+        let mut hops = Vec::new();
+        let mut bus = BusId(0);
+        let mut except = None;
+        if let Origin::Function(src) = from {
+            if self.cmd(src) & command::BUS_MASTER == 0 {
+                return Err(RouteError::BusMasterDisabled(self.bdf(src)));
+            }
+            bus = self.functions[src.0 as usize].bus;
+            except = Some(src);
+            // Upstream until some function or bridge on the bus claims the address.
+            loop {
+                if self.claim_on_bus(bus, addr, space, except).is_some() {
+                    break;
+                }
+                let Some(up) = self.buses[bus.0 as usize].parent else {
+                    return match space {
+                        Space::Mem => Ok(Route {
+                            hops,
+                            target: Target::HostMemory(addr),
+                        }),
+                        Space::Io => Err(unclaimed()),
+                    };
+                };
+                if self.window_claim(up, addr, space) {
+                    return Err(unclaimed()); // inside the bridge's window, yet unclaimed below
+                }
+                if self.cmd(up) & command::BUS_MASTER == 0 {
+                    return Err(RouteError::BusMasterDisabled(self.bdf(up)));
+                }
+                hops.push(up);
+                except = Some(up);
+                bus = self.functions[up.0 as usize].bus;
+            }
+        }
+        // Downstream.
+        loop {
+            match self.claim_on_bus(bus, addr, space, except) {
+                Some((f, Some((bar, offset)))) => {
+                    return Ok(Route {
+                        hops,
+                        target: Target::Bar {
+                            function: f,
+                            bar,
+                            offset,
+                        },
+                    })
+                }
+                Some((f, None)) => {
+                    hops.push(f);
+                    bus = self.functions[f.0 as usize].secondary.unwrap_or(bus);
+                    except = None;
+                }
+                None => return Err(unclaimed()),
+            }
+        }
+    }
+
+    /// Routes a memory request from `from` to `addr`.
+    pub fn route_memory(&self, from: Origin, addr: u64) -> Result<Route<Target>, RouteError> {
+        self.route_addr(from, addr, Space::Mem)
+    }
+
+    /// Routes an I/O request.
+    pub fn route_io(&self, from: Origin, addr: u32) -> Result<Route<Target>, RouteError> {
+        self.route_addr(from, addr as u64, Space::Io)
+    }
+
+    /// Routes a completion or ID-routed message from `from` to `dest` by bus number.
+    pub fn route_id(&self, from: Origin, dest: Bdf) -> Result<Route<FnId>, RouteError> {
+        let Origin::Function(src) = from else {
+            return self.route_config(dest);
+        };
+        let mut hops = Vec::new();
+        let mut bus = self.functions[src.0 as usize].bus;
+        loop {
+            let n = self.bus_number(bus);
+            let covers = match self.buses[bus.0 as usize].parent {
+                None => true,
+                Some(p) => {
+                    let cs = &self.functions[p.0 as usize].config;
+                    n <= dest.bus() && dest.bus() <= cs.read_u8(reg::SUBORDINATE_BUS)
+                }
+            };
+            if covers {
+                break;
+            }
+            let up = self.buses[bus.0 as usize].parent.unwrap_or(FnId(0));
+            hops.push(up);
+            bus = self.functions[up.0 as usize].bus;
+        }
+        // From here the request goes down like a configuration request.
+        let mut r = self.route_from_bus(bus, dest)?;
+        hops.append(&mut r.hops);
+        Ok(Route {
+            hops,
+            target: r.target,
+        })
+    }
+
+    fn route_from_bus(&self, start: BusId, bdf: Bdf) -> Result<Route<FnId>, RouteError> {
+        let mut bus = start;
+        let mut hops = Vec::new();
+        loop {
+            if self.bus_number(bus) == bdf.bus() {
+                let devfn = (bdf.raw() & 0xff) as u8;
+                return self.buses[bus.0 as usize]
+                    .functions
+                    .iter()
+                    .find(|&&f| self.functions[f.0 as usize].devfn == devfn)
+                    .map(|&f| Route { hops, target: f })
+                    .ok_or(RouteError::NoFunction(bdf));
+            }
+            let next = self.buses[bus.0 as usize]
+                .functions
+                .iter()
+                .copied()
+                .find(|&f| {
+                    let cs = &self.functions[f.0 as usize].config;
+                    self.is_bridge(f)
+                        && cs.read_u8(reg::SECONDARY_BUS) != 0
+                        && cs.read_u8(reg::SECONDARY_BUS) <= bdf.bus()
+                        && bdf.bus() <= cs.read_u8(reg::SUBORDINATE_BUS)
+                });
+            match next {
+                Some(b) => {
+                    hops.push(b);
+                    bus = self.functions[b.0 as usize].secondary.unwrap_or(bus);
+                }
+                None => return Err(RouteError::NoBus(bdf.bus())),
+            }
+        }
+    }
+
+    /// Routes a TLP by its kind: configuration requests by target bus (Type 1 hops end
+    /// at the bridge that converts to Type 0, the last hop), memory and I/O requests and
+    /// address-routed messages by address, completions by requester ID, ID-routed
+    /// messages by destination ID, messages to the root complex upward.
+    ///
+    /// ```
+    /// use pcielab_fabric::{functional::*, kinds::KindRegistry, topology::Topology};
+    /// use pcielab_fabric::host::enumerate::{enumerate, HostConfig};
+    /// use pcielab_wire::{tlp::TlpRepr, Bdf, Tag};
+    /// let reg = KindRegistry::builtin();
+    /// let t = Topology::parse("[[node]]\nname=\"rc\"\nkind=\"root-complex\"\n[[node]]\nname=\"m\"\nkind=\"psmem\"\n\
+    ///     [[link]]\nup=\"rc.0\"\ndown=\"m\"\ngen=3\nwidth=4\n", "doc.toml", &reg).unwrap();
+    /// let mut f = Fabric::build(&t, &reg).unwrap();
+    /// enumerate(&mut f, &HostConfig::default()).unwrap();
+    /// let host = Bdf::new(0, 0, 0).unwrap();
+    /// let rd = TlpRepr::mem_read(host, Tag::new(1).unwrap(), 0x40_0000_0010, 1).unwrap();
+    /// let r = f.route_tlp(Origin::Host, &rd).unwrap();
+    /// assert_eq!(f.name(r.hops[0]), "rc.0");
+    /// assert!(matches!(r.target, TlpDestination::Function { bar: Some((0, 0x10)), .. }));
+    /// ```
+    pub fn route_tlp(
+        &self,
+        from: Origin,
+        tlp: &TlpRepr<'_>,
+    ) -> Result<Route<TlpDestination>, RouteError> {
+        let by_addr = |r: Route<Target>| Route {
+            hops: r.hops,
+            target: match r.target {
+                Target::Bar {
+                    function,
+                    bar,
+                    offset,
+                } => TlpDestination::Function {
+                    function,
+                    bar: Some((bar, offset)),
+                },
+                Target::HostMemory(a) => TlpDestination::HostMemory(a),
+            },
+        };
+        let by_id = |r: Route<FnId>| Route {
+            hops: r.hops,
+            target: if self.functions[r.target.0 as usize].role == Role::HostBridge {
+                TlpDestination::RootComplex
+            } else {
+                TlpDestination::Function {
+                    function: r.target,
+                    bar: None,
+                }
+            },
+        };
+        match tlp.header {
+            TlpHeader::Cfg(h) => match from {
+                Origin::Host => self.route_config(h.target).map(by_id),
+                Origin::Function(_) => Err(RouteError::NotRoutable(
+                    "configuration requests come only from the root complex",
+                )),
+            },
+            TlpHeader::Mem(h) => self.route_memory(from, h.address & !3).map(by_addr),
+            TlpHeader::Io(h) => self.route_io(from, h.address & !3).map(by_addr),
+            TlpHeader::Cpl(h) => self.route_id(from, h.requester_id).map(by_id),
+            TlpHeader::Msg(h) => match h.routing {
+                MsgRouting::ById => self.route_id(from, h.fields.destination_id()).map(by_id),
+                MsgRouting::ByAddress => self.route_memory(from, h.fields.u64()).map(by_addr),
+                MsgRouting::Local => Ok(Route {
+                    hops: Vec::new(),
+                    target: TlpDestination::Receiver,
+                }),
+                MsgRouting::ToRc | MsgRouting::Gathered => match from {
+                    Origin::Host => Err(RouteError::NotRoutable(
+                        "a message to the root complex from the root complex",
+                    )),
+                    Origin::Function(f) => {
+                        let mut hops = Vec::new();
+                        let mut bus = self.functions[f.0 as usize].bus;
+                        while let Some(up) = self.buses[bus.0 as usize].parent {
+                            hops.push(up);
+                            bus = self.functions[up.0 as usize].bus;
+                        }
+                        Ok(Route {
+                            hops,
+                            target: TlpDestination::RootComplex,
+                        })
+                    }
+                },
+                MsgRouting::Broadcast => match from {
+                    Origin::Host => Ok(Route {
+                        hops: Vec::new(),
+                        target: TlpDestination::Broadcast,
+                    }),
+                    Origin::Function(_) => Err(RouteError::NotRoutable(
+                        "broadcast messages come only from the root complex",
+                    )),
+                },
+            },
+        }
+    }
+
+    /// A memory read from `from` at `addr`.
+    pub fn memory_read(
+        &mut self,
+        from: Origin,
+        addr: u64,
+        buf: &mut [u8],
+    ) -> Result<(), RouteError> {
+        if from == Origin::Host && (ECAM_BASE..ECAM_BASE + ECAM_SIZE).contains(&addr) {
+            for (i, b) in buf.iter_mut().enumerate() {
+                *b = self.ecam_read(addr - ECAM_BASE + i as u64, 1) as u8;
+            }
+            return Ok(());
+        }
+        match self.route_memory(from, addr)?.target {
+            Target::HostMemory(a) => {
+                self.host_memory.read(a, buf);
+                Ok(())
+            }
+            Target::Bar {
+                function,
+                bar,
+                offset,
+            } => {
+                let bdf = self.bdf(function);
+                let m = self.functions[function.0 as usize]
+                    .model
+                    .as_mut()
+                    .ok_or(RouteError::Refused(bdf))?;
+                m.mem_read(bar, offset, buf)
+                    .map_err(|_| RouteError::Refused(bdf))
+            }
+        }
+    }
+
+    /// A memory write from `from` at `addr`.
+    ///
+    /// From the host, addresses in the ECAM window are configuration writes. From a
+    /// function, writes that reach the root complex in [`MSI_RANGE`] are interrupts,
+    /// recorded in [`Fabric::interrupts`].
+    pub fn memory_write(&mut self, from: Origin, addr: u64, data: &[u8]) -> Result<(), RouteError> {
+        if from == Origin::Host && (ECAM_BASE..ECAM_BASE + ECAM_SIZE).contains(&addr) {
+            for (i, &b) in data.iter().enumerate() {
+                self.ecam_write(addr - ECAM_BASE + i as u64, 1, b as u32);
+            }
+            return Ok(());
+        }
+        match self.route_memory(from, addr)?.target {
+            Target::HostMemory(a) => {
+                match from {
+                    Origin::Function(f) if (MSI_RANGE.0..=MSI_RANGE.1).contains(&a) => {
+                        let mut d = [0u8; 4];
+                        for (x, y) in d.iter_mut().zip(data) {
+                            *x = *y;
+                        }
+                        self.interrupts.push(Interrupt {
+                            from: self.bdf(f),
+                            address: a,
+                            data: u32::from_le_bytes(d),
+                        });
+                    }
+                    _ => self.host_memory.write(a, data),
+                }
+                Ok(())
+            }
+            Target::Bar {
+                function,
+                bar,
+                offset,
+            } => {
+                let bdf = self.bdf(function);
+                let m = self.functions[function.0 as usize]
+                    .model
+                    .as_mut()
+                    .ok_or(RouteError::Refused(bdf))?;
+                m.mem_write(bar, offset, data)
+                    .map_err(|_| RouteError::Refused(bdf))
+            }
+        }
+    }
+
+    /// Raises MSI-X vector `vector` of function `f` the way its hardware would: the
+    /// table entry's address and data if MSI-X is enabled and neither the function nor
+    /// the vector is masked; otherwise the pending bit is set.
+    pub fn raise_msix(&mut self, f: FnId, vector: u16) -> Result<Signal, RouteError> {
+        let cs = &self.functions[f.0 as usize].config;
+        let Some(cap) = find_cap(cs, pcielab_config::caps::id::MSIX) else {
+            return Ok(Signal::Disabled);
+        };
+        let ctl = cs.read_u16(cap + 2);
+        if ctl & 0x8000 == 0 || vector > ctl & 0x7ff {
+            return Ok(Signal::Disabled);
+        }
+        let Some(model) = self.functions[f.0 as usize].model.as_mut() else {
+            return Ok(Signal::Disabled);
+        };
+        let Some(table) = model.msix_table_mut() else {
+            return Ok(Signal::Disabled);
+        };
+        let Some((address, data, masked)) = table.entry(vector as usize) else {
+            return Ok(Signal::Disabled);
+        };
+        if masked || ctl & 0x4000 != 0 {
+            table.set_pending(vector as usize, true);
+            return Ok(Signal::Pending);
+        }
+        table.set_pending(vector as usize, false);
+        self.memory_write(Origin::Function(f), address, &data.to_le_bytes())?;
+        Ok(Signal::Sent)
+    }
+
+    /// Raises MSI vector `vector` (0-based, below the enabled count) of function `f`:
+    /// Message Data with the vector number in its low bits, unless masked.
+    pub fn raise_msi(&mut self, f: FnId, vector: u8) -> Result<Signal, RouteError> {
+        let cs = &mut self.functions[f.0 as usize].config;
+        let Some(cap) = find_cap(cs, pcielab_config::caps::id::MSI) else {
+            return Ok(Signal::Disabled);
+        };
+        let ctl = cs.read_u16(cap + 2);
+        let enabled = 1u32 << ((ctl >> 4) & 7);
+        if ctl & 1 == 0 || vector as u32 >= enabled {
+            return Ok(Signal::Disabled);
+        }
+        let a64 = ctl & 0x80 != 0;
+        let mut address = cs.read_u32(cap + 4) as u64;
+        if a64 {
+            address |= (cs.read_u32(cap + 8) as u64) << 32;
+        }
+        let data_off = if a64 { cap + 0xc } else { cap + 8 };
+        let data = (cs.read_u16(data_off) as u32 & !(enabled - 1)) | vector as u32;
+        if ctl & 0x100 != 0 {
+            let mask = cs.read_u32(data_off + 4);
+            if mask & (1 << vector) != 0 {
+                let pend = cs.read_u32(data_off + 8);
+                cs.hw_write(data_off + 8, 4, pend | 1 << vector);
+                return Ok(Signal::Pending);
+            }
+        }
+        self.memory_write(Origin::Function(f), address, &data.to_le_bytes())?;
+        Ok(Signal::Sent)
+    }
+
+    /// The function at `bdf`, as currently numbered.
+    pub fn function_at(&self, bdf: Bdf) -> Option<FnId> {
+        self.route_config(bdf).ok().map(|r| r.target)
+    }
+
+    /// Every function's configuration space in `lspci -xxxx` format, ordered by ID.
+    pub fn lspci_dump(&self) -> String {
+        let mut ids: Vec<(Bdf, FnId)> = (0..self.functions.len())
+            .map(|i| FnId(i as u32))
+            .filter(|&f| self.function_at(self.bdf(f)) == Some(f))
+            .map(|f| (self.bdf(f), f))
+            .collect();
+        ids.sort();
+        let mut out = String::new();
+        for (bdf, f) in ids {
+            let cs = &self.functions[f.0 as usize].config;
+            let class = cs.read(reg::CLASS, 3);
+            let desc = format!(
+                "{}: pcielab {}",
+                pcielab_config::decode::class_name(class),
+                self.name(f)
+            );
+            pcielab_config::lspci::write_dump(&mut out, None, bdf, &desc, cs.bytes());
+        }
+        out
+    }
+}
+
+/// Finds a PCI capability by walking the list in `cs`.
+fn find_cap(cs: &ConfigSpace, id: u8) -> Option<u16> {
+    pcielab_config::caps::walk(cs.bytes())
+        .0
+        .into_iter()
+        .find(|c| !c.extended && c.id == id as u16)
+        .map(|c| c.offset)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::Topology;
+
+    #[test]
+    fn unprogrammed_fabric_sees_only_bus_zero() {
+        let t = Topology::parse(
+            "[[node]]\nname=\"rc\"\nkind=\"root-complex\"\nports=3\n",
+            "t.toml",
+            &KindRegistry::builtin(),
+        )
+        .unwrap();
+        let f = Fabric::build(&t, &KindRegistry::builtin()).unwrap();
+        assert_eq!(f.functions.len(), 4);
+        // 00:00.0 host bridge, 00:01.0..00:03.0 root ports; 00:04.0 absent.
+        assert_eq!(f.ecam_read(0, 4), 0x0001_1fee);
+        assert_eq!(f.ecam_read(3 << 15, 2), 0x1fee);
+        assert_eq!(f.ecam_read(4 << 15, 4), 0xffff_ffff);
+        assert_eq!(f.ecam_read(4 << 15, 1), 0xff);
+        assert_eq!(f.ecam_read(0xe, 1), 0x00); // header type 0
+        assert_eq!(f.ecam_read((1 << 15) | 0xe, 1), 0x01);
+        assert_eq!(
+            f.route_memory(Origin::Host, 0x1000),
+            Err(RouteError::MemoryUnclaimed(0x1000))
+        );
+    }
+}

@@ -1,0 +1,679 @@
+//! Node kinds: which keys each kind takes (with types and defaults) and how an endpoint
+//! kind builds its functions. Later issues register new kinds here without touching
+//! the loader.
+//!
+//! Built-in kinds and their keys (every kind also takes `name` and `kind`):
+//!
+//! | kind | key | type | default | meaning |
+//! |------|-----|------|---------|---------|
+//! | all | `max_gen` | 1..=6 | the link's | highest generation the node's ports support |
+//! | all | `max_width` | 1,2,4,8,16,32 | the link's | widest link the node's ports support |
+//! | all | `mps` | 128..=4096 | 256 (psmem 512) | Max_Payload_Size supported, bytes |
+//! | all | `vendor_id`, `device_id` | 0..=0xffff | 0x1fee, per kind | identification |
+//! | root-complex | `ports` | 1..=31 | 1 | root ports (devices 1..=ports on bus 0) |
+//! | switch | `ports` | 1..=32 | 1 | downstream ports |
+//! | psmem | `bar_size` | power of two | "1MiB" | memory BAR size |
+//! | psmem | `prefetchable` | bool | true | memory BAR prefetchable |
+//! | psmem | `bar64` | bool | true | memory BAR is 64-bit |
+//! | psmem | `msix_vectors` | 1..=2048 | 4 | MSI-X table entries (own 32-bit BAR) |
+//! | psmem | `io_size` | 0 or 4..=256 | 0 | I/O BAR size (0: none) |
+//! | psmem | `rom_size` | 0 or a power of two ≥ 2048 | 0 | expansion ROM size (0: none) |
+//! | psmem | `sriov_vfs` | 0..=255 | 0 | TotalVFs of an SR-IOV capability (0: none) |
+//!
+//! ```
+//! use pcielab_fabric::kinds::KindRegistry;
+//! let reg = KindRegistry::builtin();
+//! assert_eq!(reg.names(), vec!["root-complex", "switch", "psmem"]);
+//! ```
+
+use crate::functional::{FunctionModel, HwFunction, Unsupported};
+use pcielab_config::caps::{CapabilityList, MsiCap, MsixCap, MsixTable, PcieCap, PmCap};
+use pcielab_config::ext_caps::{AerCap, AriCap, DsnCap, LtrCap, SriovCap};
+use pcielab_config::{Bar, Ids, Type0, PCIELAB_VENDOR_ID};
+use std::collections::BTreeMap;
+
+/// A value of a kind-specific key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ParamValue {
+    /// An integer (sizes are integers in bytes).
+    Int(i64),
+    /// A boolean.
+    Bool(bool),
+    /// A string.
+    Str(String),
+}
+
+impl ParamValue {
+    /// The integer, if it is one.
+    pub fn as_int(&self) -> Option<i64> {
+        match self {
+            ParamValue::Int(n) => Some(*n),
+            _ => None,
+        }
+    }
+}
+
+/// The checked keys of one node, defaults filled in.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Params {
+    values: BTreeMap<String, (ParamValue, usize)>,
+}
+
+impl Params {
+    /// Sets a key (with the line it came from, 0 for a default).
+    pub fn set(&mut self, key: &str, value: ParamValue, line: usize) {
+        self.values.insert(key.to_string(), (value, line));
+    }
+    /// True when the key is set.
+    pub fn contains(&self, key: &str) -> bool {
+        self.values.contains_key(key)
+    }
+    /// An integer key.
+    pub fn int(&self, key: &str) -> Option<i64> {
+        self.values.get(key).and_then(|(v, _)| v.as_int())
+    }
+    /// A boolean key.
+    pub fn bool(&self, key: &str) -> Option<bool> {
+        match self.values.get(key) {
+            Some((ParamValue::Bool(b), _)) => Some(*b),
+            _ => None,
+        }
+    }
+    /// A string key.
+    pub fn str(&self, key: &str) -> Option<&str> {
+        match self.values.get(key) {
+            Some((ParamValue::Str(s), _)) => Some(s),
+            _ => None,
+        }
+    }
+    /// The line a key was written on (0 for defaults).
+    pub fn line(&self, key: &str) -> usize {
+        self.values.get(key).map_or(0, |(_, l)| *l)
+    }
+    /// Every key and value.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &ParamValue)> {
+        self.values.iter().map(|(k, (v, _))| (k.as_str(), v))
+    }
+}
+
+/// The type of a key, which also says what is allowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyType {
+    /// An integer in `min..=max`.
+    Int {
+        /// Smallest allowed.
+        min: i64,
+        /// Largest allowed.
+        max: i64,
+    },
+    /// `true` or `false`.
+    Bool,
+    /// A string.
+    Str,
+    /// A byte size: an integer or a string like `"64KiB"`.
+    Size {
+        /// Smallest allowed.
+        min: u64,
+        /// Largest allowed.
+        max: u64,
+        /// Must be a power of two.
+        pow2: bool,
+    },
+    /// A PCIe generation 1..=6.
+    Gen,
+    /// A link width: 1, 2, 4, 8, 16 or 32.
+    Width,
+}
+
+fn human(n: u64) -> String {
+    for (shift, unit) in [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")] {
+        if n >= 1 << shift && n % (1 << shift) == 0 {
+            return format!("{} {unit}", n >> shift);
+        }
+    }
+    format!("{n} B")
+}
+
+impl KeyType {
+    /// What is allowed, in words.
+    pub fn describe(&self) -> String {
+        match *self {
+            KeyType::Int { min, max } => format!("an integer in {min}..={max}"),
+            KeyType::Bool => "true or false".into(),
+            KeyType::Str => "a string".into(),
+            KeyType::Size { min, max, pow2 } => format!(
+                "{} from {} to {} (e.g. \"64KiB\", \"16MiB\")",
+                if pow2 { "a power of two" } else { "a size" },
+                human(min),
+                human(max)
+            ),
+            KeyType::Gen => "1..=6".into(),
+            KeyType::Width => "1, 2, 4, 8, 16, 32".into(),
+        }
+    }
+}
+
+/// One key a kind accepts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeySpec {
+    /// Key name.
+    pub name: &'static str,
+    /// Type and range.
+    pub ty: KeyType,
+    /// Default value; `None` means "absent unless given".
+    pub default: Option<ParamValue>,
+    /// One line of documentation.
+    pub doc: &'static str,
+}
+
+/// What an endpoint kind gets to build its functions.
+#[derive(Debug)]
+pub struct EndpointCtx<'a> {
+    /// The node's name.
+    pub name: &'a str,
+    /// The node's keys, defaults filled in.
+    pub params: &'a Params,
+    /// A PCI Express capability already filled in for this node's link and limits
+    /// (type Endpoint, MPS supported, speed/width supported and trained).
+    pub pcie: PcieCap,
+    /// A serial number unique in the topology (for a Device Serial Number capability).
+    pub serial: u64,
+}
+
+/// Why an endpoint kind cannot build a node: the key at fault (if one is) and what is
+/// wrong. The loader adds the file and the key's line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KindError {
+    /// The key at fault.
+    pub key: Option<&'static str>,
+    /// What is wrong and what is allowed.
+    pub message: String,
+}
+
+impl KindError {
+    /// An error about one key.
+    pub fn key(key: &'static str, message: impl Into<String>) -> KindError {
+        KindError {
+            key: Some(key),
+            message: message.into(),
+        }
+    }
+}
+
+impl From<String> for KindError {
+    fn from(message: String) -> KindError {
+        KindError { key: None, message }
+    }
+}
+
+/// Builds the functions of an endpoint kind, or says why it cannot.
+pub type EndpointBuilder = fn(&EndpointCtx<'_>) -> Result<Vec<HwFunction>, KindError>;
+
+/// What a kind is in the hierarchy.
+#[derive(Debug, Clone, Copy)]
+pub enum KindRole {
+    /// The root complex: host bridge and root ports on bus 0.
+    RootComplex,
+    /// A switch: an upstream port and `ports` downstream ports.
+    Switch,
+    /// An endpoint device built by the function.
+    Endpoint(EndpointBuilder),
+}
+
+/// A registered kind.
+#[derive(Debug, Clone)]
+pub struct KindSpec {
+    /// The `kind = "…"` name.
+    pub name: &'static str,
+    /// Role in the hierarchy.
+    pub role: KindRole,
+    /// Keys accepted besides `name` and `kind`.
+    pub keys: Vec<KeySpec>,
+    /// One line of documentation.
+    pub doc: &'static str,
+}
+
+/// The kinds a topology file may use.
+#[derive(Debug, Clone, Default)]
+pub struct KindRegistry {
+    kinds: Vec<KindSpec>,
+}
+
+fn key(name: &'static str, ty: KeyType, default: Option<ParamValue>, doc: &'static str) -> KeySpec {
+    KeySpec {
+        name,
+        ty,
+        default,
+        doc,
+    }
+}
+
+/// The keys every kind accepts, with the kind's default MPS and device ID.
+pub fn common_keys(mps: i64, device_id: i64) -> Vec<KeySpec> {
+    vec![
+        key(
+            "max_gen",
+            KeyType::Gen,
+            None,
+            "highest generation the ports support (default: the link's)",
+        ),
+        key(
+            "max_width",
+            KeyType::Width,
+            None,
+            "widest link the ports support (default: the link's)",
+        ),
+        key(
+            "mps",
+            KeyType::Size {
+                min: 128,
+                max: 4096,
+                pow2: true,
+            },
+            Some(ParamValue::Int(mps)),
+            "largest Max_Payload_Size supported, in bytes",
+        ),
+        key(
+            "vendor_id",
+            KeyType::Int {
+                min: 0,
+                max: 0xfffe,
+            },
+            Some(ParamValue::Int(PCIELAB_VENDOR_ID as i64)),
+            "PCI vendor ID",
+        ),
+        key(
+            "device_id",
+            KeyType::Int {
+                min: 0,
+                max: 0xffff,
+            },
+            Some(ParamValue::Int(device_id)),
+            "PCI device ID",
+        ),
+    ]
+}
+
+/// Device IDs of the built-in hardware.
+pub mod device_ids {
+    /// Host bridge of the root complex.
+    pub const HOST_BRIDGE: u16 = 0x0001;
+    /// Root port.
+    pub const ROOT_PORT: u16 = 0x0002;
+    /// Switch upstream port.
+    pub const SWITCH_UP: u16 = 0x0003;
+    /// Switch downstream port.
+    pub const SWITCH_DOWN: u16 = 0x0004;
+    /// psmem.
+    pub const PSMEM: u16 = 0x0010;
+    /// psmem virtual function.
+    pub const PSMEM_VF: u16 = 0x0011;
+}
+
+impl KindRegistry {
+    /// An empty registry.
+    pub fn new() -> KindRegistry {
+        KindRegistry::default()
+    }
+
+    /// The built-in kinds: `root-complex`, `switch`, `psmem`.
+    pub fn builtin() -> KindRegistry {
+        let mut r = KindRegistry::new();
+        let mut rc = vec![key(
+            "ports",
+            KeyType::Int { min: 1, max: 31 },
+            Some(ParamValue::Int(1)),
+            "number of root ports",
+        )];
+        rc.extend(common_keys(256, device_ids::HOST_BRIDGE as i64));
+        r.register(KindSpec {
+            name: "root-complex",
+            role: KindRole::RootComplex,
+            keys: rc,
+            doc: "host bridge 00:00.0 and root ports 00:01.0 … on bus 0",
+        });
+        let mut sw = vec![key(
+            "ports",
+            KeyType::Int { min: 1, max: 32 },
+            Some(ParamValue::Int(1)),
+            "number of downstream ports",
+        )];
+        sw.extend(common_keys(256, device_ids::SWITCH_UP as i64));
+        r.register(KindSpec {
+            name: "switch",
+            role: KindRole::Switch,
+            keys: sw,
+            doc: "a switch: upstream port, internal bus, downstream ports",
+        });
+        let mut ps = vec![
+            key(
+                "bar_size",
+                KeyType::Size {
+                    min: 16,
+                    max: 1 << 40,
+                    pow2: true,
+                },
+                Some(ParamValue::Int(1 << 20)),
+                "size of the memory BAR",
+            ),
+            key(
+                "prefetchable",
+                KeyType::Bool,
+                Some(ParamValue::Bool(true)),
+                "memory BAR is prefetchable",
+            ),
+            key(
+                "bar64",
+                KeyType::Bool,
+                Some(ParamValue::Bool(true)),
+                "memory BAR is 64-bit",
+            ),
+            key(
+                "msix_vectors",
+                KeyType::Int { min: 1, max: 2048 },
+                Some(ParamValue::Int(4)),
+                "MSI-X vectors",
+            ),
+            key(
+                "io_size",
+                KeyType::Int { min: 0, max: 256 },
+                Some(ParamValue::Int(0)),
+                "I/O BAR size (0: none)",
+            ),
+            key(
+                "rom_size",
+                KeyType::Size {
+                    min: 0,
+                    max: 16 << 20,
+                    pow2: false,
+                },
+                Some(ParamValue::Int(0)),
+                "expansion ROM size (0: none; else a power of two of at least 2 KiB)",
+            ),
+            key(
+                "sriov_vfs",
+                KeyType::Int { min: 0, max: 255 },
+                Some(ParamValue::Int(0)),
+                "SR-IOV TotalVFs (0: no SR-IOV)",
+            ),
+        ];
+        ps.extend(common_keys(512, device_ids::PSMEM as i64));
+        r.register(KindSpec {
+            name: "psmem",
+            role: KindRole::Endpoint(build_psmem),
+            keys: ps,
+            doc: "a memory endpoint: one memory BAR backed by sparse memory, MSI-X",
+        });
+        r
+    }
+
+    /// Adds (or replaces) a kind.
+    pub fn register(&mut self, spec: KindSpec) {
+        self.kinds.retain(|k| k.name != spec.name);
+        self.kinds.push(spec);
+    }
+
+    /// The kind called `name`.
+    pub fn get(&self, name: &str) -> Option<&KindSpec> {
+        self.kinds.iter().find(|k| k.name == name)
+    }
+
+    /// Every kind name, in registration order.
+    pub fn names(&self) -> Vec<&'static str> {
+        self.kinds.iter().map(|k| k.name).collect()
+    }
+}
+
+/// psmem: pseudo memory behind a BAR, like NetTLP's psmem, with MSI-X.
+///
+/// BAR layout: BAR0 (or BAR0/1 when 64-bit) is the memory; the next free BAR is a
+/// 32-bit non-prefetchable BAR holding the MSI-X table at 0 and the PBA after it;
+/// an optional I/O BAR follows. Memory reads of never-written bytes return 0.
+#[derive(Debug, Clone)]
+pub struct PsMem {
+    size: u64,
+    pages: BTreeMap<u64, Box<[u8; 4096]>>,
+    /// The MSI-X table and PBA.
+    pub msix: MsixTable,
+    mem_bar: u8,
+    msix_bar: u8,
+    io_bar: Option<u8>,
+    pba_offset: u64,
+    io: [u8; 256],
+}
+
+impl PsMem {
+    fn mem(&mut self, offset: u64, len: usize) -> impl Iterator<Item = (u64, usize, usize)> {
+        // Yields (page, offset in page, length) pieces.
+        let mut out = Vec::new();
+        let mut at = offset;
+        let end = offset + len as u64;
+        while at < end {
+            let page = at / 4096;
+            let po = (at % 4096) as usize;
+            let n = ((4096 - po) as u64).min(end - at) as usize;
+            out.push((page, po, n));
+            at += n as u64;
+        }
+        out.into_iter()
+    }
+}
+
+impl FunctionModel for PsMem {
+    fn mem_read(&mut self, bar: u8, offset: u64, buf: &mut [u8]) -> Result<(), Unsupported> {
+        if bar == self.mem_bar {
+            if offset + buf.len() as u64 > self.size {
+                return Err(Unsupported);
+            }
+            let mut done = 0;
+            for (page, po, n) in self.mem(offset, buf.len()) {
+                match self.pages.get(&page) {
+                    Some(p) => buf[done..done + n].copy_from_slice(&p[po..po + n]),
+                    None => buf[done..done + n].fill(0),
+                }
+                done += n;
+            }
+            Ok(())
+        } else if bar == self.msix_bar {
+            if offset < self.pba_offset {
+                self.msix.read(offset, buf);
+            } else {
+                self.msix.read_pba(offset - self.pba_offset, buf);
+            }
+            Ok(())
+        } else {
+            Err(Unsupported)
+        }
+    }
+    fn mem_write(&mut self, bar: u8, offset: u64, data: &[u8]) -> Result<(), Unsupported> {
+        if bar == self.mem_bar {
+            if offset + data.len() as u64 > self.size {
+                return Err(Unsupported);
+            }
+            let mut done = 0;
+            for (page, po, n) in self.mem(offset, data.len()) {
+                let p = self
+                    .pages
+                    .entry(page)
+                    .or_insert_with(|| Box::new([0; 4096]));
+                p[po..po + n].copy_from_slice(&data[done..done + n]);
+                done += n;
+            }
+            Ok(())
+        } else if bar == self.msix_bar {
+            if offset < self.pba_offset {
+                self.msix.write(offset, data);
+            }
+            Ok(())
+        } else {
+            Err(Unsupported)
+        }
+    }
+    fn io_read(&mut self, bar: u8, offset: u64, buf: &mut [u8]) -> Result<(), Unsupported> {
+        if Some(bar) != self.io_bar {
+            return Err(Unsupported);
+        }
+        for (i, b) in buf.iter_mut().enumerate() {
+            *b = self.io.get(offset as usize + i).copied().unwrap_or(0xff);
+        }
+        Ok(())
+    }
+    fn io_write(&mut self, bar: u8, offset: u64, data: &[u8]) -> Result<(), Unsupported> {
+        if Some(bar) != self.io_bar {
+            return Err(Unsupported);
+        }
+        for (i, &b) in data.iter().enumerate() {
+            if let Some(slot) = self.io.get_mut(offset as usize + i) {
+                *slot = b;
+            }
+        }
+        Ok(())
+    }
+    fn msix_table(&self) -> Option<&MsixTable> {
+        Some(&self.msix)
+    }
+    fn msix_table_mut(&mut self) -> Option<&mut MsixTable> {
+        Some(&mut self.msix)
+    }
+    fn function_level_reset(&mut self) {
+        // FLR returns the MSI-X table to its reset state (all vectors masked); the
+        // memory contents survive, like DRAM behind a reset controller.
+        self.msix = MsixTable::new(self.msix.len() as u16);
+    }
+}
+
+fn build_psmem(ctx: &EndpointCtx<'_>) -> Result<Vec<HwFunction>, KindError> {
+    let p = ctx.params;
+    let size = p.int("bar_size").unwrap_or(1 << 20) as u64;
+    let pref = p.bool("prefetchable").unwrap_or(true);
+    let is64 = p.bool("bar64").unwrap_or(true);
+    let vectors = p.int("msix_vectors").unwrap_or(4) as u16;
+    let io_size = p.int("io_size").unwrap_or(0) as u32;
+    let vfs = p.int("sriov_vfs").unwrap_or(0) as u16;
+    if io_size != 0 && !(io_size.is_power_of_two() && io_size >= 4) {
+        return Err(KindError::key(
+            "io_size",
+            format!(
+                "{io_size} is not allowed; allowed: 0 (no I/O BAR) or a power of two from 4 to 256"
+            ),
+        ));
+    }
+    let rom = p.int("rom_size").unwrap_or(0) as u64;
+    if rom != 0 && !(rom.is_power_of_two() && rom >= 2048) {
+        return Err(KindError::key(
+            "rom_size",
+            format!("{rom} is not allowed; allowed: 0 (no ROM) or a power of two of at least 2048"),
+        ));
+    }
+    let mut bars = [None; 6];
+    let mem = if is64 {
+        Bar::Mem64 {
+            size,
+            prefetchable: pref,
+        }
+    } else {
+        if size > 1 << 31 {
+            return Err(KindError::key(
+                "bar_size",
+                format!("{size} needs bar64 = true (a 32-bit BAR holds at most 2 GiB)"),
+            ));
+        }
+        Bar::Mem32 {
+            size: size as u32,
+            prefetchable: pref,
+        }
+    };
+    bars[0] = Some(mem);
+    let msix_bar = mem.slots() as u8;
+    let table = MsixTable::new(vectors);
+    let pba_offset = table.table_bytes() as u64;
+    let pba_bytes = (vectors as u64).div_ceil(64) * 8;
+    let msix_size = (pba_offset + pba_bytes).next_power_of_two().max(4096);
+    bars[msix_bar as usize] = Some(Bar::Mem32 {
+        size: msix_size as u32,
+        prefetchable: false,
+    });
+    let io_bar = if io_size > 0 {
+        let i = msix_bar + 1;
+        bars[i as usize] = Some(Bar::Io { size: io_size });
+        Some(i)
+    } else {
+        None
+    };
+    let ids = Ids {
+        vendor_id: p.int("vendor_id").unwrap_or(PCIELAB_VENDOR_ID as i64) as u16,
+        device_id: p.int("device_id").unwrap_or(device_ids::PSMEM as i64) as u16,
+        revision: 1,
+        class_code: 0x05_8000, // memory controller, other
+    };
+    let mut cs = Type0 {
+        ids,
+        bars,
+        rom_size: match p.int("rom_size").unwrap_or(0) {
+            0 => None,
+            n => Some(n as u32),
+        },
+        subsystem_vendor: ids.vendor_id,
+        subsystem_id: ids.device_id,
+        interrupt_pin: 1,
+        multi_function: false,
+    }
+    .build()
+    .map_err(|e| e.to_string())?;
+    let mut list = CapabilityList::new()
+        .with(PmCap::default())
+        .with(MsiCap {
+            vectors: 1,
+            addr64: true,
+            per_vector_mask: true,
+        })
+        .with(MsixCap {
+            table_size: vectors,
+            table_bir: msix_bar,
+            table_offset: 0,
+            pba_bir: msix_bar,
+            pba_offset: pba_offset as u32,
+        })
+        .with(ctx.pcie)
+        .with_ext(AerCap::default())
+        .with_ext(DsnCap { serial: ctx.serial })
+        .with_ext(LtrCap);
+    if vfs > 0 {
+        list = list
+            .with_ext(AriCap { next_function: 0 })
+            .with_ext(SriovCap {
+                total_vfs: vfs,
+                first_vf_offset: 1,
+                vf_stride: 1,
+                vf_device_id: device_ids::PSMEM_VF,
+                function: 0,
+                vf_bars: [
+                    Some(Bar::Mem64 {
+                        size: 16 * 1024,
+                        prefetchable: true,
+                    }),
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                ],
+            });
+    }
+    list.install(&mut cs).map_err(|e| e.to_string())?;
+    Ok(vec![HwFunction {
+        devfn: 0,
+        config: cs,
+        bars,
+        model: Some(Box::new(PsMem {
+            size,
+            pages: BTreeMap::new(),
+            msix: table,
+            mem_bar: 0,
+            msix_bar,
+            io_bar,
+            pba_offset,
+            io: [0; 256],
+        })),
+    }])
+}

@@ -1,0 +1,190 @@
+//! The real `lspci` (pciutils) reads our dumps of every example topology.
+
+use crate::common::{bring_up, examples};
+use pcielab_fabric::host::enumerate::EnumeratedTree;
+use std::collections::BTreeMap;
+use std::process::Command;
+
+fn lspci(file: &std::path::Path, args: &[&str]) -> String {
+    let out = Command::new("lspci").arg("-F").arg(file).args(args).output().unwrap_or_else(|e| {
+        panic!("cannot run `lspci` ({e}); these tests need pciutils (Debian/Ubuntu: apt-get install pciutils)")
+    });
+    assert!(
+        out.status.success(),
+        "lspci -F {} {args:?}: {}",
+        file.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("lspci prints UTF-8")
+}
+
+fn dump_to_temp(tag: &str, text: &str) -> std::path::PathBuf {
+    let p = std::env::temp_dir().join(format!("pcielab-{}-{tag}.lspci", std::process::id()));
+    std::fs::write(&p, text).expect("temp file writable");
+    p
+}
+
+/// Splits `lspci -vvv` output into blocks by function ID.
+fn blocks(vvv: &str) -> BTreeMap<String, String> {
+    let mut m = BTreeMap::new();
+    let mut cur: Option<String> = None;
+    for line in vvv.lines() {
+        if !line.starts_with(char::is_whitespace) && !line.is_empty() {
+            let id = line.split_whitespace().next().unwrap_or("").to_string();
+            cur = Some(id.clone());
+            m.insert(id, String::new());
+        } else if let Some(c) = &cur {
+            let e = m.get_mut(c).expect("block exists");
+            e.push_str(line.trim());
+            e.push('\n');
+        }
+    }
+    m
+}
+
+fn hex_range(line: &str) -> Option<(u64, u64)> {
+    // "Memory behind bridge: c0000000-c00fffff [size=1M] [32-bit]"
+    let r = line.split(": ").nth(1)?.split_whitespace().next()?;
+    let (a, b) = r.split_once('-')?;
+    Some((
+        u64::from_str_radix(a, 16).ok()?,
+        u64::from_str_radix(b, 16).ok()?,
+    ))
+}
+
+fn speed(gen: u8) -> &'static str {
+    [
+        "?", "2.5GT/s", "5GT/s", "8GT/s", "16GT/s", "32GT/s", "64GT/s",
+    ][gen as usize]
+}
+
+fn check(tag: &str, text: &str) {
+    let (topo, fabric, tree): (_, _, EnumeratedTree) = bring_up(text);
+    let path = dump_to_temp(tag, &fabric.lspci_dump());
+    let vvv = lspci(&path, &["-vvv"]);
+    let bl = blocks(&vvv);
+    assert_eq!(
+        bl.len(),
+        tree.functions.len(),
+        "{tag}: lspci lists every function\n{vvv}"
+    );
+    for bad in [
+        "Unknown",
+        "unknown",
+        "broken",
+        "<?>",
+        "!!!",
+        "access denied",
+    ] {
+        for (id, b) in &bl {
+            assert!(!b.contains(bad), "{tag} {id}: lspci printed {bad:?}:\n{b}");
+        }
+    }
+    for f in &tree.functions {
+        let b = &bl[&f.bdf.to_string()];
+        let id = fabric.function_at(f.bdf).expect("function exists");
+        let name = fabric.name(id);
+        // The link of the topology file, as lspci decodes LnkSta.
+        let node = topo
+            .node(&name)
+            .or_else(|| topo.node(name.split('.').next().unwrap_or("")));
+        let func = &fabric.functions[id.0 as usize];
+        if let Some((g, w)) = func.link {
+            let want = format!("LnkSta:\tSpeed {}, Width x{}", speed(g.number()), w);
+            assert!(b.contains(&want), "{tag} {name}: want {want:?} in\n{b}");
+        }
+        // Links in the file drive the endpoints' LnkSta.
+        if let (Some(n), None) = (node, f.buses) {
+            if let Some(l) = topo.uplink(n) {
+                let want = format!("Speed {}, Width x{}", speed(l.gen.number()), l.width);
+                assert!(b.contains(&want), "{tag} {name}: {want}");
+            }
+        }
+        if let Some(r) = f.buses {
+            let want = format!(
+                "Bus: primary={:02x}, secondary={:02x}, subordinate={:02x}",
+                r.primary, r.secondary, r.subordinate
+            );
+            assert!(b.contains(&want), "{tag} {name}: {want}\n{b}");
+        }
+        // Every region lspci shows lies inside its parent bridge's window as lspci shows it.
+        if let Some(p) = f.parent {
+            let pb = &bl[&p.to_string()];
+            let windows: Vec<(u64, u64)> = pb
+                .lines()
+                .filter(|l| l.contains("behind bridge:"))
+                .filter_map(hex_range)
+                .collect();
+            for l in b.lines().filter(|l| l.starts_with("Expansion ROM at")) {
+                let addr = l
+                    .split_whitespace()
+                    .nth(3)
+                    .and_then(|s| u64::from_str_radix(s, 16).ok());
+                let addr = addr.unwrap_or_else(|| panic!("{tag} {name}: unassigned ROM {l:?}"));
+                assert!(
+                    windows.iter().any(|&(lo, hi)| lo <= addr && addr <= hi),
+                    "{tag} {name}: {l} outside {windows:x?}"
+                );
+            }
+            for l in b.lines().filter(|l| l.starts_with("Region")) {
+                // "Region 0: Memory at 4000000000 (64-bit, prefetchable) [size=1M]"
+                // pciutils quirk: reading a dump (no sysfs flags), lspci shows the upper
+                // half of a 64-bit BAR above 4 GiB as one more, unassigned region.
+                let idx: u8 = l[7..]
+                    .split(':')
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .expect("region index");
+                let upper_half = f.bars.iter().any(|x| {
+                    x.index + 1 == idx
+                        && matches!(x.bar, pcielab_config::Bar::Mem64 { .. })
+                        && x.address >> 32 != 0
+                });
+                if upper_half {
+                    assert!(l.contains("<unassigned>"), "{tag} {name}: {l}");
+                    continue;
+                }
+                let addr = l
+                    .split(" at ")
+                    .nth(1)
+                    .and_then(|s| s.split_whitespace().next())
+                    .and_then(|s| u64::from_str_radix(s, 16).ok());
+                let addr = addr.unwrap_or_else(|| panic!("{tag} {name}: unassigned region {l:?}"));
+                assert!(
+                    windows.iter().any(|&(lo, hi)| lo <= addr && addr <= hi),
+                    "{tag} {name}: {l} outside {windows:x?}"
+                );
+            }
+        }
+    }
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn lspci_decodes_every_example_topology() {
+    for p in examples() {
+        let text = std::fs::read_to_string(&p).expect("readable");
+        check(&p.file_stem().unwrap().to_string_lossy(), &text);
+    }
+}
+
+/// The tree lspci draws for design.toml: rc.0 → switch (buses 01-06) with four
+/// downstream ports, mem0 on bus 04; rc.1 alone on bus 07.
+#[test]
+fn lspci_tree_of_the_design_example() {
+    let text = std::fs::read_to_string(crate::common::examples_dir().join("design.toml"))
+        .expect("readable");
+    let (_, fabric, _) = bring_up(&text);
+    let path = dump_to_temp("tree", &fabric.lspci_dump());
+    let t = lspci(&path, &["-t"]);
+    let want = "\
+-[0000:00]-+-00.0
+           +-01.0-[01-06]----00.0-[02-06]--+-00.0-[03]--
+           |                               +-01.0-[04]----00.0
+           |                               +-02.0-[05]--
+           |                               \\-03.0-[06]--
+           \\-02.0-[07]--
+";
+    assert_eq!(t, want);
+    let _ = std::fs::remove_file(&path);
+}

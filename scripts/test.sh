@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The whole test suite: Rust unit/integration/doc tests of every crate, then the Python
+# tests (independent oracles and tool checks) against the freshly built binary.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-test-deps.sh
+cargo build --workspace --all-targets
+cargo test --workspace
+PCIELAB_BIN="$PWD/target/debug/pcielab" python3 -m pytest -q tests crates/wire/tests/oracle/dllp_vectors.py
