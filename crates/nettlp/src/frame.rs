@@ -149,7 +149,7 @@ impl NetTlpHeader {
     }
 }
 
-/// What [`tlp_extent`] had to forgive in a received TLP.
+/// What [`parse_tlp_lenient`] had to forgive in a received TLP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Leniency {
     /// Bytes after the TLP (the adapter takes the extent from the frame end).
