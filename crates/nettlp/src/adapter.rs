@@ -29,8 +29,7 @@
 use crate::capture::Capture;
 use crate::frame::{
     self, CfgPacket, MsgRequest, MsixEntry, NetTlpHeader, PortClass, ACK_REPLY, ACK_REQUEST,
-    CFG_PACKET_LEN, CFG_PORT_ADAPTER, CFG_PORT_LIBTLP, HEADER_LEN, MAX_DATAGRAM, MSG_PORT,
-    MSIX_ENTRIES,
+    CFG_PACKET_LEN, CFG_PORT_ADAPTER, CFG_PORT_LIBTLP, HEADER_LEN, MSG_PORT, MSIX_ENTRIES,
 };
 use crate::handler::{enabled_runs, read_extent};
 use crate::memory::{HostMemory, Window};
@@ -642,7 +641,7 @@ impl Inner {
         out.push_with(
             s.as_raw_fd(),
             SocketAddrV4::new(self.cfg.device, port),
-            MAX_DATAGRAM,
+            HEADER_LEN + tlp.buffer_len(),
             |b| frame::emit_datagram(NetTlpHeader::default(), tlp, b),
         )
         .map_err(|e| MmioError::Invalid(e.to_string()))?;
@@ -843,7 +842,7 @@ impl Inner {
                 1
             };
             for _ in 0..copies {
-                let _ = out.push_with(sock.as_raw_fd(), dst, MAX_DATAGRAM, |b| {
+                let _ = out.push_with(sock.as_raw_fd(), dst, HEADER_LEN + t.buffer_len(), |b| {
                     frame::emit_datagram(NetTlpHeader::default(), &t, b)
                 });
                 st.cpl_sent.fetch_add(1, Ordering::Relaxed);

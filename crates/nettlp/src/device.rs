@@ -25,7 +25,7 @@
 //! ignore), and `dma_write` retransmits until every write is acknowledged.
 
 use crate::capture::Capture;
-use crate::frame::{self, NetTlpHeader, ACK_REPLY, ACK_REQUEST, HEADER_LEN, MAX_DATAGRAM};
+use crate::frame::{self, NetTlpHeader, ACK_REPLY, ACK_REQUEST, HEADER_LEN};
 use crate::sys::{self, RecvBatch, SendBatch};
 use pcielab_wire::dma::{
     split_read, split_write, Chunk, CplError, CplOutcome, Reassembler, SplitPolicy,
@@ -669,7 +669,9 @@ impl Channel {
         let dst = self.adapter_port(tag);
         let fd = self.tx.as_raw_fd();
         self.out
-            .push_with(fd, dst, MAX_DATAGRAM, |b| frame::emit_datagram(h, &mwr, b))?;
+            .push_with(fd, dst, HEADER_LEN + mwr.buffer_len(), |b| {
+                frame::emit_datagram(h, &mwr, b)
+            })?;
         self.stats.mwr += 1;
         Ok(())
     }

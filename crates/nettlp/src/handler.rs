@@ -27,7 +27,7 @@
 //! ```
 
 use crate::capture::Capture;
-use crate::frame::{self, NetTlpHeader, HEADER_LEN, HOST_PORTS, MAX_DATAGRAM};
+use crate::frame::{self, NetTlpHeader, HEADER_LEN, HOST_PORTS};
 use crate::sys::{self, RecvBatch, SendBatch};
 use pcielab_wire::dma::{completions, request_shape, CplPolicy};
 use pcielab_wire::tlp::{MemOp, TlpHeader, TlpRepr};
@@ -358,7 +358,7 @@ pub(crate) fn answer(
         let mut t = *t;
         t.tc = req.tc;
         t.attr = req.attr;
-        let _ = out.push_with(fd, dst, MAX_DATAGRAM, |b| {
+        let _ = out.push_with(fd, dst, HEADER_LEN + t.buffer_len(), |b| {
             frame::emit_datagram(NetTlpHeader::default(), &t, b)
         });
     };

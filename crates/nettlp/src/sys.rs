@@ -56,15 +56,24 @@ fn from_sockaddr(s: &libc::sockaddr_in) -> SocketAddrV4 {
     )
 }
 
-/// A batch of receive slots for `recvmmsg`.
+/// A batch of receive slots for `recvmmsg`. The kernel structures are kept between
+/// calls (no allocation per call); their pointers are refreshed on every call.
 #[derive(Debug)]
 pub struct RecvBatch {
     bufs: Vec<u8>,
     lens: Vec<usize>,
     truncated: Vec<bool>,
     addrs: Vec<SocketAddrV4>,
+    names: Vec<libc::sockaddr_in>,
+    iov: Vec<libc::iovec>,
+    msgs: Vec<libc::mmsghdr>,
     n: usize,
 }
+
+// SAFETY: the raw pointers inside `iov`/`msgs` only ever point into this struct's own
+// buffers and are rewritten before each use, so moving the batch to another thread is
+// sound.
+unsafe impl Send for RecvBatch {}
 
 impl RecvBatch {
     /// A batch of `slots` datagrams.
@@ -75,6 +84,17 @@ impl RecvBatch {
             lens: vec![0; slots],
             truncated: vec![false; slots],
             addrs: vec![SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0); slots],
+            // SAFETY: zeroed C structs are valid values.
+            names: vec![unsafe { core::mem::zeroed() }; slots],
+            iov: vec![
+                libc::iovec {
+                    iov_base: core::ptr::null_mut(),
+                    iov_len: 0
+                };
+                slots
+            ],
+            // SAFETY: as above.
+            msgs: vec![unsafe { core::mem::zeroed() }; slots],
             n: 0,
         }
     }
@@ -102,31 +122,31 @@ impl RecvBatch {
     /// Errors other than "would block" and ICMP-reported ones are returned.
     pub fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
         let slots = self.lens.len();
-        // SAFETY: zeroed C structs; the pointers set below point into `self` buffers
-        // that live across the call and are not moved during it.
-        let mut names: Vec<libc::sockaddr_in> = vec![unsafe { core::mem::zeroed() }; slots];
-        let mut iov: Vec<libc::iovec> = (0..slots)
-            .map(|i| libc::iovec {
-                iov_base: self.bufs[i * SLOT..].as_mut_ptr().cast(),
-                iov_len: SLOT,
-            })
-            .collect();
-        let mut msgs: Vec<libc::mmsghdr> = (0..slots)
-            .map(|i| {
-                // SAFETY: zeroed mmsghdr is valid; fields set next.
-                let mut m: libc::mmsghdr = unsafe { core::mem::zeroed() };
-                m.msg_hdr.msg_name = (&mut names[i] as *mut libc::sockaddr_in).cast();
-                m.msg_hdr.msg_namelen = core::mem::size_of::<libc::sockaddr_in>() as u32;
-                m.msg_hdr.msg_iov = &mut iov[i];
-                m.msg_hdr.msg_iovlen = 1;
-                m
-            })
-            .collect();
-        // SAFETY: msgs/iov/names/bufs are valid for `slots` entries.
+        let base = self.bufs.as_mut_ptr();
+        for i in 0..slots {
+            // SAFETY: i * SLOT is within `bufs` (slots * SLOT bytes).
+            self.iov[i].iov_base = unsafe { base.add(i * SLOT) }.cast();
+            self.iov[i].iov_len = SLOT;
+        }
+        let names = self.names.as_mut_ptr();
+        let iov = self.iov.as_mut_ptr();
+        for (i, m) in self.msgs.iter_mut().enumerate() {
+            // SAFETY: i < slots for both arrays.
+            m.msg_hdr.msg_name = unsafe { names.add(i) }.cast();
+            m.msg_hdr.msg_namelen = core::mem::size_of::<libc::sockaddr_in>() as u32;
+            // SAFETY: as above.
+            m.msg_hdr.msg_iov = unsafe { iov.add(i) };
+            m.msg_hdr.msg_iovlen = 1;
+            m.msg_hdr.msg_control = core::ptr::null_mut();
+            m.msg_hdr.msg_controllen = 0;
+            m.msg_hdr.msg_flags = 0;
+            m.msg_len = 0;
+        }
+        // SAFETY: msgs/iov/names/bufs are valid for `slots` entries and outlive the call.
         let r = unsafe {
             libc::recvmmsg(
                 fd,
-                msgs.as_mut_ptr(),
+                self.msgs.as_mut_ptr(),
                 slots as u32,
                 libc::MSG_DONTWAIT,
                 core::ptr::null_mut(),
@@ -142,9 +162,9 @@ impl RecvBatch {
         }
         let n = r as usize;
         for i in 0..n {
-            self.lens[i] = (msgs[i].msg_len as usize).min(SLOT);
-            self.truncated[i] = msgs[i].msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
-            self.addrs[i] = from_sockaddr(&names[i]);
+            self.lens[i] = (self.msgs[i].msg_len as usize).min(SLOT);
+            self.truncated[i] = self.msgs[i].msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
+            self.addrs[i] = from_sockaddr(&self.names[i]);
         }
         self.n = n;
         Ok(n)
