@@ -366,14 +366,19 @@ impl Channel {
 
     fn capture_tx(&self) {
         if let Some(c) = &self.cfg.capture {
-            let src = match self.tx.local_addr() {
-                Ok(std::net::SocketAddr::V4(a)) => a,
-                _ => SocketAddrV4::new(self.cfg.local, 0),
-            };
             for (dst, b) in self.out.iter() {
-                c.datagram(src, dst, b, false);
+                c.datagram(SocketAddrV4::new(self.cfg.local, dst.port()), dst, b, false);
             }
         }
+    }
+
+    /// The socket of `tag` (the send socket if the channel does not own that tag).
+    fn tag_fd(&self, tag: u8) -> i32 {
+        self.tags
+            .iter()
+            .find(|t| t.tag == tag)
+            .map(|t| t.sock.as_raw_fd())
+            .unwrap_or_else(|| self.tx.as_raw_fd())
     }
 
     fn flush(&mut self) {
@@ -412,7 +417,8 @@ impl Channel {
                     &chunk,
                 );
                 let dst = self.adapter_port(tag);
-                let fd = self.tx.as_raw_fd();
+                // From the tag's own socket: source port == destination port.
+                let fd = self.tags[i].sock.as_raw_fd();
                 self.out.push_with(fd, dst, HEADER_LEN + 16, |b| {
                     frame::emit_datagram(NetTlpHeader::default(), &mrd, b)
                 })?;
@@ -587,10 +593,12 @@ impl Channel {
             return Ok(0);
         }
         let split = split_write(addr, data.len() as u64, self.cfg.mps, SplitPolicy::Aligned)?;
+        // One tag (and socket) per call, so the MWrs leave in `sendmmsg` batches from
+        // port 0x3000 + tag; calls rotate over the tags.
+        let tag = self.tags[self.next % self.tags.len()].tag;
+        self.next = (self.next + 1) % self.tags.len();
         if !self.cfg.acked_writes {
             for chunk in split {
-                let tag = self.tags[self.next % self.tags.len()].tag;
-                self.next = (self.next + 1) % self.tags.len();
                 self.queue_write(&chunk, data, tag, NetTlpHeader::default())?;
                 if self.out.len() >= 32 {
                     self.flush();
@@ -605,8 +613,6 @@ impl Channel {
         loop {
             while split.peek().is_some() && pending.len() < self.cfg.ack_window.max(1) {
                 let chunk = split.next().unwrap_or_else(unreachable_chunk);
-                let tag = self.tags[self.next % self.tags.len()].tag;
-                self.next = (self.next + 1) % self.tags.len();
                 self.seq = self.seq.wrapping_add(1);
                 let h = NetTlpHeader {
                     seq: self.seq,
@@ -667,7 +673,7 @@ impl Channel {
             &payload[..n],
         )?;
         let dst = self.adapter_port(tag);
-        let fd = self.tx.as_raw_fd();
+        let fd = self.tag_fd(tag);
         self.out
             .push_with(fd, dst, HEADER_LEN + mwr.buffer_len(), |b| {
                 frame::emit_datagram(h, &mwr, b)
