@@ -31,7 +31,7 @@ use crate::frame::{
     self, CfgPacket, MsgRequest, MsixEntry, NetTlpHeader, PortClass, ACK_REPLY, ACK_REQUEST,
     CFG_PACKET_LEN, CFG_PORT_ADAPTER, CFG_PORT_LIBTLP, HEADER_LEN, MSG_PORT, MSIX_ENTRIES,
 };
-use crate::handler::{enabled_runs, read_extent};
+use crate::handler::{for_each_run, read_extent};
 use crate::memory::{HostMemory, Window};
 use crate::sys::{self, Epoll, RecvBatch, SendBatch};
 use pcielab_wire::dma::{
@@ -941,11 +941,11 @@ impl Inner {
             );
         }
         st.mwr.fetch_add(1, Ordering::Relaxed);
-        for (off, n) in enabled_runs(first, last, len_dw) {
+        for_each_run(first, last, len_dw, |off, n| {
             let o = off as usize;
             self.mem
                 .write(dw_addr + off as u64, &payload[o..o + n as usize]);
-        }
+        });
     }
 
     fn messaging(&self, port: u16, src: SocketAddrV4, bytes: &[u8], out: &mut SendBatch) {

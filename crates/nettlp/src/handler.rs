@@ -246,27 +246,64 @@ fn worker<H: Handler>(
     }
 }
 
-/// Contiguous runs of enabled bytes of a request: (byte offset from the DW address, len).
-pub(crate) fn enabled_runs(first: ByteEnables, last: ByteEnables, len_dw: u32) -> Vec<(u32, u32)> {
-    let mut runs: Vec<(u32, u32)> = Vec::new();
-    let total = len_dw * 4;
-    for i in 0..total {
-        let dw = i / 4;
-        let be = if dw == 0 {
-            first.bits()
-        } else if dw == len_dw - 1 {
-            last.bits()
-        } else {
-            0xf
-        };
-        if be & (1 << (i % 4)) != 0 {
-            match runs.last_mut() {
-                Some(r) if r.0 + r.1 == i => r.1 += 1,
-                _ => runs.push((i, 1)),
+/// Calls `f(offset, len)` for each contiguous run of enabled bytes of a request of
+/// `len_dw` DWs (offsets from the DW address), without allocating: only the first and
+/// last DW can have disabled bytes.
+pub(crate) fn for_each_run(
+    first: ByteEnables,
+    last: ByteEnables,
+    len_dw: u32,
+    mut f: impl FnMut(u32, u32),
+) {
+    fn step<F: FnMut(u32, u32)>(
+        run: &mut Option<(u32, u32)>,
+        start: u32,
+        n: u32,
+        on: bool,
+        f: &mut F,
+    ) {
+        if on {
+            match run {
+                Some((s, l)) if *s + *l == start => *l += n,
+                _ => {
+                    if let Some((s, l)) = run.take() {
+                        f(s, l);
+                    }
+                    *run = Some((start, n));
+                }
             }
+        } else if let Some((s, l)) = run.take() {
+            f(s, l);
         }
     }
-    runs
+    if len_dw == 0 {
+        return;
+    }
+    let mut run = None;
+    let fb = first.bits();
+    for b in 0..4 {
+        step(&mut run, b, 1, fb & (1 << b) != 0, &mut f);
+    }
+    if len_dw > 2 {
+        step(&mut run, 4, (len_dw - 2) * 4, true, &mut f);
+    }
+    if len_dw > 1 {
+        let (base, lb) = ((len_dw - 1) * 4, last.bits());
+        for b in 0..4 {
+            step(&mut run, base + b, 1, lb & (1 << b) != 0, &mut f);
+        }
+    }
+    if let Some((s, l)) = run {
+        f(s, l);
+    }
+}
+
+/// Contiguous runs of enabled bytes of a request: (byte offset from the DW address, len).
+#[cfg(test)]
+fn enabled_runs(first: ByteEnables, last: ByteEnables, len_dw: u32) -> Vec<(u32, u32)> {
+    let mut v = Vec::new();
+    for_each_run(first, last, len_dw, |o, n| v.push((o, n)));
+    v
 }
 
 /// First enabled byte and byte count of a memory read (0 bytes for a zero-length read).
@@ -323,10 +360,15 @@ fn dispatch<H: Handler>(
         }
         TlpHeader::Mem(m) if m.op == MemOp::Write => {
             stats.mwr.fetch_add(1, Ordering::Relaxed);
-            for (off, n) in enabled_runs(m.first_be, m.last_be, (tlp.payload.len() / 4) as u32) {
-                let s = off as usize;
-                h.write(m.address + off as u64, &tlp.payload[s..s + n as usize]);
-            }
+            for_each_run(
+                m.first_be,
+                m.last_be,
+                (tlp.payload.len() / 4) as u32,
+                |off, n| {
+                    let s = off as usize;
+                    h.write(m.address + off as u64, &tlp.payload[s..s + n as usize]);
+                },
+            );
         }
         TlpHeader::Cpl(_) => {
             stats.cpl.fetch_add(1, Ordering::Relaxed);
@@ -408,6 +450,15 @@ mod tests {
         assert_eq!(enabled_runs(be(0xc), be(0x3), 3), vec![(2, 8)]);
         // Non-contiguous First BE 0b1001 in a 1-DW write: two runs.
         assert_eq!(enabled_runs(be(0x9), be(0), 1), vec![(0, 1), (3, 1)]);
+        // 2 DW, first 0b0101, last 0b1010: four single bytes at 0, 2, 5, 7.
+        assert_eq!(
+            enabled_runs(be(0x5), be(0xa), 2),
+            vec![(0, 1), (2, 1), (5, 1), (7, 1)]
+        );
+        // A long write: one run over the middle DWs.
+        assert_eq!(enabled_runs(be(0xf), be(0xf), 64), vec![(0, 256)]);
+        // First 0xE: 3 bytes; 62 middle DWs: 248; last 0x1: 1 → 252 bytes from offset 1.
+        assert_eq!(enabled_runs(be(0xe), be(0x1), 64), vec![(1, 252)]);
     }
 
     #[test]
