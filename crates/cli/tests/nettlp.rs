@@ -108,8 +108,37 @@ fn adapter_psmem_dma_tlpperf_session() {
     assert_eq!(&cap[..4], &[0xd4, 0xc3, 0xb2, 0xa1]);
     // First record: a 3DW MRd → 14 + 20 + 8 + 6 + 12 = 60 bytes.
     assert_eq!(&cap[24 + 8..24 + 12], &60u32.to_le_bytes());
+    // An MSI-X write is an interrupt: vector 1 is 0xfee01000 / 0x4021 by default.
+    let o = run(&["dma", "write", "-a", "0xfee01000", "--hex", "21400000"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = eventually(&["adapter", "irqs"]);
+    assert!(text(&o).contains("MSI-X vector 1"), "{}", text(&o));
     let o = run(&["adapter", "stop"]);
     assert!(o.status.success(), "{}", text(&o));
+    // A script run: commands, then exit.
+    let script = dir.join("s.txt");
+    std::fs::write(
+        &script,
+        "# host memory\nmem-write 0x100 a1b2c3\nsleep 1\nmem-read 0xff 5\n",
+    )
+    .expect("script");
+    let end = Instant::now() + Duration::from_secs(5);
+    let o = loop {
+        // The first adapter may still be releasing its ports.
+        let o = run(&[
+            "adapter",
+            "--script",
+            script.to_str().expect("utf-8"),
+            "--control",
+            "127.0.0.1:12285",
+        ]);
+        if o.status.success() || Instant::now() > end {
+            break o;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("ok 00a1b2c300"), "{}", text(&o));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
