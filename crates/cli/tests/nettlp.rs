@@ -146,6 +146,7 @@ fn adapter_psmem_dma_tlpperf_session() {
 fn bad_arguments_exit_2() {
     for args in [
         &["adapter", "--window", "0x10"][..],
+        &["adapter", "--control", "127.0.0.1:12287"],
         &["tlpperf", "-N", "17"],
         &["dma", "read", "-a", "zz", "-s", "4"],
         &["psmem", "--bar4", "0x0", "-b", "1b", "--duration", "0"],
