@@ -273,3 +273,89 @@ fn device_ignores_foreign_completions() {
     let n = c.recv(&mut r).expect("config reply");
     assert_eq!(&r[..n], &[0x3c, 0, 0x80, 0x22, 0x37, 0x76]);
 }
+
+/// A hand-made completer on 127.0.0.1:0x3000 (no adapter): answers the device's one MRd
+/// with the completion `make` builds from the request's tag.
+fn fake_completer(
+    make: impl Fn(pcielab_wire::Tag) -> Vec<u8> + Send + 'static,
+) -> std::thread::JoinHandle<()> {
+    let s =
+        UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0x3000)).expect("bind fake adapter");
+    s.set_read_timeout(Some(Duration::from_secs(2)))
+        .expect("timeout");
+    std::thread::spawn(move || {
+        let mut b = [0u8; 64];
+        if let Ok((n, from)) = s.recv_from(&mut b) {
+            let tlp = pcielab_wire::tlp::TlpRepr::parse_bytes(&b[6..n]).expect("MRd");
+            let reply = make(tlp.tag());
+            s.send_to(&reply, from).expect("send");
+        }
+    })
+}
+
+fn cpl_bytes(status: u8, requester: u16, tag: u8, data: &[u8], poisoned: bool) -> Vec<u8> {
+    // NetTLP header, then Cpl/CplD by hand: DW0 Fmt/Type, EP bit, Length; DW1 completer,
+    // status, Byte Count; DW2 requester, tag, Lower Address 0.
+    let len_dw = data.len() / 4;
+    let mut v = vec![0u8; 6];
+    v.push(if data.is_empty() { 0x0a } else { 0x4a });
+    v.push(0);
+    v.push(if poisoned { 0x40 } else { 0 });
+    v.push(len_dw as u8);
+    v.extend_from_slice(&[0x00, 0x00, status << 5, 16]);
+    v.extend_from_slice(&requester.to_be_bytes());
+    v.push(tag);
+    v.push(0);
+    v.extend_from_slice(data);
+    v
+}
+
+#[test]
+fn completer_abort_poison_and_foreign_requester() {
+    let _g = lock();
+    let dev = device(|c| {
+        c.tags = 0..1;
+        c.timeout = Duration::from_millis(100);
+    });
+    let mut b = [0u8; 16];
+    // Completer Abort: a Cpl without data, status 100b.
+    let h = fake_completer(|t| cpl_bytes(0b100, 0x1b00, t.value() as u8, &[], false));
+    let e = dev.dma_read(0x2000, &mut b).expect_err("CA");
+    assert!(
+        matches!(
+            e,
+            DmaError::CompleterAbort {
+                addr: 0x2000,
+                tag: 0
+            }
+        ),
+        "{e}"
+    );
+    h.join().expect("fake");
+    // Poisoned data: an error, and the data is not delivered.
+    std::thread::sleep(Duration::from_millis(120)); // the tag's quarantine
+    let h = fake_completer(|t| cpl_bytes(0, 0x1b00, t.value() as u8, &[0xaa; 16], true));
+    b.fill(0);
+    let e = dev.dma_read(0x2000, &mut b).expect_err("poisoned");
+    assert!(
+        matches!(
+            e,
+            DmaError::Completion {
+                error: pcielab_wire::dma::CplError::Poisoned { .. },
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert_eq!(b, [0u8; 16], "poisoned data is not written");
+    h.join().expect("fake");
+    // A completion for another requester (1c:00) is not ours: ignored, then a timeout.
+    std::thread::sleep(Duration::from_millis(120));
+    let h = fake_completer(|t| cpl_bytes(0, 0x1c00, t.value() as u8, &[0xbb; 16], false));
+    let e = dev
+        .dma_read(0x2000, &mut b)
+        .expect_err("foreign completion");
+    assert!(matches!(e, DmaError::Timeout { .. }), "{e}");
+    assert_eq!(b, [0u8; 16]);
+    h.join().expect("fake");
+}
