@@ -18,6 +18,8 @@
 #![warn(missing_docs)]
 
 pub mod encap;
+pub mod reader;
 pub mod writer;
 
+pub use reader::{FileFormat, Interface, Payload, ReadError, ReadErrorKind, Reader, Record};
 pub use writer::{CaptureWriter, Format, IfId, UdpMeta, WriteError};
