@@ -17,8 +17,11 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod decode;
 pub mod encap;
 pub mod reader;
+pub mod stats;
+pub mod transactions;
 pub mod writer;
 
 pub use reader::{FileFormat, Interface, Payload, ReadError, ReadErrorKind, Reader, Record};
