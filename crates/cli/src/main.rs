@@ -4,6 +4,7 @@
 
 mod demo;
 mod dllp_cmd;
+mod dump_cmd;
 mod model_cmd;
 mod tlp_cmd;
 
@@ -30,6 +31,8 @@ enum Command {
     Dllp(dllp_cmd::DllpCmd),
     /// The analytic model: bandwidth, link rates, NICs, latency (pcie-bench compatible).
     Model(model_cmd::ModelArgs),
+    /// Print a pcapng/pcap capture of TLPs and DLLPs: lines, JSON or statistics.
+    Dump(dump_cmd::DumpArgs),
 }
 
 /// A command failure: the one line to print.
@@ -68,6 +71,7 @@ fn main() -> ExitCode {
         Command::Demo(a) => demo::run(&a),
         Command::Tlp(c) => tlp_cmd::run(&c),
         Command::Dllp(c) => dllp_cmd::run(&c),
+        Command::Dump(a) => dump_cmd::run(&a),
         Command::Model(args) => return model_cmd::run(args),
     };
     match result {

@@ -1,0 +1,297 @@
+//! Captures end to end: a pcapng holding every TLP and DLLP kind of `pcielab demo` plus a
+//! request/completion scenario is written with pcielab-capture, then read back by
+//! `pcielab dump` and by the real tshark with our dissector (`dissector/pcielab.lua`).
+//!
+//! The tshark tests need `tshark` on PATH (Debian package `tshark`); set
+//! `PCIELAB_SKIP_TSHARK=1` to skip them where it cannot be installed.
+
+use pcielab_capture::{CaptureWriter, Format};
+use pcielab_wire::json::tlp_from_json;
+use pcielab_wire::tlp::TlpRepr;
+use pcielab_wire::{Bdf, CplStatus, Tag};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn pcielab(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_pcielab"))
+        .args(args)
+        .output()
+        .expect("run pcielab");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// One written record.
+#[derive(Debug, Clone)]
+struct Written {
+    iface: &'static str,
+    time_ps: u64,
+    tlp: bool,
+    bytes: Vec<u8>,
+}
+
+const DOWN: &str = "rc.0->ep0";
+const UP: &str = "ep0->rc.0";
+
+/// Frame numbers (1-based) of the scenario after the demo packets, relative to its start.
+/// 0: MRd tag 0x20, 128 B at 0x1004 from 01:00.0 (up)
+/// 1..=3: its three CplDs (down): 60 B, 64 B, 4 B
+/// 4: MRd tag 0x21 (up); 5: its UR Cpl (down)
+/// 6: a CplD tag 0x22 that no request asked for (down)
+/// 7: MRd tag 0x23 (up) that is never answered
+fn scenario() -> Vec<Written> {
+    let rid = Bdf::new(1, 0, 0).unwrap();
+    let cid = Bdf::new(0, 0, 0).unwrap();
+    let t = |n| Tag::new(n).unwrap();
+    let w = |iface, tlp: TlpRepr<'_>| Written {
+        iface,
+        time_ps: 0,
+        tlp: true,
+        bytes: tlp.to_vec().unwrap(),
+    };
+    let d60 = [0x11u8; 60];
+    let d64 = [0x22u8; 64];
+    let d4 = [0x33u8; 4];
+    vec![
+        w(UP, TlpRepr::mem_read(rid, t(0x20), 0x1004, 32).unwrap()),
+        w(
+            DOWN,
+            TlpRepr::completion(cid, rid, t(0x20), CplStatus::Sc, 128, 0x04, &d60).unwrap(),
+        ),
+        w(
+            DOWN,
+            TlpRepr::completion(cid, rid, t(0x20), CplStatus::Sc, 68, 0x40, &d64).unwrap(),
+        ),
+        w(
+            DOWN,
+            TlpRepr::completion(cid, rid, t(0x20), CplStatus::Sc, 4, 0x00, &d4).unwrap(),
+        ),
+        w(UP, TlpRepr::mem_read(rid, t(0x21), 0x2000, 1).unwrap()),
+        w(
+            DOWN,
+            TlpRepr::completion(cid, rid, t(0x21), CplStatus::Ur, 4, 0, &[]).unwrap(),
+        ),
+        w(
+            DOWN,
+            TlpRepr::completion(cid, rid, t(0x22), CplStatus::Sc, 4, 0, &d4).unwrap(),
+        ),
+        w(UP, TlpRepr::mem_read(rid, t(0x23), 0x3000, 1).unwrap()),
+    ]
+}
+
+/// Every packet of `pcielab demo --json`: TLPs alternate direction by kind (completions
+/// go down), DLLPs alternate.
+fn demo_packets() -> Vec<Written> {
+    let (rc, out, err) = pcielab(&["demo", "--json"]);
+    assert_eq!(rc, 0, "{err}");
+    let mut v = Vec::new();
+    for (i, line) in out.lines().enumerate() {
+        let mut o: Value = serde_json::from_str(line).unwrap();
+        o.as_object_mut().unwrap().remove("what");
+        if let Ok(bytes) = tlp_from_json(&o) {
+            let kind = o["kind"].as_str().unwrap();
+            let iface = if kind.starts_with("Cpl") { DOWN } else { UP };
+            v.push(Written {
+                iface,
+                time_ps: 0,
+                tlp: true,
+                bytes,
+            });
+        } else {
+            let d = pcielab_wire::dllp::json::from_json(&o).unwrap();
+            v.push(Written {
+                iface: if i % 2 == 0 { DOWN } else { UP },
+                time_ps: 0,
+                tlp: false,
+                bytes: d.to_bytes().unwrap().to_vec(),
+            });
+        }
+    }
+    v
+}
+
+/// Writes the capture; returns what was written (times filled in) and the index where the
+/// scenario starts.
+fn build(path: &Path, format: Format) -> (Vec<Written>, usize) {
+    let mut all = demo_packets();
+    let start = all.len();
+    all.extend(scenario());
+    let mut w = CaptureWriter::create(path, format, "test: rc.0 <-> ep0, x8 Gen3").unwrap();
+    let down = w.add_interface(DOWN).unwrap();
+    let up = w.add_interface(UP).unwrap();
+    // Times: 1 µs + n × 1234.567 ns, so picoseconds matter.
+    for (n, p) in all.iter_mut().enumerate() {
+        p.time_ps = 1_000_000 + n as u64 * 1_234_567;
+        let id = if p.iface == DOWN { down } else { up };
+        if p.tlp {
+            w.write_tlp(id, p.time_ps, &p.bytes).unwrap();
+        } else {
+            w.write_dllp(id, p.time_ps, &p.bytes).unwrap();
+        }
+    }
+    w.finish().unwrap();
+    (all, start)
+}
+
+fn tmp(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join(name)
+}
+
+fn dump_json(path: &Path) -> Vec<Value> {
+    let (rc, out, err) = pcielab(&["dump", "--json", path.to_str().unwrap()]);
+    assert_eq!(rc, 0, "{err}");
+    out.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn dump_json_gives_back_every_packet_and_time() {
+    let path = tmp("every-kind.pcapng");
+    let (all, _) = build(&path, Format::Pcapng);
+    let got = dump_json(&path);
+    assert_eq!(got.len(), all.len());
+    for (n, (w, o)) in all.iter().zip(&got).enumerate() {
+        assert_eq!(o["frame"], (n + 1) as u64);
+        assert_eq!(o["time_ps"], w.time_ps, "frame {}", n + 1);
+        assert_eq!(o["interface"], w.iface);
+        // The packet's own fields: without the capture's (frame, time, interface, links).
+        let mut o = o.clone();
+        for k in [
+            "frame",
+            "time_ps",
+            "interface",
+            "nettlp_seq",
+            "nettlp_tstamp",
+            "request_frame",
+            "latency_ps",
+            "last",
+            "unmatched",
+            "ecrc_ok",
+        ] {
+            o.as_object_mut().unwrap().remove(k);
+        }
+        let o = &o;
+        if w.tlp {
+            assert_eq!(tlp_from_json(o).unwrap(), w.bytes, "frame {}: {o}", n + 1);
+        } else {
+            let d = pcielab_wire::dllp::json::from_json(o).unwrap();
+            assert_eq!(d.to_bytes().unwrap().to_vec(), w.bytes, "frame {}", n + 1);
+        }
+    }
+    // Every TLP kind and every DLLP type of the codec is in the file.
+    let kinds: std::collections::BTreeSet<&str> =
+        got.iter().map(|o| o["kind"].as_str().unwrap()).collect();
+    for k in pcielab_wire::tlp::TlpKind::ALL {
+        assert!(kinds.contains(k.name()), "{k} missing");
+    }
+    for k in [
+        "InitFC1",
+        "InitFC2",
+        "UpdateFC",
+        "Ack",
+        "Nak",
+        "PM_Enter_L1",
+        "PM_Enter_L23",
+        "PM_Active_State_Request_L1",
+        "PM_Request_Ack",
+        "Vendor",
+        "NOP",
+        "Data_Link_Feature",
+    ] {
+        assert!(kinds.contains(k), "{k} missing");
+    }
+}
+
+#[test]
+fn dump_links_completions_to_requests() {
+    let path = tmp("links.pcapng");
+    let (all, s) = build(&path, Format::Pcapng);
+    let got = dump_json(&path);
+    let f = |i: usize| &got[s + i];
+    let frame = |i: usize| (s + i + 1) as u64;
+    // Three CplDs of the 128-byte read: the last is the third.
+    for (i, last) in [(1, false), (2, false), (3, true)] {
+        assert_eq!(f(i)["request_frame"], frame(0), "{}", f(i));
+        assert_eq!(f(i)["last"], last);
+        assert_eq!(f(i)["latency_ps"], all[s + i].time_ps - all[s].time_ps);
+    }
+    assert_eq!(f(5)["request_frame"], frame(4));
+    assert_eq!(f(5)["last"], true);
+    assert_eq!(f(6)["unmatched"], true);
+    assert!(f(7).get("request_frame").is_none());
+    // The text form names the unanswered request.
+    let (rc, out, _) = pcielab(&["dump", path.to_str().unwrap()]);
+    assert_eq!(rc, 0);
+    assert!(
+        out.lines()
+            .last()
+            .unwrap()
+            .ends_with(&format!("#{}", frame(7))),
+        "{}",
+        out.lines().last().unwrap()
+    );
+}
+
+#[test]
+fn dump_filters_and_stats() {
+    let path = tmp("filters.pcapng");
+    let (all, s) = build(&path, Format::Pcapng);
+    let p = path.to_str().unwrap();
+    let (rc, out, err) = pcielab(&["dump", "--json", "--tag", "0x20", "--kind", "CplD", p]);
+    assert_eq!(rc, 0, "{err}");
+    assert_eq!(out.lines().count(), 3);
+    let (_, out, _) = pcielab(&["dump", "--json", "--addr", "0x1000-0x1008", p]);
+    let frames: Vec<u64> = out
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["frame"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert!(frames.contains(&((s + 1) as u64)));
+    let (_, out, _) = pcielab(&["dump", "--json", "-i", UP, "--kind", "dllp", p]);
+    let n_up_dllps = all.iter().filter(|w| !w.tlp && w.iface == UP).count();
+    assert_eq!(out.lines().count(), n_up_dllps);
+    let (rc, out, err) = pcielab(&["dump", "--stats", "--json", p]);
+    assert_eq!(rc, 0, "{err}");
+    let st: Value = serde_json::from_str(&out).unwrap();
+    // One CplD in the demo set, four in the scenario.
+    assert_eq!(st["per_kind"]["CplD"]["packets"], 5);
+    let n_dllp_bytes = all.iter().filter(|w| !w.tlp).count() * 6;
+    let dllp_bytes: u64 = st["per_kind"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(k, _)| {
+            !pcielab_wire::tlp::TlpKind::ALL
+                .iter()
+                .any(|t| t.name() == *k)
+        })
+        .map(|(_, c)| c["bytes"].as_u64().unwrap())
+        .sum();
+    assert_eq!(dllp_bytes as usize, n_dllp_bytes);
+    assert!(st["latency"]["count"].as_u64().unwrap() >= 2);
+    assert!(st["unmatched_completions"].as_u64().unwrap() >= 1);
+    assert!(st["missing_completions"].as_u64().unwrap() >= 1);
+}
+
+#[test]
+fn truncated_file_is_a_clear_error_with_offset() {
+    let path = tmp("trunc.pcapng");
+    build(&path, Format::Pcapng);
+    let data = std::fs::read(&path).unwrap();
+    let cut = tmp("cut.pcapng");
+    std::fs::write(&cut, &data[..data.len() - 10]).unwrap();
+    let (rc, out, err) = pcielab(&["dump", cut.to_str().unwrap()]);
+    assert_eq!(rc, 2);
+    assert!(!out.is_empty());
+    assert!(err.starts_with("pcielab: "), "{err}");
+    assert!(err.contains("at byte "), "{err}");
+    assert!(err.contains("truncated"), "{err}");
+}
