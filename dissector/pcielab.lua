@@ -283,7 +283,6 @@ proto.experts = { e.malformed, e.ecrc, e.crc, e.unmatched, e.missing, e.status, 
 -- Request/completion state (rebuilt on every (re)dissection pass 1)
 
 local iface_field = Field.new("frame.interface_name")
-local time_field = Field.new("frame.time_epoch")
 
 local state
 local function reset()
@@ -343,6 +342,8 @@ local function decode_tlp(tvb, off, len)
     t.at = bits(dw0, 10, 2)
     local has_data = fmt >= 2
     local n = has_data and t.length_dw * 4 or 0
+    -- As pcielab's codec: the Length of a Msg or Cpl without data is reserved, shown as 0.
+    if not has_data and (kind == "Msg" or CPL[kind]) then t.length_dw = 0 end
     local endp = h + hl + n
     if len < endp then return nil, "truncated: payload of the Length field" end
     if t.td then
@@ -500,10 +501,11 @@ end
 -- Pass-1 bookkeeping; returns nothing. Results are stored per frame.
 local function track(pinfo, t)
     local num = pinfo.number
+    -- The interface name is known only when a tree is built; tshark's first pass with -2
+    -- builds none unless a read filter (-R) is given. Without it all interfaces are one link.
     local ifn = iface_field()
-    local link = link_key(ifn and tostring(ifn.value) or "")
-    local tf = time_field()
-    local now = tf and tf.value or pinfo.abs_ts
+    local link = ifn and link_key(tostring(ifn.value)) or ""
+    local now = pinfo.rel_ts
     if CPL[t.kind] then
         local key = link .. "|" .. t.requester_id .. "|" .. t.tag
         local p = state.pending[key]
@@ -513,8 +515,9 @@ local function track(pinfo, t)
         end
         p.count = p.count + 1
         local last = is_last_completion(t)
-        local lat = nil
-        if type(now) == "userdata" and type(p.time) == "userdata" then lat = now - p.time end
+        local ns = math.floor((now - p.time) * 1e9 + 0.5)
+        if ns < 0 then ns = 0 end
+        local lat = NSTime.new(math.floor(ns / 1e9), ns % 1e9)
         state.cpl[num] = { req = p.frame, latency = lat, last = last, index = p.count }
         local r = state.req[p.frame]
         r.cpls[#r.cpls + 1] = num

@@ -17,7 +17,7 @@
 //! ```
 
 use crate::reader::{Payload, Record};
-use pcielab_wire::dllp::DllpRepr;
+use pcielab_wire::dllp::{DllpRepr, Packet as DllpPacket};
 use pcielab_wire::tlp::{MsgRouting, ParseOptions, TlpHeader, TlpPacket, TlpRepr};
 use pcielab_wire::{Bdf, Error};
 
@@ -33,10 +33,12 @@ pub enum Decoded<'a> {
         /// The raw bytes.
         bytes: &'a [u8],
     },
-    /// A DLLP that decodes (CRC correct).
+    /// A DLLP that decodes (its CRC may be wrong: see `crc_ok`).
     Dllp {
         /// The DLLP.
         dllp: DllpRepr,
+        /// Whether its CRC is correct.
+        crc_ok: bool,
         /// The raw bytes.
         bytes: &'a [u8],
     },
@@ -47,7 +49,7 @@ pub enum Decoded<'a> {
         /// The raw bytes.
         bytes: &'a [u8],
     },
-    /// DLLP bytes that do not decode (wrong length, reserved type, bad CRC).
+    /// DLLP bytes that do not decode (wrong length, reserved type).
     BadDllp {
         /// Why.
         error: Error,
@@ -65,12 +67,25 @@ pub enum Decoded<'a> {
 pub fn decode<'a>(rec: &Record<'a>) -> Decoded<'a> {
     match rec.payload {
         Payload::Tlp(bytes) => decode_tlp(bytes),
-        Payload::Dllp(bytes) => match DllpRepr::from_bytes(bytes) {
-            Ok(dllp) => Decoded::Dllp { dllp, bytes },
-            Err(error) => Decoded::BadDllp { error, bytes },
-        },
+        Payload::Dllp(bytes) => decode_dllp(bytes),
         Payload::Config(c) => Decoded::Config(c),
         Payload::OtherUdp | Payload::NotUdp(_) => Decoded::Other,
+    }
+}
+
+/// Decodes DLLP bytes; a CRC error does not stop decoding, it is reported in `crc_ok`.
+pub fn decode_dllp(bytes: &[u8]) -> Decoded<'_> {
+    let packet = match DllpPacket::new_checked(bytes) {
+        Ok(p) => p,
+        Err(error) => return Decoded::BadDllp { error, bytes },
+    };
+    match DllpRepr::parse_ignoring_crc(&packet) {
+        Ok(dllp) => Decoded::Dllp {
+            dllp,
+            crc_ok: packet.verify_crc(),
+            bytes,
+        },
+        Err(error) => Decoded::BadDllp { error, bytes },
     }
 }
 
@@ -250,10 +265,8 @@ mod tests {
         let fc = [0x90, 0x04, 0x40, 0x01, 0x9d, 0xb4];
         let dd = decode_tlp(&fc);
         assert!(matches!(dd, Decoded::BadTlp { .. }));
-        let dl = match DllpRepr::from_bytes(&fc) {
-            Ok(dllp) => Decoded::Dllp { dllp, bytes: &fc },
-            Err(e) => panic!("{e}"),
-        };
+        let dl = decode_dllp(&fc);
+        assert!(matches!(dl, Decoded::Dllp { crc_ok: true, .. }));
         for (k, want) in [
             ("UpdateFC", true),
             ("dllp", true),

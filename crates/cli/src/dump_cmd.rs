@@ -131,14 +131,24 @@ fn time_json(ps: u128) -> Value {
 
 fn line_json(rec: &Record<'_>, iface: &str, d: &Decoded<'_>, role: Option<Role>) -> Value {
     let mut v = match d {
-        Decoded::Tlp { tlp, ecrc_ok, .. } => {
+        Decoded::Tlp {
+            tlp,
+            ecrc_ok,
+            bytes,
+        } => {
             let mut v = tlp_to_json(tlp);
             if let Some(ok) = ecrc_ok {
+                // The digest as captured (tlp_to_json gives the one the codec computes).
+                v["ecrc"] = json!(hex(&bytes[bytes.len().saturating_sub(4)..]));
                 v["ecrc_ok"] = json!(ok);
             }
             v
         }
-        Decoded::Dllp { dllp, .. } => pcielab_wire::dllp::json::to_json(dllp),
+        Decoded::Dllp { dllp, crc_ok, .. } => {
+            let mut v = pcielab_wire::dllp::json::to_json(dllp);
+            v["crc_ok"] = json!(crc_ok);
+            v
+        }
         Decoded::BadTlp { error, bytes } => {
             json!({"kind": "malformed-tlp", "error": error.to_string(), "bytes": hex(bytes)})
         }
@@ -176,7 +186,13 @@ fn line_text(rec: &Record<'_>, iface: &str, d: &Decoded<'_>, role: Option<Role>)
             }
             s
         }
-        Decoded::Dllp { dllp, .. } => dllp.to_string(),
+        Decoded::Dllp { dllp, crc_ok, .. } => {
+            let mut s = dllp.to_string();
+            if !crc_ok {
+                s.push_str(" CRC-BAD");
+            }
+            s
+        }
         Decoded::BadTlp { error, .. } => format!("malformed TLP: {error}"),
         Decoded::BadDllp { error, .. } => format!("malformed DLLP: {error}"),
         Decoded::Config(b) => format!("NetTLP config {}", hex(b)),

@@ -295,3 +295,324 @@ fn truncated_file_is_a_clear_error_with_offset() {
     assert!(err.contains("at byte "), "{err}");
     assert!(err.contains("truncated"), "{err}");
 }
+
+// ---------------------------------------------------------------------------------------
+// tshark with dissector/pcielab.lua
+
+/// Whether tshark tests run: tshark must be installed unless PCIELAB_SKIP_TSHARK=1.
+fn tshark_wanted() -> bool {
+    if std::env::var_os("PCIELAB_SKIP_TSHARK").is_some_and(|v| v == "1") {
+        eprintln!("PCIELAB_SKIP_TSHARK=1: tshark checks skipped");
+        return false;
+    }
+    true
+}
+
+fn dissector() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../dissector/pcielab.lua")
+}
+
+fn tshark(args: &[&str]) -> (String, String) {
+    let lua = format!("lua_script:{}", dissector().display());
+    let out = Command::new("tshark")
+        .args(["-n", "-X", &lua])
+        .args(args)
+        .output()
+        .expect("tshark is needed (apt-get install tshark), or set PCIELAB_SKIP_TSHARK=1");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "tshark failed: {stderr}");
+    (String::from_utf8_lossy(&out.stdout).into_owned(), stderr)
+}
+
+/// Collects every `pcielab.*` key of a tshark JSON tree with its values.
+fn collect(v: &Value, out: &mut std::collections::BTreeMap<String, Vec<String>>) {
+    if let Value::Object(m) = v {
+        for (k, x) in m {
+            match x {
+                Value::String(s) if k.starts_with("pcielab.") => {
+                    out.entry(k.clone()).or_default().push(s.clone())
+                }
+                Value::Array(a) => {
+                    for y in a {
+                        match y {
+                            Value::String(s) if k.starts_with("pcielab.") => {
+                                out.entry(k.clone()).or_default().push(s.clone())
+                            }
+                            other => collect(other, out),
+                        }
+                    }
+                }
+                Value::Object(_) => collect(x, out),
+                _ => {}
+            }
+        }
+    }
+}
+
+fn norm(v: &Value) -> String {
+    match v {
+        Value::Bool(b) => (if *b { "1" } else { "0" }).to_string(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Keys `pcielab dump --json` adds for the capture (not fields of the packet).
+const CAPTURE_KEYS: &[&str] = &[
+    "frame",
+    "time_ps",
+    "interface",
+    "nettlp_seq",
+    "nettlp_tstamp",
+    "request_frame",
+    "latency_ps",
+    "last",
+    "unmatched",
+];
+
+/// A capture with every kind, the scenario, and four bad packets at the end:
+/// a reserved Fmt/Type, a payload shorter than Length, a bad ECRC and a bad DLLP CRC.
+fn build_with_bad(path: &Path) -> (Vec<Written>, usize) {
+    let (mut all, s) = build(path, Format::Pcapng);
+    let rid = Bdf::new(1, 0, 0).unwrap();
+    let mut ecrc = TlpRepr::mem_read(rid, Tag::new(0x30).unwrap(), 0x4000, 1).unwrap();
+    ecrc.td = true;
+    let mut ecrc = ecrc.to_vec().unwrap();
+    let n = ecrc.len();
+    ecrc[n - 1] ^= 0x5a;
+    let mut ack = pcielab_wire::dllp::DllpRepr::Ack {
+        seq: pcielab_wire::SeqNum::new(7).unwrap(),
+    }
+    .to_bytes()
+    .unwrap()
+    .to_vec();
+    ack[5] ^= 1;
+    let bad = [
+        (true, vec![0x1f, 0, 0, 1, 0, 0, 0, 0x0f, 0, 0, 0, 0]),
+        (
+            true,
+            vec![0x40, 0, 0, 4, 0, 0, 0, 0xff, 0, 0, 0x10, 0, 1, 2, 3, 4],
+        ),
+        (true, ecrc),
+        (false, ack),
+    ];
+    let mut w = CaptureWriter::create(path, Format::Pcapng, "with bad packets").unwrap();
+    let down = w.add_interface(DOWN).unwrap();
+    let up = w.add_interface(UP).unwrap();
+    for (tlp, bytes) in bad {
+        all.push(Written {
+            iface: UP,
+            time_ps: 0,
+            tlp,
+            bytes,
+        });
+    }
+    for (n, p) in all.iter_mut().enumerate() {
+        p.time_ps = 1_000_000 + n as u64 * 1_234_567;
+        let id = if p.iface == DOWN { down } else { up };
+        if p.tlp {
+            w.write_tlp(id, p.time_ps, &p.bytes).unwrap();
+        } else {
+            w.write_dllp(id, p.time_ps, &p.bytes).unwrap();
+        }
+    }
+    w.finish().unwrap();
+    (all, s)
+}
+
+#[test]
+fn tshark_shows_every_field_as_dump_json() {
+    if !tshark_wanted() {
+        return;
+    }
+    let path = tmp("tshark.pcapng");
+    let (all, _) = build_with_bad(&path);
+    let p = path.to_str().unwrap();
+    let dump = dump_json(&path);
+    let (out, err) = tshark(&["-r", p, "-2", "-T", "json", "--no-duplicate-keys"]);
+    assert!(!err.contains("Lua"), "Lua error: {err}");
+    let pkts: Vec<Value> = serde_json::from_str(&out).unwrap();
+    assert_eq!(pkts.len(), all.len());
+    assert_eq!(dump.len(), all.len());
+    let mut checked_fields = 0;
+    for (i, (pkt, o)) in pkts.iter().zip(&dump).enumerate() {
+        let frame = i + 1;
+        let mut m = std::collections::BTreeMap::new();
+        collect(&pkt["_source"]["layers"]["pcielab"], &mut m);
+        assert!(!m.is_empty(), "frame {frame}: no pcielab layer");
+        assert!(!m.contains_key("pcielab.internal"), "frame {frame}: {m:?}");
+        let kind = o["kind"].as_str().unwrap();
+        let is_tlp = pcielab_wire::tlp::TlpKind::from_name(kind).is_some();
+        let ns = if is_tlp {
+            "pcielab.tlp."
+        } else {
+            "pcielab.dllp."
+        };
+        // dump → tshark
+        let mut expected = std::collections::BTreeMap::new();
+        if kind == "malformed-tlp" || kind == "malformed-dllp" {
+            assert!(m.contains_key("pcielab.malformed"), "frame {frame}: {m:?}");
+            continue;
+        }
+        for (k, v) in o.as_object().unwrap() {
+            if CAPTURE_KEYS.contains(&k.as_str()) {
+                continue;
+            }
+            match (k.as_str(), v) {
+                ("attr", Value::Object(a)) => {
+                    for (ak, av) in a {
+                        expected.insert(format!("{ns}attr.{ak}"), vec![norm(av)]);
+                    }
+                }
+                ("prefixes", Value::Array(ps)) => {
+                    for pf in ps {
+                        for (pk, pv) in pf.as_object().unwrap() {
+                            expected
+                                .entry(format!("{ns}prefix.{pk}"))
+                                .or_insert_with(Vec::new)
+                                .push(norm(pv));
+                        }
+                    }
+                }
+                ("ecrc", Value::Null) => {}
+                _ => {
+                    expected.insert(format!("{ns}{k}"), vec![norm(v)]);
+                }
+            }
+        }
+        for (k, want) in &expected {
+            let mut got = m
+                .get(k)
+                .unwrap_or_else(|| panic!("frame {frame}: tshark lacks {k} (dump: {o})"))
+                .clone();
+            if k.ends_with(".payload") {
+                got = got.iter().map(|s| s.replace(':', "")).collect();
+            }
+            assert_eq!(&got, want, "frame {frame}: {k}");
+            checked_fields += 1;
+        }
+        // tshark → dump: nothing tshark shows is missing from dump.
+        for k in m.keys().filter(|k| k.starts_with(ns)) {
+            let extra_ok = [
+                "pcielab.tlp.address_value",
+                "pcielab.tlp.prefix",
+                "pcielab.dllp.type",
+                "pcielab.dllp.crc",
+                "pcielab.dllp.crc_ok",
+            ];
+            if extra_ok.contains(&k.as_str()) && !expected.contains_key(k) {
+                continue;
+            }
+            assert!(
+                expected.contains_key(k),
+                "frame {frame}: tshark shows {k} that dump lacks ({o})"
+            );
+        }
+        if !is_tlp {
+            let crc_ok = m["pcielab.dllp.crc_ok"][0] == "1";
+            assert_eq!(crc_ok, !m.contains_key("pcielab.dllp_crc_bad"));
+        }
+        // Links.
+        match o.get("request_frame") {
+            Some(r) => {
+                assert_eq!(
+                    m["pcielab.request_frame"],
+                    vec![r.to_string()],
+                    "frame {frame}"
+                );
+                assert_eq!(m["pcielab.last"], vec![norm(&o["last"])], "frame {frame}");
+                let secs: f64 = m["pcielab.latency"][0].parse().unwrap();
+                let tshark_ns = (secs * 1e9).round() as i64;
+                let dump_ns = (o["latency_ps"].as_u64().unwrap() / 1000) as i64;
+                assert!(
+                    (tshark_ns - dump_ns).abs() <= 1,
+                    "frame {frame}: {tshark_ns} vs {dump_ns}"
+                );
+            }
+            None => assert!(!m.contains_key("pcielab.request_frame"), "frame {frame}"),
+        }
+        assert_eq!(
+            o.get("unmatched").is_some(),
+            m.contains_key("pcielab.unmatched_completion"),
+            "frame {frame}"
+        );
+        assert_eq!(
+            o.get("ecrc_ok") == Some(&Value::Bool(false)),
+            m.contains_key("pcielab.ecrc_bad"),
+            "frame {frame}"
+        );
+    }
+    assert!(checked_fields > 800, "{checked_fields}");
+    // Requests without completion: the same frames in both.
+    let (_, text, _) = pcielab(&["dump", p]);
+    let last = text.lines().last().unwrap();
+    let dump_missing: Vec<u64> = last
+        .split(": ")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .map(|s| s.trim_start_matches('#').parse().unwrap())
+        .collect();
+    let tshark_missing: Vec<u64> = pkts
+        .iter()
+        .enumerate()
+        .filter(|(_, pkt)| {
+            let mut m = std::collections::BTreeMap::new();
+            collect(&pkt["_source"]["layers"]["pcielab"], &mut m);
+            m.contains_key("pcielab.missing_completion")
+        })
+        .map(|(i, _)| (i + 1) as u64)
+        .collect();
+    assert_eq!(tshark_missing, dump_missing);
+}
+
+#[test]
+fn tshark_info_column_is_dump_text() {
+    if !tshark_wanted() {
+        return;
+    }
+    let path = tmp("tshark-info.pcapng");
+    build_with_bad(&path);
+    let p = path.to_str().unwrap();
+    let (out, err) = tshark(&["-r", p, "-2", "-T", "fields", "-e", "_ws.col.Info"]);
+    assert!(!err.contains("Lua"), "{err}");
+    let (_, text, _) = pcielab(&["dump", p]);
+    let dump_lines: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+    let info: Vec<&str> = out.lines().collect();
+    assert_eq!(info.len(), dump_lines.len());
+    for (i, d) in info.iter().zip(&dump_lines) {
+        // dump: "frame time interface body (note)"; Info: "interface body (note)".
+        let body_d = d.split_whitespace().skip(2).collect::<Vec<_>>().join(" ");
+        let cut = |s: &str| s.split(" (").next().unwrap().to_string();
+        if body_d.contains("malformed") {
+            assert!(i.contains("malformed"), "{i} / {d}");
+            continue;
+        }
+        assert_eq!(cut(i), cut(&body_d));
+    }
+}
+
+#[test]
+fn tshark_reads_independent_seed_files_and_old_port_scheme() {
+    if !tshark_wanted() {
+        return;
+    }
+    // Seeds written by a separate Python script, not by pcielab-capture.
+    let seeds = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/pcap");
+    for (file, n) in [("mrd_cpld_ack.pcapng", 3), ("old_ports_be_us.pcap", 3)] {
+        let f = seeds.join(file);
+        let f = f.to_str().unwrap();
+        let (out, err) = tshark(&["-r", f, "-2", "-T", "fields", "-e", "_ws.col.Info"]);
+        assert!(!err.contains("Lua"), "{err}");
+        let (rc, text, e) = pcielab(&["dump", "--all", f]);
+        assert_eq!(rc, 0, "{e}");
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), n, "{out}");
+        assert_eq!(text.lines().count(), n, "{text}");
+        assert!(lines[1].contains("(reply to #1)"), "{}", lines[1]);
+        assert!(
+            text.lines().nth(1).unwrap().contains("(reply to #1 after"),
+            "{text}"
+        );
+    }
+}
