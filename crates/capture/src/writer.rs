@@ -261,12 +261,36 @@ impl<W: Write> CaptureWriter<W> {
     /// The bytes are not checked: a malformed TLP is captured as it is.
     pub fn write_tlp(&mut self, id: IfId, time_ps: u64, tlp: &[u8]) -> Result<(), WriteError> {
         let port = encap::tlp_port(tlp);
-        self.write_nettlp(id, time_ps, port, tlp)
+        self.write_nettlp(id, time_ps, port, tlp, None)
+    }
+
+    /// [`write_tlp`](Self::write_tlp) with a packet comment (pcapng `opt_comment`, shown by
+    /// Wireshark as the packet's comment; dropped in pcap).
+    pub fn write_tlp_commented(
+        &mut self,
+        id: IfId,
+        time_ps: u64,
+        tlp: &[u8],
+        comment: &str,
+    ) -> Result<(), WriteError> {
+        let port = encap::tlp_port(tlp);
+        self.write_nettlp(id, time_ps, port, tlp, Some(comment))
+    }
+
+    /// [`write_dllp`](Self::write_dllp) with a packet comment.
+    pub fn write_dllp_commented(
+        &mut self,
+        id: IfId,
+        time_ps: u64,
+        dllp: &[u8],
+        comment: &str,
+    ) -> Result<(), WriteError> {
+        self.write_nettlp(id, time_ps, encap::DLLP_PORT, dllp, Some(comment))
     }
 
     /// Writes a DLLP (6 bytes: 4 of content and the CRC) on [`encap::DLLP_PORT`].
     pub fn write_dllp(&mut self, id: IfId, time_ps: u64, dllp: &[u8]) -> Result<(), WriteError> {
-        self.write_nettlp(id, time_ps, encap::DLLP_PORT, dllp)
+        self.write_nettlp(id, time_ps, encap::DLLP_PORT, dllp, None)
     }
 
     fn write_nettlp(
@@ -275,6 +299,7 @@ impl<W: Write> CaptureWriter<W> {
         time_ps: u64,
         port: u16,
         body: &[u8],
+        comment: Option<&str>,
     ) -> Result<(), WriteError> {
         if body.len() + encap::NETTLP_HDR_LEN > MAX_UDP_PAYLOAD {
             return Err(WriteError::TooLarge {
@@ -286,7 +311,7 @@ impl<W: Write> CaptureWriter<W> {
         iface.seq = iface.seq.wrapping_add(1);
         let ep = iface.endpoints;
         encap::build_frame(&mut self.frame, &ep, port, port, &[&hdr.to_bytes(), body]);
-        self.emit_frame(id, time_ps)
+        self.emit_frame(id, time_ps, comment)
     }
 
     /// Writes a UDP datagram exactly as seen on a NetTLP link (NetTLP header included in
@@ -309,7 +334,7 @@ impl<W: Write> CaptureWriter<W> {
             meta.dst_port,
             &[payload],
         );
-        self.emit_frame(id, time_ps)
+        self.emit_frame(id, time_ps, None)
     }
 
     /// Writes a complete Ethernet frame as it is.
@@ -317,15 +342,25 @@ impl<W: Write> CaptureWriter<W> {
         self.iface(id)?;
         self.frame.clear();
         self.frame.extend_from_slice(frame);
-        self.emit_frame(id, time_ps)
+        self.emit_frame(id, time_ps, None)
     }
 
-    fn emit_frame(&mut self, id: IfId, time_ps: u64) -> Result<(), WriteError> {
+    fn emit_frame(
+        &mut self,
+        id: IfId,
+        time_ps: u64,
+        comment: Option<&str>,
+    ) -> Result<(), WriteError> {
         let len = self.frame.len() as u32;
         let pad = pad4(self.frame.len());
         match self.format {
             Format::Pcapng => {
-                let total = 32 + self.frame.len() as u32 + pad as u32;
+                self.block.clear();
+                if let Some(c) = comment {
+                    push_opt(&mut self.block, ng::OPT_COMMENT, c.as_bytes());
+                    push_opt(&mut self.block, ng::OPT_END, &[]);
+                }
+                let total = 32 + self.frame.len() as u32 + pad as u32 + self.block.len() as u32;
                 let mut h = [0u8; 28];
                 h[0..4].copy_from_slice(&ng::EPB.to_le_bytes());
                 h[4..8].copy_from_slice(&total.to_le_bytes());
@@ -337,6 +372,7 @@ impl<W: Write> CaptureWriter<W> {
                 self.out.write_all(&h)?;
                 self.out.write_all(&self.frame)?;
                 self.out.write_all(&[0u8; 3][..pad])?;
+                self.out.write_all(&self.block)?;
                 self.out.write_all(&total.to_le_bytes())?;
             }
             Format::Pcap => {

@@ -616,3 +616,22 @@ fn tshark_reads_independent_seed_files_and_old_port_scheme() {
         );
     }
 }
+
+#[test]
+fn demo_pcap_holds_the_demo_set_with_comments() {
+    let path = tmp("demo.pcapng");
+    let p = path.to_str().unwrap();
+    let (rc, _, err) = pcielab(&["demo", "--pcap", p]);
+    assert_eq!(rc, 0, "{err}");
+    let (_, demo, _) = pcielab(&["demo", "--json"]);
+    let dumped = dump_json(&path);
+    assert_eq!(dumped.len(), demo.lines().count());
+    for (d, line) in dumped.iter().zip(demo.lines()) {
+        let o: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(d["kind"], o["kind"]);
+    }
+    // The description of each packet is its pcapng comment.
+    let data = std::fs::read(&path).unwrap();
+    let needle = b"enumeration: read Vendor/Device ID";
+    assert!(data.windows(needle.len()).any(|w| w == needle));
+}
