@@ -124,6 +124,7 @@ end
 
 local KIND = {}
 local function kind_of(fmt, ty)
+    if fmt > 3 then return nil end -- 100b is a prefix; 101b..111b are reserved
     local has = fmt >= 2
     if ty == 0 then return has and "MWr" or "MRd" end
     if ty == 1 then return (fmt <= 1) and "MRdLk" or nil end
@@ -247,7 +248,7 @@ f["completion_index"] = ProtoField.uint32("pcielab.completion_index", "Completio
 
 f["dllp"] = ProtoField.bytes("pcielab.dllp", "DLLP")
 f["dllp.kind"] = ProtoField.string("pcielab.dllp.kind", "Kind")
-f["dllp.type"] = ProtoField.uint8("pcielab.dllp.type", "Type byte", base.HEX)
+f["dllp.type"] = ProtoField.uint8("pcielab.dllp.type", "Type byte", base.DEC)
 f["dllp.seq"] = ProtoField.uint16("pcielab.dllp.seq", "AckNak sequence number", base.DEC)
 f["dllp.fc_class"] = ProtoField.string("pcielab.dllp.fc_class", "Credit class")
 f["dllp.vc"] = ProtoField.uint8("pcielab.dllp.vc", "Virtual channel", base.DEC)

@@ -420,20 +420,16 @@ fn build_with_bad(path: &Path) -> (Vec<Written>, usize) {
     (all, s)
 }
 
-#[test]
-fn tshark_shows_every_field_as_dump_json() {
-    if !tshark_wanted() {
-        return;
-    }
-    let path = tmp("tshark.pcapng");
-    let (all, _) = build_with_bad(&path);
+/// Runs tshark and `pcielab dump --json` on `path` and checks that they agree on every
+/// field, link and flag; returns the number of fields compared and tshark's packets.
+fn compare_with_tshark(path: &Path, n: usize) -> (usize, Vec<Value>) {
     let p = path.to_str().unwrap();
     let dump = dump_json(&path);
     let (out, err) = tshark(&["-r", p, "-2", "-T", "json", "--no-duplicate-keys"]);
     assert!(!err.contains("Lua"), "Lua error: {err}");
     let pkts: Vec<Value> = serde_json::from_str(&out).unwrap();
-    assert_eq!(pkts.len(), all.len());
-    assert_eq!(dump.len(), all.len());
+    assert_eq!(pkts.len(), n);
+    assert_eq!(dump.len(), n);
     let mut checked_fields = 0;
     for (i, (pkt, o)) in pkts.iter().zip(&dump).enumerate() {
         let frame = i + 1;
@@ -542,6 +538,18 @@ fn tshark_shows_every_field_as_dump_json() {
             "frame {frame}"
         );
     }
+    (checked_fields, pkts)
+}
+
+#[test]
+fn tshark_shows_every_field_as_dump_json() {
+    if !tshark_wanted() {
+        return;
+    }
+    let path = tmp("tshark.pcapng");
+    let (all, _) = build_with_bad(&path);
+    let p = path.to_str().unwrap();
+    let (checked_fields, pkts) = compare_with_tshark(&path, all.len());
     assert!(checked_fields > 800, "{checked_fields}");
     // Requests without completion: the same frames in both.
     let (_, text, _) = pcielab(&["dump", p]);
@@ -634,4 +642,92 @@ fn demo_pcap_holds_the_demo_set_with_comments() {
     let data = std::fs::read(&path).unwrap();
     let needle = b"enumeration: read Vendor/Device ID";
     assert!(data.windows(needle.len()).any(|w| w == needle));
+}
+
+/// A tiny deterministic generator (64-bit LCG), so failures reproduce.
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+}
+
+#[test]
+fn tshark_and_dump_agree_on_mutated_tlps() {
+    if !tshark_wanted() {
+        return;
+    }
+    // Every demo TLP, mutated 40 times: a flipped bit, a cut, extra bytes, a new DW0 byte.
+    let base: Vec<Written> = demo_packets().into_iter().filter(|w| w.tlp).collect();
+    let mut rng = Lcg(0x5eed);
+    let mut items = Vec::new();
+    for w in &base {
+        for _ in 0..40 {
+            let mut b = w.bytes.clone();
+            match rng.next() % 4 {
+                0 => {
+                    let i = (rng.next() as usize) % b.len();
+                    b[i] ^= 1 << (rng.next() % 8);
+                }
+                1 => b.truncate((rng.next() as usize) % b.len()),
+                2 => {
+                    for _ in 0..1 + rng.next() % 8 {
+                        b.push(rng.next() as u8);
+                    }
+                }
+                _ => b[0] = rng.next() as u8,
+            }
+            items.push(b);
+        }
+    }
+    // Every demo DLLP, mutated 40 times: a flipped bit (CRC), a new type byte, a cut.
+    let dllps: Vec<Written> = demo_packets().into_iter().filter(|w| !w.tlp).collect();
+    let mut ditems = Vec::new();
+    for w in &dllps {
+        for _ in 0..40 {
+            let mut b = w.bytes.clone();
+            match rng.next() % 3 {
+                0 => {
+                    let i = (rng.next() as usize) % b.len();
+                    b[i] ^= 1 << (rng.next() % 8);
+                }
+                1 => {
+                    b[0] = rng.next() as u8;
+                    let c = pcielab_wire::dllp::crc(&b[..4]).to_le_bytes();
+                    b[4..].copy_from_slice(&c);
+                }
+                _ => b.truncate((rng.next() as usize) % b.len()),
+            }
+            ditems.push(b);
+        }
+    }
+    let path = tmp("mutated.pcapng");
+    let mut w = CaptureWriter::create(&path, Format::Pcapng, "mutated TLPs").unwrap();
+    let i = w.add_interface(UP).unwrap();
+    for (n, b) in items.iter().enumerate() {
+        w.write_tlp(i, n as u64 * 1000, b).unwrap();
+    }
+    for (n, b) in ditems.iter().enumerate() {
+        w.write_dllp(i, (items.len() + n) as u64 * 1000, b).unwrap();
+    }
+    w.finish().unwrap();
+    let dump = dump_json(&path);
+    let malformed = dump.iter().filter(|o| o["kind"] == "malformed-tlp").count();
+    // Both kinds of outcome are exercised.
+    assert!(
+        malformed > 200 && malformed < items.len() - 200,
+        "{malformed}"
+    );
+    let bad_dllp = dump
+        .iter()
+        .filter(|o| o["kind"] == "malformed-dllp")
+        .count();
+    let crc_bad = dump.iter().filter(|o| o["crc_ok"] == false).count();
+    assert!(bad_dllp > 50 && crc_bad > 50, "{bad_dllp} {crc_bad}");
+    let (checked, _) = compare_with_tshark(&path, items.len() + ditems.len());
+    assert!(checked > 5000, "{checked}");
 }
