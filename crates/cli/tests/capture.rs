@@ -424,7 +424,7 @@ fn build_with_bad(path: &Path) -> (Vec<Written>, usize) {
 /// field, link and flag; returns the number of fields compared and tshark's packets.
 fn compare_with_tshark(path: &Path, n: usize) -> (usize, Vec<Value>) {
     let p = path.to_str().unwrap();
-    let dump = dump_json(&path);
+    let dump = dump_json(path);
     let (out, err) = tshark(&["-r", p, "-2", "-T", "json", "--no-duplicate-keys"]);
     assert!(!err.contains("Lua"), "Lua error: {err}");
     let pkts: Vec<Value> = serde_json::from_str(&out).unwrap();
