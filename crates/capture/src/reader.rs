@@ -4,7 +4,7 @@
 //!
 //! The reader works on bytes in memory and never panics: a truncated or corrupt file gives
 //! a [`ReadError`] naming what is wrong and its byte offset in the file. Records whose
-//! frames are not NetTLP traffic are still returned ([`Payload::Other`]) so that frame
+//! frames are not NetTLP traffic are still returned ([`Payload::OtherUdp`], [`Payload::NotUdp`]) so that frame
 //! numbers match Wireshark's.
 //!
 //! ```

@@ -1,7 +1,7 @@
 //! Writing captures: pcapng (interfaces with names, picosecond timestamps, a section
 //! comment) or plain pcap (nanosecond timestamps, one Ethernet link, no names).
 //!
-//! Every record is a complete Ethernet/IPv4/UDP frame built by [`encap`](crate::encap);
+//! Every record is a complete Ethernet/IPv4/UDP frame built by [`encap`](mod@crate::encap);
 //! per record the writer does no allocation once its scratch buffers have grown.
 //!
 //! ```
@@ -169,7 +169,7 @@ fn write_block(out: &mut impl Write, block_type: u32, body: &[u8]) -> io::Result
 
 impl<W: Write> CaptureWriter<W> {
     /// Starts a capture on `out`, writing the file header (pcapng: a Section Header Block
-    /// with `comment` and `shb_userappl` = "pcielab <version>").
+    /// with `comment` and `shb_userappl` = `"pcielab <version>"`).
     pub fn new(mut out: W, format: Format, comment: &str) -> Result<Self, WriteError> {
         let mut block = Vec::with_capacity(256);
         match format {
