@@ -569,6 +569,49 @@ mod tests {
     }
 
     #[test]
+    fn padding_vlan_and_cooked_captures() {
+        let mut eth = Vec::new();
+        build_frame(
+            &mut eth,
+            &Endpoints::default(),
+            DLLP_PORT,
+            DLLP_PORT,
+            &[&[0; 12]],
+        );
+        assert_eq!(eth.len(), 54);
+        // Ethernet padding to 60 bytes is not part of the datagram.
+        let mut padded = eth.clone();
+        padded.resize(60, 0xee);
+        let f = parse_frame(LINKTYPE_ETHERNET, &padded).unwrap();
+        assert_eq!(f.payload, &[0u8; 12][..]);
+        // An 802.1Q tag between the MACs and the EtherType.
+        let mut vlan = eth[..12].to_vec();
+        vlan.extend_from_slice(&[0x81, 0x00, 0x00, 0x05]);
+        vlan.extend_from_slice(&eth[12..]);
+        let f = parse_frame(LINKTYPE_ETHERNET, &vlan).unwrap();
+        assert_eq!((f.src_port, f.payload.len()), (DLLP_PORT, 12));
+        // Linux cooked v1 (`tcpdump -i any`): 16-byte header, protocol at bytes 14..16.
+        let mut sll = vec![
+            0, 0, 0, 1, 0, 6, 0, 0x11, 0x22, 0x33, 0x44, 0x55, 0, 0, 0x08, 0x00,
+        ];
+        sll.extend_from_slice(&eth[14..]);
+        let f = parse_frame(LINKTYPE_LINUX_SLL, &sll).unwrap();
+        assert_eq!(f.src_ip, [192, 168, 10, 1]);
+        assert!(f.ip_checksum_ok);
+        // Raw IPv4.
+        let f = parse_frame(LINKTYPE_RAW, &eth[14..]).unwrap();
+        assert_eq!(f.dst_ip, [192, 168, 10, 3]);
+        // A corrupted IPv4 header checksum is reported, not fatal.
+        let mut bad = eth.clone();
+        bad[24] ^= 0xff;
+        assert!(!parse_frame(LINKTYPE_ETHERNET, &bad).unwrap().ip_checksum_ok);
+        assert!(matches!(
+            parse_frame(42, &eth),
+            Err(EncapError::LinkType(42))
+        ));
+    }
+
+    #[test]
     fn truncated_frames_are_errors_not_panics() {
         let mut buf = Vec::new();
         build_frame(&mut buf, &Endpoints::default(), 0x4000, 0x4000, &[&[0; 18]]);
