@@ -239,6 +239,7 @@ f["tlp.prefix.pasid"] = ProtoField.uint32("pcielab.tlp.prefix.pasid", "PASID", b
 f["tlp.prefix.execute"] = ProtoField.bool("pcielab.tlp.prefix.execute", "Execute requested")
 f["tlp.prefix.privileged"] = ProtoField.bool("pcielab.tlp.prefix.privileged", "Privileged mode requested")
 f["tlp.error"] = ProtoField.string("pcielab.tlp.error", "Malformed TLP")
+f["tlp.captured_len"] = ProtoField.uint32("pcielab.tlp.captured_len", "Bytes captured (snap length)", base.DEC)
 
 f["request_frame"] = ProtoField.framenum("pcielab.request_frame", "Request in frame", base.NONE, frametype.REQUEST)
 f["response_frame"] = ProtoField.framenum("pcielab.response_frame", "Completion in frame", base.NONE, frametype.RESPONSE)
@@ -276,9 +277,10 @@ local e = {
     missing = ProtoExpert.new("pcielab.missing_completion", "Request without its (last) completion in the capture", expert.group.SEQUENCE, expert.severity.WARN),
     status = ProtoExpert.new("pcielab.completion_status", "Completion status is not SC", expert.group.RESPONSE_CODE, expert.severity.NOTE),
     poisoned = ProtoExpert.new("pcielab.poisoned", "Poisoned TLP (EP set)", expert.group.PROTOCOL, expert.severity.WARN),
+    snapped = ProtoExpert.new("pcielab.snapped", "TLP cut by the capture's snap length", expert.group.UNDECODED, expert.severity.NOTE),
     internal = ProtoExpert.new("pcielab.internal", "pcielab dissector could not decode this packet", expert.group.MALFORMED, expert.severity.ERROR),
 }
-proto.experts = { e.malformed, e.ecrc, e.crc, e.unmatched, e.missing, e.status, e.poisoned, e.internal }
+proto.experts = { e.malformed, e.ecrc, e.crc, e.unmatched, e.missing, e.status, e.poisoned, e.snapped, e.internal }
 
 ---------------------------------------------------------------------------------------
 -- Request/completion state (rebuilt on every (re)dissection pass 1)
@@ -303,13 +305,19 @@ end
 ---------------------------------------------------------------------------------------
 -- TLP decoding
 
--- Decodes a TLP in tvb [off, off+len). Returns a table of decoded fields, or nil and an
+-- The codec's wording for a length error.
+local function trunc(what, needed, available)
+    return string.format("truncated: %s needs %d bytes, only %d available", what, needed, available)
+end
+
+-- Decodes a TLP of `len` bytes at tvb offset `off`, of which `clen` were captured (fewer
+-- when the capture's snap length cut it). Returns a table of decoded fields, or nil and an
 -- error string (the same checks as pcielab's codec).
-local function decode_tlp(tvb, off, len)
+local function decode_tlp(tvb, off, len, clen)
     local t = { prefixes = {} }
     local h = 0
-    while h < len and bits(tvb(off + h, 1):uint(), 5, 3) == 4 do
-        if h + 4 > len then return nil, "truncated: TLP prefix" end
+    while h < clen and bits(tvb(off + h, 1):uint(), 5, 3) == 4 do
+        if h + 4 > clen then return nil, trunc("TLP prefix", h + 4, len) end
         local w = tvb(off + h, 4):uint()
         local ty = bits(w, 24, 5)
         local p = { kind = prefix_name(ty), content = w % 2 ^ 24, off = h, e2e = ty >= 0x10 }
@@ -320,10 +328,16 @@ local function decode_tlp(tvb, off, len)
         end
         t.prefixes[#t.prefixes + 1] = p
         h = h + 4
-        if #t.prefixes > 8 then return nil, "more than 8 TLP prefixes" end
+        if #t.prefixes > 8 then
+            -- count them all, as the codec reports the count
+            local np = #t.prefixes
+            local k = h
+            while k < clen and bits(tvb(off + k, 1):uint(), 5, 3) == 4 do np, k = np + 1, k + 4 end
+            return nil, string.format("bad TLP Prefix count at byte 0: 0x%x (more than 8 TLP prefixes)", np)
+        end
     end
     t.h0 = h
-    if len < h + 4 then return nil, "truncated: TLP header DW0" end
+    if clen < h + 4 then return nil, trunc("TLP header DW0", h + 4, len) end
     local dw0 = tvb(off + h, 4):uint()
     local fmt, ty = bits(dw0, 29, 3), bits(dw0, 24, 5)
     local kind = kind_of(fmt, ty)
@@ -334,7 +348,7 @@ local function decode_tlp(tvb, off, len)
     local four = fmt % 2 == 1
     local hl = four and 16 or 12
     t.four = four
-    if len < h + hl then return nil, "truncated: " .. (four and "4" or "3") .. " DW TLP header" end
+    if clen < h + hl then return nil, trunc((four and "4" or "3") .. " DW TLP header", h + hl, len) end
     local lraw = dw0 % 1024
     t.length_dw = (lraw == 0) and 1024 or lraw
     t.tc = bits(dw0, 20, 3)
@@ -346,16 +360,22 @@ local function decode_tlp(tvb, off, len)
     -- As pcielab's codec: the Length of a Msg or Cpl without data is reserved, shown as 0.
     if not has_data and (kind == "Msg" or CPL[kind]) then t.length_dw = 0 end
     local endp = h + hl + n
-    if len < endp then return nil, "truncated: payload of the Length field" end
+    if len < endp then return nil, trunc("payload of the Length field", endp, len) end
     if t.td then
         endp = endp + 4
-        if len < endp then return nil, "truncated: ECRC digest (TD set)" end
+        if len < endp then return nil, trunc("ECRC digest (TD set)", endp, len) end
     end
     if len > endp then
-        return nil, string.format("trailing bytes: Fmt, Length and TD give %d bytes but the buffer holds %d", endp, len)
+        return nil, string.format("trailing bytes: Fmt, Length and TD gives %d bytes but the buffer holds %d", endp, len)
     end
     t.len = endp
     t.payload_off, t.payload_len = h + hl, n
+    if clen < len then
+        t.snapped, t.captured = true, clen
+        t.captured_payload = math.max(0, math.min(n, clen - (h + hl)))
+    else
+        t.captured_payload = n
+    end
     local dw1 = tvb(off + h + 4, 4):uint()
     local dw2 = tvb(off + h + 8, 4):uint()
     local tag_hi = bits(dw0, 23, 1) * 512 + bits(dw0, 19, 1) * 256
@@ -430,7 +450,7 @@ local function decode_tlp(tvb, off, len)
         t.tag = tag_hi + bits(dw2, 8, 8)
         t.lower_address = dw2 % 128
     end
-    if t.td then
+    if t.td and not t.snapped then
         t.ecrc = hex_of(tvb, off + endp - 4, 4)
         -- ECRC over End-End prefixes, then the header with Type bit 0 and EP taken as 1.
         local chunks = {}
@@ -536,7 +556,7 @@ local function track(pinfo, t)
 end
 
 local function add_tlp_tree(tree, tvb, off, t, pinfo)
-    local ti = tree:add(f["tlp"], tvb(off, t.len))
+    local ti = tree:add(f["tlp"], tvb(off, t.snapped and t.captured or t.len))
     ti:set_text("TLP: " .. tlp_text(t))
     for _, p in ipairs(t.prefixes) do
         local pt = ti:add(f["tlp.prefix"], tvb(off + p.off, 4))
@@ -607,10 +627,15 @@ local function add_tlp_tree(tree, tvb, off, t, pinfo)
             if t[k] ~= nil then ti:add(f["tlp." .. k], mf, t[k]) end
         end
     end
-    if t.payload_len > 0 then
-        ti:add(f["tlp.payload"], tvb(off + t.payload_off, t.payload_len))
+    if t.captured_payload > 0 then
+        ti:add(f["tlp.payload"], tvb(off + t.payload_off, t.captured_payload))
     end
-    if t.td then
+    if t.snapped then
+        local st = ti:add(f["tlp.captured_len"], t.captured)
+        st:set_generated(true)
+        st:add_proto_expert_info(e.snapped, string.format("Only %d of the TLP's %d bytes were captured (snap length)", t.captured, t.len))
+    end
+    if t.td and not t.snapped then
         local er = tvb(off + t.len - 4, 4)
         ti:add(f["tlp.ecrc"], er, t.ecrc)
         local ok = ti:add(f["tlp.ecrc_ok"], er, t.ecrc_ok)
@@ -706,7 +731,7 @@ local function dllp_decode(tvb, off)
         d.text = string.format("%s-%s VC%d hdr %d (scale %d) data %d (scale %d)", d.kind, d.fc_class,
             d.vc, d.hdr_fc, d.hdr_scale, d.data_fc, d.data_scale)
     else
-        return nil, string.format("bad DLLP Type at byte 0: 0x%x (reserved DLLP type)", b0)
+        return nil, string.format("bad DLLP Type at byte 0: 0x%x (reserved DLLP type encoding)", b0)
     end
     if not d.crc_ok then
         return d, string.format("DLLP CRC mismatch at byte 4: found 0x%x, computed 0x%x", d.crc, c)
@@ -717,7 +742,8 @@ end
 local function dissect_dllp(tvb, pinfo, root, off, len)
     local ti = root:add(f["dllp"], tvb(off, len))
     if len ~= 6 then
-        local msg = string.format("DLLP of %d bytes (a DLLP has 6)", len)
+        local msg = (len < 6) and trunc("DLLP", 6, len)
+            or string.format("trailing bytes: DLLP (always 6 bytes) gives 6 bytes but the buffer holds %d", len)
         ti:add(f["dllp.error"], tvb(off, len), msg):add_proto_expert_info(e.malformed, msg)
         return "malformed DLLP: " .. msg
     end
@@ -778,7 +804,7 @@ local function dissect(tvb, pinfo, root)
         pinfo.cols.info = prefix .. text
         return len
     end
-    local t, err = decode_tlp(tvb, 6, len - 6)
+    local t, err = decode_tlp(tvb, 6, tvb:reported_len() - 6, len - 6)
     if not t then
         local ti = tree:add(f["tlp.error"], tvb(6, len - 6), err)
         ti:add_proto_expert_info(e.malformed, "Malformed TLP: " .. err)
@@ -794,7 +820,8 @@ local function dissect(tvb, pinfo, root)
     local ti = add_tlp_tree(tree, tvb, 6, t, pinfo)
     local note = add_links(tree, tvb, pinfo, t, ti)
     local text = tlp_text(t)
-    if t.td and not t.ecrc_ok then text = text .. " ECRC-BAD" end
+    if t.snapped then text = text .. string.format(" [snapped: %d of %d bytes]", t.captured, t.len) end
+    if t.td and not t.snapped and not t.ecrc_ok then text = text .. " ECRC-BAD" end
     tree:append_text(": " .. text)
     pinfo.cols.info = prefix .. text .. note
     return len

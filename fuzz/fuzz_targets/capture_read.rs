@@ -21,15 +21,14 @@ fuzz_target!(|data: &[u8]| {
         match x {
             Ok(rec) => {
                 let name = r.interfaces()[rec.interface].name.clone();
-                match decode(&rec) {
-                    Decoded::Tlp { tlp, .. } => {
-                        let _ = m.observe(rec.frame, &name, rec.time_ps, &tlp);
-                        let _ = tlp.to_string();
-                    }
-                    Decoded::Dllp { dllp, .. } => {
-                        let _ = dllp.to_string();
-                    }
-                    _ => {}
+                let d = decode(&rec);
+                let _ = d.kind_name();
+                if let Some(tlp) = d.tlp() {
+                    let _ = m.observe(rec.frame, &name, rec.time_ps, &tlp);
+                    let _ = tlp.to_string();
+                }
+                if let Decoded::Dllp { dllp, .. } = d {
+                    let _ = dllp.to_string();
                 }
             }
             Err(e) => {

@@ -18,11 +18,11 @@
 
 use crate::reader::{Payload, Record};
 use pcielab_wire::dllp::{DllpRepr, Packet as DllpPacket};
-use pcielab_wire::tlp::{MsgRouting, ParseOptions, TlpHeader, TlpPacket, TlpRepr};
+use pcielab_wire::tlp::{MsgRouting, ParseOptions, TlpHeader, TlpKind, TlpPacket, TlpRepr};
 use pcielab_wire::{Bdf, Error};
 
 /// A record, decoded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decoded<'a> {
     /// A TLP that decodes.
     Tlp {
@@ -31,6 +31,16 @@ pub enum Decoded<'a> {
         /// `Some(ok)` when the TLP carries an ECRC (TD set): whether it is correct.
         ecrc_ok: Option<bool>,
         /// The raw bytes.
+        bytes: &'a [u8],
+    },
+    /// A TLP cut short by the capture's snap length (tcpdump `-s`) whose header decodes.
+    /// Use [`Decoded::tlp`] to decode it: the missing bytes are taken as zeros.
+    Snapped {
+        /// The TLP at its full length, the bytes not captured set to zero.
+        full: Vec<u8>,
+        /// Bytes captured.
+        captured: usize,
+        /// The captured bytes.
         bytes: &'a [u8],
     },
     /// A DLLP that decodes (its CRC may be wrong: see `crc_ok`).
@@ -66,6 +76,7 @@ pub enum Decoded<'a> {
 /// `ecrc_ok`.
 pub fn decode<'a>(rec: &Record<'a>) -> Decoded<'a> {
     match rec.payload {
+        Payload::Tlp(bytes) if rec.truncated => decode_snapped(bytes, rec.reported_len),
         Payload::Tlp(bytes) => decode_tlp(bytes),
         Payload::Dllp(bytes) => decode_dllp(bytes),
         Payload::Config(c) => Decoded::Config(c),
@@ -89,6 +100,63 @@ pub fn decode_dllp(bytes: &[u8]) -> Decoded<'_> {
     }
 }
 
+/// Decodes the captured part `bytes` of a TLP sent with `reported_len` bytes: when the
+/// header is captured and its Fmt, Length and TD give `reported_len`, the result is
+/// [`Decoded::Snapped`]; otherwise as [`decode_tlp`].
+pub fn decode_snapped(bytes: &[u8], reported_len: usize) -> Decoded<'_> {
+    let mut h = 0;
+    while h < bytes.len() && bytes[h] >> 5 == 0b100 {
+        h += 4;
+    }
+    if bytes.len() < h + 4 {
+        return decode_tlp(bytes);
+    }
+    let fmt = bytes[h] >> 5;
+    if TlpKind::decode(fmt, bytes[h] & 0x1f).is_none() {
+        return decode_tlp(bytes);
+    }
+    let hl = if fmt & 1 != 0 { 16 } else { 12 };
+    if bytes.len() < h + hl {
+        return decode_tlp(bytes);
+    }
+    let raw = u16::from_be_bytes([bytes[h + 2], bytes[h + 3]]) & 0x3ff;
+    let len_dw = if raw == 0 { 1024 } else { raw as usize };
+    let td = bytes[h + 2] & 0x80 != 0;
+    let total = h + hl + if fmt & 2 != 0 { len_dw * 4 } else { 0 } + if td { 4 } else { 0 };
+    if bytes.len() >= total {
+        return decode_tlp(bytes);
+    }
+    if reported_len != total {
+        let error = if reported_len < total {
+            Error::Truncated {
+                what: "payload of the Length field",
+                needed: total,
+                available: reported_len,
+            }
+        } else {
+            Error::Trailing {
+                what: "Fmt, Length and TD",
+                expected: total,
+                available: reported_len,
+            }
+        };
+        return Decoded::BadTlp { error, bytes };
+    }
+    let mut full = bytes.to_vec();
+    full.resize(total, 0);
+    match TlpRepr::parse_with(
+        &TlpPacket::new_unchecked(&full[..]),
+        ParseOptions { check_ecrc: false },
+    ) {
+        Ok(_) => Decoded::Snapped {
+            full,
+            captured: bytes.len(),
+            bytes,
+        },
+        Err(error) => Decoded::BadTlp { error, bytes },
+    }
+}
+
 /// Decodes TLP bytes (see [`decode`]).
 pub fn decode_tlp(bytes: &[u8]) -> Decoded<'_> {
     let packet = match TlpPacket::new_checked(bytes) {
@@ -109,11 +177,28 @@ pub fn decode_tlp(bytes: &[u8]) -> Decoded<'_> {
 }
 
 impl Decoded<'_> {
+    /// The TLP of a [`Decoded::Tlp`] or [`Decoded::Snapped`] (whose payload beyond the
+    /// captured bytes reads as zeros).
+    pub fn tlp(&self) -> Option<TlpRepr<'_>> {
+        match self {
+            Decoded::Tlp { tlp, .. } => Some(*tlp),
+            Decoded::Snapped { full, .. } => TlpRepr::parse_with(
+                &TlpPacket::new_unchecked(&full[..]),
+                ParseOptions { check_ecrc: false },
+            )
+            .ok(),
+            _ => None,
+        }
+    }
+
     /// The kind's name: a TLP kind (`MRd`), a DLLP type (`UpdateFC-NP`, `Ack`), or
     /// `malformed-tlp`, `malformed-dllp`, `config`, `other`.
     pub fn kind_name(&self) -> String {
         match self {
             Decoded::Tlp { tlp, .. } => tlp.kind().name().to_string(),
+            Decoded::Snapped { .. } => self
+                .tlp()
+                .map_or("malformed-tlp".to_string(), |t| t.kind().name().to_string()),
             Decoded::Dllp { dllp, .. } => dllp.dllp_type().to_string(),
             Decoded::BadTlp { .. } => "malformed-tlp".to_string(),
             Decoded::BadDllp { .. } => "malformed-dllp".to_string(),
@@ -126,6 +211,7 @@ impl Decoded<'_> {
     pub fn bytes(&self) -> &[u8] {
         match self {
             Decoded::Tlp { bytes, .. }
+            | Decoded::Snapped { bytes, .. }
             | Decoded::Dllp { bytes, .. }
             | Decoded::BadTlp { bytes, .. }
             | Decoded::BadDllp { bytes, .. }
@@ -184,7 +270,11 @@ impl Filter {
             let k = k.to_ascii_lowercase();
             let n = name.to_ascii_lowercase();
             k == n
-                || (k == "tlp" && matches!(d, Decoded::Tlp { .. } | Decoded::BadTlp { .. }))
+                || (k == "tlp"
+                    && matches!(
+                        d,
+                        Decoded::Tlp { .. } | Decoded::Snapped { .. } | Decoded::BadTlp { .. }
+                    ))
                 || (k == "dllp" && matches!(d, Decoded::Dllp { .. } | Decoded::BadDllp { .. }))
                 || (k == "malformed"
                     && matches!(d, Decoded::BadTlp { .. } | Decoded::BadDllp { .. }))
@@ -207,19 +297,19 @@ impl Filter {
         if !tlp_only {
             return true;
         }
-        let Decoded::Tlp { tlp, .. } = d else {
+        let Some(tlp) = d.tlp() else {
             return false;
         };
         if self.requester.is_some_and(|r| tlp.requester_id() != r) {
             return false;
         }
         if let Some(c) = self.completer {
-            if completer_id(tlp) != Some(c) {
+            if completer_id(&tlp) != Some(c) {
                 return false;
             }
         }
         if let Some((lo, hi)) = self.address {
-            match address(tlp) {
+            match address(&tlp) {
                 Some(a) if a >= lo && a < hi => {}
                 _ => return false,
             }
@@ -279,6 +369,41 @@ mod tests {
             };
             assert_eq!(f.matches("x", &dl), want, "{k}");
         }
+    }
+
+    #[test]
+    fn snapped_tlp_decodes_from_its_header() {
+        // MWr 3DW of 64 DW (268 bytes), 80 captured: as the NetTLP captures (tcpdump -s).
+        let data = [0xabu8; 256];
+        let rid = Bdf::new(0x19, 0, 0).unwrap();
+        let b = TlpRepr::mem_write(rid, Tag::new(0).unwrap(), 0xa000_0000, &data)
+            .unwrap()
+            .to_vec()
+            .unwrap();
+        assert_eq!(b.len(), 268);
+        let d = decode_snapped(&b[..80], 268);
+        let Decoded::Snapped { captured, .. } = &d else {
+            panic!("{d:?}")
+        };
+        assert_eq!(*captured, 80);
+        let t = d.tlp().unwrap();
+        assert_eq!(t.length_dw(), 64);
+        assert_eq!(address(&t), Some(0xa000_0000));
+        assert_eq!(&t.payload[..68], &data[..68]);
+        // A UDP length that disagrees with the header is malformed.
+        assert!(matches!(
+            decode_snapped(&b[..80], 200),
+            Decoded::BadTlp { .. }
+        ));
+        assert!(matches!(
+            decode_snapped(&b[..80], 300),
+            Decoded::BadTlp { .. }
+        ));
+        // A header that is not captured cannot be decoded.
+        assert!(matches!(
+            decode_snapped(&b[..8], 268),
+            Decoded::BadTlp { .. }
+        ));
     }
 
     #[test]

@@ -308,6 +308,8 @@ pub struct UdpFrame<'a> {
     pub ip_checksum_ok: bool,
     /// Whether the frame held fewer bytes than the UDP length says (snap length).
     pub truncated: bool,
+    /// The UDP payload length the UDP header gives (the length as sent).
+    pub reported_len: usize,
 }
 
 fn need(layer: &'static str, needed: usize, data: &[u8]) -> Result<(), EncapError> {
@@ -450,6 +452,7 @@ pub fn parse_frame(linktype: u16, data: &[u8]) -> Result<UdpFrame<'_>, EncapErro
         payload,
         ip_checksum_ok,
         truncated,
+        reported_len: want,
     })
 }
 

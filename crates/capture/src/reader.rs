@@ -171,6 +171,9 @@ pub struct Record<'a> {
     pub ports: Option<(u16, u16)>,
     /// Whether the frame was cut short by the capture's snap length.
     pub truncated: bool,
+    /// Length of the TLP/DLLP as sent (from the UDP length), which exceeds the captured
+    /// bytes when `truncated`.
+    pub reported_len: usize,
     /// What it carries.
     pub payload: Payload<'a>,
     /// The whole captured frame.
@@ -346,6 +349,7 @@ impl<'a> Reader<'a> {
             nettlp: None,
             ports: None,
             truncated: (frame_bytes.len() as u64) < orig_len as u64,
+            reported_len: 0,
             payload: Payload::OtherUdp,
             frame_bytes,
         };
@@ -353,15 +357,21 @@ impl<'a> Reader<'a> {
             Err(e) => rec.payload = Payload::NotUdp(e),
             Ok(udp) => {
                 rec.ports = Some((udp.src_port, udp.dst_port));
+                // As sent: the UDP length, unless the frame on the wire (orig_len) was shorter.
+                let payload_off = frame_bytes.len() - udp.payload.len();
+                let on_wire = (orig_len as usize).saturating_sub(payload_off);
+                let sent = udp.reported_len.min(on_wire.max(udp.payload.len()));
                 rec.truncated |= udp.truncated;
                 match encap::classify(&udp) {
                     Datagram::Tlp { header, tlp } => {
                         rec.nettlp = Some(header);
                         rec.payload = Payload::Tlp(tlp);
+                        rec.reported_len = sent.saturating_sub(encap::NETTLP_HDR_LEN);
                     }
                     Datagram::Dllp { header, dllp } => {
                         rec.nettlp = Some(header);
                         rec.payload = Payload::Dllp(dllp);
+                        rec.reported_len = sent.saturating_sub(encap::NETTLP_HDR_LEN);
                     }
                     Datagram::Config(c) => rec.payload = Payload::Config(c),
                     Datagram::Other => {}

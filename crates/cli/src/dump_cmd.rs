@@ -7,6 +7,7 @@ use pcielab_capture::stats::Stats;
 use pcielab_capture::transactions::{Matcher, Role};
 use pcielab_capture::{Reader, Record};
 use pcielab_wire::json::{hex, tlp_to_json};
+use pcielab_wire::tlp::TlpRepr;
 use pcielab_wire::Bdf;
 use serde_json::{json, Value};
 use std::io::Write;
@@ -144,6 +145,18 @@ fn line_json(rec: &Record<'_>, iface: &str, d: &Decoded<'_>, role: Option<Role>)
             }
             v
         }
+        Decoded::Snapped {
+            full,
+            captured,
+            bytes,
+        } => match d.tlp() {
+            Some(tlp) => {
+                let mut v = tlp_to_json(&tlp);
+                snapped_json(&mut v, &tlp, full.len(), *captured, bytes);
+                v
+            }
+            None => json!({"kind": "malformed-tlp", "bytes": hex(bytes)}),
+        },
         Decoded::Dllp { dllp, crc_ok, .. } => {
             let mut v = pcielab_wire::dllp::json::to_json(dllp);
             v["crc_ok"] = json!(crc_ok);
@@ -177,8 +190,28 @@ fn line_json(rec: &Record<'_>, iface: &str, d: &Decoded<'_>, role: Option<Role>)
     v
 }
 
+/// A snapped TLP's JSON: the payload as captured, no ECRC, and `captured_len`.
+fn snapped_json(v: &mut Value, tlp: &TlpRepr<'_>, full: usize, captured: usize, bytes: &[u8]) {
+    let payload_off = full - tlp.payload.len() - if tlp.td { 4 } else { 0 };
+    let got = bytes.get(payload_off..).unwrap_or(&[]);
+    let got = &got[..got.len().min(tlp.payload.len())];
+    if let Some(m) = v.as_object_mut() {
+        if got.is_empty() {
+            m.remove("payload");
+        } else if m.contains_key("payload") {
+            m.insert("payload".into(), json!(hex(got)));
+        }
+        m.insert("ecrc".into(), Value::Null);
+        m.insert("captured_len".into(), json!(captured));
+    }
+}
+
 fn line_text(rec: &Record<'_>, iface: &str, d: &Decoded<'_>, role: Option<Role>) -> String {
     let body = match d {
+        Decoded::Snapped { full, captured, .. } => match d.tlp() {
+            Some(t) => format!("{t} [snapped: {captured} of {} bytes]", full.len()),
+            None => "malformed TLP".to_string(),
+        },
         Decoded::Tlp { tlp, ecrc_ok, .. } => {
             let mut s = tlp.to_string();
             if *ecrc_ok == Some(false) {
@@ -331,10 +364,9 @@ pub fn run(a: &DumpArgs) -> Result<(), Failure> {
         };
         let iface = reader.interfaces()[rec.interface].name.clone();
         let d = decode(&rec);
-        let role = match &d {
-            Decoded::Tlp { tlp, .. } => Some(matcher.observe(rec.frame, &iface, rec.time_ps, tlp)),
-            _ => None,
-        };
+        let role = d
+            .tlp()
+            .map(|tlp| matcher.observe(rec.frame, &iface, rec.time_ps, &tlp));
         let nettlp = !matches!(d, Decoded::Other);
         if !f.matches(&iface, &d) || (!nettlp && !a.all) {
             continue;
@@ -399,7 +431,6 @@ pub fn write_demo(
     dllps: &[(&str, [u8; 6])],
 ) -> Result<(), Failure> {
     use pcielab_capture::{CaptureWriter, Format};
-    use pcielab_wire::tlp::TlpRepr;
     let werr = |e: pcielab_capture::WriteError| fail(format!("{path}: {e}"));
     let mut w = CaptureWriter::create(
         path,
