@@ -34,6 +34,19 @@ pub enum Format {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct IfId(pub u32);
 
+/// The two interface names of a topology link: `[downstream, upstream]` direction, from
+/// the link's `up` port (`"rc.0"`) and `down` node (`"sw0"`) as a topology file names them.
+/// [`transactions::link_key`](crate::transactions::link_key) pairs them again.
+///
+/// ```
+/// let [down, up] = pcielab_capture::writer::link_names("rc.0", "sw0");
+/// assert_eq!(down, "rc.0->sw0");
+/// assert_eq!(up, "sw0->rc.0");
+/// ```
+pub fn link_names(up: &str, down: &str) -> [String; 2] {
+    [format!("{up}->{down}"), format!("{down}->{up}")]
+}
+
 /// Addresses and ports of a raw UDP datagram (see [`CaptureWriter::write_udp_payload`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct UdpMeta {
