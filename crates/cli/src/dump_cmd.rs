@@ -373,7 +373,9 @@ pub fn run(a: &DumpArgs) -> Result<(), Failure> {
         }
         if a.stats {
             if nettlp {
-                stats.count(&d.kind_name(), &iface, d.bytes().len());
+                // Bytes as sent: a TLP cut by the snap length counts at its full size.
+                let n = d.bytes().len().max(rec.reported_len);
+                stats.count(&d.kind_name(), &iface, n);
             }
             match role {
                 Some(Role::Completion(c)) if c.last => stats.latencies.push(c.latency_ps),
