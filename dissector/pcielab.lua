@@ -277,10 +277,11 @@ local e = {
     missing = ProtoExpert.new("pcielab.missing_completion", "Request without its (last) completion in the capture", expert.group.SEQUENCE, expert.severity.WARN),
     status = ProtoExpert.new("pcielab.completion_status", "Completion status is not SC", expert.group.RESPONSE_CODE, expert.severity.NOTE),
     poisoned = ProtoExpert.new("pcielab.poisoned", "Poisoned TLP (EP set)", expert.group.PROTOCOL, expert.severity.WARN),
+    tag_in_use = ProtoExpert.new("pcielab.tag_in_use", "Request reuses a tag that is still outstanding", expert.group.SEQUENCE, expert.severity.WARN),
     snapped = ProtoExpert.new("pcielab.snapped", "TLP cut by the capture's snap length", expert.group.UNDECODED, expert.severity.NOTE),
     internal = ProtoExpert.new("pcielab.internal", "pcielab dissector could not decode this packet", expert.group.MALFORMED, expert.severity.ERROR),
 }
-proto.experts = { e.malformed, e.ecrc, e.crc, e.unmatched, e.missing, e.status, e.poisoned, e.snapped, e.internal }
+proto.experts = { e.malformed, e.ecrc, e.crc, e.unmatched, e.missing, e.status, e.poisoned, e.tag_in_use, e.snapped, e.internal }
 
 ---------------------------------------------------------------------------------------
 -- Request/completion state (rebuilt on every (re)dissection pass 1)
@@ -529,7 +530,8 @@ local function track(pinfo, t)
     local now = pinfo.rel_ts
     if CPL[t.kind] then
         local key = link .. "|" .. t.requester_id .. "|" .. t.tag
-        local p = state.pending[key]
+        local q = state.pending[key]
+        local p = q and q[1]
         if not p then
             state.cpl[num] = { unmatched = true }
             return
@@ -544,14 +546,20 @@ local function track(pinfo, t)
         r.cpls[#r.cpls + 1] = num
         if last then
             r.done = true
-            state.pending[key] = nil
+            table.remove(q, 1)
+            if #q == 0 then state.pending[key] = nil end
         end
     elseif NON_POSTED[t.kind] then
+        -- Requests with the same key queue up; completions go to the oldest.
         local key = link .. "|" .. t.requester_id .. "|" .. t.tag
-        local old = state.pending[key]
-        if old then state.req[old.frame].replaced_by = num end
-        state.pending[key] = { frame = num, time = now, count = 0 }
-        state.req[num] = { done = false, cpls = {} }
+        local q = state.pending[key]
+        if not q then
+            q = {}
+            state.pending[key] = q
+        end
+        local in_use = q[#q]
+        q[#q + 1] = { frame = num, time = now, count = 0 }
+        state.req[num] = { done = false, cpls = {}, in_use_by = in_use and in_use.frame or nil }
     end
 end
 
@@ -673,10 +681,12 @@ local function add_links(tree, tvb, pinfo, t, ti)
         for _, cf in ipairs(r.cpls) do
             tree:add(f["response_frame"], cf):set_generated(true)
         end
+        if r.in_use_by then
+            ti:add_proto_expert_info(e.tag_in_use, string.format("Tag in use by frame %d, which has not completed", r.in_use_by))
+            note = string.format(" (tag in use by #%d)", r.in_use_by)
+        end
         if pinfo.visited and not r.done then
-            local msg = "No (last) completion in the capture"
-            if r.replaced_by then msg = string.format("Tag reused by frame %d before the request completed", r.replaced_by) end
-            ti:add_proto_expert_info(e.missing, msg)
+            ti:add_proto_expert_info(e.missing, "No (last) completion in the capture")
             note = " (no completion)"
         end
     end

@@ -20,7 +20,7 @@
 //! let cpl = TlpRepr::completion(Bdf::from_raw(0), rid, Tag::new(3).unwrap(),
 //!                               CplStatus::Sc, 4, 0, &data).unwrap();
 //! let mut m = Matcher::new();
-//! assert_eq!(m.observe(1, "rc.0->ep0", 100, &mrd), Role::Request { replaced: None });
+//! assert_eq!(m.observe(1, "rc.0->ep0", 100, &mrd), Role::Request { tag_in_use_by: None });
 //! match m.observe(2, "ep0->rc.0", 350, &cpl) {
 //!     Role::Completion(c) => { assert_eq!(c.request_frame, 1); assert_eq!(c.latency_ps, 250); assert!(c.last); }
 //!     other => panic!("{other:?}"),
@@ -30,7 +30,7 @@
 
 use pcielab_wire::tlp::{TlpHeader, TlpKind, TlpRepr};
 use pcielab_wire::Bdf;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 /// The link an interface name belongs to: `a->b` and `b->a` give the same key.
 pub fn link_key(interface: &str) -> String {
@@ -67,11 +67,12 @@ pub struct CplMatch {
 pub enum Role {
     /// A posted request (MWr, Msg, MsgD): no completion expected.
     Posted,
-    /// A non-posted request; `replaced` is the frame of an earlier request with the same
-    /// link, requester and tag that never completed (now given up).
+    /// A non-posted request; `tag_in_use_by` is the frame of the latest earlier request with
+    /// the same link, requester and tag that is still waiting for completions (a tag reused
+    /// while outstanding, or the same request seen twice). Completions then go to the oldest.
     Request {
-        /// The earlier, abandoned request.
-        replaced: Option<u64>,
+        /// The earlier request still outstanding.
+        tag_in_use_by: Option<u64>,
     },
     /// A completion matched to its request.
     Completion(CplMatch),
@@ -109,8 +110,8 @@ struct Pending {
 /// Matches completions to requests, in capture order.
 #[derive(Debug, Default)]
 pub struct Matcher {
-    pending: HashMap<(String, u16, u16), Pending>,
-    abandoned: Vec<Outstanding>,
+    /// Outstanding requests per (link, requester, tag), oldest first.
+    pending: HashMap<(String, u16, u16), VecDeque<Pending>>,
 }
 
 /// Whether a completion is the last one of its request (see the module docs).
@@ -147,7 +148,10 @@ impl Matcher {
         if let TlpHeader::Cpl(c) = tlp.header {
             let key = (link, c.requester_id.raw(), c.tag.value());
             let last = is_last_completion(tlp);
-            let Some(p) = self.pending.get_mut(&key) else {
+            let Some(queue) = self.pending.get_mut(&key) else {
+                return Role::Unmatched;
+            };
+            let Some(p) = queue.front_mut() else {
                 return Role::Unmatched;
             };
             p.completions += 1;
@@ -159,7 +163,10 @@ impl Matcher {
                 index: p.completions,
             };
             if last {
-                self.pending.remove(&key);
+                queue.pop_front();
+                if queue.is_empty() {
+                    self.pending.remove(&key);
+                }
             }
             return Role::Completion(m);
         }
@@ -173,29 +180,19 @@ impl Matcher {
             time_ps,
             completions: 0,
         };
-        let replaced = self.pending.insert(key.clone(), new).map(|old| {
-            self.abandoned.push(Outstanding {
-                frame: old.frame,
-                kind: old.kind,
-                time_ps: old.time_ps,
-                completions: old.completions,
-                link: key.0.clone(),
-                requester_id: Bdf::from_raw(key.1),
-                tag: key.2,
-            });
-            old.frame
-        });
-        Role::Request { replaced }
+        let queue = self.pending.entry(key).or_default();
+        let tag_in_use_by = queue.back().map(|p| p.frame);
+        queue.push_back(new);
+        Role::Request { tag_in_use_by }
     }
 
-    /// Requests without their last completion: those replaced by a later request with the
-    /// same key and those still pending, in frame order.
+    /// Requests without their last completion, in frame order.
     pub fn outstanding(&self) -> impl Iterator<Item = Outstanding> + '_ {
-        let mut v: Vec<Outstanding> = self.abandoned.clone();
-        v.extend(
-            self.pending
-                .iter()
-                .map(|((link, rid, tag), p)| Outstanding {
+        let mut v: Vec<Outstanding> = self
+            .pending
+            .iter()
+            .flat_map(|((link, rid, tag), q)| {
+                q.iter().map(move |p| Outstanding {
                     frame: p.frame,
                     kind: p.kind,
                     time_ps: p.time_ps,
@@ -203,8 +200,9 @@ impl Matcher {
                     link: link.clone(),
                     requester_id: Bdf::from_raw(*rid),
                     tag: *tag,
-                }),
-        );
+                })
+            })
+            .collect();
         v.sort_by_key(|o| o.frame);
         v.into_iter()
     }
@@ -289,7 +287,7 @@ mod tests {
     }
 
     #[test]
-    fn other_link_does_not_match_and_reuse_abandons() {
+    fn other_link_does_not_match_and_reused_tags_queue() {
         let t = Tag::new(1).unwrap();
         let mrd = TlpRepr::mem_read(rid(), t, 0x1000, 1).unwrap();
         let d = [0u8; 4];
@@ -299,9 +297,29 @@ mod tests {
         assert_eq!(m.observe(2, "c->d", 5, &cpl), Role::Unmatched);
         assert_eq!(
             m.observe(3, "a->b", 6, &mrd),
-            Role::Request { replaced: Some(1) }
+            Role::Request {
+                tag_in_use_by: Some(1)
+            }
         );
         let out: Vec<u64> = m.outstanding().map(|o| o.frame).collect();
         assert_eq!(out, vec![1, 3]);
+        // Completions go to the oldest request first.
+        assert!(matches!(
+            m.observe(4, "b->a", 10, &cpl),
+            Role::Completion(CplMatch {
+                request_frame: 1,
+                latency_ps: 10,
+                ..
+            })
+        ));
+        assert!(matches!(
+            m.observe(5, "b->a", 11, &cpl),
+            Role::Completion(CplMatch {
+                request_frame: 3,
+                latency_ps: 5,
+                ..
+            })
+        ));
+        assert_eq!(m.outstanding().count(), 0);
     }
 }

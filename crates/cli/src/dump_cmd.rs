@@ -255,8 +255,8 @@ fn line_text(rec: &Record<'_>, iface: &str, d: &Decoded<'_>, role: Option<Role>)
         }
         Some(Role::Unmatched) => s.push_str(" (no request)"),
         Some(Role::Request {
-            replaced: Some(old),
-        }) => s.push_str(&format!(" (reuses the tag of #{old}, never completed)")),
+            tag_in_use_by: Some(old),
+        }) => s.push_str(&format!(" (tag in use by #{old})")),
         _ => {}
     }
     s

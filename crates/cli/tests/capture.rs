@@ -557,7 +557,7 @@ fn check_info_column(path: &Path, n: usize) {
             " (reply to #",
             " (no request)",
             " (no completion)",
-            " (reuses the tag",
+            " (tag in use by #",
         ]
         .iter()
         .filter_map(|m| s.find(m))
