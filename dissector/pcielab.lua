@@ -10,9 +10,10 @@
 -- Field names follow pcielab's JSON (`pcielab dump --json`): pcielab.tlp.<json key>.
 -- Completions are linked to their requests by (link, Requester ID, Tag), a link being the
 -- pair of interfaces "a->b" / "b->a" of a pcielab capture (or one interface otherwise).
--- Run tshark with -2 so that requests left without a completion are flagged.
+-- Run tshark with -2 so that requests left without a completion are flagged, and with a
+-- read filter (-R frame) so that interface names are known in its first pass.
 --
--- Usage: tshark -X lua_script:pcielab.lua -r capture.pcapng [-2] [-V]
+-- Usage: tshark -X lua_script:pcielab.lua -r capture.pcapng -2 -R frame [-V]
 -- or copy this file into Wireshark's personal plugins folder.
 --
 -- Written for pcielab; licensed MIT OR Apache-2.0 like the rest of pcielab.
