@@ -765,3 +765,58 @@ fn tshark_and_dump_agree_on_mutated_tlps() {
     let (checked, _) = compare_with_tshark(&path, items.len() + ditems.len());
     assert!(checked > 5000, "{checked}");
 }
+
+#[test]
+fn multi_link_capture_links_per_link() {
+    // A DMA read from ep0 (01:00.0) through switch sw0, seen on both links, and its
+    // completion coming back on both: each completion answers the copy of the request on
+    // its own link.
+    let rid = Bdf::new(1, 0, 0).unwrap();
+    let t = Tag::new(5).unwrap();
+    let mrd = TlpRepr::mem_read(rid, t, 0x8000, 1)
+        .unwrap()
+        .to_vec()
+        .unwrap();
+    let d = [9u8; 4];
+    let cpl = TlpRepr::completion(Bdf::from_raw(0), rid, t, CplStatus::Sc, 4, 0, &d)
+        .unwrap()
+        .to_vec()
+        .unwrap();
+    let path = tmp("multi-link.pcapng");
+    let mut w = CaptureWriter::create(&path, Format::Pcapng, "rc.0 - sw0 - ep0").unwrap();
+    let [rc_down, rc_up] = pcielab_capture::writer::link_names("rc.0", "sw0");
+    let [sw_down, sw_up] = pcielab_capture::writer::link_names("sw0.1", "ep0");
+    let i_rc_down = w.add_interface(&rc_down).unwrap();
+    let i_rc_up = w.add_interface(&rc_up).unwrap();
+    let i_sw_down = w.add_interface(&sw_down).unwrap();
+    let i_sw_up = w.add_interface(&sw_up).unwrap();
+    w.write_tlp(i_sw_up, 0, &mrd).unwrap(); // 1: ep0 -> sw0.1
+    w.write_tlp(i_rc_up, 100_000, &mrd).unwrap(); // 2: sw0 -> rc.0
+    w.write_tlp(i_rc_down, 500_000, &cpl).unwrap(); // 3: rc.0 -> sw0, answers 2
+    w.write_tlp(i_sw_down, 600_000, &cpl).unwrap(); // 4: sw0.1 -> ep0, answers 1
+    w.finish().unwrap();
+    let got = dump_json(&path);
+    assert_eq!(got[2]["request_frame"], 2);
+    assert_eq!(got[2]["latency_ps"], 400_000);
+    assert_eq!(got[3]["request_frame"], 1);
+    assert_eq!(got[3]["latency_ps"], 600_000);
+    if !tshark_wanted() {
+        return;
+    }
+    let p = path.to_str().unwrap();
+    let fields = [
+        "-T",
+        "fields",
+        "-e",
+        "pcielab.request_frame",
+        "-e",
+        "pcielab.latency",
+    ];
+    let mut args = vec!["-r", p, "-2", "-R", "frame"];
+    args.extend(fields);
+    let (out, err) = tshark(&args);
+    assert!(!err.contains("Lua"), "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[2], "2\t0.000000400");
+    assert_eq!(lines[3], "1\t0.000000600");
+}
