@@ -8,6 +8,7 @@
 mod cfg_cmd;
 mod demo;
 mod dllp_cmd;
+mod dump_cmd;
 mod model_cmd;
 mod tlp_cmd;
 mod topo_cmd;
@@ -39,6 +40,8 @@ enum Command {
     Topo(topo_cmd::TopoArgs),
     /// Configuration-space dumps (lspci -xxxx format).
     Cfg(cfg_cmd::CfgArgs),
+    /// Print a pcapng/pcap capture of TLPs and DLLPs: lines, JSON or statistics.
+    Dump(dump_cmd::DumpArgs),
 }
 
 /// A command failure: the one line to print.
@@ -99,6 +102,7 @@ fn main() -> ExitCode {
         Command::Demo(a) => demo::run(&a),
         Command::Tlp(c) => tlp_cmd::run(&c),
         Command::Dllp(c) => dllp_cmd::run(&c),
+        Command::Dump(a) => dump_cmd::run(&a),
         Command::Model(args) => return model_cmd::run(args),
         Command::Topo(a) => topo_cmd::run(&a),
         Command::Cfg(a) => cfg_cmd::run(&a),
