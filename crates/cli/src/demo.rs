@@ -17,6 +17,9 @@ pub struct DemoArgs {
     /// Also print each packet's bytes in hex.
     #[arg(long)]
     pub hex: bool,
+    /// Also write the set as a pcapng capture (open it in Wireshark with dissector/pcielab.lua).
+    #[arg(long, value_name = "FILE")]
+    pub pcap: Option<String>,
 }
 
 fn id(s: &str) -> Bdf {
@@ -443,6 +446,9 @@ pub fn run(args: &DemoArgs) -> Result<(), Failure> {
                 println!("  {:<40} {}", "", hex(bytes));
             }
         }
+    }
+    if let Some(path) = &args.pcap {
+        crate::dump_cmd::write_demo(path, &tlps, &dllps)?;
     }
     Ok(())
 }

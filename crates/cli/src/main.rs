@@ -8,6 +8,7 @@
 mod cfg_cmd;
 mod demo;
 mod dllp_cmd;
+mod dump_cmd;
 mod model_cmd;
 mod nettlp_cmd;
 mod tlp_cmd;
@@ -40,6 +41,8 @@ enum Command {
     Topo(topo_cmd::TopoArgs),
     /// Configuration-space dumps (lspci -xxxx format).
     Cfg(cfg_cmd::CfgArgs),
+    /// Print a pcapng/pcap capture of TLPs and DLLPs: lines, JSON or statistics.
+    Dump(dump_cmd::DumpArgs),
     /// NetTLP software adapter host (root complex + host memory), or a command to one.
     Adapter(nettlp_cmd::AdapterArgs),
     /// NetTLP pseudo memory device behind BAR4.
@@ -109,6 +112,7 @@ fn main() -> ExitCode {
         Command::Demo(a) => demo::run(&a),
         Command::Tlp(c) => tlp_cmd::run(&c),
         Command::Dllp(c) => dllp_cmd::run(&c),
+        Command::Dump(a) => dump_cmd::run(&a),
         Command::Model(args) => return model_cmd::run(args),
         Command::Topo(a) => topo_cmd::run(&a),
         Command::Cfg(a) => cfg_cmd::run(&a),
