@@ -4,7 +4,7 @@
 use crate::{fail, Failure};
 use clap::{Args, Subcommand, ValueEnum};
 use pcielab_nettlp::adapter::{Adapter, AdapterConfig, Compat, Faults};
-use pcielab_nettlp::capture::{Capture, PcapFile};
+use pcielab_nettlp::capture::{Capture, CaptureFile};
 use pcielab_nettlp::client;
 use pcielab_nettlp::control::{self, parse_hex, to_hex};
 use pcielab_nettlp::device::{Device, DeviceConfig};
@@ -39,14 +39,35 @@ fn bdf(s: &str) -> Result<Bdf, String> {
     }
 }
 
+/// Opens the `--pcap` file; every command flushes it with [`flush_pcap`] before exiting.
 fn pcap(path: &Option<String>) -> Result<Option<Arc<dyn Capture>>, Failure> {
     match path {
         None => Ok(None),
         Some(p) => {
-            let f = PcapFile::create(Path::new(p)).map_err(|e| fail(format!("{p}: {e}")))?;
-            Ok(Some(Arc::new(f)))
+            let f =
+                Arc::new(CaptureFile::create(Path::new(p)).map_err(|e| fail(format!("{p}: {e}")))?);
+            OPEN_CAPTURES
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(f.clone());
+            Ok(Some(f))
         }
     }
+}
+
+static OPEN_CAPTURES: std::sync::Mutex<Vec<Arc<CaptureFile>>> = std::sync::Mutex::new(Vec::new());
+
+/// Flushes the capture files (the process may exit with threads still holding them).
+fn flush_pcap() -> Result<(), Failure> {
+    for c in OPEN_CAPTURES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+    {
+        c.flush()
+            .map_err(|e| fail(format!("writing the capture: {e}")))?;
+    }
+    Ok(())
 }
 
 /// Completion shaping.
@@ -167,7 +188,7 @@ pub struct AdapterRun {
     /// Log dropped datagrams and interrupts.
     #[arg(long)]
     pub log: bool,
-    /// Record every datagram to this pcap file.
+    /// Record every datagram to this capture file (pcapng if it ends in .pcapng, else pcap).
     #[arg(long)]
     pub pcap: Option<String>,
     /// Fault injection: drop every N-th completion.
@@ -334,7 +355,7 @@ pub fn run_adapter(args: &AdapterArgs) -> Result<(), Failure> {
     let s = a.stats();
     println!("adapter: stopped; counters {}", s.to_json());
     a.request_stop();
-    Ok(())
+    flush_pcap()
 }
 
 /// `pcielab psmem`: the pseudo memory device.
@@ -367,7 +388,7 @@ pub struct PsmemArgs {
     /// Print every access.
     #[arg(short = 'v', long)]
     pub verbose: bool,
-    /// Record every datagram to this pcap file.
+    /// Record every datagram to this capture file (pcapng if it ends in .pcapng, else pcap).
     #[arg(long)]
     pub pcap: Option<String>,
 }
@@ -457,7 +478,7 @@ pub fn run_psmem(args: &PsmemArgs) -> Result<(), Failure> {
         st.foreign.load(Ordering::Relaxed)
     );
     server.stop();
-    Ok(())
+    flush_pcap()
 }
 
 /// Common device options.
@@ -484,7 +505,7 @@ pub struct DevArgs {
     /// Wait for write acknowledgements (needs `adapter --ack-writes`).
     #[arg(long)]
     pub acked: bool,
-    /// Record every datagram to this pcap file.
+    /// Record every datagram to this capture file (pcapng if it ends in .pcapng, else pcap).
     #[arg(long)]
     pub pcap: Option<String>,
 }
@@ -603,6 +624,7 @@ pub fn run_tlpperf(a: &TlpperfArgs) -> Result<(), Failure> {
         cfg.direction, size, a.threads, cfg.pattern, a.dev.mrrs, a.dev.mps
     );
     println!("tlpperf: {r}");
+    flush_pcap()?;
     if r.ops == 0 {
         return Err(fail(format!(
             "no DMA completed: {}",
@@ -693,7 +715,7 @@ pub fn run_dma(c: &DmaCmd) -> Result<(), Failure> {
                     hexdump(addr, &b);
                 }
             }
-            Ok(())
+            flush_pcap()
         }
         DmaCmd::Write {
             dev,
@@ -719,7 +741,7 @@ pub fn run_dma(c: &DmaCmd) -> Result<(), Failure> {
                     " (posted)"
                 }
             );
-            Ok(())
+            flush_pcap()
         }
     }
 }

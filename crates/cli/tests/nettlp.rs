@@ -105,9 +105,18 @@ fn adapter_psmem_dma_tlpperf_session() {
         "{t}"
     );
     let cap = std::fs::read(pcap).expect("pcap written");
-    assert_eq!(&cap[..4], &[0xd4, 0xc3, 0xb2, 0xa1]);
-    // First record: a 3DW MRd → 14 + 20 + 8 + 6 + 12 = 60 bytes.
+    assert_eq!(&cap[..4], &[0x4d, 0x3c, 0xb2, 0xa1]); // pcap, nanosecond timestamps
+                                                      // First record: a 3DW MRd → 14 + 20 + 8 + 6 + 12 = 60 bytes.
     assert_eq!(&cap[24 + 8..24 + 12], &60u32.to_le_bytes());
+    // The capture crate's reader decodes it and pairs each CplD with its MRd.
+    let o = run(&["dump", pcap]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(
+        t.contains("device->adapter MRd 3DW 1b:00.0") && t.contains("CplD 00:00.0 -> 1b:00.0"),
+        "{t}"
+    );
+    assert!(t.contains("(reply to #"), "{t}");
     // An MSI-X write is an interrupt: vector 1 is 0xfee01000 / 0x4021 by default.
     let o = run(&["dma", "write", "-a", "0xfee01000", "--hex", "21400000"]);
     assert!(o.status.success(), "{}", text(&o));
