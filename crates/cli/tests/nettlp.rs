@@ -113,7 +113,7 @@ fn adapter_psmem_dma_tlpperf_session() {
     let t = text(&o);
     assert!(o.status.success(), "{t}");
     assert!(
-        t.contains("device->adapter MRd 3DW 1b:00.0") && t.contains("CplD 00:00.0 -> 1b:00.0"),
+        t.contains("MRd 3DW 1b:00.0") && t.contains("CplD 00:00.0 -> 1b:00.0"),
         "{t}"
     );
     assert!(t.contains("(reply to #"), "{t}");
