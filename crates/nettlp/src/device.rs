@@ -33,10 +33,13 @@ use pcielab_wire::dma::{
 use pcielab_wire::tlp::{chunk_payload, TlpRepr};
 use pcielab_wire::{Bdf, Tag};
 use std::fmt;
+use std::future::Future;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
+use std::pin::Pin;
 use std::sync::{Arc, Condvar, Mutex};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 /// How a device reaches its adapter.
@@ -392,48 +395,129 @@ impl Channel {
     /// reassembles completions in any order. Returns the number of bytes read
     /// (`buf.len()`), or the first error.
     pub fn dma_read(&mut self, addr: u64, buf: &mut [u8]) -> Result<usize, DmaError> {
-        if buf.is_empty() {
-            return Ok(0);
-        }
-        let mut split =
-            split_read(addr, buf.len() as u64, self.cfg.mrrs, SplitPolicy::Aligned)?.peekable();
-        let mut in_flight = 0usize;
-        let timeout = self.cfg.timeout;
+        let mut op = self.start_read(addr, buf.len())?;
         loop {
-            let now = Instant::now();
-            let limit = (self.cfg.max_in_flight.max(1) as usize).min(self.tags.len());
-            while split.peek().is_some() && in_flight < limit {
-                let Some(i) = self.take_tag(now) else { break };
-                let chunk = split.next().unwrap_or_else(unreachable_chunk);
-                let tag = self.tags[i].tag;
-                self.reasm.issue_chunk(
-                    Tag::from_bits_truncate(tag as u16),
-                    &chunk,
-                    self.cfg.completer,
-                )?;
-                let mrd = TlpRepr::mem_read_chunk(
-                    self.cfg.requester,
-                    Tag::from_bits_truncate(tag as u16),
-                    &chunk,
-                );
-                let dst = self.adapter_port(tag);
-                // From the tag's own socket: source port == destination port.
-                let fd = self.tags[i].sock.as_raw_fd();
-                self.out.push_with(fd, dst, HEADER_LEN + 16, |b| {
-                    frame::emit_datagram(NetTlpHeader::default(), &mrd, b)
-                })?;
-                self.tags[i].busy = Some((chunk.addr, chunk.len, now));
-                in_flight += 1;
-                self.stats.mrd += 1;
+            if let Poll::Ready(r) = self.read_step(&mut op, buf, true) {
+                return r;
             }
-            if !self.out.is_empty() {
-                self.flush();
+        }
+    }
+
+    /// The asynchronous flavour of [`dma_read`](Self::dma_read): a future that works with
+    /// any executor (a shared background thread `poll`s the sockets of reads that wait and
+    /// wakes their tasks). Dropping it abandons the read (its tags are quarantined).
+    ///
+    /// ```no_run
+    /// # use pcielab_nettlp::device::{Device, DeviceConfig};
+    /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+    /// let dev = Device::open(DeviceConfig::default())?;
+    /// let mut ch = dev.channel();
+    /// let mut buf = vec![0u8; 9000];
+    /// ch.dma_read_async(0x1003, &mut buf).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn dma_read_async<'a>(&'a mut self, addr: u64, buf: &'a mut [u8]) -> ReadFuture<'a> {
+        ReadFuture {
+            ch: self,
+            addr,
+            buf,
+            op: None,
+        }
+    }
+
+    fn start_read(&mut self, addr: u64, len: usize) -> Result<ReadOp, DmaError> {
+        let split = split_read(addr, len as u64, self.cfg.mrrs, SplitPolicy::Aligned)?.peekable();
+        Ok(ReadOp {
+            split,
+            in_flight: 0,
+            len,
+        })
+    }
+
+    /// The sockets a waiting read needs and when it must be looked at again (its
+    /// completion timeout, or the end of a tag quarantine).
+    fn wait_set(&self) -> (Vec<RawFd>, Instant) {
+        let now = Instant::now();
+        let mut fds = Vec::new();
+        let mut deadline = now + self.cfg.timeout;
+        for t in &self.tags {
+            if let Some((_, _, since)) = t.busy {
+                fds.push(t.sock.as_raw_fd());
+                deadline = deadline.min(since + self.cfg.timeout);
+            } else if let Some(q) = t.quarantine {
+                deadline = deadline.min(q);
             }
-            if in_flight == 0 {
-                if split.peek().is_none() {
-                    return Ok(buf.len());
-                }
-                // Every free tag is in quarantine: wait for the first to come out.
+        }
+        (fds, deadline)
+    }
+
+    /// One round of a read: issue MRds on free tags, take the completions that arrived,
+    /// check the completion timeout. With `block`, waits (in `poll`, or asleep while all
+    /// free tags are quarantined) until something happens or the timeout is due.
+    fn read_step(
+        &mut self,
+        op: &mut ReadOp,
+        buf: &mut [u8],
+        block: bool,
+    ) -> Poll<Result<usize, DmaError>> {
+        match self.read_round(op, buf, block) {
+            Ok(true) => Poll::Ready(Ok(op.len)),
+            Ok(false) => Poll::Pending,
+            Err(e) => {
+                self.abandon(&mut op.in_flight);
+                Poll::Ready(Err(e))
+            }
+        }
+    }
+
+    fn read_round(
+        &mut self,
+        op: &mut ReadOp,
+        buf: &mut [u8],
+        block: bool,
+    ) -> Result<bool, DmaError> {
+        if buf.len() < op.len {
+            return Err(DmaError::Invalid(pcielab_wire::Error::BufferTooSmall {
+                needed: op.len,
+                available: buf.len(),
+            }));
+        }
+        let timeout = self.cfg.timeout;
+        let now = Instant::now();
+        let limit = (self.cfg.max_in_flight.max(1) as usize).min(self.tags.len());
+        while op.split.peek().is_some() && op.in_flight < limit {
+            let Some(i) = self.take_tag(now) else { break };
+            let chunk = op.split.next().unwrap_or_else(unreachable_chunk);
+            let tag = self.tags[i].tag;
+            self.reasm.issue_chunk(
+                Tag::from_bits_truncate(tag as u16),
+                &chunk,
+                self.cfg.completer,
+            )?;
+            let mrd = TlpRepr::mem_read_chunk(
+                self.cfg.requester,
+                Tag::from_bits_truncate(tag as u16),
+                &chunk,
+            );
+            let dst = self.adapter_port(tag);
+            // From the tag's own socket: source port == destination port.
+            let fd = self.tags[i].sock.as_raw_fd();
+            self.out.push_with(fd, dst, HEADER_LEN + 16, |b| {
+                frame::emit_datagram(NetTlpHeader::default(), &mrd, b)
+            })?;
+            self.tags[i].busy = Some((chunk.addr, chunk.len, now));
+            op.in_flight += 1;
+            self.stats.mrd += 1;
+        }
+        if !self.out.is_empty() {
+            self.flush();
+        }
+        if op.in_flight == 0 {
+            if op.split.peek().is_none() {
+                return Ok(true);
+            }
+            // Every free tag is in quarantine: wait for the first to come out.
+            if block {
                 let until = self
                     .tags
                     .iter()
@@ -441,53 +525,56 @@ impl Channel {
                     .min()
                     .unwrap_or(now);
                 std::thread::sleep(until.saturating_duration_since(Instant::now()));
-                continue;
             }
-            // Wait for completions on the tags in flight.
-            self.fds.clear();
-            self.fd_tag.clear();
-            let mut oldest = now;
-            for (i, t) in self.tags.iter().enumerate() {
-                if let Some((_, _, since)) = t.busy {
-                    self.fds.push(t.sock.as_raw_fd());
-                    self.fd_tag.push(i);
-                    oldest = oldest.min(since);
-                }
-            }
-            let wait = (oldest + timeout).saturating_duration_since(Instant::now());
-            let mut ready = std::mem::take(&mut self.ready);
-            sys::poll_readable(&self.fds, wait, &mut ready)
-                .map_err(io_err("polling tag sockets"))?;
-            let mut failure = None;
-            for &r in &ready {
-                let i = self.fd_tag[r];
-                if let Err(e) = self.receive(i, buf, &mut in_flight) {
-                    failure.get_or_insert(e);
-                }
-            }
-            self.ready = ready;
-            if let Some(e) = failure {
-                self.abandon(&mut in_flight);
-                return Err(e);
-            }
-            // Completion timeout: a read with no progress for `timeout`.
-            let now = Instant::now();
-            if let Some(t) = self
-                .tags
-                .iter()
-                .find(|t| matches!(t.busy, Some((_, _, s)) if now.duration_since(s) >= timeout))
-            {
-                let (addr, len, since) = t.busy.unwrap_or((0, 0, now));
-                let e = DmaError::Timeout {
-                    addr,
-                    len,
-                    tag: t.tag as u16,
-                    waited: now.duration_since(since),
-                };
-                self.abandon(&mut in_flight);
-                return Err(e);
+            return Ok(false);
+        }
+        // Completions on the tags in flight (waiting for them when blocking).
+        self.fds.clear();
+        self.fd_tag.clear();
+        let mut oldest = now;
+        for (i, t) in self.tags.iter().enumerate() {
+            if let Some((_, _, since)) = t.busy {
+                self.fds.push(t.sock.as_raw_fd());
+                self.fd_tag.push(i);
+                oldest = oldest.min(since);
             }
         }
+        let mut ready = std::mem::take(&mut self.ready);
+        if block {
+            let wait = (oldest + timeout).saturating_duration_since(Instant::now());
+            sys::poll_readable(&self.fds, wait, &mut ready)
+                .map_err(io_err("polling tag sockets"))?;
+        } else {
+            ready.clear();
+            ready.extend(0..self.fds.len());
+        }
+        let mut failure = None;
+        for &r in &ready {
+            let i = self.fd_tag[r];
+            if let Err(e) = self.receive(i, buf, &mut op.in_flight) {
+                failure.get_or_insert(e);
+            }
+        }
+        self.ready = ready;
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        // Completion timeout: a read with no progress for `timeout`.
+        let now = Instant::now();
+        if let Some(t) = self
+            .tags
+            .iter()
+            .find(|t| matches!(t.busy, Some((_, _, s)) if now.duration_since(s) >= timeout))
+        {
+            let (addr, len, since) = t.busy.unwrap_or((0, 0, now));
+            return Err(DmaError::Timeout {
+                addr,
+                len,
+                tag: t.tag as u16,
+                waited: now.duration_since(since),
+            });
+        }
+        Ok(op.in_flight == 0 && op.split.peek().is_none())
     }
 
     /// Cancels every read in flight and quarantines its tag for one timeout.
@@ -717,6 +804,62 @@ fn unreachable_chunk() -> Chunk {
         len: 0,
         offset: 0,
         shape: pcielab_wire::dma::Shape::zero_length(),
+    }
+}
+
+/// The state of a read in progress (shared by the blocking and async flavours).
+#[derive(Debug)]
+struct ReadOp {
+    split: std::iter::Peekable<pcielab_wire::dma::Split>,
+    in_flight: usize,
+    len: usize,
+}
+
+/// The future of [`Channel::dma_read_async`]; resolves to the bytes read.
+#[derive(Debug)]
+pub struct ReadFuture<'a> {
+    ch: &'a mut Channel,
+    addr: u64,
+    buf: &'a mut [u8],
+    op: Option<ReadOp>,
+}
+
+impl Future for ReadFuture<'_> {
+    type Output = Result<usize, DmaError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        if this.buf.is_empty() {
+            return Poll::Ready(Ok(0));
+        }
+        if this.op.is_none() {
+            match this.ch.start_read(this.addr, this.buf.len()) {
+                Ok(op) => this.op = Some(op),
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+        let Some(op) = this.op.as_mut() else {
+            return Poll::Ready(Ok(0));
+        };
+        match this.ch.read_step(op, this.buf, false) {
+            Poll::Ready(r) => {
+                this.op = None;
+                Poll::Ready(r)
+            }
+            Poll::Pending => {
+                let (fds, deadline) = this.ch.wait_set();
+                crate::poller::register(fds, deadline, cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl Drop for ReadFuture<'_> {
+    fn drop(&mut self) {
+        if let Some(mut op) = self.op.take() {
+            self.ch.abandon(&mut op.in_flight);
+        }
     }
 }
 

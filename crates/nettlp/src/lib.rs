@@ -51,5 +51,6 @@ pub mod frame;
 pub mod handler;
 pub mod memory;
 pub mod perf;
+mod poller;
 pub mod psmem;
 pub mod sys;
