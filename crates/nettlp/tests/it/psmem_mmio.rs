@@ -162,3 +162,48 @@ fn completion_shaping_strict_and_libtlp() {
         assert_eq!(raw_read(0x8000, 4096).len(), 32);
     }
 }
+
+/// LibTLP's quirks on the wire are tolerated: a 4096-byte MRd with the stray AT bit
+/// (`00 00 04 00`, Length 0 = 1024 DW) is served, and a 2-byte write at 0x3001 sent with
+/// 3 payload bytes (Length 1 DW) is applied to exactly its 2 bytes.
+#[test]
+fn libtlp_wire_quirks_are_tolerated() {
+    let _g = lock();
+    let a = adapter(|_| {});
+    a.memory().write(0x3000, &[0x11, 0x22, 0x33, 0x44]);
+    let port = frame::device_port(0);
+    let s = UdpSocket::bind(SocketAddrV4::new(DEV, port)).expect("bind");
+    s.connect(SocketAddrV4::new(LO, port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_millis(300)))
+        .expect("timeout");
+    // MWr 3DW, Length 1, requester 1b:00, tag 0, First BE 0110, address 0x3000, 3 bytes.
+    let mwr = [
+        0, 0, 0, 0, 0, 0, 0x40, 0, 0, 1, 0x1b, 0, 0, 0x06, 0, 0, 0x30, 0, 0x00, 0xaa, 0xbb,
+    ];
+    s.send(&mwr).expect("send");
+    // MRd 3DW with AT = 01 and Length 0, all bytes enabled, at 0x8000.
+    let mrd = [
+        0, 0, 0, 0, 0, 0, 0x00, 0, 0x04, 0x00, 0x1b, 0, 0, 0xff, 0, 0, 0x80, 0,
+    ];
+    s.send(&mrd).expect("send");
+    let mut total = 0u32;
+    let mut r = [0u8; 5000];
+    while let Ok(n) = s.recv(&mut r) {
+        let t = TlpRepr::parse_bytes(&r[6..n]).expect("CplD");
+        if let TlpHeader::Cpl(c) = t.header {
+            total += t.payload.len() as u32;
+            if c.byte_count as usize == t.payload.len() {
+                break;
+            }
+        }
+    }
+    assert_eq!(total, 4096, "the whole page came back");
+    let mut m = [0u8; 4];
+    assert!(
+        crate::wait_until(Duration::from_secs(1), || {
+            a.memory().read(0x3000, &mut m);
+            m == [0x11, 0xaa, 0xbb, 0x44]
+        }),
+        "{m:02x?}"
+    );
+}
