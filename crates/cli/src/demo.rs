@@ -31,17 +31,11 @@ fn tag(t: u16) -> Tag {
 }
 
 fn mem(op: MemOp, rid: &str, t: u16, addr: u64, first: u8, last: u8, rlen: u16) -> TlpHeader {
-    TlpHeader::Mem(MemHeader {
-        op,
-        requester_id: id(rid),
-        tag: tag(t),
-        first_be: ByteEnables::from_bits_truncate(first),
-        last_be: ByteEnables::from_bits_truncate(last),
-        address: addr,
-        four_dw: addr > u32::MAX as u64,
-        ph: 0,
-        read_len_dw: rlen,
-    })
+    let (first, last) = (
+        ByteEnables::from_bits_truncate(first),
+        ByteEnables::from_bits_truncate(last),
+    );
+    TlpHeader::Mem(MemHeader::new(op, id(rid), tag(t), addr, first, last, rlen))
 }
 
 fn msg(code: MsgCode, routing: MsgRouting, rid: &str, fields: [u8; 8]) -> TlpHeader {
