@@ -11,6 +11,7 @@ seeds_of() {
     tlp_*) echo seeds/tlp ;;
     dllp_*) echo seeds/dllp ;;
     dll_*) echo seeds/dll ;;
+    capture_*) echo seeds/pcap ;;
     *) echo "seeds/${1%%_*}" ;;
   esac
 }

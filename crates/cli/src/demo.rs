@@ -17,6 +17,9 @@ pub struct DemoArgs {
     /// Also print each packet's bytes in hex.
     #[arg(long)]
     pub hex: bool,
+    /// Also write the set as a pcapng capture (open it in Wireshark with dissector/pcielab.lua).
+    #[arg(long, value_name = "FILE")]
+    pub pcap: Option<String>,
 }
 
 fn id(s: &str) -> Bdf {
@@ -28,17 +31,11 @@ fn tag(t: u16) -> Tag {
 }
 
 fn mem(op: MemOp, rid: &str, t: u16, addr: u64, first: u8, last: u8, rlen: u16) -> TlpHeader {
-    TlpHeader::Mem(MemHeader {
-        op,
-        requester_id: id(rid),
-        tag: tag(t),
-        first_be: ByteEnables::from_bits_truncate(first),
-        last_be: ByteEnables::from_bits_truncate(last),
-        address: addr,
-        four_dw: addr > u32::MAX as u64,
-        ph: 0,
-        read_len_dw: rlen,
-    })
+    let (first, last) = (
+        ByteEnables::from_bits_truncate(first),
+        ByteEnables::from_bits_truncate(last),
+    );
+    TlpHeader::Mem(MemHeader::new(op, id(rid), tag(t), addr, first, last, rlen))
 }
 
 fn msg(code: MsgCode, routing: MsgRouting, rid: &str, fields: [u8; 8]) -> TlpHeader {
@@ -443,6 +440,9 @@ pub fn run(args: &DemoArgs) -> Result<(), Failure> {
                 println!("  {:<40} {}", "", hex(bytes));
             }
         }
+    }
+    if let Some(path) = &args.pcap {
+        crate::dump_cmd::write_demo(path, &tlps, &dllps)?;
     }
     Ok(())
 }

@@ -8,7 +8,9 @@
 mod cfg_cmd;
 mod demo;
 mod dllp_cmd;
+mod dump_cmd;
 mod model_cmd;
+mod nettlp_cmd;
 mod sim_cmd;
 mod tlp_cmd;
 mod topo_cmd;
@@ -40,6 +42,17 @@ enum Command {
     Topo(topo_cmd::TopoArgs),
     /// Configuration-space dumps (lspci -xxxx format).
     Cfg(cfg_cmd::CfgArgs),
+    /// Print a pcapng/pcap capture of TLPs and DLLPs: lines, JSON or statistics.
+    Dump(dump_cmd::DumpArgs),
+    /// NetTLP software adapter host (root complex + host memory), or a command to one.
+    Adapter(nettlp_cmd::AdapterArgs),
+    /// NetTLP pseudo memory device behind BAR4.
+    Psmem(nettlp_cmd::PsmemArgs),
+    /// NetTLP DMA throughput and latency benchmark.
+    Tlpperf(nettlp_cmd::TlpperfArgs),
+    /// One NetTLP DMA read or write.
+    #[command(subcommand)]
+    Dma(nettlp_cmd::DmaCmd),
     /// Run the timed fabric simulator on a topology with a built-in workload.
     Sim(sim_cmd::SimArgs),
 }
@@ -102,9 +115,14 @@ fn main() -> ExitCode {
         Command::Demo(a) => demo::run(&a),
         Command::Tlp(c) => tlp_cmd::run(&c),
         Command::Dllp(c) => dllp_cmd::run(&c),
+        Command::Dump(a) => dump_cmd::run(&a),
         Command::Model(args) => return model_cmd::run(args),
         Command::Topo(a) => topo_cmd::run(&a),
         Command::Cfg(a) => cfg_cmd::run(&a),
+        Command::Adapter(a) => nettlp_cmd::run_adapter(&a),
+        Command::Psmem(a) => nettlp_cmd::run_psmem(&a),
+        Command::Tlpperf(a) => nettlp_cmd::run_tlpperf(&a),
+        Command::Dma(c) => nettlp_cmd::run_dma(&c),
         Command::Sim(a) => sim_cmd::run(&a),
     };
     match result {

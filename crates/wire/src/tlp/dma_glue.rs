@@ -37,21 +37,17 @@ use crate::types::{Bdf, CplStatus, Tag};
 impl<'a> TlpRepr<'a> {
     /// The MRd for one chunk of [`split_read`](crate::dma::split_read).
     pub fn mem_read_chunk(requester_id: Bdf, tag: Tag, chunk: &Chunk) -> TlpRepr<'a> {
-        let address = chunk.addr & !3;
-        TlpRepr::with_header(
-            TlpHeader::Mem(MemHeader {
-                op: MemOp::Read,
-                requester_id,
-                tag,
-                first_be: chunk.shape.first_be,
-                last_be: chunk.shape.last_be,
-                address,
-                four_dw: address > u32::MAX as u64,
-                ph: 0,
-                read_len_dw: chunk.shape.length_dw,
-            }),
-            &[],
-        )
+        let sh = chunk.shape;
+        let h = MemHeader::new(
+            MemOp::Read,
+            requester_id,
+            tag,
+            chunk.addr,
+            sh.first_be,
+            sh.last_be,
+            sh.length_dw,
+        );
+        TlpRepr::with_header(TlpHeader::Mem(h), &[])
     }
 
     /// The MWr for one chunk of [`split_write`](crate::dma::split_write); `payload` is the
@@ -69,21 +65,17 @@ impl<'a> TlpRepr<'a> {
                 allowed: "exactly length_dw * 4 bytes",
             });
         }
-        let address = chunk.addr & !3;
-        Ok(TlpRepr::with_header(
-            TlpHeader::Mem(MemHeader {
-                op: MemOp::Write,
-                requester_id,
-                tag,
-                first_be: chunk.shape.first_be,
-                last_be: chunk.shape.last_be,
-                address,
-                four_dw: address > u32::MAX as u64,
-                ph: 0,
-                read_len_dw: 0,
-            }),
-            payload,
-        ))
+        let sh = chunk.shape;
+        let h = MemHeader::new(
+            MemOp::Write,
+            requester_id,
+            tag,
+            chunk.addr,
+            sh.first_be,
+            sh.last_be,
+            0,
+        );
+        Ok(TlpRepr::with_header(TlpHeader::Mem(h), payload))
     }
 
     /// A successful completion for one [`CplChunk`]; `payload` is the chunk's DW-aligned

@@ -63,6 +63,43 @@ pub struct MemHeader {
     pub read_len_dw: u16,
 }
 
+impl MemHeader {
+    /// A memory request header at a DW-aligned address (the low two bits are dropped),
+    /// with a 4 DW header exactly when the address needs 64 bits, and no processing hint.
+    pub const fn new(
+        op: MemOp,
+        requester_id: Bdf,
+        tag: Tag,
+        address: u64,
+        first_be: ByteEnables,
+        last_be: ByteEnables,
+        read_len_dw: u16,
+    ) -> MemHeader {
+        let address = address & !3;
+        MemHeader {
+            op,
+            requester_id,
+            tag,
+            first_be,
+            last_be,
+            address,
+            four_dw: address > u32::MAX as u64,
+            ph: 0,
+            read_len_dw,
+        }
+    }
+
+    /// Byte enables for `len_dw` whole DWs: First BE 1111b, Last BE 1111b (0000b for 1 DW).
+    pub const fn whole_dws(len_dw: usize) -> (ByteEnables, ByteEnables) {
+        let last = if len_dw == 1 {
+            ByteEnables::NONE
+        } else {
+            ByteEnables::ALL
+        };
+        (ByteEnables::ALL, last)
+    }
+}
+
 /// I/O request header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct IoHeader {
@@ -220,24 +257,9 @@ impl<'a> TlpRepr<'a> {
     /// A memory read of `len_dw` DW at a DW-aligned address, all bytes enabled.
     pub fn mem_read(requester_id: Bdf, tag: Tag, address: u64, len_dw: u16) -> Result<TlpRepr<'a>> {
         check_range("read length in DW", len_dw as u64, 1, 1024, "1..=1024")?;
-        Ok(TlpRepr::with_header(
-            TlpHeader::Mem(MemHeader {
-                op: MemOp::Read,
-                requester_id,
-                tag,
-                first_be: ByteEnables::ALL,
-                last_be: if len_dw == 1 {
-                    ByteEnables::NONE
-                } else {
-                    ByteEnables::ALL
-                },
-                address: address & !3,
-                four_dw: address > u32::MAX as u64,
-                ph: 0,
-                read_len_dw: len_dw,
-            }),
-            &[],
-        ))
+        let (first, last) = MemHeader::whole_dws(len_dw as usize);
+        let h = MemHeader::new(MemOp::Read, requester_id, tag, address, first, last, len_dw);
+        Ok(TlpRepr::with_header(TlpHeader::Mem(h), &[]))
     }
 
     /// A memory write of whole DWs at a DW-aligned address, all bytes enabled.
@@ -248,25 +270,9 @@ impl<'a> TlpRepr<'a> {
         data: &'a [u8],
     ) -> Result<TlpRepr<'a>> {
         check_payload(data)?;
-        let len_dw = data.len() / 4;
-        Ok(TlpRepr::with_header(
-            TlpHeader::Mem(MemHeader {
-                op: MemOp::Write,
-                requester_id,
-                tag,
-                first_be: ByteEnables::ALL,
-                last_be: if len_dw == 1 {
-                    ByteEnables::NONE
-                } else {
-                    ByteEnables::ALL
-                },
-                address: address & !3,
-                four_dw: address > u32::MAX as u64,
-                ph: 0,
-                read_len_dw: 0,
-            }),
-            data,
-        ))
+        let (first, last) = MemHeader::whole_dws(data.len() / 4);
+        let h = MemHeader::new(MemOp::Write, requester_id, tag, address, first, last, 0);
+        Ok(TlpRepr::with_header(TlpHeader::Mem(h), data))
     }
 
     /// A completion (with data when `data` is not empty).

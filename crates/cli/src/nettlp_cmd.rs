@@ -1,0 +1,761 @@
+//! `pcielab adapter`, `pcielab psmem`, `pcielab tlpperf`, `pcielab dma read|write`:
+//! glue around `pcielab-nettlp`.
+
+use crate::{fail, Failure};
+use clap::{Args, Subcommand, ValueEnum};
+use pcielab_nettlp::adapter::{Adapter, AdapterConfig, Compat, Faults};
+use pcielab_nettlp::capture::{Capture, CaptureFile};
+use pcielab_nettlp::client;
+use pcielab_nettlp::control::{self, parse_hex, to_hex};
+use pcielab_nettlp::device::{Device, DeviceConfig};
+use pcielab_nettlp::handler::{serve, Handler, ServeConfig};
+use pcielab_nettlp::memory::{parse_num, Window};
+use pcielab_nettlp::perf::{self, Direction, Pattern, PerfConfig};
+use pcielab_nettlp::psmem::Psmem;
+use pcielab_wire::{Bdf, CplStatus};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn num(s: &str) -> Result<u64, String> {
+    parse_num(s).ok_or_else(|| format!("{s:?} is not a number (decimal, 0x hex, optional K/M/G)"))
+}
+
+/// Parses a requester/completer ID: `BB:DF` (bus and devfn byte, as LibTLP's `-b`) or
+/// `bb:dd.f`.
+fn bdf(s: &str) -> Result<Bdf, String> {
+    let bad = || format!("{s:?} is not a bus:devfn (e.g. 1b:00) or bb:dd.f");
+    let (b, rest) = s.split_once(':').ok_or_else(bad)?;
+    let bus = u8::from_str_radix(b, 16).map_err(|_| bad())?;
+    if let Some((d, f)) = rest.split_once('.') {
+        let d = u8::from_str_radix(d, 16).map_err(|_| bad())?;
+        let f = u8::from_str_radix(f, 16).map_err(|_| bad())?;
+        Bdf::new(bus, d, f).map_err(|e| format!("{s:?}: {e}"))
+    } else {
+        let devfn = u8::from_str_radix(rest, 16).map_err(|_| bad())?;
+        Ok(Bdf::from_raw((bus as u16) << 8 | devfn as u16))
+    }
+}
+
+/// Opens the `--pcap` file; every command flushes it with [`flush_pcap`] before exiting.
+fn pcap(path: &Option<String>) -> Result<Option<Arc<dyn Capture>>, Failure> {
+    match path {
+        None => Ok(None),
+        Some(p) => {
+            let f =
+                Arc::new(CaptureFile::create(Path::new(p)).map_err(|e| fail(format!("{p}: {e}")))?);
+            OPEN_CAPTURES
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(f.clone());
+            Ok(Some(f))
+        }
+    }
+}
+
+static OPEN_CAPTURES: std::sync::Mutex<Vec<Arc<CaptureFile>>> = std::sync::Mutex::new(Vec::new());
+
+/// Flushes the capture files (the process may exit with threads still holding them).
+fn flush_pcap() -> Result<(), Failure> {
+    for c in OPEN_CAPTURES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+    {
+        c.flush()
+            .map_err(|e| fail(format!("writing the capture: {e}")))?;
+    }
+    Ok(())
+}
+
+/// Completion shaping.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum CompatArg {
+    /// Like a real root complex (RCB/MPS splits).
+    Strict,
+    /// Single CplD for unaligned reads (upstream LibTLP reassembly bug).
+    Libtlp,
+}
+
+/// `pcielab adapter`: the software adapter host, or a command to a running one.
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct AdapterArgs {
+    /// Send a command to a running adapter's control socket instead of starting one.
+    #[command(subcommand)]
+    pub ctl: Option<AdapterCtl>,
+    #[command(flatten)]
+    pub run: AdapterRun,
+}
+
+/// Commands for a running adapter.
+#[derive(Subcommand, Debug)]
+pub enum AdapterCtl {
+    /// Host MMIO read of BAR4: OFFSET LEN.
+    Read {
+        /// BAR4 offset.
+        offset: String,
+        /// Bytes.
+        len: String,
+        /// Control socket.
+        #[arg(long, default_value = "127.0.0.1:12286")]
+        control: SocketAddr,
+    },
+    /// Host MMIO write to BAR4: OFFSET HEX.
+    Write {
+        /// BAR4 offset.
+        offset: String,
+        /// Data as hex.
+        hex: String,
+        /// Control socket.
+        #[arg(long, default_value = "127.0.0.1:12286")]
+        control: SocketAddr,
+    },
+    /// Counters as JSON.
+    Stats {
+        /// Control socket.
+        #[arg(long, default_value = "127.0.0.1:12286")]
+        control: SocketAddr,
+    },
+    /// Interrupts seen since the last call.
+    Irqs {
+        /// Control socket.
+        #[arg(long, default_value = "127.0.0.1:12286")]
+        control: SocketAddr,
+    },
+    /// Stop the adapter.
+    Stop {
+        /// Control socket.
+        #[arg(long, default_value = "127.0.0.1:12286")]
+        control: SocketAddr,
+    },
+}
+
+/// Options of a running adapter.
+#[derive(Args, Debug)]
+pub struct AdapterRun {
+    /// Address to bind (the adapter's side).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub listen: Ipv4Addr,
+    /// The device host (receives host-issued requests; always allowed).
+    #[arg(long, default_value = "127.0.0.2")]
+    pub device: Ipv4Addr,
+    /// Further peers to accept.
+    #[arg(long)]
+    pub allow: Vec<Ipv4Addr>,
+    /// Host memory window BASE:SIZE (repeatable; default 0x0:1G).
+    #[arg(long)]
+    pub window: Vec<String>,
+    /// Load FILE at ADDR into host memory: FILE@ADDR (repeatable).
+    #[arg(long)]
+    pub image: Vec<String>,
+    /// Max_Payload_Size of completions.
+    #[arg(long, default_value_t = 256)]
+    pub mps: u32,
+    /// Read Completion Boundary.
+    #[arg(long, default_value_t = 64)]
+    pub rcb: u32,
+    /// Completion shaping.
+    #[arg(long, value_enum, default_value = "strict")]
+    pub compat: CompatArg,
+    /// BAR4 address reported by the messaging API.
+    #[arg(long, default_value = "0x200000000")]
+    pub bar4: String,
+    /// The adapter's device ID (bus:devfn).
+    #[arg(long, default_value = "1b:00")]
+    pub devid: String,
+    /// Worker threads.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Acknowledge writes that ask for it (pcielab extension).
+    #[arg(long)]
+    pub ack_writes: bool,
+    /// Control socket address (loopback).
+    #[arg(long, default_value = "127.0.0.1:12286")]
+    pub control: SocketAddr,
+    /// Run the control commands of FILE (one per line; `sleep MS` waits), then exit
+    /// unless --duration is given.
+    #[arg(long)]
+    pub script: Option<String>,
+    /// Stop after this many seconds (default: until `adapter stop`).
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Print counters every this many seconds.
+    #[arg(long)]
+    pub stats_every: Option<f64>,
+    /// Log dropped datagrams and interrupts.
+    #[arg(long)]
+    pub log: bool,
+    /// Record every datagram to this capture file (pcapng if it ends in .pcapng, else pcap).
+    #[arg(long)]
+    pub pcap: Option<String>,
+    /// Fault injection: drop every N-th completion.
+    #[arg(long, default_value_t = 0)]
+    pub drop_cpl_every: u32,
+    /// Fault injection: duplicate every N-th completion.
+    #[arg(long, default_value_t = 0)]
+    pub dup_cpl_every: u32,
+}
+
+fn ctl(addr: SocketAddr, line: &str) -> Result<(), Failure> {
+    let r =
+        control::request(addr, line, Duration::from_secs(3)).map_err(|e| fail(e.to_string()))?;
+    match r.strip_prefix("ok") {
+        Some(rest) => {
+            let rest = rest.trim_start();
+            if !rest.is_empty() {
+                println!("{rest}");
+            }
+            Ok(())
+        }
+        None => Err(fail(r.trim_start_matches("err ").to_string())),
+    }
+}
+
+/// Runs `pcielab adapter`.
+pub fn run_adapter(args: &AdapterArgs) -> Result<(), Failure> {
+    if let Some(c) = &args.ctl {
+        return match c {
+            AdapterCtl::Read {
+                offset,
+                len,
+                control,
+            } => ctl(*control, &format!("read {offset} {len}")),
+            AdapterCtl::Write {
+                offset,
+                hex,
+                control,
+            } => ctl(*control, &format!("write {offset} {hex}")),
+            AdapterCtl::Stats { control } => ctl(*control, "stats"),
+            AdapterCtl::Irqs { control } => ctl(*control, "irqs"),
+            AdapterCtl::Stop { control } => ctl(*control, "stop"),
+        };
+    }
+    let r = &args.run;
+    if !r.control.ip().is_loopback() {
+        return Err(fail(format!(
+            "--control {}: must be a loopback address",
+            r.control
+        )));
+    }
+    let mut cfg = AdapterConfig {
+        listen: r.listen,
+        device: r.device,
+        allow: r.allow.clone(),
+        mps: r.mps,
+        rcb: r.rcb,
+        compat: match r.compat {
+            CompatArg::Strict => Compat::Strict,
+            CompatArg::Libtlp => Compat::Libtlp,
+        },
+        bar4: num(&r.bar4).map_err(|e| fail(format!("--bar4: {e}")))?,
+        device_id: bdf(&r.devid).map_err(|e| fail(format!("--devid: {e}")))?,
+        threads: r.threads,
+        ack_writes: r.ack_writes,
+        faults: Faults {
+            drop_cpl_every: r.drop_cpl_every,
+            dup_cpl_every: r.dup_cpl_every,
+        },
+        log: r.log,
+        capture: pcap(&r.pcap)?,
+        ..AdapterConfig::default()
+    };
+    if !r.window.is_empty() {
+        cfg.windows = r
+            .window
+            .iter()
+            .map(|w| Window::parse(w).map_err(|e| fail(format!("--window: {e}"))))
+            .collect::<Result<_, _>>()?;
+    }
+    let windows: Vec<String> = cfg
+        .windows
+        .iter()
+        .map(|w| format!("{:#x}+{:#x}", w.base, w.size))
+        .collect();
+    let a = Arc::new(Adapter::start(cfg).map_err(|e| fail(format!("adapter: {e}")))?);
+    for img in &r.image {
+        let (file, at) = img
+            .rsplit_once('@')
+            .ok_or_else(|| fail(format!("--image {img:?}: expected FILE@ADDR")))?;
+        let addr = num(at).map_err(|e| fail(format!("--image: {e}")))?;
+        let n = a
+            .memory()
+            .load_file(addr, Path::new(file))
+            .map_err(|e| fail(format!("--image {file}: {e}")))?;
+        println!("adapter: loaded {n} B from {file} at {addr:#x}");
+    }
+    let _ctl = control::serve(a.clone(), r.control)
+        .map_err(|e| fail(format!("control socket {}: {e}", r.control)))?;
+    println!(
+        "adapter: listening on {} (TLP ports 0x3000-0x30ff, 0x4000-0x400f; messaging 0x2fff; config 0x4001/0x5001), device {}, BAR4 {:#x}, devid {}, windows [{}], MPS {}, RCB {}, {:?} completions, control {}",
+        r.listen,
+        r.device,
+        a.config().bar4,
+        r.devid,
+        windows.join(", "),
+        r.mps,
+        r.rcb,
+        a.config().compat,
+        r.control
+    );
+    let start = Instant::now();
+    if let Some(script) = &r.script {
+        let text = std::fs::read_to_string(script).map_err(|e| fail(format!("{script}: {e}")))?;
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            if let Some(ms) = line.strip_prefix("sleep ") {
+                let ms = num(ms).map_err(|e| fail(format!("{script}:{}: {e}", i + 1)))?;
+                std::thread::sleep(Duration::from_millis(ms.min(600_000)));
+                continue;
+            }
+            let reply = control::execute(&a, line);
+            println!("> {line}\n{reply}");
+            if reply.starts_with("err") {
+                return Err(fail(format!(
+                    "{script}:{}: {}",
+                    i + 1,
+                    reply.trim_start_matches("err ")
+                )));
+            }
+        }
+        if r.duration.is_none() {
+            a.request_stop();
+        }
+    }
+    let mut last = (Instant::now(), a.stats());
+    while !a.stop_requested() {
+        std::thread::sleep(Duration::from_millis(50));
+        for irq in a.take_interrupts() {
+            println!("adapter: interrupt: {irq}");
+        }
+        if let Some(d) = r.duration {
+            if start.elapsed().as_secs_f64() >= d {
+                break;
+            }
+        }
+        if let Some(every) = r.stats_every {
+            if last.0.elapsed().as_secs_f64() >= every {
+                let s = a.stats();
+                let dt = last.0.elapsed().as_secs_f64();
+                println!(
+                    "adapter: {:.0} TLPs/s in, {:.0} completions/s out, {} dropped",
+                    (s.rx_tlps - last.1.rx_tlps) as f64 / dt,
+                    (s.cpl_sent - last.1.cpl_sent) as f64 / dt,
+                    s.dropped()
+                );
+                last = (Instant::now(), s);
+            }
+        }
+    }
+    let s = a.stats();
+    println!("adapter: stopped; counters {}", s.to_json());
+    a.request_stop();
+    flush_pcap()
+}
+
+/// `pcielab psmem`: the pseudo memory device.
+#[derive(Args, Debug)]
+pub struct PsmemArgs {
+    /// The adapter's address.
+    #[arg(short = 'r', long, default_value = "127.0.0.1")]
+    pub adapter: Ipv4Addr,
+    /// The local address.
+    #[arg(short = 'l', long, default_value = "127.0.0.2")]
+    pub local: Ipv4Addr,
+    /// BAR4 address (default: ask the messaging API).
+    #[arg(short = 'a', long)]
+    pub bar4: Option<String>,
+    /// Completer ID (bus:devfn; default: ask the messaging API).
+    #[arg(short = 'b', long)]
+    pub completer: Option<String>,
+    /// Memory size.
+    #[arg(long, default_value = "1M")]
+    pub size: String,
+    /// Threads (1..=16) over the 16 host-side ports.
+    #[arg(long, default_value_t = 4)]
+    pub threads: usize,
+    /// Max_Payload_Size of completions.
+    #[arg(long, default_value_t = 256)]
+    pub mps: u32,
+    /// Stop after this many seconds (default: run until killed).
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Print every access.
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
+    /// Record every datagram to this capture file (pcapng if it ends in .pcapng, else pcap).
+    #[arg(long)]
+    pub pcap: Option<String>,
+}
+
+#[derive(Debug)]
+struct Verbose(Arc<Psmem>);
+
+impl Handler for Verbose {
+    fn read(&self, addr: u64, out: &mut [u8]) -> Result<(), CplStatus> {
+        let r = self.0.read(addr, out);
+        match r {
+            Ok(()) => println!(
+                "psmem: MRd {addr:#x} {} B -> {}",
+                out.len(),
+                to_hex(&out[..out.len().min(32)])
+            ),
+            Err(s) => println!("psmem: MRd {addr:#x} {} B -> {}", out.len(), s.name()),
+        }
+        r
+    }
+    fn write(&self, addr: u64, data: &[u8]) {
+        println!(
+            "psmem: MWr {addr:#x} {} B {}",
+            data.len(),
+            to_hex(&data[..data.len().min(32)])
+        );
+        self.0.write(addr, data)
+    }
+}
+
+/// Runs `pcielab psmem`.
+pub fn run_psmem(args: &PsmemArgs) -> Result<(), Failure> {
+    let bar4 = match &args.bar4 {
+        Some(s) => num(s).map_err(|e| fail(format!("--bar4: {e}")))?,
+        None => client::get_bar4(args.adapter, args.local)
+            .map_err(|e| fail(format!("BAR4 from the messaging API: {e}")))?,
+    };
+    let completer = match &args.completer {
+        Some(s) => bdf(s).map_err(|e| fail(format!("-b: {e}")))?,
+        None => Bdf::from_raw(
+            client::get_dev_id(args.adapter, args.local)
+                .map_err(|e| fail(format!("device ID from the messaging API: {e}")))?,
+        ),
+    };
+    let size = num(&args.size).map_err(|e| fail(format!("--size: {e}")))?;
+    if size == 0 || size > 1 << 32 {
+        return Err(fail("--size must be 1..=4G"));
+    }
+    let mem = Arc::new(Psmem::new(bar4, size as usize));
+    let cfg = ServeConfig {
+        adapter: args.adapter,
+        local: args.local,
+        completer,
+        threads: args.threads,
+        mps: args.mps,
+        capture: pcap(&args.pcap)?,
+        ..ServeConfig::default()
+    };
+    let server = if args.verbose {
+        serve(cfg, Arc::new(Verbose(mem.clone())))
+    } else {
+        serve(cfg, mem.clone())
+    }
+    .map_err(|e| fail(format!("psmem: {e}")))?;
+    println!(
+        "psmem: {} B at BAR4 {bar4:#x}, completer {completer}, {} threads on {}:0x4000-0x400f",
+        size, args.threads, args.local
+    );
+    let start = Instant::now();
+    loop {
+        std::thread::sleep(Duration::from_millis(50));
+        if let Some(d) = args.duration {
+            if start.elapsed().as_secs_f64() >= d {
+                break;
+            }
+        }
+    }
+    let st = server.stats();
+    println!(
+        "psmem: {} reads, {} writes, {} aborted; {} MRd, {} MWr, {} malformed, {} foreign datagrams",
+        mem.reads.load(Ordering::Relaxed),
+        mem.writes.load(Ordering::Relaxed),
+        mem.aborts.load(Ordering::Relaxed),
+        st.mrd.load(Ordering::Relaxed),
+        st.mwr.load(Ordering::Relaxed),
+        st.malformed.load(Ordering::Relaxed),
+        st.foreign.load(Ordering::Relaxed)
+    );
+    server.stop();
+    flush_pcap()
+}
+
+/// Common device options.
+#[derive(Args, Debug)]
+pub struct DevArgs {
+    /// The adapter's address.
+    #[arg(short = 'r', long, default_value = "127.0.0.1")]
+    pub adapter: Ipv4Addr,
+    /// The local address.
+    #[arg(short = 'l', long, default_value = "127.0.0.2")]
+    pub local: Ipv4Addr,
+    /// Requester ID (bus:devfn; default: ask the messaging API, else 1b:00).
+    #[arg(short = 'b', long)]
+    pub requester: Option<String>,
+    /// Max_Read_Request_Size.
+    #[arg(long, default_value_t = 512)]
+    pub mrrs: u32,
+    /// Max_Payload_Size.
+    #[arg(long, default_value_t = 256)]
+    pub mps: u32,
+    /// Completion timeout in milliseconds.
+    #[arg(long, default_value_t = 500)]
+    pub timeout_ms: u64,
+    /// Wait for write acknowledgements (needs `adapter --ack-writes`).
+    #[arg(long)]
+    pub acked: bool,
+    /// Record every datagram to this capture file (pcapng if it ends in .pcapng, else pcap).
+    #[arg(long)]
+    pub pcap: Option<String>,
+}
+
+impl DevArgs {
+    fn device(&self, tags: u16, per_channel: u16) -> Result<Device, Failure> {
+        let requester = match &self.requester {
+            Some(s) => bdf(s).map_err(|e| fail(format!("-b: {e}")))?,
+            None => Bdf::from_raw(client::get_dev_id(self.adapter, self.local).unwrap_or(0x1b00)),
+        };
+        Device::open(DeviceConfig {
+            adapter: self.adapter,
+            local: self.local,
+            requester,
+            tags: 0..tags,
+            tags_per_channel: per_channel,
+            max_in_flight: (per_channel / 2).max(1),
+            mrrs: self.mrrs,
+            mps: self.mps,
+            timeout: Duration::from_millis(self.timeout_ms),
+            acked_writes: self.acked,
+            capture: pcap(&self.pcap)?,
+            ..DeviceConfig::default()
+        })
+        .map_err(|e| fail(e.to_string()))
+    }
+}
+
+/// Direction of tlpperf.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum DirArg {
+    /// DMA reads.
+    Read,
+    /// DMA writes.
+    Write,
+}
+
+/// Pattern of tlpperf.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum PatArg {
+    /// Always the region start.
+    Fix,
+    /// Sequential.
+    Seq,
+    /// Random 4 KiB-aligned.
+    Random,
+}
+
+/// `pcielab tlpperf`: DMA throughput and latency.
+#[derive(Args, Debug)]
+pub struct TlpperfArgs {
+    #[command(flatten)]
+    pub dev: DevArgs,
+    /// Direction.
+    #[arg(short = 'd', long, value_enum, default_value = "read")]
+    pub direction: DirArg,
+    /// Region start.
+    #[arg(short = 'a', long, default_value = "0x0")]
+    pub region: String,
+    /// Region size.
+    #[arg(short = 's', long, default_value = "8M")]
+    pub region_size: String,
+    /// Bytes per DMA.
+    #[arg(short = 'L', long, default_value = "256")]
+    pub len: String,
+    /// Threads.
+    #[arg(short = 'N', long, default_value_t = 1)]
+    pub threads: usize,
+    /// Pattern.
+    #[arg(short = 'P', long, value_enum, default_value = "seq")]
+    pub pattern: PatArg,
+    /// Seconds to run.
+    #[arg(short = 't', long, default_value_t = 2.0)]
+    pub time: f64,
+    /// DMAs per thread (0: until --time).
+    #[arg(short = 'c', long, default_value_t = 0)]
+    pub count: u64,
+    /// Tags per thread (reads in flight = half of them).
+    #[arg(long, default_value_t = 16)]
+    pub tags: u16,
+}
+
+/// Runs `pcielab tlpperf`.
+pub fn run_tlpperf(a: &TlpperfArgs) -> Result<(), Failure> {
+    if !(1..=16).contains(&a.threads) {
+        return Err(fail("-N: threads must be 1..=16"));
+    }
+    if a.tags == 0 || a.tags as usize * a.threads > 256 {
+        return Err(fail("--tags × threads must be 1..=256"));
+    }
+    let size = num(&a.len).map_err(|e| fail(format!("-L: {e}")))? as usize;
+    if size == 0 || size > 1 << 24 {
+        return Err(fail("-L must be 1..=16M"));
+    }
+    let dev = a.dev.device(a.tags * a.threads as u16, a.tags)?;
+    let cfg = PerfConfig {
+        direction: match a.direction {
+            DirArg::Read => Direction::Read,
+            DirArg::Write => Direction::Write,
+        },
+        size,
+        region: num(&a.region).map_err(|e| fail(format!("-a: {e}")))?,
+        region_size: num(&a.region_size).map_err(|e| fail(format!("-s: {e}")))?,
+        pattern: match a.pattern {
+            PatArg::Fix => Pattern::Fix,
+            PatArg::Seq => Pattern::Seq,
+            PatArg::Random => Pattern::Random,
+        },
+        threads: a.threads,
+        duration: Duration::from_secs_f64(a.time.clamp(0.0, 3600.0)),
+        count: a.count,
+    };
+    let r = perf::run(&dev, &cfg).map_err(|e| fail(e.to_string()))?;
+    println!(
+        "tlpperf: {:?} {} B x {} thread(s), {:?}, MRRS {} MPS {}",
+        cfg.direction, size, a.threads, cfg.pattern, a.dev.mrrs, a.dev.mps
+    );
+    println!("tlpperf: {r}");
+    flush_pcap()?;
+    if r.ops == 0 {
+        return Err(fail(format!(
+            "no DMA completed: {}",
+            r.first_error.unwrap_or_default()
+        )));
+    }
+    Ok(())
+}
+
+/// `pcielab dma read|write`.
+#[derive(Subcommand, Debug)]
+pub enum DmaCmd {
+    /// One DMA read; prints a hex dump (or writes --out).
+    Read {
+        #[command(flatten)]
+        dev: DevArgs,
+        /// Host address.
+        #[arg(short = 'a', long)]
+        addr: String,
+        /// Bytes.
+        #[arg(short = 's', long)]
+        len: String,
+        /// Write the bytes to this file instead of a hex dump.
+        #[arg(long)]
+        out: Option<String>,
+    },
+    /// One DMA write of --hex, --string or --file.
+    Write {
+        #[command(flatten)]
+        dev: DevArgs,
+        /// Host address.
+        #[arg(short = 'a', long)]
+        addr: String,
+        /// Data as hex.
+        #[arg(long, conflicts_with_all = ["string", "file"])]
+        hex: Option<String>,
+        /// Data as a string.
+        #[arg(short = 'p', long, conflicts_with = "file")]
+        string: Option<String>,
+        /// Data from a file.
+        #[arg(long)]
+        file: Option<String>,
+    },
+}
+
+fn hexdump(addr: u64, b: &[u8]) {
+    for (i, row) in b.chunks(16).enumerate() {
+        let hex: Vec<String> = row.iter().map(|x| format!("{x:02x}")).collect();
+        let asc: String = row
+            .iter()
+            .map(|&c| {
+                if (0x20..0x7f).contains(&c) {
+                    c as char
+                } else {
+                    '.'
+                }
+            })
+            .collect();
+        println!(
+            "{:016x}  {:<47}  {asc}",
+            addr + 16 * i as u64,
+            hex.join(" ")
+        );
+    }
+}
+
+/// Runs `pcielab dma`.
+pub fn run_dma(c: &DmaCmd) -> Result<(), Failure> {
+    match c {
+        DmaCmd::Read {
+            dev,
+            addr,
+            len,
+            out,
+        } => {
+            let addr = num(addr).map_err(|e| fail(format!("-a: {e}")))?;
+            let len = num(len).map_err(|e| fail(format!("-s: {e}")))?;
+            if len > 1 << 30 {
+                return Err(fail("-s must be ≤ 1G"));
+            }
+            let d = dev.device(16, 16)?;
+            let mut b = vec![0u8; len as usize];
+            let n = d.dma_read(addr, &mut b).map_err(|e| fail(e.to_string()))?;
+            match out {
+                Some(p) => std::fs::write(p, &b).map_err(|e| fail(format!("{p}: {e}")))?,
+                None => {
+                    println!("dma read: {n} B at {addr:#x}");
+                    hexdump(addr, &b);
+                }
+            }
+            flush_pcap()
+        }
+        DmaCmd::Write {
+            dev,
+            addr,
+            hex,
+            string,
+            file,
+        } => {
+            let addr = num(addr).map_err(|e| fail(format!("-a: {e}")))?;
+            let data = match (hex, string, file) {
+                (Some(h), _, _) => parse_hex(h).map_err(|e| fail(format!("--hex: {e}")))?,
+                (_, Some(s), _) => s.as_bytes().to_vec(),
+                (_, _, Some(f)) => std::fs::read(f).map_err(|e| fail(format!("{f}: {e}")))?,
+                _ => return Err(fail("give --hex, --string or --file")),
+            };
+            let d = dev.device(16, 16)?;
+            let n = d.dma_write(addr, &data).map_err(|e| fail(e.to_string()))?;
+            println!(
+                "dma write: {n} B at {addr:#x}{}",
+                if dev.acked {
+                    " (acknowledged)"
+                } else {
+                    " (posted)"
+                }
+            );
+            flush_pcap()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bdf_forms() {
+        assert_eq!(bdf("1b:00").unwrap().raw(), 0x1b00);
+        assert_eq!(bdf("1b:08").unwrap().raw(), 0x1b08);
+        assert_eq!(bdf("1b:01.1").unwrap().raw(), 0x1b09);
+        assert!(bdf("1b").is_err());
+        assert!(bdf("zz:00").is_err());
+    }
+}

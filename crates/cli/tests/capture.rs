@@ -1,0 +1,822 @@
+//! Captures end to end: a pcapng holding every TLP and DLLP kind of `pcielab demo` plus a
+//! request/completion scenario is written with pcielab-capture, then read back by
+//! `pcielab dump` and by the real tshark with our dissector (`dissector/pcielab.lua`).
+//!
+//! The tshark tests need `tshark` on PATH (Debian package `tshark`); set
+//! `PCIELAB_SKIP_TSHARK=1` to skip them where it cannot be installed.
+
+use pcielab_capture::{CaptureWriter, Format};
+use pcielab_wire::json::tlp_from_json;
+use pcielab_wire::tlp::TlpRepr;
+use pcielab_wire::{Bdf, CplStatus, Tag};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn pcielab(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_pcielab"))
+        .args(args)
+        .output()
+        .expect("run pcielab");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// One written record.
+#[derive(Debug, Clone)]
+struct Written {
+    iface: &'static str,
+    time_ps: u64,
+    tlp: bool,
+    bytes: Vec<u8>,
+}
+
+const DOWN: &str = "rc.0->ep0";
+const UP: &str = "ep0->rc.0";
+
+/// Frame numbers (1-based) of the scenario after the demo packets, relative to its start.
+/// 0: MRd tag 0x20, 128 B at 0x1004 from 01:00.0 (up)
+/// 1..=3: its three CplDs (down): 60 B, 64 B, 4 B
+/// 4: MRd tag 0x21 (up); 5: its UR Cpl (down)
+/// 6: a CplD tag 0x22 that no request asked for (down)
+/// 7: MRd tag 0x23 (up) that is never answered
+fn scenario() -> Vec<Written> {
+    let rid = Bdf::new(1, 0, 0).unwrap();
+    let cid = Bdf::new(0, 0, 0).unwrap();
+    let t = |n| Tag::new(n).unwrap();
+    let w = |iface, tlp: TlpRepr<'_>| Written {
+        iface,
+        time_ps: 0,
+        tlp: true,
+        bytes: tlp.to_vec().unwrap(),
+    };
+    let d60 = [0x11u8; 60];
+    let d64 = [0x22u8; 64];
+    let d4 = [0x33u8; 4];
+    vec![
+        w(UP, TlpRepr::mem_read(rid, t(0x20), 0x1004, 32).unwrap()),
+        w(
+            DOWN,
+            TlpRepr::completion(cid, rid, t(0x20), CplStatus::Sc, 128, 0x04, &d60).unwrap(),
+        ),
+        w(
+            DOWN,
+            TlpRepr::completion(cid, rid, t(0x20), CplStatus::Sc, 68, 0x40, &d64).unwrap(),
+        ),
+        w(
+            DOWN,
+            TlpRepr::completion(cid, rid, t(0x20), CplStatus::Sc, 4, 0x00, &d4).unwrap(),
+        ),
+        w(UP, TlpRepr::mem_read(rid, t(0x21), 0x2000, 1).unwrap()),
+        w(
+            DOWN,
+            TlpRepr::completion(cid, rid, t(0x21), CplStatus::Ur, 4, 0, &[]).unwrap(),
+        ),
+        w(
+            DOWN,
+            TlpRepr::completion(cid, rid, t(0x22), CplStatus::Sc, 4, 0, &d4).unwrap(),
+        ),
+        w(UP, TlpRepr::mem_read(rid, t(0x23), 0x3000, 1).unwrap()),
+    ]
+}
+
+/// Every packet of `pcielab demo --json`: TLPs alternate direction by kind (completions
+/// go down), DLLPs alternate.
+fn demo_packets() -> Vec<Written> {
+    let (rc, out, err) = pcielab(&["demo", "--json"]);
+    assert_eq!(rc, 0, "{err}");
+    let mut v = Vec::new();
+    for (i, line) in out.lines().enumerate() {
+        let mut o: Value = serde_json::from_str(line).unwrap();
+        o.as_object_mut().unwrap().remove("what");
+        if let Ok(bytes) = tlp_from_json(&o) {
+            let kind = o["kind"].as_str().unwrap();
+            let iface = if kind.starts_with("Cpl") { DOWN } else { UP };
+            v.push(Written {
+                iface,
+                time_ps: 0,
+                tlp: true,
+                bytes,
+            });
+        } else {
+            let d = pcielab_wire::dllp::json::from_json(&o).unwrap();
+            v.push(Written {
+                iface: if i % 2 == 0 { DOWN } else { UP },
+                time_ps: 0,
+                tlp: false,
+                bytes: d.to_bytes().unwrap().to_vec(),
+            });
+        }
+    }
+    v
+}
+
+/// Writes the capture; returns what was written (times filled in) and the index where the
+/// scenario starts.
+fn build(path: &Path, format: Format) -> (Vec<Written>, usize) {
+    let mut all = demo_packets();
+    let start = all.len();
+    all.extend(scenario());
+    let mut w = CaptureWriter::create(path, format, "test: rc.0 <-> ep0, x8 Gen3").unwrap();
+    let down = w.add_interface(DOWN).unwrap();
+    let up = w.add_interface(UP).unwrap();
+    // Times: 1 µs + n × 1234.567 ns, so picoseconds matter.
+    for (n, p) in all.iter_mut().enumerate() {
+        p.time_ps = 1_000_000 + n as u64 * 1_234_567;
+        let id = if p.iface == DOWN { down } else { up };
+        if p.tlp {
+            w.write_tlp(id, p.time_ps, &p.bytes).unwrap();
+        } else {
+            w.write_dllp(id, p.time_ps, &p.bytes).unwrap();
+        }
+    }
+    w.finish().unwrap();
+    (all, start)
+}
+
+fn tmp(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join(name)
+}
+
+fn dump_json(path: &Path) -> Vec<Value> {
+    let (rc, out, err) = pcielab(&["dump", "--json", path.to_str().unwrap()]);
+    assert_eq!(rc, 0, "{err}");
+    out.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn dump_json_gives_back_every_packet_and_time() {
+    let path = tmp("every-kind.pcapng");
+    let (all, _) = build(&path, Format::Pcapng);
+    let got = dump_json(&path);
+    assert_eq!(got.len(), all.len());
+    for (n, (w, o)) in all.iter().zip(&got).enumerate() {
+        assert_eq!(o["frame"], (n + 1) as u64);
+        assert_eq!(o["time_ps"], w.time_ps, "frame {}", n + 1);
+        assert_eq!(o["interface"], w.iface);
+        // The packet's own fields: without the capture's (frame, time, interface, links).
+        let mut o = o.clone();
+        for k in [
+            "frame",
+            "time_ps",
+            "interface",
+            "nettlp_seq",
+            "nettlp_tstamp",
+            "request_frame",
+            "latency_ps",
+            "last",
+            "unmatched",
+            "ecrc_ok",
+        ] {
+            o.as_object_mut().unwrap().remove(k);
+        }
+        let o = &o;
+        if w.tlp {
+            assert_eq!(tlp_from_json(o).unwrap(), w.bytes, "frame {}: {o}", n + 1);
+        } else {
+            let d = pcielab_wire::dllp::json::from_json(o).unwrap();
+            assert_eq!(d.to_bytes().unwrap().to_vec(), w.bytes, "frame {}", n + 1);
+        }
+    }
+    // Every TLP kind and every DLLP type of the codec is in the file.
+    let kinds: std::collections::BTreeSet<&str> =
+        got.iter().map(|o| o["kind"].as_str().unwrap()).collect();
+    for k in pcielab_wire::tlp::TlpKind::ALL {
+        assert!(kinds.contains(k.name()), "{k} missing");
+    }
+    for k in [
+        "InitFC1",
+        "InitFC2",
+        "UpdateFC",
+        "Ack",
+        "Nak",
+        "PM_Enter_L1",
+        "PM_Enter_L23",
+        "PM_Active_State_Request_L1",
+        "PM_Request_Ack",
+        "Vendor",
+        "NOP",
+        "Data_Link_Feature",
+    ] {
+        assert!(kinds.contains(k), "{k} missing");
+    }
+}
+
+#[test]
+fn dump_links_completions_to_requests() {
+    let path = tmp("links.pcapng");
+    let (all, s) = build(&path, Format::Pcapng);
+    let got = dump_json(&path);
+    let f = |i: usize| &got[s + i];
+    let frame = |i: usize| (s + i + 1) as u64;
+    // Three CplDs of the 128-byte read: the last is the third.
+    for (i, last) in [(1, false), (2, false), (3, true)] {
+        assert_eq!(f(i)["request_frame"], frame(0), "{}", f(i));
+        assert_eq!(f(i)["last"], last);
+        assert_eq!(f(i)["latency_ps"], all[s + i].time_ps - all[s].time_ps);
+    }
+    assert_eq!(f(5)["request_frame"], frame(4));
+    assert_eq!(f(5)["last"], true);
+    assert_eq!(f(6)["unmatched"], true);
+    assert!(f(7).get("request_frame").is_none());
+    // The text form names the unanswered request.
+    let (rc, out, _) = pcielab(&["dump", path.to_str().unwrap()]);
+    assert_eq!(rc, 0);
+    assert!(
+        out.lines()
+            .last()
+            .unwrap()
+            .ends_with(&format!("#{}", frame(7))),
+        "{}",
+        out.lines().last().unwrap()
+    );
+}
+
+#[test]
+fn dump_filters_and_stats() {
+    let path = tmp("filters.pcapng");
+    let (all, s) = build(&path, Format::Pcapng);
+    let p = path.to_str().unwrap();
+    let (rc, out, err) = pcielab(&["dump", "--json", "--tag", "0x20", "--kind", "CplD", p]);
+    assert_eq!(rc, 0, "{err}");
+    assert_eq!(out.lines().count(), 3);
+    let (_, out, _) = pcielab(&["dump", "--json", "--addr", "0x1000-0x1008", p]);
+    let frames: Vec<u64> = out
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["frame"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert!(frames.contains(&((s + 1) as u64)));
+    let (_, out, _) = pcielab(&["dump", "--json", "-i", UP, "--kind", "dllp", p]);
+    let n_up_dllps = all.iter().filter(|w| !w.tlp && w.iface == UP).count();
+    assert_eq!(out.lines().count(), n_up_dllps);
+    let (rc, out, err) = pcielab(&["dump", "--stats", "--json", p]);
+    assert_eq!(rc, 0, "{err}");
+    let st: Value = serde_json::from_str(&out).unwrap();
+    // One CplD in the demo set, four in the scenario.
+    assert_eq!(st["per_kind"]["CplD"]["packets"], 5);
+    let n_dllp_bytes = all.iter().filter(|w| !w.tlp).count() * 6;
+    let dllp_bytes: u64 = st["per_kind"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(k, _)| {
+            !pcielab_wire::tlp::TlpKind::ALL
+                .iter()
+                .any(|t| t.name() == *k)
+        })
+        .map(|(_, c)| c["bytes"].as_u64().unwrap())
+        .sum();
+    assert_eq!(dllp_bytes as usize, n_dllp_bytes);
+    assert!(st["latency"]["count"].as_u64().unwrap() >= 2);
+    assert!(st["unmatched_completions"].as_u64().unwrap() >= 1);
+    assert!(st["missing_completions"].as_u64().unwrap() >= 1);
+}
+
+#[test]
+fn truncated_file_is_a_clear_error_with_offset() {
+    let path = tmp("trunc.pcapng");
+    build(&path, Format::Pcapng);
+    let data = std::fs::read(&path).unwrap();
+    let cut = tmp("cut.pcapng");
+    std::fs::write(&cut, &data[..data.len() - 10]).unwrap();
+    let (rc, out, err) = pcielab(&["dump", cut.to_str().unwrap()]);
+    assert_eq!(rc, 2);
+    assert!(!out.is_empty());
+    assert!(err.starts_with("pcielab: "), "{err}");
+    assert!(err.contains("at byte "), "{err}");
+    assert!(err.contains("truncated"), "{err}");
+}
+
+// ---------------------------------------------------------------------------------------
+// tshark with dissector/pcielab.lua
+
+/// Whether tshark tests run: tshark must be installed unless PCIELAB_SKIP_TSHARK=1.
+fn tshark_wanted() -> bool {
+    if std::env::var_os("PCIELAB_SKIP_TSHARK").is_some_and(|v| v == "1") {
+        eprintln!("PCIELAB_SKIP_TSHARK=1: tshark checks skipped");
+        return false;
+    }
+    true
+}
+
+fn dissector() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../dissector/pcielab.lua")
+}
+
+fn tshark(args: &[&str]) -> (String, String) {
+    let lua = format!("lua_script:{}", dissector().display());
+    let out = Command::new("tshark")
+        .args(["-n", "-X", &lua])
+        .args(args)
+        .output()
+        .expect("tshark is needed (apt-get install tshark), or set PCIELAB_SKIP_TSHARK=1");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "tshark failed: {stderr}");
+    (String::from_utf8_lossy(&out.stdout).into_owned(), stderr)
+}
+
+/// Collects every `pcielab.*` key of a tshark JSON tree with its values.
+fn collect(v: &Value, out: &mut std::collections::BTreeMap<String, Vec<String>>) {
+    if let Value::Object(m) = v {
+        for (k, x) in m {
+            match x {
+                Value::String(s) if k.starts_with("pcielab.") => {
+                    out.entry(k.clone()).or_default().push(s.clone())
+                }
+                Value::Array(a) => {
+                    for y in a {
+                        match y {
+                            Value::String(s) if k.starts_with("pcielab.") => {
+                                out.entry(k.clone()).or_default().push(s.clone())
+                            }
+                            other => collect(other, out),
+                        }
+                    }
+                }
+                Value::Object(_) => collect(x, out),
+                _ => {}
+            }
+        }
+    }
+}
+
+fn norm(v: &Value) -> String {
+    match v {
+        Value::Bool(b) => (if *b { "1" } else { "0" }).to_string(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Keys `pcielab dump --json` adds for the capture (not fields of the packet).
+const CAPTURE_KEYS: &[&str] = &[
+    "frame",
+    "time_ps",
+    "interface",
+    "nettlp_seq",
+    "nettlp_tstamp",
+    "request_frame",
+    "latency_ps",
+    "last",
+    "unmatched",
+];
+
+/// A capture with every kind, the scenario, and four bad packets at the end:
+/// a reserved Fmt/Type, a payload shorter than Length, a bad ECRC and a bad DLLP CRC.
+fn build_with_bad(path: &Path) -> (Vec<Written>, usize) {
+    let (mut all, s) = build(path, Format::Pcapng);
+    let rid = Bdf::new(1, 0, 0).unwrap();
+    let mut ecrc = TlpRepr::mem_read(rid, Tag::new(0x30).unwrap(), 0x4000, 1).unwrap();
+    ecrc.td = true;
+    let mut ecrc = ecrc.to_vec().unwrap();
+    let n = ecrc.len();
+    ecrc[n - 1] ^= 0x5a;
+    let mut ack = pcielab_wire::dllp::DllpRepr::Ack {
+        seq: pcielab_wire::SeqNum::new(7).unwrap(),
+    }
+    .to_bytes()
+    .unwrap()
+    .to_vec();
+    ack[5] ^= 1;
+    let bad = [
+        (true, vec![0x1f, 0, 0, 1, 0, 0, 0, 0x0f, 0, 0, 0, 0]),
+        (
+            true,
+            vec![0x40, 0, 0, 4, 0, 0, 0, 0xff, 0, 0, 0x10, 0, 1, 2, 3, 4],
+        ),
+        (true, ecrc),
+        (false, ack),
+    ];
+    let mut w = CaptureWriter::create(path, Format::Pcapng, "with bad packets").unwrap();
+    let down = w.add_interface(DOWN).unwrap();
+    let up = w.add_interface(UP).unwrap();
+    for (tlp, bytes) in bad {
+        all.push(Written {
+            iface: UP,
+            time_ps: 0,
+            tlp,
+            bytes,
+        });
+    }
+    for (n, p) in all.iter_mut().enumerate() {
+        p.time_ps = 1_000_000 + n as u64 * 1_234_567;
+        let id = if p.iface == DOWN { down } else { up };
+        if p.tlp {
+            w.write_tlp(id, p.time_ps, &p.bytes).unwrap();
+        } else {
+            w.write_dllp(id, p.time_ps, &p.bytes).unwrap();
+        }
+    }
+    w.finish().unwrap();
+    (all, s)
+}
+
+/// Runs tshark and `pcielab dump --json` on `path` and checks that they agree on every
+/// field, link and flag; returns the number of fields compared and tshark's packets.
+fn compare_with_tshark(path: &Path, n: usize) -> (usize, Vec<Value>) {
+    let p = path.to_str().unwrap();
+    let dump = dump_json(path);
+    let (out, err) = tshark(&["-r", p, "-2", "-T", "json", "--no-duplicate-keys"]);
+    assert!(!err.contains("Lua"), "Lua error: {err}");
+    let pkts: Vec<Value> = serde_json::from_str(&out).unwrap();
+    assert_eq!(pkts.len(), n);
+    assert_eq!(dump.len(), n);
+    let mut checked_fields = 0;
+    for (i, (pkt, o)) in pkts.iter().zip(&dump).enumerate() {
+        let frame = i + 1;
+        let mut m = std::collections::BTreeMap::new();
+        collect(&pkt["_source"]["layers"]["pcielab"], &mut m);
+        assert!(!m.is_empty(), "frame {frame}: no pcielab layer");
+        assert!(!m.contains_key("pcielab.internal"), "frame {frame}: {m:?}");
+        let kind = o["kind"].as_str().unwrap();
+        let is_tlp = pcielab_wire::tlp::TlpKind::from_name(kind).is_some();
+        let ns = if is_tlp {
+            "pcielab.tlp."
+        } else {
+            "pcielab.dllp."
+        };
+        // dump → tshark
+        let mut expected = std::collections::BTreeMap::new();
+        if kind == "malformed-tlp" || kind == "malformed-dllp" {
+            assert!(m.contains_key("pcielab.malformed"), "frame {frame}: {m:?}");
+            continue;
+        }
+        for (k, v) in o.as_object().unwrap() {
+            if CAPTURE_KEYS.contains(&k.as_str()) {
+                continue;
+            }
+            match (k.as_str(), v) {
+                ("attr", Value::Object(a)) => {
+                    for (ak, av) in a {
+                        expected.insert(format!("{ns}attr.{ak}"), vec![norm(av)]);
+                    }
+                }
+                ("prefixes", Value::Array(ps)) => {
+                    for pf in ps {
+                        for (pk, pv) in pf.as_object().unwrap() {
+                            expected
+                                .entry(format!("{ns}prefix.{pk}"))
+                                .or_insert_with(Vec::new)
+                                .push(norm(pv));
+                        }
+                    }
+                }
+                ("ecrc", Value::Null) => {}
+                _ => {
+                    expected.insert(format!("{ns}{k}"), vec![norm(v)]);
+                }
+            }
+        }
+        for (k, want) in &expected {
+            let mut got = m
+                .get(k)
+                .unwrap_or_else(|| panic!("frame {frame}: tshark lacks {k} (dump: {o})"))
+                .clone();
+            if k.ends_with(".payload") {
+                got = got.iter().map(|s| s.replace(':', "")).collect();
+            }
+            assert_eq!(&got, want, "frame {frame}: {k}");
+            checked_fields += 1;
+        }
+        // tshark → dump: nothing tshark shows is missing from dump.
+        for k in m.keys().filter(|k| k.starts_with(ns)) {
+            let extra_ok = [
+                "pcielab.tlp.address_value",
+                "pcielab.tlp.prefix",
+                "pcielab.dllp.type",
+                "pcielab.dllp.crc",
+                "pcielab.dllp.crc_ok",
+            ];
+            if extra_ok.contains(&k.as_str()) && !expected.contains_key(k) {
+                continue;
+            }
+            assert!(
+                expected.contains_key(k),
+                "frame {frame}: tshark shows {k} that dump lacks ({o})"
+            );
+        }
+        if !is_tlp {
+            let crc_ok = m["pcielab.dllp.crc_ok"][0] == "1";
+            assert_eq!(crc_ok, !m.contains_key("pcielab.dllp_crc_bad"));
+        }
+        // Links.
+        match o.get("request_frame") {
+            Some(r) => {
+                assert_eq!(
+                    m["pcielab.request_frame"],
+                    vec![r.to_string()],
+                    "frame {frame}"
+                );
+                assert_eq!(m["pcielab.last"], vec![norm(&o["last"])], "frame {frame}");
+                let secs: f64 = m["pcielab.latency"][0].parse().unwrap();
+                let tshark_ns = (secs * 1e9).round() as i64;
+                let dump_ns = (o["latency_ps"].as_u64().unwrap() / 1000) as i64;
+                assert!(
+                    (tshark_ns - dump_ns).abs() <= 1,
+                    "frame {frame}: {tshark_ns} vs {dump_ns}"
+                );
+            }
+            None => assert!(!m.contains_key("pcielab.request_frame"), "frame {frame}"),
+        }
+        assert_eq!(
+            o.get("unmatched").is_some(),
+            m.contains_key("pcielab.unmatched_completion"),
+            "frame {frame}"
+        );
+        assert_eq!(
+            o.get("ecrc_ok") == Some(&Value::Bool(false)),
+            m.contains_key("pcielab.ecrc_bad"),
+            "frame {frame}"
+        );
+    }
+    check_info_column(path, n);
+    (checked_fields, pkts)
+}
+
+/// The Info column of tshark is `pcielab dump`'s line after frame and time (notes aside).
+fn check_info_column(path: &Path, n: usize) {
+    let p = path.to_str().unwrap();
+    let (out, err) = tshark(&["-r", p, "-2", "-T", "fields", "-e", "_ws.col.Info"]);
+    assert!(!err.contains("Lua"), "{err}");
+    let (_, text, _) = pcielab(&["dump", p]);
+    let dump_lines: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+    let info: Vec<&str> = out.lines().collect();
+    assert_eq!(info.len(), n);
+    assert_eq!(dump_lines.len(), n);
+    let cut = |s: &str| {
+        let end = [
+            " (reply to #",
+            " (no request)",
+            " (no completion)",
+            " (tag in use by #",
+        ]
+        .iter()
+        .filter_map(|m| s.find(m))
+        .min()
+        .unwrap_or(s.len());
+        s[..end].to_string()
+    };
+    for (i, d) in info.iter().zip(&dump_lines) {
+        // dump: "frame time interface body"; Info: "interface body", or "body" for
+        // plain pcap (no interface names; dump calls the one interface "pcap").
+        let body = d.trim_start().splitn(3, ' ').nth(2).unwrap();
+        let body = match body.strip_prefix("pcap ") {
+            Some(b) if !i.starts_with("pcap ") => b,
+            _ => body,
+        };
+        assert_eq!(cut(i), cut(body), "dump line: {d}");
+    }
+}
+
+#[test]
+fn tshark_shows_every_field_as_dump_json() {
+    if !tshark_wanted() {
+        return;
+    }
+    let path = tmp("tshark.pcapng");
+    let (all, _) = build_with_bad(&path);
+    let p = path.to_str().unwrap();
+    let (checked_fields, pkts) = compare_with_tshark(&path, all.len());
+    assert!(checked_fields > 800, "{checked_fields}");
+    // Requests without completion: the same frames in both.
+    let (_, text, _) = pcielab(&["dump", p]);
+    let last = text.lines().last().unwrap();
+    let dump_missing: Vec<u64> = last
+        .split(": ")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .map(|s| s.trim_start_matches('#').parse().unwrap())
+        .collect();
+    let tshark_missing: Vec<u64> = pkts
+        .iter()
+        .enumerate()
+        .filter(|(_, pkt)| {
+            let mut m = std::collections::BTreeMap::new();
+            collect(&pkt["_source"]["layers"]["pcielab"], &mut m);
+            m.contains_key("pcielab.missing_completion")
+        })
+        .map(|(i, _)| (i + 1) as u64)
+        .collect();
+    assert_eq!(tshark_missing, dump_missing);
+}
+
+#[test]
+fn tshark_reads_independent_seed_files_and_old_port_scheme() {
+    if !tshark_wanted() {
+        return;
+    }
+    // Seeds written by a separate Python script, not by pcielab-capture.
+    let seeds = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/pcap");
+    for (file, n) in [
+        ("mrd_cpld_ack.pcapng", 3),
+        ("old_ports_be_us.pcap", 3),
+        ("snapped_vlan_old_ports.pcap", 4),
+    ] {
+        let f = seeds.join(file);
+        let f = f.to_str().unwrap();
+        let (out, err) = tshark(&["-r", f, "-2", "-T", "fields", "-e", "_ws.col.Info"]);
+        assert!(!err.contains("Lua"), "{err}");
+        let (rc, text, e) = pcielab(&["dump", "--all", f]);
+        assert_eq!(rc, 0, "{e}");
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), n, "{out}");
+        assert_eq!(text.lines().count(), n, "{text}");
+        // The CplD answers the MRd before it (frame 2 → 1, or 3 → 2 in the snapped file).
+        let (c, r) = if n == 4 { (2, 2) } else { (1, 1) };
+        assert!(
+            lines[c].contains(&format!("(reply to #{r})")),
+            "{}",
+            lines[c]
+        );
+        let dump_line = text.lines().nth(c).unwrap();
+        assert!(
+            dump_line.contains(&format!("(reply to #{r} after")),
+            "{text}"
+        );
+        check_info_column(Path::new(f), n);
+    }
+    // Snap length: the cut TLPs decode from their headers; the one cut on the wire (its
+    // frame shorter than its UDP length) is malformed.
+    let f = seeds.join("snapped_vlan_old_ports.pcap");
+    let got = dump_json(&f);
+    assert_eq!(got[0]["kind"], "MWr");
+    assert_eq!(got[0]["captured_len"], 28);
+    assert_eq!(got[0]["length_dw"], 64);
+    assert_eq!(got[0]["payload"], "000102030405060708090a0b0c0d0e0f");
+    assert_eq!(got[2]["request_frame"], 2);
+    assert_eq!(got[3]["kind"], "malformed-tlp");
+    let (n_fields, _) = compare_with_tshark(&f, 4);
+    assert!(n_fields > 40, "{n_fields}");
+}
+
+#[test]
+fn demo_pcap_holds_the_demo_set_with_comments() {
+    let path = tmp("demo.pcapng");
+    let p = path.to_str().unwrap();
+    let (rc, _, err) = pcielab(&["demo", "--pcap", p]);
+    assert_eq!(rc, 0, "{err}");
+    let (_, demo, _) = pcielab(&["demo", "--json"]);
+    let dumped = dump_json(&path);
+    assert_eq!(dumped.len(), demo.lines().count());
+    for (d, line) in dumped.iter().zip(demo.lines()) {
+        let o: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(d["kind"], o["kind"]);
+    }
+    // The description of each packet is its pcapng comment.
+    let data = std::fs::read(&path).unwrap();
+    let needle = b"enumeration: read Vendor/Device ID";
+    assert!(data.windows(needle.len()).any(|w| w == needle));
+}
+
+/// A tiny deterministic generator (64-bit LCG), so failures reproduce.
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+}
+
+#[test]
+fn tshark_and_dump_agree_on_mutated_tlps() {
+    if !tshark_wanted() {
+        return;
+    }
+    // Every demo TLP, mutated 40 times: a flipped bit, a cut, extra bytes, a new DW0 byte.
+    let base: Vec<Written> = demo_packets().into_iter().filter(|w| w.tlp).collect();
+    let mut rng = Lcg(0x5eed);
+    let mut items = Vec::new();
+    for w in &base {
+        for _ in 0..40 {
+            let mut b = w.bytes.clone();
+            match rng.next() % 4 {
+                0 => {
+                    let i = (rng.next() as usize) % b.len();
+                    b[i] ^= 1 << (rng.next() % 8);
+                }
+                1 => b.truncate((rng.next() as usize) % b.len()),
+                2 => {
+                    for _ in 0..1 + rng.next() % 8 {
+                        b.push(rng.next() as u8);
+                    }
+                }
+                _ => b[0] = rng.next() as u8,
+            }
+            items.push(b);
+        }
+    }
+    // Every demo DLLP, mutated 40 times: a flipped bit (CRC), a new type byte, a cut.
+    let dllps: Vec<Written> = demo_packets().into_iter().filter(|w| !w.tlp).collect();
+    let mut ditems = Vec::new();
+    for w in &dllps {
+        for _ in 0..40 {
+            let mut b = w.bytes.clone();
+            match rng.next() % 3 {
+                0 => {
+                    let i = (rng.next() as usize) % b.len();
+                    b[i] ^= 1 << (rng.next() % 8);
+                }
+                1 => {
+                    b[0] = rng.next() as u8;
+                    let c = pcielab_wire::dllp::crc(&b[..4]).to_le_bytes();
+                    b[4..].copy_from_slice(&c);
+                }
+                _ => b.truncate((rng.next() as usize) % b.len()),
+            }
+            ditems.push(b);
+        }
+    }
+    let path = tmp("mutated.pcapng");
+    let mut w = CaptureWriter::create(&path, Format::Pcapng, "mutated TLPs").unwrap();
+    let i = w.add_interface(UP).unwrap();
+    for (n, b) in items.iter().enumerate() {
+        w.write_tlp(i, n as u64 * 1000, b).unwrap();
+    }
+    for (n, b) in ditems.iter().enumerate() {
+        w.write_dllp(i, (items.len() + n) as u64 * 1000, b).unwrap();
+    }
+    w.finish().unwrap();
+    let dump = dump_json(&path);
+    let malformed = dump.iter().filter(|o| o["kind"] == "malformed-tlp").count();
+    // Both kinds of outcome are exercised.
+    assert!(
+        malformed > 200 && malformed < items.len() - 200,
+        "{malformed}"
+    );
+    let bad_dllp = dump
+        .iter()
+        .filter(|o| o["kind"] == "malformed-dllp")
+        .count();
+    let crc_bad = dump.iter().filter(|o| o["crc_ok"] == false).count();
+    assert!(bad_dllp > 50 && crc_bad > 50, "{bad_dllp} {crc_bad}");
+    let (checked, _) = compare_with_tshark(&path, items.len() + ditems.len());
+    assert!(checked > 5000, "{checked}");
+}
+
+#[test]
+fn multi_link_capture_links_per_link() {
+    // A DMA read from ep0 (01:00.0) through switch sw0, seen on both links, and its
+    // completion coming back on both: each completion answers the copy of the request on
+    // its own link.
+    let rid = Bdf::new(1, 0, 0).unwrap();
+    let t = Tag::new(5).unwrap();
+    let mrd = TlpRepr::mem_read(rid, t, 0x8000, 1)
+        .unwrap()
+        .to_vec()
+        .unwrap();
+    let d = [9u8; 4];
+    let cpl = TlpRepr::completion(Bdf::from_raw(0), rid, t, CplStatus::Sc, 4, 0, &d)
+        .unwrap()
+        .to_vec()
+        .unwrap();
+    let path = tmp("multi-link.pcapng");
+    let mut w = CaptureWriter::create(&path, Format::Pcapng, "rc.0 - sw0 - ep0").unwrap();
+    let [rc_down, rc_up] = pcielab_capture::writer::link_names("rc.0", "sw0");
+    let [sw_down, sw_up] = pcielab_capture::writer::link_names("sw0.1", "ep0");
+    let i_rc_down = w.add_interface(&rc_down).unwrap();
+    let i_rc_up = w.add_interface(&rc_up).unwrap();
+    let i_sw_down = w.add_interface(&sw_down).unwrap();
+    let i_sw_up = w.add_interface(&sw_up).unwrap();
+    w.write_tlp(i_sw_up, 0, &mrd).unwrap(); // 1: ep0 -> sw0.1
+    w.write_tlp(i_rc_up, 100_000, &mrd).unwrap(); // 2: sw0 -> rc.0
+    w.write_tlp(i_rc_down, 500_000, &cpl).unwrap(); // 3: rc.0 -> sw0, answers 2
+    w.write_tlp(i_sw_down, 600_000, &cpl).unwrap(); // 4: sw0.1 -> ep0, answers 1
+    w.finish().unwrap();
+    let got = dump_json(&path);
+    assert_eq!(got[2]["request_frame"], 2);
+    assert_eq!(got[2]["latency_ps"], 400_000);
+    assert_eq!(got[3]["request_frame"], 1);
+    assert_eq!(got[3]["latency_ps"], 600_000);
+    if !tshark_wanted() {
+        return;
+    }
+    let p = path.to_str().unwrap();
+    let fields = [
+        "-T",
+        "fields",
+        "-e",
+        "pcielab.request_frame",
+        "-e",
+        "pcielab.latency",
+    ];
+    let mut args = vec!["-r", p, "-2", "-R", "frame"];
+    args.extend(fields);
+    let (out, err) = tshark(&args);
+    assert!(!err.contains("Lua"), "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[2], "2\t0.000000400");
+    assert_eq!(lines[3], "1\t0.000000600");
+}

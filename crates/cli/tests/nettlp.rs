@@ -1,0 +1,170 @@
+//! `pcielab adapter`, `psmem`, `dma`, `tlpperf` end to end on loopback (adapter
+//! 127.0.0.1, devices 127.0.0.2).
+
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_pcielab");
+
+struct Kill(Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        if self.0.try_wait().ok().flatten().is_none() {
+            let _ = self.0.kill();
+        }
+        let _ = self.0.wait();
+    }
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).output().expect("run pcielab")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn spawn(args: &[&str]) -> Kill {
+    Kill(
+        Command::new(BIN)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn pcielab"),
+    )
+}
+
+/// Retries a command until it succeeds (the background processes need a moment to bind).
+fn eventually(args: &[&str]) -> Output {
+    let end = Instant::now() + Duration::from_secs(5);
+    loop {
+        let o = run(args);
+        if o.status.success() || Instant::now() > end {
+            return o;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn adapter_psmem_dma_tlpperf_session() {
+    let dir = std::env::temp_dir().join(format!("pcielab-cli-nettlp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let pcap = dir.join("tlpperf.pcap");
+    let pcap = pcap.to_str().expect("utf-8 path");
+    let _adapter = spawn(&[
+        "adapter",
+        "--duration",
+        "30",
+        "--control",
+        "127.0.0.1:12286",
+    ]);
+    let o = eventually(&["adapter", "stats"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let _psmem = spawn(&["psmem", "--duration", "30", "--size", "64K"]);
+    // Host MMIO through psmem (the first read also waits for psmem to be up).
+    let o = eventually(&["adapter", "read", "0x0", "4"]);
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        "00000000",
+        "{}",
+        text(&o)
+    );
+    let o = run(&["adapter", "write", "0x21", "cafe0042"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = run(&["adapter", "read", "0x20", "6"]);
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        "00cafe004200",
+        "{}",
+        text(&o)
+    );
+    // Outside psmem's 64 KiB: Completer Abort, exit status 2.
+    let o = run(&["adapter", "read", "0x10000", "4"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("Completer Abort"), "{}", text(&o));
+    // Device-side DMA into host memory.
+    let o = run(&["dma", "write", "-a", "0x1003", "-p", "hello"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = run(&["dma", "read", "-a", "0x1002", "-s", "7"]);
+    assert!(text(&o).contains("00 68 65 6c 6c 6f 00"), "{}", text(&o));
+    // tlpperf with a capture.
+    let o = run(&[
+        "tlpperf", "-d", "read", "-L", "300", "-t", "0.3", "--pcap", pcap,
+    ]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(
+        t.contains("Gb/s") && t.contains("latency p50") && t.contains("p999"),
+        "{t}"
+    );
+    let cap = std::fs::read(pcap).expect("pcap written");
+    assert_eq!(&cap[..4], &[0x4d, 0x3c, 0xb2, 0xa1]); // pcap, nanosecond timestamps
+                                                      // First record: a 3DW MRd → 14 + 20 + 8 + 6 + 12 = 60 bytes.
+    assert_eq!(&cap[24 + 8..24 + 12], &60u32.to_le_bytes());
+    // The capture crate's reader decodes it and pairs each CplD with its MRd.
+    let o = run(&["dump", pcap]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(
+        t.contains("MRd 3DW 1b:00.0") && t.contains("CplD 00:00.0 -> 1b:00.0"),
+        "{t}"
+    );
+    assert!(t.contains("(reply to #"), "{t}");
+    // An MSI-X write is an interrupt: vector 1 is 0xfee01000 / 0x4021 by default.
+    let o = run(&["dma", "write", "-a", "0xfee01000", "--hex", "21400000"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = eventually(&["adapter", "irqs"]);
+    assert!(text(&o).contains("MSI-X vector 1"), "{}", text(&o));
+    let o = run(&["adapter", "stop"]);
+    assert!(o.status.success(), "{}", text(&o));
+    // A script run: commands, then exit.
+    let script = dir.join("s.txt");
+    std::fs::write(
+        &script,
+        "# host memory\nmem-write 0x100 a1b2c3\nsleep 1\nmem-read 0xff 5\n",
+    )
+    .expect("script");
+    let end = Instant::now() + Duration::from_secs(5);
+    let o = loop {
+        // The first adapter may still be releasing its ports.
+        let o = run(&[
+            "adapter",
+            "--script",
+            script.to_str().expect("utf-8"),
+            "--control",
+            "127.0.0.1:12285",
+        ]);
+        if o.status.success() || Instant::now() > end {
+            break o;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("ok 00a1b2c300"), "{}", text(&o));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_arguments_exit_2() {
+    for args in [
+        &["adapter", "--window", "0x10"][..],
+        &["adapter", "--control", "127.0.0.1:12287"],
+        &["tlpperf", "-N", "17"],
+        &["dma", "read", "-a", "zz", "-s", "4"],
+        &["psmem", "--bar4", "0x0", "-b", "1b", "--duration", "0"],
+    ] {
+        let o = run(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stderr).starts_with("pcielab: "),
+            "{args:?}"
+        );
+    }
+}

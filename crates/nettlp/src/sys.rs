@@ -1,0 +1,453 @@
+//! UDP sockets with batched I/O (`recvmmsg`/`sendmmsg`), `poll` and `epoll` (Linux).
+//!
+//! The only `unsafe` code of the crate lives here; every call checks its return value
+//! and the buffers it hands to the kernel outlive the call.
+
+use std::io;
+use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::Duration;
+
+/// Size of one receive slot: any NetTLP datagram fits; larger ones are flagged truncated.
+pub const SLOT: usize = 4224;
+
+/// Binds a UDP socket to `local` (optionally connected to `peer`), with a large receive
+/// buffer.
+pub fn udp_socket(local: SocketAddrV4, peer: Option<SocketAddrV4>) -> io::Result<UdpSocket> {
+    let s = UdpSocket::bind(local)?;
+    set_buffers(&s, 4 << 20);
+    if let Some(p) = peer {
+        s.connect(p)?;
+    }
+    Ok(s)
+}
+
+/// Asks for `bytes` of socket buffers each way (the kernel may grant less).
+pub fn set_buffers(s: &UdpSocket, bytes: i32) {
+    for opt in [libc::SO_RCVBUF, libc::SO_SNDBUF] {
+        // SAFETY: valid fd, pointer to a live i32 and its size.
+        unsafe {
+            libc::setsockopt(
+                s.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                (&bytes as *const i32).cast(),
+                core::mem::size_of::<i32>() as libc::socklen_t,
+            );
+        }
+    }
+}
+
+fn to_sockaddr(a: SocketAddrV4) -> libc::sockaddr_in {
+    // SAFETY: sockaddr_in is plain old data; all-zero is a valid value.
+    let mut s: libc::sockaddr_in = unsafe { core::mem::zeroed() };
+    s.sin_family = libc::AF_INET as libc::sa_family_t;
+    s.sin_port = a.port().to_be();
+    s.sin_addr = libc::in_addr {
+        s_addr: u32::from_ne_bytes(a.ip().octets()),
+    };
+    s
+}
+
+fn from_sockaddr(s: &libc::sockaddr_in) -> SocketAddrV4 {
+    SocketAddrV4::new(
+        Ipv4Addr::from(s.sin_addr.s_addr.to_ne_bytes()),
+        u16::from_be(s.sin_port),
+    )
+}
+
+/// A batch of receive slots for `recvmmsg`. The kernel structures are kept between
+/// calls (no allocation per call); their pointers are refreshed on every call.
+#[derive(Debug)]
+pub struct RecvBatch {
+    bufs: Vec<u8>,
+    lens: Vec<usize>,
+    truncated: Vec<bool>,
+    addrs: Vec<SocketAddrV4>,
+    names: Vec<libc::sockaddr_in>,
+    iov: Vec<libc::iovec>,
+    msgs: Vec<libc::mmsghdr>,
+    n: usize,
+}
+
+// SAFETY: the raw pointers inside `iov`/`msgs` only ever point into this struct's own
+// buffers and are rewritten before each use, so moving the batch to another thread is
+// sound.
+unsafe impl Send for RecvBatch {}
+
+impl RecvBatch {
+    /// A batch of `slots` datagrams.
+    pub fn new(slots: usize) -> RecvBatch {
+        let slots = slots.max(1);
+        RecvBatch {
+            bufs: vec![0; slots * SLOT],
+            lens: vec![0; slots],
+            truncated: vec![false; slots],
+            addrs: vec![SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0); slots],
+            // SAFETY: zeroed C structs are valid values.
+            names: vec![unsafe { core::mem::zeroed() }; slots],
+            iov: vec![
+                libc::iovec {
+                    iov_base: core::ptr::null_mut(),
+                    iov_len: 0
+                };
+                slots
+            ],
+            // SAFETY: as above.
+            msgs: vec![unsafe { core::mem::zeroed() }; slots],
+            n: 0,
+        }
+    }
+
+    /// Number of datagrams received by the last call.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    /// True when the last call received nothing.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// Datagram `i`: (source, bytes, truncated).
+    pub fn get(&self, i: usize) -> (SocketAddrV4, &[u8], bool) {
+        (
+            self.addrs[i],
+            &self.bufs[i * SLOT..i * SLOT + self.lens[i]],
+            self.truncated[i],
+        )
+    }
+
+    /// Receives what is queued on `fd` without blocking (0 when nothing is).
+    /// Errors other than "would block" and ICMP-reported ones are returned.
+    pub fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
+        let slots = self.lens.len();
+        let base = self.bufs.as_mut_ptr();
+        for i in 0..slots {
+            // SAFETY: i * SLOT is within `bufs` (slots * SLOT bytes).
+            self.iov[i].iov_base = unsafe { base.add(i * SLOT) }.cast();
+            self.iov[i].iov_len = SLOT;
+        }
+        let names = self.names.as_mut_ptr();
+        let iov = self.iov.as_mut_ptr();
+        for (i, m) in self.msgs.iter_mut().enumerate() {
+            // SAFETY: i < slots for both arrays.
+            m.msg_hdr.msg_name = unsafe { names.add(i) }.cast();
+            m.msg_hdr.msg_namelen = core::mem::size_of::<libc::sockaddr_in>() as u32;
+            // SAFETY: as above.
+            m.msg_hdr.msg_iov = unsafe { iov.add(i) };
+            m.msg_hdr.msg_iovlen = 1;
+            m.msg_hdr.msg_control = core::ptr::null_mut();
+            m.msg_hdr.msg_controllen = 0;
+            m.msg_hdr.msg_flags = 0;
+            m.msg_len = 0;
+        }
+        // SAFETY: msgs/iov/names/bufs are valid for `slots` entries and outlive the call.
+        let r = unsafe {
+            libc::recvmmsg(
+                fd,
+                self.msgs.as_mut_ptr(),
+                slots as u32,
+                libc::MSG_DONTWAIT,
+                core::ptr::null_mut(),
+            )
+        };
+        if r < 0 {
+            self.n = 0;
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
+                _ => Err(e),
+            };
+        }
+        let n = r as usize;
+        for i in 0..n {
+            self.lens[i] = (self.msgs[i].msg_len as usize).min(SLOT);
+            self.truncated[i] = self.msgs[i].msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
+            self.addrs[i] = from_sockaddr(&self.names[i]);
+        }
+        self.n = n;
+        Ok(n)
+    }
+}
+
+/// Datagrams queued for `sendmmsg`, each with its socket, destination and bytes.
+#[derive(Debug, Default)]
+pub struct SendBatch {
+    data: Vec<u8>,
+    items: Vec<(RawFd, SocketAddrV4, usize, usize)>,
+}
+
+impl SendBatch {
+    /// An empty batch.
+    pub fn new() -> SendBatch {
+        SendBatch::default()
+    }
+
+    /// Number of queued datagrams.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// True when nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// Queues a datagram built by `fill` (which gets a buffer of `max` bytes and returns
+    /// the length used).
+    pub fn push_with<E>(
+        &mut self,
+        fd: RawFd,
+        dst: SocketAddrV4,
+        max: usize,
+        fill: impl FnOnce(&mut [u8]) -> Result<usize, E>,
+    ) -> Result<(), E> {
+        let start = self.data.len();
+        self.data.resize(start + max, 0);
+        match fill(&mut self.data[start..]) {
+            Ok(n) => {
+                self.data.truncate(start + n);
+                self.items.push((fd, dst, start, n));
+                Ok(())
+            }
+            Err(e) => {
+                self.data.truncate(start);
+                Err(e)
+            }
+        }
+    }
+
+    /// Queues a copy of `bytes`.
+    pub fn push(&mut self, fd: RawFd, dst: SocketAddrV4, bytes: &[u8]) {
+        let _ = self.push_with::<()>(fd, dst, bytes.len(), |b| {
+            b.copy_from_slice(bytes);
+            Ok(bytes.len())
+        });
+    }
+
+    /// Iterates over the queued datagrams (destination, bytes).
+    pub fn iter(&self) -> impl Iterator<Item = (SocketAddrV4, &[u8])> + '_ {
+        self.items
+            .iter()
+            .map(|&(_, d, s, n)| (d, &self.data[s..s + n]))
+    }
+
+    /// Sends everything (one `sendmmsg` per run of datagrams on the same socket) and
+    /// empties the batch. Returns how many datagrams the kernel refused (counted, not
+    /// fatal: UDP may drop).
+    pub fn flush(&mut self) -> usize {
+        let mut failed = 0;
+        let mut i = 0;
+        while i < self.items.len() {
+            let fd = self.items[i].0;
+            let mut j = i;
+            while j < self.items.len() && self.items[j].0 == fd {
+                j += 1;
+            }
+            failed += self.send_run(fd, i, j);
+            i = j;
+        }
+        self.items.clear();
+        self.data.clear();
+        failed
+    }
+
+    fn send_run(&mut self, fd: RawFd, from: usize, to: usize) -> usize {
+        let n = to - from;
+        let mut names: Vec<libc::sockaddr_in> = self.items[from..to]
+            .iter()
+            .map(|it| to_sockaddr(it.1))
+            .collect();
+        let mut iov: Vec<libc::iovec> = self.items[from..to]
+            .iter()
+            .map(|it| libc::iovec {
+                iov_base: self.data[it.2..].as_mut_ptr().cast(),
+                iov_len: it.3,
+            })
+            .collect();
+        let mut msgs: Vec<libc::mmsghdr> = (0..n)
+            .map(|i| {
+                // SAFETY: zeroed mmsghdr is valid; fields set next.
+                let mut m: libc::mmsghdr = unsafe { core::mem::zeroed() };
+                m.msg_hdr.msg_name = (&mut names[i] as *mut libc::sockaddr_in).cast();
+                m.msg_hdr.msg_namelen = core::mem::size_of::<libc::sockaddr_in>() as u32;
+                m.msg_hdr.msg_iov = &mut iov[i];
+                m.msg_hdr.msg_iovlen = 1;
+                m
+            })
+            .collect();
+        let mut sent = 0usize;
+        let mut failed = 0usize;
+        let mut tries = 0;
+        while sent < n && tries < 64 {
+            tries += 1;
+            // SAFETY: msgs[sent..] are valid entries pointing at live buffers.
+            let r = unsafe { libc::sendmmsg(fd, msgs[sent..].as_mut_ptr(), (n - sent) as u32, 0) };
+            if r < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                // Skip the datagram the kernel refused (e.g. ECONNREFUSED, ENOBUFS).
+                sent += 1;
+                failed += 1;
+            } else {
+                sent += r as usize;
+            }
+        }
+        failed + (n - sent)
+    }
+}
+
+/// Waits until one of `fds` is readable or `timeout` passes; returns the indices of the
+/// readable ones in `ready` (cleared first).
+pub fn poll_readable(fds: &[RawFd], timeout: Duration, ready: &mut Vec<usize>) -> io::Result<()> {
+    ready.clear();
+    let mut p: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    let ms = if ms == 0 && !timeout.is_zero() { 1 } else { ms };
+    // SAFETY: p is a valid array of p.len() pollfds.
+    let r = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted {
+            Ok(())
+        } else {
+            Err(e)
+        };
+    }
+    for (i, x) in p.iter().enumerate() {
+        if x.revents & (libc::POLLIN | libc::POLLERR) != 0 {
+            ready.push(i);
+        }
+    }
+    Ok(())
+}
+
+/// An epoll instance over a set of sockets, each registered with a `u64` key.
+#[derive(Debug)]
+pub struct Epoll {
+    fd: RawFd,
+    events: Vec<libc::epoll_event>,
+}
+
+impl Epoll {
+    /// A new epoll instance.
+    pub fn new() -> io::Result<Epoll> {
+        // SAFETY: plain syscall.
+        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Epoll {
+            fd,
+            events: vec![libc::epoll_event { events: 0, u64: 0 }; 64],
+        })
+    }
+
+    /// Registers `fd` for readability with `key`.
+    pub fn add(&self, fd: RawFd, key: u64) -> io::Result<()> {
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: key,
+        };
+        // SAFETY: valid epoll fd and event pointer.
+        let r = unsafe { libc::epoll_ctl(self.fd, libc::EPOLL_CTL_ADD, fd, &mut ev) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Waits up to `timeout`; returns the keys of ready sockets in `out` (cleared first).
+    pub fn wait(&mut self, timeout: Duration, out: &mut Vec<u64>) -> io::Result<()> {
+        out.clear();
+        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: events has room for events.len() entries.
+        let r = unsafe {
+            libc::epoll_wait(
+                self.fd,
+                self.events.as_mut_ptr(),
+                self.events.len() as i32,
+                ms,
+            )
+        };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::Interrupted {
+                Ok(())
+            } else {
+                Err(e)
+            };
+        }
+        for e in &self.events[..r as usize] {
+            let key = e.u64;
+            out.push(key);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Epoll {
+    fn drop(&mut self) {
+        // SAFETY: we own the fd.
+        unsafe {
+            libc::close(self.fd);
+        }
+    }
+}
+
+/// Sends one datagram on a socket, ignoring ICMP-induced errors reported on it.
+pub fn send_to(s: &UdpSocket, dst: SocketAddrV4, bytes: &[u8]) -> io::Result<()> {
+    match s.send_to(bytes, dst) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_roundtrip_on_loopback() {
+        let a = udp_socket(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0), None).unwrap();
+        let b = udp_socket(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0), None).unwrap();
+        let SocketAddr4(bd) = SocketAddr4(match b.local_addr().unwrap() {
+            std::net::SocketAddr::V4(v) => v,
+            _ => unreachable!(),
+        });
+        let mut tx = SendBatch::new();
+        for i in 0..5u8 {
+            tx.push(a.as_raw_fd(), bd, &[i; 3][..(i as usize % 3) + 1]);
+        }
+        assert_eq!(tx.len(), 5);
+        assert_eq!(tx.flush(), 0);
+        let mut rx = RecvBatch::new(8);
+        let mut got = Vec::new();
+        let mut ready = Vec::new();
+        for _ in 0..50 {
+            poll_readable(&[b.as_raw_fd()], Duration::from_millis(20), &mut ready).unwrap();
+            rx.recv(b.as_raw_fd()).unwrap();
+            for i in 0..rx.len() {
+                got.push(rx.get(i).1.to_vec());
+            }
+            if got.len() == 5 {
+                break;
+            }
+        }
+        let want: Vec<Vec<u8>> = vec![vec![0], vec![1, 1], vec![2, 2, 2], vec![3], vec![4, 4]];
+        assert_eq!(got, want);
+    }
+
+    struct SocketAddr4(SocketAddrV4);
+}

@@ -1,0 +1,57 @@
+//! Integration tests on loopback: the adapter on 127.0.0.1, devices on 127.0.0.2.
+//!
+//! Every test takes [`lock`] because all of them bind the fixed NetTLP ports.
+
+mod faults;
+mod integrity;
+mod psmem_mmio;
+mod writes;
+
+use pcielab_nettlp::adapter::{Adapter, AdapterConfig};
+use pcielab_nettlp::device::{Device, DeviceConfig};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+static PORTS: Mutex<()> = Mutex::new(());
+
+/// Serialises tests that bind the NetTLP ports.
+pub fn lock() -> MutexGuard<'static, ()> {
+    PORTS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Independent oracle for memory contents: a byte function of the address.
+pub fn pattern(addr: u64) -> u8 {
+    (addr.wrapping_mul(0x9e37_79b1) >> 13) as u8 ^ (addr as u8)
+}
+
+/// Fills `[base, base+len)` of the adapter's memory with [`pattern`].
+pub fn fill(a: &Adapter, base: u64, len: u64) {
+    let v: Vec<u8> = (base..base + len).map(pattern).collect();
+    a.memory().write(base, &v);
+}
+
+/// An adapter with the default loopback configuration, changed by `f`.
+pub fn adapter(f: impl FnOnce(&mut AdapterConfig)) -> Adapter {
+    let mut c = AdapterConfig::default();
+    f(&mut c);
+    Adapter::start(c).expect("adapter starts")
+}
+
+/// A device with the default loopback configuration, changed by `f`.
+pub fn device(f: impl FnOnce(&mut DeviceConfig)) -> Device {
+    let mut c = DeviceConfig::default();
+    f(&mut c);
+    Device::open(c).expect("device opens")
+}
+
+/// Waits (bounded) until `cond` holds.
+pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    cond()
+}

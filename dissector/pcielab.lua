@@ -1,0 +1,855 @@
+-- pcielab.lua: Wireshark (4.0+) dissector for PCIe TLPs and DLLPs carried over NetTLP.
+--
+-- Frames are Ethernet/IPv4/UDP; the UDP payload is NetTLP's 6-byte header (sequence,
+-- timestamp; big endian) followed by one TLP in PCIe byte order, or, on UDP port 0x5D11
+-- (23825), by one 6-byte DLLP. Both NetTLP port schemes are recognised: completions on
+-- 0x3000 + tag, requests on 0x4000 + (tag & 0xF), v0.15-v0.21's 0x3000 + (tag & 0xF),
+-- v0.14's single port 0x3776. LibTLP's 6-byte configuration datagrams on 0x4001/0x5001
+-- are told apart by their length.
+--
+-- Field names follow pcielab's JSON (`pcielab dump --json`): pcielab.tlp.<json key>.
+-- Completions are linked to their requests by (link, Requester ID, Tag), a link being the
+-- pair of interfaces "a->b" / "b->a" of a pcielab capture (or one interface otherwise).
+-- Run tshark with -2 so that requests left without a completion are flagged, and with a
+-- read filter (-R frame) so that interface names are known in its first pass.
+--
+-- Usage: tshark -X lua_script:pcielab.lua -r capture.pcapng -2 -R frame [-V]
+-- or copy this file into Wireshark's personal plugins folder.
+--
+-- Written for pcielab; licensed MIT OR Apache-2.0 like the rest of pcielab.
+
+local VERSION = "0.1.0"
+set_plugin_info({ version = VERSION, description = "PCIe TLP/DLLP over NetTLP (pcielab)" })
+
+local DLLP_PORT = 0x5D11
+local proto = Proto("pcielab", "PCIe over NetTLP (pcielab)")
+
+---------------------------------------------------------------------------------------
+-- Bit helpers that work on every Lua version Wireshark ships (numbers as doubles).
+
+local function bits(v, shift, width)
+    return math.floor(v / 2 ^ shift) % 2 ^ width
+end
+
+local function flag(v, bit) return bits(v, bit, 1) == 1 end
+
+local bxor
+if bit32 and bit32.bxor then
+    bxor = bit32.bxor
+elseif bit and bit.bxor then
+    bxor = function(a, b) return bit.bxor(a, b) % 4294967296 end
+else
+    bxor = function(a, b)
+        local r, m = 0, 1
+        for _ = 0, 31 do
+            local x, y = a % 2, b % 2
+            if x ~= y then r = r + m end
+            a, b, m = (a - x) / 2, (b - y) / 2, m * 2
+        end
+        return r
+    end
+end
+
+-- Reflected CRC tables: CRC-32 (poly 04C11DB7 reflected = EDB88320) for ECRC,
+-- CRC-16 (poly 100B reflected = D008) for DLLPs.
+local function make_table(poly, width)
+    local t = {}
+    for i = 0, 255 do
+        local c = i
+        for _ = 1, 8 do
+            if c % 2 == 1 then c = bxor(math.floor(c / 2), poly) else c = math.floor(c / 2) end
+        end
+        t[i] = c % 2 ^ width
+    end
+    return t
+end
+local CRC32_T = make_table(0xEDB88320, 32)
+local CRC16_T = make_table(0xD008, 16)
+
+-- crc32 over a list of byte arrays (Lua tables of numbers), seed all ones, complemented.
+local function crc32(chunks)
+    local c = 0xFFFFFFFF
+    for _, bytes in ipairs(chunks) do
+        for i = 1, #bytes do
+            c = bxor(math.floor(c / 256), CRC32_T[bxor(c % 256, bytes[i])])
+        end
+    end
+    return 0xFFFFFFFF - c
+end
+
+local function crc16(bytes)
+    local c = 0xFFFF
+    for i = 1, #bytes do
+        c = bxor(math.floor(c / 256), CRC16_T[bxor(c % 256, bytes[i])])
+    end
+    return 0xFFFF - c
+end
+
+local function tvb_bytes(tvb, off, len)
+    local t = {}
+    for i = 0, len - 1 do t[#t + 1] = tvb(off + i, 1):uint() end
+    return t
+end
+
+local function hex_of(tvb, off, len)
+    local s = {}
+    for i = 0, len - 1 do s[#s + 1] = string.format("%02x", tvb(off + i, 1):uint()) end
+    return table.concat(s)
+end
+
+local function bdf_str(raw)
+    return string.format("%02x:%02x.%x", bits(raw, 8, 8), bits(raw, 3, 5), bits(raw, 0, 3))
+end
+
+-- Hex of a 64-bit value given as two 32-bit halves, without leading zeros.
+local function hex64(hi, lo)
+    if hi > 0 then return string.format("%x%08x", hi, lo) end
+    return string.format("%x", lo)
+end
+
+-- "0x1_2345_6780" as pcielab's text output writes addresses.
+local function addr_text(hi, lo)
+    local h = hex64(hi, lo)
+    local out = {}
+    local n = #h
+    for i = 1, n do
+        out[#out + 1] = h:sub(i, i)
+        local left = n - i
+        if left > 0 and left % 4 == 0 then out[#out + 1] = "_" end
+    end
+    return "0x" .. table.concat(out)
+end
+
+---------------------------------------------------------------------------------------
+-- Tables
+
+local KIND = {}
+local function kind_of(fmt, ty)
+    if fmt > 3 then return nil end -- 100b is a prefix; 101b..111b are reserved
+    local has = fmt >= 2
+    if ty == 0 then return has and "MWr" or "MRd" end
+    if ty == 1 then return (fmt <= 1) and "MRdLk" or nil end
+    if ty == 2 then return (fmt == 0 and "IORd") or (fmt == 2 and "IOWr") or nil end
+    if ty == 4 then return (fmt == 0 and "CfgRd0") or (fmt == 2 and "CfgWr0") or nil end
+    if ty == 5 then return (fmt == 0 and "CfgRd1") or (fmt == 2 and "CfgWr1") or nil end
+    if ty >= 0x10 and ty <= 0x15 then return (fmt == 1 and "Msg") or (fmt == 3 and "MsgD") or nil end
+    if ty == 0x0a then return (fmt == 0 and "Cpl") or (fmt == 2 and "CplD") or nil end
+    if ty == 0x0b then return (fmt == 0 and "CplLk") or (fmt == 2 and "CplDLk") or nil end
+    if ty == 0x0c then return has and "FetchAdd" or nil end
+    if ty == 0x0d then return has and "Swap" or nil end
+    if ty == 0x0e then return has and "CAS" or nil end
+    return nil
+end
+KIND.of = kind_of
+
+local NON_POSTED = {
+    MRd = true, MRdLk = true, IORd = true, IOWr = true, CfgRd0 = true, CfgWr0 = true,
+    CfgRd1 = true, CfgWr1 = true, FetchAdd = true, Swap = true, CAS = true,
+}
+local MEM = { MRd = true, MRdLk = true, MWr = true, FetchAdd = true, Swap = true, CAS = true }
+local IO = { IORd = true, IOWr = true }
+local CFG = { CfgRd0 = true, CfgWr0 = true, CfgRd1 = true, CfgWr1 = true }
+local CPL = { Cpl = true, CplD = true, CplLk = true, CplDLk = true }
+
+local ROUTING = { [0] = "to_rc", "by_address", "by_id", "broadcast", "local", "gathered" }
+local STATUS = { [0] = "SC", "UR", "CRS", "3", "CA", "5", "6", "7" }
+local STATUS_LONG = {
+    SC = "Successful Completion", UR = "Unsupported Request",
+    CRS = "Configuration Request Retry Status", CA = "Completer Abort",
+}
+local MSG = {
+    [0x00] = "Unlock", [0x01] = "ATS_Invalidate_Request", [0x02] = "ATS_Invalidate_Completion",
+    [0x04] = "Page_Request", [0x05] = "PRG_Response", [0x10] = "LTR", [0x12] = "OBFF",
+    [0x14] = "PM_Active_State_Nak", [0x18] = "PM_PME", [0x19] = "PME_Turn_Off",
+    [0x1b] = "PME_TO_Ack", [0x20] = "Assert_INTA", [0x21] = "Assert_INTB",
+    [0x22] = "Assert_INTC", [0x23] = "Assert_INTD", [0x24] = "Deassert_INTA",
+    [0x25] = "Deassert_INTB", [0x26] = "Deassert_INTC", [0x27] = "Deassert_INTD",
+    [0x30] = "ERR_COR", [0x31] = "ERR_NONFATAL", [0x33] = "ERR_FATAL",
+    [0x50] = "Set_Slot_Power_Limit", [0x52] = "PTM_Request", [0x53] = "PTM_Response",
+    [0x7e] = "Vendor_Defined_Type_0", [0x7f] = "Vendor_Defined_Type_1",
+}
+local PREFIX_NAME = {
+    [0x00] = "MR-IOV", [0x0e] = "VendL0", [0x0f] = "VendL1",
+    [0x10] = "TPH", [0x11] = "PASID", [0x1e] = "VendE0", [0x1f] = "VendE1",
+}
+local function prefix_name(t)
+    local n = PREFIX_NAME[t]
+    if n then return n end
+    if t >= 0x10 then return "E" .. (t - 0x10) end
+    return "L" .. t
+end
+
+---------------------------------------------------------------------------------------
+-- Fields (names = pcielab's JSON keys)
+
+local f = {}
+f["nettlp.seq"] = ProtoField.uint16("pcielab.nettlp.seq", "NetTLP sequence", base.DEC)
+f["nettlp.tstamp"] = ProtoField.uint32("pcielab.nettlp.tstamp", "NetTLP timestamp (6.4 ns ticks)", base.DEC)
+f["nettlp.config"] = ProtoField.bytes("pcielab.nettlp.config", "NetTLP configuration datagram")
+
+f["tlp"] = ProtoField.bytes("pcielab.tlp", "TLP")
+f["tlp.kind"] = ProtoField.string("pcielab.tlp.kind", "Kind")
+f["tlp.fmt"] = ProtoField.uint8("pcielab.tlp.fmt", "Fmt", base.DEC)
+f["tlp.type"] = ProtoField.uint8("pcielab.tlp.type", "Type", base.DEC)
+f["tlp.tc"] = ProtoField.uint8("pcielab.tlp.tc", "Traffic class", base.DEC)
+f["tlp.tag"] = ProtoField.uint16("pcielab.tlp.tag", "Tag", base.DEC)
+f["tlp.attr.ro"] = ProtoField.bool("pcielab.tlp.attr.ro", "Relaxed ordering")
+f["tlp.attr.ns"] = ProtoField.bool("pcielab.tlp.attr.ns", "No snoop")
+f["tlp.attr.ido"] = ProtoField.bool("pcielab.tlp.attr.ido", "ID-based ordering")
+f["tlp.ln"] = ProtoField.bool("pcielab.tlp.ln", "Lightweight notification (LN)")
+f["tlp.th"] = ProtoField.bool("pcielab.tlp.th", "TLP processing hints (TH)")
+f["tlp.td"] = ProtoField.bool("pcielab.tlp.td", "TLP digest present (TD)")
+f["tlp.ep"] = ProtoField.bool("pcielab.tlp.ep", "Poisoned (EP)")
+f["tlp.at"] = ProtoField.uint8("pcielab.tlp.at", "Address type", base.DEC)
+f["tlp.length_dw"] = ProtoField.uint16("pcielab.tlp.length_dw", "Length (DW)", base.DEC)
+f["tlp.requester_id"] = ProtoField.string("pcielab.tlp.requester_id", "Requester ID")
+f["tlp.completer_id"] = ProtoField.string("pcielab.tlp.completer_id", "Completer ID")
+f["tlp.first_be"] = ProtoField.uint8("pcielab.tlp.first_be", "First DW byte enables", base.DEC)
+f["tlp.last_be"] = ProtoField.uint8("pcielab.tlp.last_be", "Last DW byte enables", base.DEC)
+f["tlp.address"] = ProtoField.string("pcielab.tlp.address", "Address")
+f["tlp.address_value"] = ProtoField.uint64("pcielab.tlp.address_value", "Address (number, for filters)", base.HEX)
+f["tlp.ph"] = ProtoField.uint8("pcielab.tlp.ph", "Processing hint (PH)", base.DEC)
+f["tlp.register"] = ProtoField.uint16("pcielab.tlp.register", "Register number (DW)", base.DEC)
+f["tlp.status"] = ProtoField.string("pcielab.tlp.status", "Completion status")
+f["tlp.bcm"] = ProtoField.bool("pcielab.tlp.bcm", "Byte count modified (BCM)")
+f["tlp.byte_count"] = ProtoField.uint16("pcielab.tlp.byte_count", "Byte count", base.DEC)
+f["tlp.lower_address"] = ProtoField.uint8("pcielab.tlp.lower_address", "Lower address", base.DEC)
+f["tlp.msg_code"] = ProtoField.uint8("pcielab.tlp.msg_code", "Message code", base.DEC)
+f["tlp.msg_name"] = ProtoField.string("pcielab.tlp.msg_name", "Message")
+f["tlp.msg_routing"] = ProtoField.string("pcielab.tlp.msg_routing", "Message routing")
+f["tlp.msg_fields"] = ProtoField.string("pcielab.tlp.msg_fields", "Message-specific bytes 8-15")
+f["tlp.target_id"] = ProtoField.string("pcielab.tlp.target_id", "Destination ID")
+f["tlp.vendor_id"] = ProtoField.uint16("pcielab.tlp.vendor_id", "Vendor ID", base.DEC)
+f["tlp.vendor_data"] = ProtoField.uint32("pcielab.tlp.vendor_data", "Vendor-defined data", base.DEC)
+f["tlp.ltr_no_snoop"] = ProtoField.uint16("pcielab.tlp.ltr_no_snoop", "LTR no-snoop latency", base.DEC)
+f["tlp.ltr_snoop"] = ProtoField.uint16("pcielab.tlp.ltr_snoop", "LTR snoop latency", base.DEC)
+f["tlp.obff_code"] = ProtoField.uint8("pcielab.tlp.obff_code", "OBFF code", base.DEC)
+f["tlp.itag"] = ProtoField.uint8("pcielab.tlp.itag", "Invalidate tag", base.DEC)
+f["tlp.completion_count"] = ProtoField.uint8("pcielab.tlp.completion_count", "Completion count", base.DEC)
+f["tlp.itag_vector"] = ProtoField.uint32("pcielab.tlp.itag_vector", "ITag vector", base.DEC)
+f["tlp.page_address"] = ProtoField.string("pcielab.tlp.page_address", "Page address")
+f["tlp.prg_index"] = ProtoField.uint16("pcielab.tlp.prg_index", "Page request group index", base.DEC)
+f["tlp.response_code"] = ProtoField.uint8("pcielab.tlp.response_code", "PRG response code", base.DEC)
+f["tlp.payload"] = ProtoField.bytes("pcielab.tlp.payload", "Payload")
+f["tlp.ecrc"] = ProtoField.string("pcielab.tlp.ecrc", "ECRC (bytes as sent)")
+f["tlp.ecrc_ok"] = ProtoField.bool("pcielab.tlp.ecrc_ok", "ECRC correct")
+f["tlp.prefix"] = ProtoField.bytes("pcielab.tlp.prefix", "TLP prefix")
+f["tlp.prefix.kind"] = ProtoField.string("pcielab.tlp.prefix.kind", "Prefix kind")
+f["tlp.prefix.content"] = ProtoField.uint32("pcielab.tlp.prefix.content", "Prefix content", base.DEC)
+f["tlp.prefix.pasid"] = ProtoField.uint32("pcielab.tlp.prefix.pasid", "PASID", base.DEC)
+f["tlp.prefix.execute"] = ProtoField.bool("pcielab.tlp.prefix.execute", "Execute requested")
+f["tlp.prefix.privileged"] = ProtoField.bool("pcielab.tlp.prefix.privileged", "Privileged mode requested")
+f["tlp.error"] = ProtoField.string("pcielab.tlp.error", "Malformed TLP")
+f["tlp.captured_len"] = ProtoField.uint32("pcielab.tlp.captured_len", "Bytes captured (snap length)", base.DEC)
+
+f["request_frame"] = ProtoField.framenum("pcielab.request_frame", "Request in frame", base.NONE, frametype.REQUEST)
+f["response_frame"] = ProtoField.framenum("pcielab.response_frame", "Completion in frame", base.NONE, frametype.RESPONSE)
+f["latency"] = ProtoField.relative_time("pcielab.latency", "Request to completion latency")
+f["last"] = ProtoField.bool("pcielab.last", "Request complete after this completion")
+f["completion_index"] = ProtoField.uint32("pcielab.completion_index", "Completion number", base.DEC)
+
+f["dllp"] = ProtoField.bytes("pcielab.dllp", "DLLP")
+f["dllp.kind"] = ProtoField.string("pcielab.dllp.kind", "Kind")
+f["dllp.type"] = ProtoField.uint8("pcielab.dllp.type", "Type byte", base.DEC)
+f["dllp.seq"] = ProtoField.uint16("pcielab.dllp.seq", "AckNak sequence number", base.DEC)
+f["dllp.fc_class"] = ProtoField.string("pcielab.dllp.fc_class", "Credit class")
+f["dllp.vc"] = ProtoField.uint8("pcielab.dllp.vc", "Virtual channel", base.DEC)
+f["dllp.hdr_scale"] = ProtoField.uint8("pcielab.dllp.hdr_scale", "HdrScale", base.DEC)
+f["dllp.hdr_fc"] = ProtoField.uint8("pcielab.dllp.hdr_fc", "HdrFC", base.DEC)
+f["dllp.data_scale"] = ProtoField.uint8("pcielab.dllp.data_scale", "DataScale", base.DEC)
+f["dllp.data_fc"] = ProtoField.uint16("pcielab.dllp.data_fc", "DataFC", base.DEC)
+f["dllp.vendor_data"] = ProtoField.uint32("pcielab.dllp.vendor_data", "Vendor data", base.DEC)
+f["dllp.feature_ack"] = ProtoField.bool("pcielab.dllp.feature_ack", "Feature ack")
+f["dllp.feature_support"] = ProtoField.uint32("pcielab.dllp.feature_support", "Feature support", base.DEC)
+f["dllp.content"] = ProtoField.uint32("pcielab.dllp.content", "Content", base.DEC)
+f["dllp.crc"] = ProtoField.uint16("pcielab.dllp.crc", "CRC", base.HEX)
+f["dllp.crc_ok"] = ProtoField.bool("pcielab.dllp.crc_ok", "CRC correct")
+f["dllp.error"] = ProtoField.string("pcielab.dllp.error", "Malformed DLLP")
+
+local list = {}
+for _, v in pairs(f) do list[#list + 1] = v end
+proto.fields = list
+
+local e = {
+    malformed = ProtoExpert.new("pcielab.malformed", "Malformed TLP/DLLP", expert.group.MALFORMED, expert.severity.ERROR),
+    ecrc = ProtoExpert.new("pcielab.ecrc_bad", "ECRC mismatch", expert.group.CHECKSUM, expert.severity.ERROR),
+    crc = ProtoExpert.new("pcielab.dllp_crc_bad", "DLLP CRC mismatch", expert.group.CHECKSUM, expert.severity.ERROR),
+    unmatched = ProtoExpert.new("pcielab.unmatched_completion", "Completion without a pending request", expert.group.SEQUENCE, expert.severity.WARN),
+    missing = ProtoExpert.new("pcielab.missing_completion", "Request without its (last) completion in the capture", expert.group.SEQUENCE, expert.severity.WARN),
+    status = ProtoExpert.new("pcielab.completion_status", "Completion status is not SC", expert.group.RESPONSE_CODE, expert.severity.NOTE),
+    poisoned = ProtoExpert.new("pcielab.poisoned", "Poisoned TLP (EP set)", expert.group.PROTOCOL, expert.severity.WARN),
+    tag_in_use = ProtoExpert.new("pcielab.tag_in_use", "Request reuses a tag that is still outstanding", expert.group.SEQUENCE, expert.severity.WARN),
+    snapped = ProtoExpert.new("pcielab.snapped", "TLP cut by the capture's snap length", expert.group.UNDECODED, expert.severity.NOTE),
+    internal = ProtoExpert.new("pcielab.internal", "pcielab dissector could not decode this packet", expert.group.MALFORMED, expert.severity.ERROR),
+}
+proto.experts = { e.malformed, e.ecrc, e.crc, e.unmatched, e.missing, e.status, e.poisoned, e.tag_in_use, e.snapped, e.internal }
+
+---------------------------------------------------------------------------------------
+-- Request/completion state (rebuilt on every (re)dissection pass 1)
+
+local iface_field = Field.new("frame.interface_name")
+
+local state
+local function reset()
+    state = { pending = {}, req = {}, cpl = {} }
+end
+reset()
+function proto.init() reset() end
+
+local function link_key(name)
+    if not name then return "" end
+    local a, b = name:match("^(.-)%->(.*)$")
+    if not a then return name end
+    if a <= b then return a .. "<->" .. b end
+    return b .. "<->" .. a
+end
+
+---------------------------------------------------------------------------------------
+-- TLP decoding
+
+-- The codec's wording for a length error.
+local function trunc(what, needed, available)
+    return string.format("truncated: %s needs %d bytes, only %d available", what, needed, available)
+end
+
+-- Decodes a TLP of `len` bytes at tvb offset `off`, of which `clen` were captured (fewer
+-- when the capture's snap length cut it). Returns a table of decoded fields, or nil and an
+-- error string (the same checks as pcielab's codec).
+local function decode_tlp(tvb, off, len, clen)
+    local t = { prefixes = {} }
+    local h = 0
+    while h < clen and bits(tvb(off + h, 1):uint(), 5, 3) == 4 do
+        if h + 4 > clen then return nil, trunc("TLP prefix", h + 4, len) end
+        local w = tvb(off + h, 4):uint()
+        local ty = bits(w, 24, 5)
+        local p = { kind = prefix_name(ty), content = w % 2 ^ 24, off = h, e2e = ty >= 0x10 }
+        if ty == 0x11 then
+            p.pasid = w % 2 ^ 20
+            p.execute = flag(w, 20)
+            p.privileged = flag(w, 21)
+        end
+        t.prefixes[#t.prefixes + 1] = p
+        h = h + 4
+        if #t.prefixes > 8 then
+            -- count them all, as the codec reports the count
+            local np = #t.prefixes
+            local k = h
+            while k < clen and bits(tvb(off + k, 1):uint(), 5, 3) == 4 do np, k = np + 1, k + 4 end
+            return nil, string.format("bad TLP Prefix count at byte 0: 0x%x (more than 8 TLP prefixes)", np)
+        end
+    end
+    t.h0 = h
+    if clen < h + 4 then return nil, trunc("TLP header DW0", h + 4, len) end
+    local dw0 = tvb(off + h, 4):uint()
+    local fmt, ty = bits(dw0, 29, 3), bits(dw0, 24, 5)
+    local kind = kind_of(fmt, ty)
+    if not kind then
+        return nil, string.format("bad Fmt/Type at byte %d: 0x%x (reserved or deprecated Fmt/Type encoding)", h, bits(dw0, 24, 8))
+    end
+    t.kind, t.fmt, t.type = kind, fmt, ty
+    local four = fmt % 2 == 1
+    local hl = four and 16 or 12
+    t.four = four
+    if clen < h + hl then return nil, trunc((four and "4" or "3") .. " DW TLP header", h + hl, len) end
+    local lraw = dw0 % 1024
+    t.length_dw = (lraw == 0) and 1024 or lraw
+    t.tc = bits(dw0, 20, 3)
+    t.ro, t.ns, t.ido = flag(dw0, 13), flag(dw0, 12), flag(dw0, 18)
+    t.ln, t.th, t.td, t.ep = flag(dw0, 17), flag(dw0, 16), flag(dw0, 15), flag(dw0, 14)
+    t.at = bits(dw0, 10, 2)
+    local has_data = fmt >= 2
+    local n = has_data and t.length_dw * 4 or 0
+    -- As pcielab's codec: the Length of a Msg or Cpl without data is reserved, shown as 0.
+    if not has_data and (kind == "Msg" or CPL[kind]) then t.length_dw = 0 end
+    local endp = h + hl + n
+    if len < endp then return nil, trunc("payload of the Length field", endp, len) end
+    if t.td then
+        endp = endp + 4
+        if len < endp then return nil, trunc("ECRC digest (TD set)", endp, len) end
+    end
+    if len > endp then
+        return nil, string.format("trailing bytes: Fmt, Length and TD gives %d bytes but the buffer holds %d", endp, len)
+    end
+    t.len = endp
+    t.payload_off, t.payload_len = h + hl, n
+    if clen < len then
+        t.snapped, t.captured = true, clen
+        t.captured_payload = math.max(0, math.min(n, clen - (h + hl)))
+    else
+        t.captured_payload = n
+    end
+    local dw1 = tvb(off + h + 4, 4):uint()
+    local dw2 = tvb(off + h + 8, 4):uint()
+    local tag_hi = bits(dw0, 23, 1) * 512 + bits(dw0, 19, 1) * 256
+    t.tag = tag_hi + bits(dw1, 8, 8)
+    t.requester_id = bdf_str(bits(dw1, 16, 16))
+    t.first_be, t.last_be = bits(dw1, 0, 4), bits(dw1, 4, 4)
+    if MEM[kind] then
+        t.group = "mem"
+        local hi, lo
+        if four then
+            local w3 = tvb(off + h + 12, 4):uint()
+            hi, lo = dw2, w3 - w3 % 4
+            t.ph = w3 % 4
+        else
+            hi, lo = 0, dw2 - dw2 % 4
+            t.ph = dw2 % 4
+        end
+        t.addr_hi, t.addr_lo = hi, lo
+    elseif IO[kind] or CFG[kind] then
+        if lraw ~= 1 then
+            return nil, string.format("bad Length at byte %d: 0x%x (I/O and configuration requests must have Length 1)", h + 2, lraw)
+        end
+        t.last_be = 0
+        if IO[kind] then
+            t.group = "io"
+            t.addr_hi, t.addr_lo = 0, dw2 - dw2 % 4
+        else
+            t.group = "cfg"
+            t.completer_id = bdf_str(bits(dw2, 16, 16))
+            t.register = bits(dw2, 2, 10)
+        end
+    elseif kind == "Msg" or kind == "MsgD" then
+        t.group = "msg"
+        local r = ty % 8
+        t.msg_routing = ROUTING[r]
+        t.msg_code = dw1 % 256
+        t.msg_name = MSG[t.msg_code]
+        t.msg_fields = hex_of(tvb, off + h + 8, 8)
+        local w3 = tvb(off + h + 12, 4):uint()
+        t.w2, t.w3 = dw2, w3
+        if r == 1 then t.addr_hi, t.addr_lo = dw2, w3 end
+        if r == 2 then t.target_id = bdf_str(bits(dw2, 16, 16)) end
+        local c = t.msg_code
+        if c == 0x7e or c == 0x7f then
+            t.vendor_id = dw2 % 65536
+            t.vendor_data = w3
+        elseif c == 0x10 then
+            t.ltr_no_snoop = bits(w3, 16, 16)
+            t.ltr_snoop = w3 % 65536
+        elseif c == 0x12 then
+            t.obff_code = w3 % 16
+        elseif c == 0x01 then
+            t.itag = w3 % 32
+        elseif c == 0x02 then
+            t.completion_count = bits(dw2, 0, 3)
+            t.itag_vector = w3
+        elseif c == 0x04 then
+            t.page_address = "0x" .. hex64(dw2, w3 - w3 % 4096)
+            t.prg_index = w3 % 512
+        elseif c == 0x05 then
+            t.prg_index = dw2 % 512
+            t.response_code = bits(dw2, 12, 4)
+        end
+    else
+        t.group = "cpl"
+        t.completer_id = bdf_str(bits(dw1, 16, 16))
+        t.status = STATUS[bits(dw1, 13, 3)]
+        t.bcm = flag(dw1, 12)
+        local bc = dw1 % 4096
+        t.byte_count = (bc == 0) and 4096 or bc
+        t.requester_id = bdf_str(bits(dw2, 16, 16))
+        t.tag = tag_hi + bits(dw2, 8, 8)
+        t.lower_address = dw2 % 128
+    end
+    if t.td and not t.snapped then
+        t.ecrc = hex_of(tvb, off + endp - 4, 4)
+        -- ECRC over End-End prefixes, then the header with Type bit 0 and EP taken as 1.
+        local chunks = {}
+        for _, p in ipairs(t.prefixes) do
+            if p.e2e then chunks[#chunks + 1] = tvb_bytes(tvb, off + p.off, 4) end
+        end
+        local hdr = tvb_bytes(tvb, off + h, hl)
+        hdr[1] = hdr[1] - hdr[1] % 2 + 1
+        if bits(hdr[3], 6, 1) == 0 then hdr[3] = hdr[3] + 64 end
+        chunks[#chunks + 1] = hdr
+        chunks[#chunks + 1] = tvb_bytes(tvb, off + h + hl, n)
+        local c = crc32(chunks)
+        local found = tvb(off + endp - 4, 4):le_uint()
+        t.ecrc_ok = (c == found)
+        t.ecrc_computed = c
+    end
+    return t
+end
+
+-- pcielab's one-line text of a TLP (the same as `pcielab dump`).
+local function tlp_text(t)
+    local s
+    if t.group == "mem" then
+        s = string.format("%s %s %s tag %d addr %s len %dDW BE %x/%x", t.kind, t.four and "4DW" or "3DW",
+            t.requester_id, t.tag, addr_text(t.addr_hi, t.addr_lo), t.length_dw, t.first_be, t.last_be)
+        if t.th then s = s .. " TH PH " .. t.ph end
+    elseif t.group == "io" then
+        s = string.format("%s %s tag %d addr %s BE %x", t.kind, t.requester_id, t.tag,
+            addr_text(0, t.addr_lo), t.first_be)
+    elseif t.group == "cfg" then
+        s = string.format("%s %s tag %d -> %s reg 0x%03x BE %x", t.kind, t.requester_id, t.tag,
+            t.completer_id, t.register * 4, t.first_be)
+    elseif t.group == "msg" then
+        s = string.format("%s %s %s %s tag %d", t.kind, t.msg_routing,
+            t.msg_name or string.format("Msg_0x%02x", t.msg_code), t.requester_id, t.tag)
+        if t.msg_routing == "by_address" then s = s .. " addr " .. addr_text(t.addr_hi, t.addr_lo) end
+        if t.msg_routing == "by_id" then s = s .. " -> " .. t.target_id end
+        if t.vendor_id then s = s .. string.format(" vendor 0x%04x", t.vendor_id) end
+        if t.payload_len > 0 then s = s .. " len " .. t.length_dw .. "DW" end
+    else
+        s = string.format("%s %s -> %s tag %d %s bc %d la 0x%02x", t.kind, t.completer_id,
+            t.requester_id, t.tag, t.status, t.byte_count, t.lower_address)
+        if t.bcm then s = s .. " BCM" end
+        if t.payload_len > 0 then s = s .. " len " .. t.length_dw .. "DW" end
+    end
+    s = s .. " TC" .. t.tc
+    if t.ro then s = s .. " RO" end
+    if t.ns then s = s .. " NS" end
+    if t.ido then s = s .. " IDO" end
+    if t.ln then s = s .. " LN" end
+    if t.ep then s = s .. " EP" end
+    if t.td then s = s .. " TD" end
+    if t.at ~= 0 then s = s .. " AT" .. t.at end
+    for _, p in ipairs(t.prefixes) do
+        if p.pasid then
+            s = s .. string.format(" [PASID 0x%x%s%s]", p.pasid, p.execute and " exe" or "", p.privileged and " priv" or "")
+        else
+            s = s .. string.format(" [%s 0x%06x]", p.kind, p.content)
+        end
+    end
+    return s
+end
+
+local function is_last_completion(t)
+    if t.payload_len == 0 then return true end
+    return (t.lower_address % 4) + t.byte_count <= t.length_dw * 4
+end
+
+-- Pass-1 bookkeeping; returns nothing. Results are stored per frame.
+local function track(pinfo, t)
+    local num = pinfo.number
+    -- The interface name is known only when a tree is built; tshark's first pass with -2
+    -- builds none unless a read filter (-R) is given. Without it all interfaces are one link.
+    local ifn = iface_field()
+    local link = ifn and link_key(tostring(ifn.value)) or ""
+    local now = pinfo.rel_ts
+    if CPL[t.kind] then
+        local key = link .. "|" .. t.requester_id .. "|" .. t.tag
+        local q = state.pending[key]
+        local p = q and q[1]
+        if not p then
+            state.cpl[num] = { unmatched = true }
+            return
+        end
+        p.count = p.count + 1
+        local last = is_last_completion(t)
+        local ns = math.floor((now - p.time) * 1e9 + 0.5)
+        if ns < 0 then ns = 0 end
+        local lat = NSTime.new(math.floor(ns / 1e9), ns % 1e9)
+        state.cpl[num] = { req = p.frame, latency = lat, last = last, index = p.count }
+        local r = state.req[p.frame]
+        r.cpls[#r.cpls + 1] = num
+        if last then
+            r.done = true
+            table.remove(q, 1)
+            if #q == 0 then state.pending[key] = nil end
+        end
+    elseif NON_POSTED[t.kind] then
+        -- Requests with the same key queue up; completions go to the oldest.
+        local key = link .. "|" .. t.requester_id .. "|" .. t.tag
+        local q = state.pending[key]
+        if not q then
+            q = {}
+            state.pending[key] = q
+        end
+        local in_use = q[#q]
+        q[#q + 1] = { frame = num, time = now, count = 0 }
+        state.req[num] = { done = false, cpls = {}, in_use_by = in_use and in_use.frame or nil }
+    end
+end
+
+local function add_tlp_tree(tree, tvb, off, t, pinfo)
+    local ti = tree:add(f["tlp"], tvb(off, t.snapped and t.captured or t.len))
+    ti:set_text("TLP: " .. tlp_text(t))
+    for _, p in ipairs(t.prefixes) do
+        local pt = ti:add(f["tlp.prefix"], tvb(off + p.off, 4))
+        pt:set_text("Prefix: " .. p.kind)
+        pt:add(f["tlp.prefix.kind"], tvb(off + p.off, 1), p.kind)
+        pt:add(f["tlp.prefix.content"], tvb(off + p.off + 1, 3), p.content)
+        if p.pasid then
+            pt:add(f["tlp.prefix.pasid"], tvb(off + p.off + 1, 3), p.pasid)
+            pt:add(f["tlp.prefix.execute"], tvb(off + p.off + 1, 1), p.execute)
+            pt:add(f["tlp.prefix.privileged"], tvb(off + p.off + 1, 1), p.privileged)
+        end
+    end
+    local h = off + t.h0
+    local b0, b1, b2 = tvb(h, 1), tvb(h + 1, 1), tvb(h + 2, 2)
+    ti:add(f["tlp.kind"], b0, t.kind)
+    ti:add(f["tlp.fmt"], b0, t.fmt)
+    ti:add(f["tlp.type"], b0, t.type)
+    ti:add(f["tlp.tc"], b1, t.tc)
+    ti:add(f["tlp.tag"], (t.group == "cpl") and tvb(h + 10, 1) or tvb(h + 6, 1), t.tag)
+    ti:add(f["tlp.attr.ro"], b2, t.ro)
+    ti:add(f["tlp.attr.ns"], b2, t.ns)
+    ti:add(f["tlp.attr.ido"], b1, t.ido)
+    ti:add(f["tlp.ln"], b1, t.ln)
+    ti:add(f["tlp.th"], b1, t.th)
+    ti:add(f["tlp.td"], b2, t.td)
+    local ep = ti:add(f["tlp.ep"], b2, t.ep)
+    if t.ep then ep:add_proto_expert_info(e.poisoned) end
+    ti:add(f["tlp.at"], b2, t.at)
+    ti:add(f["tlp.length_dw"], b2, t.length_dw)
+    if t.group == "cpl" then
+        ti:add(f["tlp.completer_id"], tvb(h + 4, 2), t.completer_id)
+        local st = ti:add(f["tlp.status"], tvb(h + 6, 1), t.status)
+        st:append_text(" (" .. (STATUS_LONG[t.status] or "reserved") .. ")")
+        if t.status ~= "SC" then st:add_proto_expert_info(e.status, "Completion status " .. t.status) end
+        ti:add(f["tlp.bcm"], tvb(h + 6, 1), t.bcm)
+        ti:add(f["tlp.byte_count"], tvb(h + 6, 2), t.byte_count)
+        ti:add(f["tlp.requester_id"], tvb(h + 8, 2), t.requester_id)
+        ti:add(f["tlp.lower_address"], tvb(h + 11, 1), t.lower_address)
+    else
+        ti:add(f["tlp.requester_id"], tvb(h + 4, 2), t.requester_id)
+    end
+    if t.group == "mem" or t.group == "io" or t.group == "cfg" then
+        ti:add(f["tlp.first_be"], tvb(h + 7, 1), t.first_be)
+        ti:add(f["tlp.last_be"], tvb(h + 7, 1), t.last_be)
+    end
+    if t.group == "mem" or t.group == "io" or (t.group == "msg" and t.msg_routing == "by_address") then
+        local ar = t.four and tvb(h + 8, 8) or tvb(h + 8, 4)
+        ti:add(f["tlp.address"], ar, "0x" .. hex64(t.addr_hi, t.addr_lo))
+        ti:add(f["tlp.address_value"], ar, UInt64.new(t.addr_lo, t.addr_hi))
+    end
+    if t.group == "mem" then ti:add(f["tlp.ph"], tvb(h + (t.four and 15 or 11), 1), t.ph) end
+    if t.group == "cfg" then
+        ti:add(f["tlp.completer_id"], tvb(h + 8, 2), t.completer_id)
+        ti:add(f["tlp.register"], tvb(h + 10, 2), t.register)
+    end
+    if t.group == "msg" then
+        local ct = ti:add(f["tlp.msg_code"], tvb(h + 7, 1), t.msg_code)
+        if t.msg_name then
+            ct:append_text(" (" .. t.msg_name .. ")")
+            ti:add(f["tlp.msg_name"], tvb(h + 7, 1), t.msg_name)
+        end
+        ti:add(f["tlp.msg_routing"], b0, t.msg_routing)
+        local mf = tvb(h + 8, 8)
+        ti:add(f["tlp.msg_fields"], mf, t.msg_fields)
+        if t.target_id then ti:add(f["tlp.target_id"], tvb(h + 8, 2), t.target_id) end
+        for _, k in ipairs({ "vendor_id", "vendor_data", "ltr_no_snoop", "ltr_snoop", "obff_code",
+            "itag", "completion_count", "itag_vector", "page_address", "prg_index", "response_code" }) do
+            if t[k] ~= nil then ti:add(f["tlp." .. k], mf, t[k]) end
+        end
+    end
+    if t.captured_payload > 0 then
+        ti:add(f["tlp.payload"], tvb(off + t.payload_off, t.captured_payload))
+    end
+    if t.snapped then
+        local st = ti:add(f["tlp.captured_len"], t.captured)
+        st:set_generated(true)
+        st:add_proto_expert_info(e.snapped, string.format("Only %d of the TLP's %d bytes were captured (snap length)", t.captured, t.len))
+    end
+    if t.td and not t.snapped then
+        local er = tvb(off + t.len - 4, 4)
+        ti:add(f["tlp.ecrc"], er, t.ecrc)
+        local ok = ti:add(f["tlp.ecrc_ok"], er, t.ecrc_ok)
+        if not t.ecrc_ok then
+            local c = t.ecrc_computed
+            ok:add_proto_expert_info(e.ecrc, string.format("ECRC mismatch: computed %02x%02x%02x%02x",
+                c % 256, bits(c, 8, 8), bits(c, 16, 8), bits(c, 24, 8)))
+        end
+    end
+    return ti
+end
+
+local function add_links(tree, tvb, pinfo, t, ti)
+    local num = pinfo.number
+    local c = state.cpl[num]
+    local note = ""
+    if c then
+        if c.unmatched then
+            ti:add_proto_expert_info(e.unmatched)
+            note = " (no request)"
+        else
+            local it = tree:add(f["request_frame"], c.req)
+            it:set_generated(true)
+            if c.latency then
+                local lt = tree:add(f["latency"], c.latency)
+                lt:set_generated(true)
+            end
+            tree:add(f["last"], c.last):set_generated(true)
+            tree:add(f["completion_index"], c.index):set_generated(true)
+            note = string.format(" (reply to #%d%s)", c.req, c.last and "" or ", more to come")
+        end
+    end
+    local r = state.req[num]
+    if r then
+        for _, cf in ipairs(r.cpls) do
+            tree:add(f["response_frame"], cf):set_generated(true)
+        end
+        if r.in_use_by then
+            ti:add_proto_expert_info(e.tag_in_use, string.format("Tag in use by frame %d, which has not completed", r.in_use_by))
+            note = string.format(" (tag in use by #%d)", r.in_use_by)
+        end
+        if pinfo.visited and not r.done then
+            ti:add_proto_expert_info(e.missing, "No (last) completion in the capture")
+            note = " (no completion)"
+        end
+    end
+    return note
+end
+
+---------------------------------------------------------------------------------------
+-- DLLP decoding
+
+local FC_KIND = { [4] = "InitFC1", [0xc] = "InitFC2", [8] = "UpdateFC" }
+local FC_CLASS = { [0] = "P", [1] = "NP", [2] = "Cpl" }
+
+local function dllp_decode(tvb, off)
+    local d = {}
+    local b0 = tvb(off, 1):uint()
+    local content = tvb(off + 1, 3):uint()
+    d.type = b0
+    d.content = content
+    d.crc = tvb(off + 4, 2):le_uint()
+    local c = crc16(tvb_bytes(tvb, off, 4))
+    d.crc_ok = (c == d.crc)
+    d.crc_computed = c
+    if b0 == 0x00 then
+        d.kind = "Ack"; d.seq = content % 4096; d.text = "Ack seq " .. d.seq
+    elseif b0 == 0x10 then
+        d.kind = "Nak"; d.seq = content % 4096; d.text = "Nak seq " .. d.seq
+    elseif b0 == 0x20 then d.kind = "PM_Enter_L1"; d.text = d.kind
+    elseif b0 == 0x21 then d.kind = "PM_Enter_L23"; d.text = d.kind
+    elseif b0 == 0x23 then d.kind = "PM_Active_State_Request_L1"; d.text = d.kind
+    elseif b0 == 0x24 then d.kind = "PM_Request_Ack"; d.text = d.kind
+    elseif b0 == 0x30 then
+        d.kind = "Vendor"; d.vendor_data = content
+        d.text = string.format("Vendor-specific 0x%06x", content)
+    elseif b0 == 0x31 then d.kind = "NOP"; d.text = "NOP"
+    elseif b0 == 0x02 then
+        d.kind = "Data_Link_Feature"
+        d.feature_ack = flag(content, 23)
+        d.feature_support = content % 2 ^ 23
+        d.text = string.format("Data_Link_Feature ack %d support 0x%06x", d.feature_ack and 1 or 0, d.feature_support)
+    elseif b0 == 0x01 or (bits(b0, 3, 1) == 0 and (bits(b0, 4, 4) == 7 or bits(b0, 4, 4) == 0xf or bits(b0, 4, 4) == 0xb)) then
+        d.kind = "MR-IOV"
+        local names = { [0x0] = "MRInit", [0x7] = "MRInitFC1", [0xf] = "MRInitFC2", [0xb] = "MRUpdateFC" }
+        d.text = string.format("%s 0x%06x", names[bits(b0, 4, 4)] or "MRInit", content)
+    elseif bits(b0, 3, 1) == 0 and FC_KIND[bits(b0, 6, 2) * 4] ~= nil and FC_CLASS[bits(b0, 4, 2)] ~= nil then
+        d.kind = FC_KIND[bits(b0, 6, 2) * 4]
+        d.fc_class = FC_CLASS[bits(b0, 4, 2)]
+        d.vc = b0 % 8
+        d.hdr_scale = bits(content, 22, 2)
+        d.hdr_fc = bits(content, 14, 8)
+        d.data_scale = bits(content, 12, 2)
+        d.data_fc = content % 4096
+        d.text = string.format("%s-%s VC%d hdr %d (scale %d) data %d (scale %d)", d.kind, d.fc_class,
+            d.vc, d.hdr_fc, d.hdr_scale, d.data_fc, d.data_scale)
+    else
+        return nil, string.format("bad DLLP Type at byte 0: 0x%x (reserved DLLP type encoding)", b0)
+    end
+    if not d.crc_ok then
+        return d, string.format("DLLP CRC mismatch at byte 4: found 0x%x, computed 0x%x", d.crc, c)
+    end
+    return d
+end
+
+local function dissect_dllp(tvb, pinfo, root, off, len)
+    local ti = root:add(f["dllp"], tvb(off, len))
+    if len ~= 6 then
+        local msg = (len < 6) and trunc("DLLP", 6, len)
+            or string.format("trailing bytes: DLLP (always 6 bytes) gives 6 bytes but the buffer holds %d", len)
+        ti:add(f["dllp.error"], tvb(off, len), msg):add_proto_expert_info(e.malformed, msg)
+        return "malformed DLLP: " .. msg
+    end
+    local d, err = dllp_decode(tvb, off)
+    if not d then
+        ti:add(f["dllp.error"], tvb(off, 1), err):add_proto_expert_info(e.malformed, err)
+        return "malformed DLLP: " .. err
+    end
+    ti:set_text("DLLP: " .. d.text)
+    ti:add(f["dllp.kind"], tvb(off, 1), d.kind)
+    ti:add(f["dllp.type"], tvb(off, 1), d.type)
+    local c = tvb(off + 1, 3)
+    for _, k in ipairs({ "seq", "fc_class", "vc", "hdr_scale", "hdr_fc", "data_scale", "data_fc",
+        "vendor_data", "feature_ack", "feature_support" }) do
+        if d[k] ~= nil then ti:add(f["dllp." .. k], (k == "vc" or k == "fc_class") and tvb(off, 1) or c, d[k]) end
+    end
+    if d.kind == "MR-IOV" then ti:add(f["dllp.content"], c, d.content) end
+    ti:add(f["dllp.crc"], tvb(off + 4, 2), d.crc)
+    local ok = ti:add(f["dllp.crc_ok"], tvb(off + 4, 2), d.crc_ok)
+    if not d.crc_ok then
+        ok:add_proto_expert_info(e.crc, err)
+        return d.text .. " CRC-BAD"
+    end
+    return d.text
+end
+
+---------------------------------------------------------------------------------------
+-- Main
+
+local function dissect(tvb, pinfo, root)
+    local len = tvb:len()
+    local udp_src, udp_dst = pinfo.src_port, pinfo.dst_port
+    local is_dllp = (udp_src == DLLP_PORT or udp_dst == DLLP_PORT)
+    local cfg_port = (udp_dst == 0x4001 or udp_dst == 0x5001 or udp_src == 0x4001 or udp_src == 0x5001)
+    if (udp_dst == 0x5001 or udp_src == 0x5001) and len ~= 6 then return 0 end
+    if not is_dllp and len == 6 and cfg_port then
+        pinfo.cols.protocol = "NetTLP"
+        local t = root:add(proto, tvb(), "NetTLP PCIe configuration datagram")
+        t:add(f["nettlp.config"], tvb())
+        pinfo.cols.info = "NetTLP config " .. hex_of(tvb, 0, 6)
+        return len
+    end
+    local tree = root:add(proto, tvb())
+    pinfo.cols.protocol = is_dllp and "PCIe DLLP" or "PCIe TLP"
+    if len < 6 then
+        local msg = string.format("NetTLP header truncated: %d bytes of 6", len)
+        tree:add_proto_expert_info(e.malformed, msg)
+        pinfo.cols.info = msg
+        return len
+    end
+    tree:add(f["nettlp.seq"], tvb(0, 2))
+    tree:add(f["nettlp.tstamp"], tvb(2, 4))
+    local iface = iface_field()
+    local prefix = iface and (tostring(iface.value) .. " ") or ""
+    if is_dllp then
+        local text = dissect_dllp(tvb, pinfo, tree, 6, len - 6)
+        tree:append_text(": " .. text)
+        pinfo.cols.info = prefix .. text
+        return len
+    end
+    local t, err = decode_tlp(tvb, 6, tvb:reported_len() - 6, len - 6)
+    if not t then
+        local ti = tree:add(f["tlp.error"], tvb(6, len - 6), err)
+        ti:add_proto_expert_info(e.malformed, "Malformed TLP: " .. err)
+        if len > 6 then
+            local b = tvb(6, 1):uint()
+            local k = kind_of(bits(b, 5, 3), bits(b, 0, 5))
+            if k then tree:add(f["tlp.kind"], tvb(6, 1), k) end
+        end
+        pinfo.cols.info = prefix .. "malformed TLP: " .. err
+        return len
+    end
+    if not pinfo.visited then track(pinfo, t) end
+    local ti = add_tlp_tree(tree, tvb, 6, t, pinfo)
+    local note = add_links(tree, tvb, pinfo, t, ti)
+    local text = tlp_text(t)
+    if t.snapped then text = text .. string.format(" [snapped: %d of %d bytes]", t.captured, t.len) end
+    if t.td and not t.snapped and not t.ecrc_ok then text = text .. " ECRC-BAD" end
+    tree:append_text(": " .. text)
+    pinfo.cols.info = prefix .. text .. note
+    return len
+end
+
+function proto.dissector(tvb, pinfo, root)
+    local ok, res = pcall(dissect, tvb, pinfo, root)
+    if ok then return res end
+    -- Never let a Lua error escape: report it as expert info on the packet.
+    local t = root:add(proto, tvb())
+    t:add_proto_expert_info(e.internal, "pcielab dissector error: " .. tostring(res))
+    return tvb:len()
+end
+
+local udp = DissectorTable.get("udp.port")
+for port = 0x3000, 0x30FF do udp:add(port, proto) end
+for port = 0x4000, 0x400F do udp:add(port, proto) end
+udp:add(0x3776, proto)
+udp:add(DLLP_PORT, proto)
+udp:add(0x5001, proto)
