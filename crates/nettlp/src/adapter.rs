@@ -173,6 +173,9 @@ macro_rules! counters {
 counters! {
     /// Datagrams received.
     rx_datagrams,
+    /// `recvmmsg` calls that returned datagrams (`rx_datagrams / rx_batches` is the
+    /// average batch).
+    rx_batches,
     /// TLPs received and parsed.
     rx_tlps,
     /// MRds served from host memory.
@@ -217,6 +220,12 @@ counters! {
     fault_duplicated,
     /// Datagrams the kernel refused to send.
     send_failures,
+    /// CPU time the worker threads spent in user mode, in nanoseconds (all workers
+    /// together; updated at most every millisecond while busy, and when idle).
+    cpu_user_ns,
+    /// CPU time the worker threads spent in the kernel (system calls, and the loopback
+    /// network stack work done on their behalf), in nanoseconds.
+    cpu_sys_ns,
 }
 
 impl AdapterStats {
@@ -230,6 +239,16 @@ impl AdapterStats {
             + self.drop_mwr_outside
             + self.drop_unexpected_cpl
             + self.drop_bad_request
+    }
+
+    /// TLPs the adapter handled: TLPs received and parsed plus completions sent.
+    pub fn tlps_handled(&self) -> u64 {
+        self.rx_tlps + self.cpl_sent
+    }
+
+    /// CPU time of the worker threads (user + kernel), in nanoseconds.
+    pub fn cpu_ns(&self) -> u64 {
+        self.cpu_user_ns + self.cpu_sys_ns
     }
 
     /// The counters as one JSON object.
@@ -335,6 +354,30 @@ impl fmt::Debug for Inner {
         f.debug_struct("Inner")
             .field("cfg", &self.cfg)
             .finish_non_exhaustive()
+    }
+}
+
+/// Per-thread working buffers of the adapter's datagram handling (see
+/// [`Adapter::handle_datagram`]).
+#[derive(Debug)]
+pub struct Buffers {
+    scratch: Vec<u8>,
+    data: Vec<u8>,
+}
+
+impl Buffers {
+    /// Buffers large enough for any NetTLP datagram.
+    pub fn new() -> Buffers {
+        Buffers {
+            scratch: Vec::with_capacity(4096 + 16),
+            data: vec![0u8; 4096 + 16],
+        }
+    }
+}
+
+impl Default for Buffers {
+    fn default() -> Self {
+        Buffers::new()
     }
 }
 
@@ -573,6 +616,36 @@ impl Adapter {
         }
         inner.flush(&mut out, None);
         Ok(())
+    }
+
+    /// Handles one datagram as a worker would, without any socket: `bytes` arrived from
+    /// `src` on the adapter's port `port`; the replies (completions, acknowledgements,
+    /// API answers) are queued on `out`, not sent. For measuring the user-space cost of
+    /// the adapter's per-datagram work.
+    ///
+    /// ```no_run
+    /// use pcielab_nettlp::adapter::{Adapter, AdapterConfig, Buffers};
+    /// use pcielab_nettlp::sys::SendBatch;
+    /// use std::net::{Ipv4Addr, SocketAddrV4};
+    /// let a = Adapter::start(AdapterConfig::default())?;
+    /// let (mut out, mut bufs) = (SendBatch::new(), Buffers::new());
+    /// // An MRd of one DW at 0x1000, tag 0, from 127.0.0.2: one CplD is queued.
+    /// let mut d = vec![0u8; 6];
+    /// d.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0x0f, 0, 0, 0x10, 0]);
+    /// a.handle_datagram(0x3000, SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, 2), 0x3000), &d, &mut out, &mut bufs);
+    /// assert_eq!(out.len(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn handle_datagram(
+        &self,
+        port: u16,
+        src: SocketAddrV4,
+        bytes: &[u8],
+        out: &mut SendBatch,
+        bufs: &mut Buffers,
+    ) {
+        self.inner
+            .handle(port, src, bytes, false, out, &mut bufs.scratch, &mut bufs.data);
     }
 
     /// Asks the workers to stop and waits for them.
@@ -1004,14 +1077,31 @@ impl Inner {
     }
 }
 
+/// Adds the calling thread's CPU time since `last` to the counters.
+fn account_cpu(st: &Counters, last: &mut (Duration, Duration)) {
+    let now = sys::thread_cpu_times();
+    let du = now.0.saturating_sub(last.0).as_nanos() as u64;
+    let ds = now.1.saturating_sub(last.1).as_nanos() as u64;
+    st.cpu_user_ns.fetch_add(du, Ordering::Relaxed);
+    st.cpu_sys_ns.fetch_add(ds, Ordering::Relaxed);
+    *last = now;
+}
+
 fn worker(inner: &Inner, mut ep: Epoll) {
     let mut keys = Vec::new();
     let mut rx = RecvBatch::new(32);
     let mut out = SendBatch::new();
-    let mut scratch = Vec::new();
-    let mut data = vec![0u8; 4096 + 16];
+    let mut bufs = Buffers::new();
+    let mut cpu = sys::thread_cpu_times();
+    let mut cpu_at = Instant::now();
     while !inner.stop.load(Ordering::Relaxed) {
         if ep.wait(Duration::from_millis(50), &mut keys).is_err() {
+            continue;
+        }
+        if keys.is_empty() {
+            // Idle: bring the CPU counters up to date.
+            account_cpu(&inner.stats, &mut cpu);
+            cpu_at = Instant::now();
             continue;
         }
         for &k in &keys {
@@ -1020,6 +1110,9 @@ fn worker(inner: &Inner, mut ep: Epoll) {
             };
             for _round in 0..4 {
                 let n = rx.recv(s.as_raw_fd()).unwrap_or(0);
+                if n > 0 {
+                    inner.stats.rx_batches.fetch_add(1, Ordering::Relaxed);
+                }
                 for i in 0..n {
                     let (src, bytes, trunc) = rx.get(i);
                     if let Some(c) = &inner.cfg.capture {
@@ -1030,7 +1123,15 @@ fn worker(inner: &Inner, mut ep: Epoll) {
                             false,
                         );
                     }
-                    inner.handle(*port, src, bytes, trunc, &mut out, &mut scratch, &mut data);
+                    inner.handle(
+                        *port,
+                        src,
+                        bytes,
+                        trunc,
+                        &mut out,
+                        &mut bufs.scratch,
+                        &mut bufs.data,
+                    );
                 }
                 if !out.is_empty() {
                     inner.flush(&mut out, None);
@@ -1040,5 +1141,11 @@ fn worker(inner: &Inner, mut ep: Epoll) {
                 }
             }
         }
+        // While busy, at most one getrusage per millisecond.
+        if cpu_at.elapsed() >= Duration::from_millis(1) {
+            account_cpu(&inner.stats, &mut cpu);
+            cpu_at = Instant::now();
+        }
     }
+    account_cpu(&inner.stats, &mut cpu);
 }
