@@ -32,7 +32,12 @@ fn datagram(write: bool, tag: u8, addr: u32, len: usize) -> Vec<u8> {
     let dw = (len / 4) as u16 & 0x3ff; // 1024 DW is encoded as 0
     let be = if len == 4 { 0x0f } else { 0xff };
     let mut d = vec![0u8; 6];
-    d.extend_from_slice(&[if write { 0x40 } else { 0x00 }, 0, (dw >> 8) as u8, dw as u8]);
+    d.extend_from_slice(&[
+        if write { 0x40 } else { 0x00 },
+        0,
+        (dw >> 8) as u8,
+        dw as u8,
+    ]);
     d.extend_from_slice(&[0x01, 0x00, tag, be]);
     d.extend_from_slice(&addr.to_be_bytes());
     if write {
@@ -46,20 +51,27 @@ struct Totals {
     tlps: u64,
     user_ns: u64,
     sys_ns: u64,
+    /// Time spent sending (without the waits for the adapter to settle).
     wall: Duration,
     offered: u64,
     applied: u64,
+    datagrams: u64,
+    batches: u64,
 }
 
 impl Totals {
     fn report(&self, name: &str) {
+        if self.tlps == 0 {
+            return; // filtered out
+        }
         let cpu = (self.user_ns + self.sys_ns).max(1) as f64;
         let t = self.tlps.max(1) as f64;
         eprintln!(
             "adapter capacity {name}: {} TLPs handled in {:.0} ms of adapter CPU \
              (user {:.0} ms, kernel {:.0} ms) = {:.2} M TLPs/s per core; \
              user {:.0} ns + kernel {:.0} ns per TLP; requests offered {}, taken {} \
-             ({:.1} % lost before the adapter); wall-clock {:.2} M TLPs/s",
+             ({:.1} % lost before the adapter); sender {:.2} M requests/s; \
+             {:.1} datagrams per recvmmsg",
             self.tlps,
             cpu / 1e6,
             self.user_ns as f64 / 1e6,
@@ -70,7 +82,8 @@ impl Totals {
             self.offered,
             self.applied,
             100.0 * (1.0 - self.applied as f64 / self.offered.max(1) as f64),
-            t / self.wall.as_secs_f64().max(1e-9) / 1e6,
+            self.offered as f64 / self.wall.as_secs_f64().max(1e-9) / 1e6,
+            self.datagrams as f64 / self.batches.max(1) as f64,
         );
     }
 }
@@ -92,8 +105,64 @@ fn settle(a: &Adapter) -> AdapterStats {
     a.stats()
 }
 
+/// Pins the calling thread to the CPU it runs on; returns the previous CPU set.
+fn pin_here() -> libc::cpu_set_t {
+    // SAFETY: cpu_set_t is plain old data; the calls get valid pointers and sizes.
+    unsafe {
+        let mut old: libc::cpu_set_t = std::mem::zeroed();
+        let size = std::mem::size_of::<libc::cpu_set_t>();
+        libc::sched_getaffinity(0, size, &mut old);
+        let mut one: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(libc::sched_getcpu().max(0) as usize, &mut one);
+        assert_eq!(
+            libc::sched_setaffinity(0, size, &one),
+            0,
+            "sched_setaffinity"
+        );
+        old
+    }
+}
+
+fn unpin(old: &libc::cpu_set_t) {
+    // SAFETY: as above.
+    unsafe {
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), old);
+    }
+}
+
 fn capacity(c: &mut Criterion) {
+    capacity_on(c, false);
+}
+
+fn capacity_one_core(c: &mut Criterion) {
+    let old = pin_here();
+    capacity_on(c, true);
+    unpin(&old);
+}
+
+/// Sets the calling thread's scheduling policy (`SCHED_OTHER` or `SCHED_BATCH`, both
+/// allowed without privileges).
+fn set_policy(policy: libc::c_int) {
+    let p = libc::sched_param { sched_priority: 0 };
+    // SAFETY: valid pointer to a live sched_param.
+    unsafe {
+        libc::sched_setscheduler(0, policy, &p);
+    }
+}
+
+/// With `one_core`, the sender and the adapter (which inherits the sender's CPU set) share
+/// one CPU, and the adapter runs as `SCHED_BATCH` (a woken batch thread does not preempt
+/// the running one): the sender queues bursts of 256 requests and sleeps, so the adapter
+/// drains full `recvmmsg` batches, as it would when saturated by a faster sender on
+/// another core.
+fn capacity_on(c: &mut Criterion, one_core: bool) {
+    if one_core {
+        set_policy(libc::SCHED_BATCH);
+    }
     let a = Adapter::start(AdapterConfig::default()).expect("adapter on 127.0.0.1");
+    if one_core {
+        set_policy(libc::SCHED_OTHER);
+    }
     // Device-side sockets on 127.0.0.2:0x3000+tag: requests leave from them and the
     // completions of reads come back to them.
     let socks: Vec<UdpSocket> = (0..TAGS)
@@ -105,7 +174,11 @@ fn capacity(c: &mut Criterion) {
         })
         .collect();
     let mut rx = RecvBatch::new(64);
-    let mut g = c.benchmark_group("adapter_capacity");
+    let mut g = c.benchmark_group(if one_core {
+        "adapter_capacity_1core"
+    } else {
+        "adapter_capacity"
+    });
     g.sample_size(10)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(2));
@@ -118,7 +191,14 @@ fn capacity(c: &mut Criterion) {
         // A read of `len` aligned bytes is one completion at MPS 256: 2 TLPs per request.
         let per_req = if write { 1 } else { 2 };
         let reqs: Vec<Vec<u8>> = (0..64u32)
-            .map(|i| datagram(write, (i % TAGS as u32) as u8, 0x10_0000 + i * len as u32, len))
+            .map(|i| {
+                datagram(
+                    write,
+                    (i % TAGS as u32) as u8,
+                    0x10_0000 + i * len as u32,
+                    len,
+                )
+            })
             .collect();
         let mut totals = Totals::default();
         let mut out = SendBatch::new();
@@ -130,26 +210,39 @@ fn capacity(c: &mut Criterion) {
                 let total = iters * PER_ITER;
                 let (mut sent, mut got) = (0u64, 0u64);
                 while sent < total {
-                    for (i, r) in reqs.iter().enumerate().take((total - sent).min(64) as usize) {
+                    for (i, r) in reqs
+                        .iter()
+                        .enumerate()
+                        .take((total - sent).min(64) as usize)
+                    {
                         let s = &socks[i % TAGS as usize];
                         let port = 0x3000 + (i % TAGS as usize) as u16;
                         out.push(s.as_raw_fd(), SocketAddrV4::new(ADAPTER, port), r);
                     }
                     sent += out.len() as u64;
                     out.flush();
+                    if one_core && sent % 256 == 0 {
+                        std::thread::sleep(Duration::from_micros(1));
+                    }
                     if !write {
                         // Drain completions; keep at most 512 reads outstanding.
                         let deadline = Instant::now() + Duration::from_millis(20);
                         loop {
+                            let was = got;
                             for s in &socks {
                                 got += rx.recv(s.as_raw_fd()).unwrap_or(0) as u64;
                             }
                             if sent - got.min(sent) <= 512 || Instant::now() > deadline {
                                 break;
                             }
+                            if got == was {
+                                // Let the adapter run (it may share this CPU).
+                                std::thread::sleep(Duration::from_micros(1));
+                            }
                         }
                     }
                 }
+                let sending = t0.elapsed();
                 let after = settle(&a);
                 if !write {
                     for s in &socks {
@@ -162,7 +255,9 @@ fn capacity(c: &mut Criterion) {
                 totals.tlps += tlps;
                 totals.user_ns += user;
                 totals.sys_ns += kern;
-                totals.wall += t0.elapsed();
+                totals.wall += sending;
+                totals.datagrams += after.rx_datagrams - before.rx_datagrams;
+                totals.batches += after.rx_batches - before.rx_batches;
                 totals.offered += total;
                 totals.applied += after.rx_tlps - before.rx_tlps;
                 // Adapter CPU time, scaled to the TLPs a full iteration count stands for.
@@ -170,7 +265,7 @@ fn capacity(c: &mut Criterion) {
                 Duration::from_nanos(user + kern).mul_f64(want / tlps.max(1) as f64)
             });
         });
-        totals.report(name);
+        totals.report(&format!("{}{name}", if one_core { "1core/" } else { "" }));
     }
     g.finish();
     a.stop();
@@ -208,5 +303,5 @@ fn user_space(c: &mut Criterion) {
     a.stop();
 }
 
-criterion_group!(benches, user_space, capacity);
+criterion_group!(benches, user_space, capacity, capacity_one_core);
 criterion_main!(benches);
