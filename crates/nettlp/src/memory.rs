@@ -13,6 +13,7 @@
 //! ```
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::io;
 use std::path::Path;
 use std::sync::RwLock;
@@ -65,11 +66,34 @@ pub fn parse_num(s: &str) -> Option<u64> {
     v.checked_mul(mul)
 }
 
+/// Hashes page numbers with one multiplication (Fibonacci hashing): page numbers are
+/// not attacker-chosen keys worth SipHash's cost, and consecutive pages spread well.
+#[derive(Debug, Default, Clone, Copy)]
+struct PageHasher(u64);
+
+impl Hasher for PageHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+type Pages = HashMap<u64, Box<[u8; PAGE as usize]>, BuildHasherDefault<PageHasher>>;
+
 /// Sparse host memory.
 #[derive(Debug)]
 pub struct HostMemory {
     windows: Vec<Window>,
-    pages: RwLock<HashMap<u64, Box<[u8; PAGE as usize]>>>,
+    pages: RwLock<Pages>,
 }
 
 impl HostMemory {
@@ -77,7 +101,7 @@ impl HostMemory {
     pub fn new(windows: Vec<Window>) -> HostMemory {
         HostMemory {
             windows,
-            pages: RwLock::new(HashMap::new()),
+            pages: RwLock::new(Pages::default()),
         }
     }
 
@@ -177,5 +201,32 @@ mod tests {
         assert_eq!(m.pages(), 0);
         m.write(4095, &[7, 8]);
         assert_eq!(m.pages(), 2);
+    }
+
+    #[test]
+    fn many_scattered_pages_keep_their_bytes() {
+        let m = HostMemory::new(vec![]);
+        // Pages far apart and adjacent ones, so the page hash sees varied keys.
+        let addr = |i: u64| (i * 0x1_0000_1000) ^ ((i & 7) << 12);
+        for i in 0..3000u64 {
+            m.write(addr(i) + 5, &(i as u32).to_le_bytes());
+        }
+        assert_eq!(m.pages(), 3000);
+        for i in 0..3000u64 {
+            let mut b = [0u8; 6];
+            m.read(addr(i) + 4, &mut b);
+            let v = i as u32;
+            assert_eq!(
+                b,
+                [
+                    0,
+                    v as u8,
+                    (v >> 8) as u8,
+                    (v >> 16) as u8,
+                    (v >> 24) as u8,
+                    0
+                ]
+            );
+        }
     }
 }

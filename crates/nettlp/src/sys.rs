@@ -176,7 +176,16 @@ impl RecvBatch {
 pub struct SendBatch {
     data: Vec<u8>,
     items: Vec<(RawFd, SocketAddrV4, usize, usize)>,
+    // Kernel structures of the last flush, kept so a flush allocates nothing once warm.
+    names: Vec<libc::sockaddr_in>,
+    iov: Vec<libc::iovec>,
+    msgs: Vec<libc::mmsghdr>,
 }
+
+// SAFETY: the raw pointers inside `iov`/`msgs` only ever point into this struct's own
+// buffers and are rewritten before each use, so moving the batch to another thread is
+// sound.
+unsafe impl Send for SendBatch {}
 
 impl SendBatch {
     /// An empty batch.
@@ -226,6 +235,12 @@ impl SendBatch {
         });
     }
 
+    /// Discards everything queued without sending it.
+    pub fn clear(&mut self) {
+        self.items.clear();
+        self.data.clear();
+    }
+
     /// Iterates over the queued datagrams (destination, bytes).
     pub fn iter(&self) -> impl Iterator<Item = (SocketAddrV4, &[u8])> + '_ {
         self.items
@@ -255,28 +270,32 @@ impl SendBatch {
 
     fn send_run(&mut self, fd: RawFd, from: usize, to: usize) -> usize {
         let n = to - from;
-        let mut names: Vec<libc::sockaddr_in> = self.items[from..to]
-            .iter()
-            .map(|it| to_sockaddr(it.1))
-            .collect();
-        let mut iov: Vec<libc::iovec> = self.items[from..to]
-            .iter()
-            .map(|it| libc::iovec {
-                iov_base: self.data[it.2..].as_mut_ptr().cast(),
+        self.names.clear();
+        self.names
+            .extend(self.items[from..to].iter().map(|it| to_sockaddr(it.1)));
+        self.iov.clear();
+        let base = self.data.as_mut_ptr();
+        self.iov
+            .extend(self.items[from..to].iter().map(|it| libc::iovec {
+                // SAFETY: it.2 + it.3 <= data.len() (push_with keeps that invariant).
+                iov_base: unsafe { base.add(it.2) }.cast(),
                 iov_len: it.3,
-            })
-            .collect();
-        let mut msgs: Vec<libc::mmsghdr> = (0..n)
-            .map(|i| {
-                // SAFETY: zeroed mmsghdr is valid; fields set next.
-                let mut m: libc::mmsghdr = unsafe { core::mem::zeroed() };
-                m.msg_hdr.msg_name = (&mut names[i] as *mut libc::sockaddr_in).cast();
-                m.msg_hdr.msg_namelen = core::mem::size_of::<libc::sockaddr_in>() as u32;
-                m.msg_hdr.msg_iov = &mut iov[i];
-                m.msg_hdr.msg_iovlen = 1;
-                m
-            })
-            .collect();
+            }));
+        self.msgs.clear();
+        let names = self.names.as_mut_ptr();
+        let iov = self.iov.as_mut_ptr();
+        self.msgs.extend((0..n).map(|i| {
+            // SAFETY: zeroed mmsghdr is valid; fields set next.
+            let mut m: libc::mmsghdr = unsafe { core::mem::zeroed() };
+            // SAFETY: i < n = names.len() = iov.len().
+            m.msg_hdr.msg_name = unsafe { names.add(i) }.cast();
+            m.msg_hdr.msg_namelen = core::mem::size_of::<libc::sockaddr_in>() as u32;
+            // SAFETY: as above.
+            m.msg_hdr.msg_iov = unsafe { iov.add(i) };
+            m.msg_hdr.msg_iovlen = 1;
+            m
+        }));
+        let msgs = &mut self.msgs;
         let mut sent = 0usize;
         let mut failed = 0usize;
         let mut tries = 0;
@@ -403,6 +422,22 @@ impl Drop for Epoll {
             libc::close(self.fd);
         }
     }
+}
+
+/// CPU time the calling thread has used so far: (user, system), as `getrusage(RUSAGE_THREAD)`
+/// reports it (the scheduler's exact run time, split between user and kernel mode in the
+/// proportion of the timer ticks that landed in each).
+pub fn thread_cpu_times() -> (Duration, Duration) {
+    // SAFETY: rusage is plain old data; all-zero is a valid value.
+    let mut r: libc::rusage = unsafe { core::mem::zeroed() };
+    // SAFETY: valid pointer to a live rusage.
+    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut r) } != 0 {
+        return (Duration::ZERO, Duration::ZERO);
+    }
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64)
+    };
+    (tv(r.ru_utime), tv(r.ru_stime))
 }
 
 /// Sends one datagram on a socket, ignoring ICMP-induced errors reported on it.
