@@ -246,6 +246,7 @@ f["request_frame"] = ProtoField.framenum("pcielab.request_frame", "Request in fr
 f["response_frame"] = ProtoField.framenum("pcielab.response_frame", "Completion in frame", base.NONE, frametype.RESPONSE)
 f["latency"] = ProtoField.relative_time("pcielab.latency", "Request to completion latency")
 f["last"] = ProtoField.bool("pcielab.last", "Request complete after this completion")
+f["tlp.dll_replay"] = ProtoField.bool("pcielab.tlp.dll_replay", "Data-link retransmission (from the replay buffer)")
 f["completion_index"] = ProtoField.uint32("pcielab.completion_index", "Completion number", base.DEC)
 
 f["dllp"] = ProtoField.bytes("pcielab.dllp", "DLLP")
@@ -281,13 +282,22 @@ local e = {
     tag_in_use = ProtoExpert.new("pcielab.tag_in_use", "Request reuses a tag that is still outstanding", expert.group.SEQUENCE, expert.severity.WARN),
     snapped = ProtoExpert.new("pcielab.snapped", "TLP cut by the capture's snap length", expert.group.UNDECODED, expert.severity.NOTE),
     internal = ProtoExpert.new("pcielab.internal", "pcielab dissector could not decode this packet", expert.group.MALFORMED, expert.severity.ERROR),
+    replay = ProtoExpert.new("pcielab.dll_replay", "Data-link retransmission of a TLP sent earlier on this link direction", expert.group.SEQUENCE, expert.severity.NOTE),
 }
-proto.experts = { e.malformed, e.ecrc, e.crc, e.unmatched, e.missing, e.status, e.poisoned, e.tag_in_use, e.snapped, e.internal }
+proto.experts = { e.malformed, e.ecrc, e.crc, e.unmatched, e.missing, e.status, e.poisoned, e.tag_in_use, e.snapped, e.internal, e.replay }
 
 ---------------------------------------------------------------------------------------
 -- Request/completion state (rebuilt on every (re)dissection pass 1)
 
 local iface_field = Field.new("frame.interface_name")
+-- Simulation captures mark data-link retransmissions with a packet comment starting
+-- "DLL replay" (like the interface name, known in pass 1 only when a tree is built).
+local comment_field = Field.new("frame.comment")
+
+local function is_dll_replay()
+    local c = comment_field()
+    return c ~= nil and string.sub(tostring(c.value), 1, 10) == "DLL replay"
+end
 
 local state
 local function reset()
@@ -524,6 +534,8 @@ end
 -- Pass-1 bookkeeping; returns nothing. Results are stored per frame.
 local function track(pinfo, t)
     local num = pinfo.number
+    -- A replayed TLP is a copy of one already seen: it neither opens nor answers a request.
+    if is_dll_replay() then return end
     -- The interface name is known only when a tree is built; tshark's first pass with -2
     -- builds none unless a read filter (-R) is given. Without it all interfaces are one link.
     local ifn = iface_field()
@@ -659,6 +671,12 @@ end
 
 local function add_links(tree, tvb, pinfo, t, ti)
     local num = pinfo.number
+    if is_dll_replay() then
+        local it = tree:add(f["tlp.dll_replay"], true)
+        it:set_generated(true)
+        it:add_proto_expert_info(e.replay)
+        return " (DLL replay)"
+    end
     local c = state.cpl[num]
     local note = ""
     if c then

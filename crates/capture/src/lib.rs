@@ -59,5 +59,16 @@ pub mod stats;
 pub mod transactions;
 pub mod writer;
 
+/// Packet comment that starts a data-link retransmission's record in a simulation capture
+/// (`DLL replay (seq 20)`): the TLP is a copy, sent again from the replay buffer, of one
+/// sent earlier on the same link direction. `pcielab dump` and the dissector show it as a
+/// replay and keep it out of request/completion matching.
+pub const DLL_REPLAY_COMMENT: &str = "DLL replay";
+
+/// Whether a packet comment marks a data-link retransmission (see [`DLL_REPLAY_COMMENT`]).
+pub fn is_dll_replay(comment: Option<&[u8]>) -> bool {
+    comment.is_some_and(|c| c.starts_with(DLL_REPLAY_COMMENT.as_bytes()))
+}
+
 pub use reader::{FileFormat, Interface, Payload, ReadError, ReadErrorKind, Reader, Record};
 pub use writer::{CaptureWriter, Format, IfId, UdpMeta, WriteError};

@@ -178,6 +178,10 @@ pub struct Record<'a> {
     pub payload: Payload<'a>,
     /// The whole captured frame.
     pub frame_bytes: &'a [u8],
+    /// The packet's first comment (pcapng `opt_comment` of an Enhanced Packet Block).
+    /// Simulation captures mark data-link retransmissions with one starting with
+    /// [`DLL_REPLAY_COMMENT`](crate::DLL_REPLAY_COMMENT).
+    pub comment: Option<&'a [u8]>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -352,6 +356,7 @@ impl<'a> Reader<'a> {
             reported_len: 0,
             payload: Payload::OtherUdp,
             frame_bytes,
+            comment: None,
         };
         match encap::parse_frame(iface.linktype, frame_bytes) {
             Err(e) => rec.payload = Payload::NotUdp(e),
@@ -561,7 +566,22 @@ impl<'a> Reader<'a> {
                     };
                     let ts = ((ts_hi as u128) << 32) | ts_lo as u128;
                     let bytes = &body[20..20 + cap as usize];
-                    return Some(Ok(self.record(start, idx, ts, bytes, orig)));
+                    let mut comment = None;
+                    if btype == ng::EPB {
+                        let opts_at = 20 + cap as usize + pad4(cap as usize);
+                        let opts = body.get(opts_at..).unwrap_or(&[]);
+                        let r = each_option(e, body_off + opts_at, opts, |code, v| {
+                            if code == ng::OPT_COMMENT && comment.is_none() {
+                                comment = Some(v);
+                            }
+                        });
+                        if let Err(err) = r {
+                            return Some(Err(err));
+                        }
+                    }
+                    let mut rec = self.record(start, idx, ts, bytes, orig);
+                    rec.comment = comment;
+                    return Some(Ok(rec));
                 }
                 ng::SPB => {
                     if body.len() < 4 {
@@ -602,12 +622,16 @@ impl<'a> Iterator for Reader<'a> {
     }
 }
 
+fn pad4(n: usize) -> usize {
+    (4 - n % 4) % 4
+}
+
 /// Calls `f(code, value)` for each option in `opts` (which starts at file offset `at`).
-fn each_option(
+fn each_option<'d>(
     e: Endian,
     at: usize,
-    opts: &[u8],
-    mut f: impl FnMut(u16, &[u8]),
+    opts: &'d [u8],
+    mut f: impl FnMut(u16, &'d [u8]),
 ) -> Result<(), ReadError> {
     let mut i = 0;
     while i + 4 <= opts.len() {

@@ -120,6 +120,8 @@ pub struct Stats {
     pub unmatched_completions: u64,
     /// Requests that never got their last completion.
     pub missing_completions: u64,
+    /// Data-link retransmissions (TLPs marked as replays by a simulation capture).
+    pub dll_replays: u64,
 }
 
 impl Stats {

@@ -78,6 +78,10 @@ pub enum Role {
     Completion(CplMatch),
     /// A completion with no pending request.
     Unmatched,
+    /// A data-link retransmission of a TLP already seen on this link direction (marked by
+    /// the capture, see [`crate::DLL_REPLAY_COMMENT`]); the caller does not pass it to
+    /// [`Matcher::observe`], so it neither opens nor answers a request.
+    DllReplay,
 }
 
 /// A request that never got (all of) its completions.

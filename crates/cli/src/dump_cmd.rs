@@ -185,6 +185,7 @@ fn line_json(rec: &Record<'_>, iface: &str, d: &Decoded<'_>, role: Option<Role>)
             v["last"] = json!(c.last);
         }
         Some(Role::Unmatched) => v["unmatched"] = json!(true),
+        Some(Role::DllReplay) => v["dll_replay"] = json!(true),
         _ => {}
     }
     v
@@ -254,6 +255,7 @@ fn line_text(rec: &Record<'_>, iface: &str, d: &Decoded<'_>, role: Option<Role>)
             ));
         }
         Some(Role::Unmatched) => s.push_str(" (no request)"),
+        Some(Role::DllReplay) => s.push_str(" (DLL replay)"),
         Some(Role::Request {
             tag_in_use_by: Some(old),
         }) => s.push_str(&format!(" (tag in use by #{old})")),
@@ -292,6 +294,7 @@ fn print_stats(stats: &mut Stats, bins: usize, json_out: bool) -> String {
                         "percentiles_ps": p, "histogram": h},
             "unmatched_completions": stats.unmatched_completions,
             "missing_completions": stats.missing_completions,
+            "dll_replays": stats.dll_replays,
         });
         return format!("{v}\n");
     }
@@ -341,6 +344,12 @@ fn print_stats(stats: &mut Stats, bins: usize, json_out: bool) -> String {
         "unmatched completions: {}\nrequests without completion: {}\n",
         stats.unmatched_completions, stats.missing_completions
     ));
+    if stats.dll_replays > 0 {
+        o.push_str(&format!(
+            "data-link replays (not matched): {}\n",
+            stats.dll_replays
+        ));
+    }
     o
 }
 
@@ -364,9 +373,13 @@ pub fn run(a: &DumpArgs) -> Result<(), Failure> {
         };
         let iface = reader.interfaces()[rec.interface].name.clone();
         let d = decode(&rec);
-        let role = d
-            .tlp()
-            .map(|tlp| matcher.observe(rec.frame, &iface, rec.time_ps, &tlp));
+        let role = d.tlp().map(|tlp| {
+            if pcielab_capture::is_dll_replay(rec.comment) {
+                Role::DllReplay
+            } else {
+                matcher.observe(rec.frame, &iface, rec.time_ps, &tlp)
+            }
+        });
         let nettlp = !matches!(d, Decoded::Other);
         if !f.matches(&iface, &d) || (!nettlp && !a.all) {
             continue;
@@ -380,6 +393,7 @@ pub fn run(a: &DumpArgs) -> Result<(), Failure> {
             match role {
                 Some(Role::Completion(c)) if c.last => stats.latencies.push(c.latency_ps),
                 Some(Role::Unmatched) => stats.unmatched_completions += 1,
+                Some(Role::DllReplay) => stats.dll_replays += 1,
                 _ => {}
             }
             continue;

@@ -1,5 +1,6 @@
 //! `pcielab sim FILE.toml --workload NAME …`: run the timed simulator.
 
+use crate::sim_capture::SimCapture;
 use crate::{fail, Failure};
 use clap::{Args, ValueEnum};
 use pcielab_fabric::kinds::KindRegistry;
@@ -123,6 +124,15 @@ pub struct SimArgs {
     /// Print CSV.
     #[arg(long)]
     csv: bool,
+    /// Capture every TLP and DLLP of every run to this pcapng file (`.pcap`: classic
+    /// pcap, no interface names); read it with `pcielab dump` or Wireshark with
+    /// dissector/pcielab.lua. Capturing does not change any result.
+    #[arg(long, value_name = "FILE")]
+    pcap: Option<PathBuf>,
+    /// Write the simulator's own trace (one line per TLP/DLLP: time in ps, link
+    /// direction, kind, bytes in hex) to this file.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
 }
 
 fn parse_sizes(s: &str) -> Result<Vec<u64>, Failure> {
@@ -183,7 +193,14 @@ impl Ctx {
     }
 }
 
-fn dma_row(ctx: &Ctx, a: &SimArgs, device: &str, op: Op, size: u64) -> Result<Value, Failure> {
+fn dma_row(
+    ctx: &Ctx,
+    a: &SimArgs,
+    device: &str,
+    op: Op,
+    size: u64,
+    cap: &mut Option<SimCapture>,
+) -> Result<Value, Failure> {
     let mut sim = ctx.new_sim()?;
     let base = sim.alloc_dma(a.region);
     let kind = match op {
@@ -203,7 +220,13 @@ fn dma_row(ctx: &Ctx, a: &SimArgs, device: &str, op: Op, size: u64) -> Result<Va
         )),
     )
     .map_err(|e| fail(e.to_string()))?;
-    sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+    match cap.as_mut() {
+        None => sim.run_until_idle(SimTime::from_ps(u64::MAX / 2)),
+        Some(c) => {
+            let label = format!("dma {} {size} B from {device}", op_name(op));
+            run_captured(&mut sim, c, &label)?;
+        }
+    }
     let rep = sim
         .model(device)
         .and_then(|m| m.report())
@@ -227,7 +250,7 @@ fn dma_row(ctx: &Ctx, a: &SimArgs, device: &str, op: Op, size: u64) -> Result<Va
     let stall: u64 = c.iter().map(|x| x.1.credit_stall_ps).sum();
     Ok(json!({
         "workload": "dma", "device": device,
-        "op": format!("{op:?}").to_lowercase(), "size_B": size, "window": a.window,
+        "op": op_name(op), "size_B": size, "window": a.window,
         "gbps": rep["gbps"], "mean_latency_ns": rep["mean_latency_ns"],
         "min_latency_ns": rep["min_latency_ns"], "max_latency_ns": rep["max_latency_ns"],
         "dmas": rep["dmas"], "failed": rep["failed"], "replays": replays,
@@ -237,8 +260,42 @@ fn dma_row(ctx: &Ctx, a: &SimArgs, device: &str, op: Op, size: u64) -> Result<Va
     }))
 }
 
-fn mmio_rows(ctx: &Ctx, a: &SimArgs) -> Result<Vec<Value>, Failure> {
+/// Runs `sim` until idle like `run_until_idle`, streaming its trace to `cap` every
+/// [`CHUNK_PS`] of simulated time so that memory stays bounded.
+fn run_captured(sim: &mut FabricSim, cap: &mut SimCapture, label: &str) -> Result<(), Failure> {
+    let names = sim.trace().map(|t| t.dir_names.clone()).unwrap_or_default();
+    cap.begin_run(label, &names)?;
+    let limit = u64::MAX / 2;
+    let mut until = sim.now().as_ps();
+    while sim.pending_events() > 0 && until < limit {
+        until = until.saturating_add(CHUNK_PS).min(limit);
+        sim.run_until_idle(SimTime::from_ps(until));
+        if let Some(t) = sim.take_trace() {
+            cap.records(&t)?;
+        }
+    }
+    cap.end_run(sim.now().as_ps());
+    Ok(())
+}
+
+/// Simulated time between two trace drains of a captured run (20 µs).
+const CHUNK_PS: u64 = 20_000_000;
+
+fn op_name(op: Op) -> &'static str {
+    match op {
+        Op::Read => "read",
+        Op::Write => "write",
+        Op::Rw => "rw",
+    }
+}
+
+fn mmio_rows(ctx: &Ctx, a: &SimArgs, cap: &mut Option<SimCapture>) -> Result<Vec<Value>, Failure> {
     let mut sim = ctx.new_sim()?;
+    if let Some(c) = cap.as_mut() {
+        let names = sim.trace().map(|t| t.dir_names.clone()).unwrap_or_default();
+        let size = a.size.unwrap_or(4).clamp(1, 4096);
+        c.begin_run(&format!("mmio-lat {size} B"), &names)?;
+    }
     sim.run_for(SimDuration::from_us(2));
     let size = a.size.unwrap_or(4).clamp(1, 4096) as u32;
     let mut rows = Vec::new();
@@ -259,6 +316,9 @@ fn mmio_rows(ctx: &Ctx, a: &SimArgs) -> Result<Vec<Value>, Failure> {
                 }
                 other => return Err(fail(format!("{ep}: MMIO read failed: {other:?}"))),
             }
+            if let (Some(c), Some(t)) = (cap.as_mut(), sim.take_trace()) {
+                c.records(&t)?;
+            }
         }
         let n = n.max(1);
         rows.push(json!({
@@ -266,6 +326,12 @@ fn mmio_rows(ctx: &Ctx, a: &SimArgs) -> Result<Vec<Value>, Failure> {
             "mean_latency_ns": sum as f64 / n as f64 / 1000.0,
             "min_latency_ns": min as f64 / 1000.0, "max_latency_ns": max as f64 / 1000.0,
         }));
+    }
+    if let Some(c) = cap.as_mut() {
+        if let Some(t) = sim.take_trace() {
+            c.records(&t)?;
+        }
+        c.end_run(sim.now().as_ps());
     }
     Ok(rows)
 }
@@ -419,6 +485,8 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         dma_tags: a.tags,
         ..SimConfig::default()
     };
+    let mut cfg = cfg;
+    cfg.trace = a.pcap.is_some() || a.trace.is_some();
     let ctx = Ctx { topo, reg, cfg };
     // Validates parameters and the topology once, with a clear message.
     ctx.new_sim()?;
@@ -439,10 +507,29 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         }
         None => eps[0].clone(),
     };
+    let header = format!(
+        "{}: MPS {} MRRS {} RCB {}, switch {} ns, root complex {} ns, memory {} ns, window {}, tags {}, seed {}\n\n",
+        a.file.display(), a.mps, a.mrrs, a.rcb, a.switch_ns, a.rc_ns, a.mem_ns, a.window, a.tags,
+        a.seed.unwrap_or(ctx.topo.seed)
+    );
+    let comment = format!(
+        "pcielab sim, workload {:?}, topology {}\n{}",
+        a.workload,
+        header.trim_end(),
+        topology_summary(&ctx.topo)
+    );
+    let mut cap = SimCapture::open(a.pcap.as_deref(), a.trace.as_deref(), &comment)?;
     let mut rows = Vec::new();
     match a.workload {
-        Workload::Dma => rows.push(dma_row(&ctx, a, &device, a.op, a.size.unwrap_or(4096))?),
-        Workload::MmioLat => rows = mmio_rows(&ctx, a)?,
+        Workload::Dma => rows.push(dma_row(
+            &ctx,
+            a,
+            &device,
+            a.op,
+            a.size.unwrap_or(4096),
+            &mut cap,
+        )?),
+        Workload::MmioLat => rows = mmio_rows(&ctx, a, &mut cap)?,
         Workload::Sweep => {
             let sizes = parse_sizes(&a.sizes)?;
             let targets: Vec<String> = match &a.device {
@@ -454,7 +541,7 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
             for ep in &targets {
                 for op in [Op::Read, Op::Write] {
                     for &size in &sizes {
-                        rows.push(dma_row(&ctx, a, ep, op, size)?);
+                        rows.push(dma_row(&ctx, a, ep, op, size, &mut cap)?);
                         done += 1;
                         progress(done, total);
                     }
@@ -465,15 +552,14 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
                 count: 10,
                 ..a.clone_for_lat()
             };
-            rows.extend(mmio_rows(&ctx, &lat_args)?);
+            rows.extend(mmio_rows(&ctx, &lat_args, &mut cap)?);
             progress(total, total);
         }
     }
-    let header = format!(
-        "{}: MPS {} MRRS {} RCB {}, switch {} ns, root complex {} ns, memory {} ns, window {}, tags {}, seed {}\n\n",
-        a.file.display(), a.mps, a.mrrs, a.rcb, a.switch_ns, a.rc_ns, a.mem_ns, a.window, a.tags,
-        a.seed.unwrap_or(ctx.topo.seed)
-    );
+    let captured = match cap {
+        Some(c) => Some(c.finish()?),
+        None => None,
+    };
     let out = if a.json {
         let mut s = serde_json::to_string_pretty(&Value::Array(rows)).unwrap_or_default();
         s.push('\n');
@@ -484,7 +570,32 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         header + &fmt_table(&rows)
     };
     print!("{out}");
+    if let Some(line) = captured {
+        eprintln!("{line}");
+    }
     Ok(())
+}
+
+/// Nodes and links of the topology, one per line, for the capture's comment block.
+fn topology_summary(t: &Topology) -> String {
+    let mut s = String::new();
+    for n in &t.nodes {
+        s.push_str(&format!("node {} ({})\n", n.name, n.kind));
+    }
+    for l in &t.links {
+        let name = |id: pcielab_fabric::topology::NodeId| {
+            t.nodes.get(id.0 as usize).map_or("?", |n| n.name.as_str())
+        };
+        s.push_str(&format!(
+            "link {}.{} - {} {} x{}\n",
+            name(l.up),
+            l.up_port,
+            name(l.down),
+            l.gen,
+            l.width
+        ));
+    }
+    s
 }
 
 impl SimArgs {
@@ -516,6 +627,8 @@ impl SimArgs {
             seed: self.seed,
             json: self.json,
             csv: self.csv,
+            pcap: self.pcap.clone(),
+            trace: self.trace.clone(),
         }
     }
 }

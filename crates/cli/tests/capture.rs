@@ -425,7 +425,18 @@ fn build_with_bad(path: &Path) -> (Vec<Written>, usize) {
 fn compare_with_tshark(path: &Path, n: usize) -> (usize, Vec<Value>) {
     let p = path.to_str().unwrap();
     let dump = dump_json(path);
-    let (out, err) = tshark(&["-r", p, "-2", "-T", "json", "--no-duplicate-keys"]);
+    // `-R frame` builds a tree in pass 1 too, so the dissector sees interface names and
+    // packet comments while it matches requests and completions.
+    let (out, err) = tshark(&[
+        "-r",
+        p,
+        "-2",
+        "-R",
+        "frame",
+        "-T",
+        "json",
+        "--no-duplicate-keys",
+    ]);
     assert!(!err.contains("Lua"), "Lua error: {err}");
     let pkts: Vec<Value> = serde_json::from_str(&out).unwrap();
     assert_eq!(pkts.len(), n);
@@ -545,7 +556,17 @@ fn compare_with_tshark(path: &Path, n: usize) -> (usize, Vec<Value>) {
 /// The Info column of tshark is `pcielab dump`'s line after frame and time (notes aside).
 fn check_info_column(path: &Path, n: usize) {
     let p = path.to_str().unwrap();
-    let (out, err) = tshark(&["-r", p, "-2", "-T", "fields", "-e", "_ws.col.Info"]);
+    let (out, err) = tshark(&[
+        "-r",
+        p,
+        "-2",
+        "-R",
+        "frame",
+        "-T",
+        "fields",
+        "-e",
+        "_ws.col.Info",
+    ]);
     assert!(!err.contains("Lua"), "{err}");
     let (_, text, _) = pcielab(&["dump", p]);
     let dump_lines: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
@@ -558,6 +579,7 @@ fn check_info_column(path: &Path, n: usize) {
             " (no request)",
             " (no completion)",
             " (tag in use by #",
+            " (DLL replay)",
         ]
         .iter()
         .filter_map(|m| s.find(m))
@@ -819,4 +841,160 @@ fn multi_link_capture_links_per_link() {
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines[2], "2\t0.000000400");
     assert_eq!(lines[3], "1\t0.000000600");
+}
+
+// Captures of simulations (`pcielab sim --pcap`)
+
+fn topology(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/topologies")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// `pcielab sim` on the default topology with a DMA read/write stream and injected LCRC
+/// errors (so replays and NAKs are in the capture); returns (stdout, capture, trace).
+fn sim_capture(name: &str, extra: &[&str]) -> (String, PathBuf, PathBuf) {
+    let pcap = tmp(&format!("{name}.pcapng"));
+    let trace = tmp(&format!("{name}.txt"));
+    let topo = topology("sim-default.toml");
+    let mut args = vec![
+        "sim",
+        &topo,
+        "--workload",
+        "dma",
+        "--op",
+        "rw",
+        "--size",
+        "1000",
+        "--count",
+        "12",
+        "--window",
+        "4",
+        "--error-rate",
+        "0.05",
+        "--json",
+    ];
+    args.extend(extra);
+    let p = pcap.to_str().unwrap().to_string();
+    let t = trace.to_str().unwrap().to_string();
+    args.extend(["--pcap", &p, "--trace", &t]);
+    let (rc, out, err) = pcielab(&args);
+    assert_eq!(rc, 0, "{err}");
+    assert!(err.contains("captured"), "{err}");
+    (out, pcap, trace)
+}
+
+/// One line of the simulator's text trace: (time_ps, direction, is_tlp, bytes).
+fn trace_lines(path: &Path) -> Vec<(u64, String, bool, Vec<u8>)> {
+    let text = std::fs::read_to_string(path).unwrap();
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            let hex = f.last().unwrap();
+            let bytes = (0..hex.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+                .collect();
+            (
+                f[0].parse().unwrap(),
+                f[1].to_string(),
+                f[2] == "TLP",
+                bytes,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn sim_capture_round_trips_the_trace_and_changes_no_result() {
+    let (with, pcap, trace) = sim_capture("sim-rt", &[]);
+    // The same run without capture prints the same results (events included).
+    let topo = topology("sim-default.toml");
+    let (rc, without, err) = pcielab(&[
+        "sim",
+        &topo,
+        "--workload",
+        "dma",
+        "--op",
+        "rw",
+        "--size",
+        "1000",
+        "--count",
+        "12",
+        "--window",
+        "4",
+        "--error-rate",
+        "0.05",
+        "--json",
+    ]);
+    assert_eq!(rc, 0, "{err}");
+    assert_eq!(with, without);
+    // Every trace record comes back from the pcapng with its time, direction and bytes.
+    let want = trace_lines(&trace);
+    let data = std::fs::read(&pcap).unwrap();
+    let mut r = pcielab_capture::reader::Reader::new(&data).unwrap();
+    let mut got = Vec::new();
+    while let Some(rec) = r.next_record() {
+        let rec = rec.unwrap();
+        let (tlp, bytes) = match rec.payload {
+            pcielab_capture::reader::Payload::Tlp(b) => (true, b.to_vec()),
+            pcielab_capture::reader::Payload::Dllp(b) => (false, b.to_vec()),
+            other => panic!("frame {}: {other:?}", rec.frame),
+        };
+        // Interfaces are declared as the run starts, so names resolve after reading.
+        got.push((rec.time_ps as u64, rec.interface, tlp, bytes));
+    }
+    let names: Vec<String> = r.interfaces().iter().map(|i| i.name.clone()).collect();
+    assert_eq!(got.len(), want.len());
+    assert!(want.len() > 100, "{}", want.len());
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(g.0, w.0, "record {i}: time");
+        assert_eq!(names[g.1], w.1, "record {i}: direction");
+        assert_eq!((g.2, &g.3), (w.2, &w.3), "record {i}: bytes");
+    }
+    // Error injection put replays into the capture, each with a comment.
+    let text = std::fs::read_to_string(&trace).unwrap();
+    assert!(text.contains(" replay"), "no replay in the trace");
+}
+
+#[test]
+fn sim_capture_decodes_in_tshark_like_dump_and_links_every_completion() {
+    let (_, pcap, trace) = sim_capture("sim-tshark", &["--cut-through"]);
+    let n = trace_lines(&trace).len();
+    let dump = dump_json(&pcap);
+    assert_eq!(dump.len(), n);
+    // Every completion answers a request on its own link; every request that was not
+    // replayed gets its completion.
+    let mut cpls = 0;
+    let replays = dump
+        .iter()
+        .filter(|o| o.get("dll_replay").is_some())
+        .count();
+    assert!(replays > 0, "no replay in the capture");
+    let (_, text, _) = pcielab(&["dump", pcap.to_str().unwrap()]);
+    for bad in [
+        "(tag in use by",
+        "(no request)",
+        "(no completion)",
+        "without completion",
+    ] {
+        assert!(!text.contains(bad), "{bad}: {text}");
+    }
+    assert_eq!(text.matches("(DLL replay)").count(), replays);
+    for o in dump.iter().filter(|o| o.get("dll_replay").is_none()) {
+        if o["kind"] == "CplD" || o["kind"] == "Cpl" {
+            cpls += 1;
+            assert!(o.get("request_frame").is_some(), "{o}");
+            assert!(o.get("unmatched").is_none(), "{o}");
+        }
+    }
+    assert!(cpls > 20, "{cpls}");
+    if !tshark_wanted() {
+        return;
+    }
+    let (checked, _) = compare_with_tshark(&pcap, n);
+    assert!(checked > 1000, "{checked}");
 }

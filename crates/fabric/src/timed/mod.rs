@@ -877,6 +877,16 @@ impl FabricSim {
         self.sim.world().trace.as_ref()
     }
 
+    /// Takes the records traced so far, leaving an empty trace (same direction names) to
+    /// go on recording: a long run can stream its trace out in pieces (`pcielab sim
+    /// --pcap` does, between [`run_until_idle`](Self::run_until_idle) steps) instead of
+    /// holding it all in memory. `None` when tracing is off.
+    pub fn take_trace(&mut self) -> Option<Trace> {
+        let t = self.sim.world_mut().trace.as_mut()?;
+        let fresh = Trace::new(t.dir_names.clone());
+        Some(std::mem::replace(t, fresh))
+    }
+
     /// Errors the fabric recorded (unexpected completions, unroutable requests, …).
     pub fn errors(&self) -> &[String] {
         &self.sim.world().errors
