@@ -46,8 +46,10 @@ pub enum Pattern {
 /// Arguments of `pcielab sim`.
 #[derive(Args, Debug)]
 pub struct SimArgs {
-    /// Topology file (TOML).
-    file: PathBuf,
+    /// Topology file (TOML). Without it: the built-in default scenario, a root complex
+    /// with a Gen3 x8 switch and three endpoints below root port 0 and a Gen4 x16
+    /// endpoint on root port 1 (the same as examples/topologies/sim-default.toml).
+    file: Option<PathBuf>,
     /// Workload to run.
     #[arg(long, value_enum, default_value = "sweep")]
     workload: Workload,
@@ -193,6 +195,37 @@ impl Ctx {
     }
 }
 
+/// The spec-mode analytic model's saturated bandwidth (Gb/s) for `op` of `size` bytes
+/// over the narrowest link between `device` and the root complex (None when the model
+/// does not cover the configuration).
+fn model_gbps(ctx: &Ctx, device: &str, op: Op, size: u64) -> Option<f64> {
+    use pcielab_model::{Mode, Model, Mps, Mrrs, PcieConfig, Rcb};
+    let t = &ctx.topo;
+    let mut node = t.nodes.iter().position(|n| n.name == device)?;
+    let mut best: Option<f64> = None;
+    for _ in 0..t.nodes.len() {
+        let Some(l) = t.links.iter().find(|l| l.down.0 as usize == node) else {
+            break;
+        };
+        let mut c = PcieConfig::new(l.gen, l.width as u32).ok()?;
+        c.mode = Mode::Spec;
+        c.mps = Mps::new(ctx.cfg.mps as u32).ok()?;
+        c.mrrs = Mrrs::new(ctx.cfg.mrrs as u32).ok()?;
+        c.rcb = Rcb::new(ctx.cfg.rcb as u32).ok()?;
+        let m = Model::new(c).ok()?;
+        let g = match op {
+            Op::Read => m.read(size),
+            Op::Write => m.write(size),
+            // Both directions at once: the per-direction rate, twice.
+            Op::Rw => m.read_write(size).map(|x| 2.0 * x),
+        }
+        .ok()?;
+        best = Some(best.map_or(g, |b: f64| b.min(g)));
+        node = l.up.0 as usize;
+    }
+    best
+}
+
 fn dma_row(
     ctx: &Ctx,
     a: &SimArgs,
@@ -251,7 +284,8 @@ fn dma_row(
     Ok(json!({
         "workload": "dma", "device": device,
         "op": op_name(op), "size_B": size, "window": a.window,
-        "gbps": rep["gbps"], "mean_latency_ns": rep["mean_latency_ns"],
+        "gbps": rep["gbps"], "model_gbps": model_gbps(ctx, device, op, size),
+        "mean_latency_ns": rep["mean_latency_ns"],
         "min_latency_ns": rep["min_latency_ns"], "max_latency_ns": rep["max_latency_ns"],
         "dmas": rep["dmas"], "failed": rep["failed"], "replays": replays,
         "credit_stall_ns": stall as f64 / 1000.0,
@@ -351,18 +385,27 @@ fn fmt_table(rows: &[Value]) -> String {
     let mut s = String::new();
     let dma: Vec<&Value> = rows.iter().filter(|r| r["workload"] == "dma").collect();
     if !dma.is_empty() {
-        s.push_str("DMA bandwidth (saturated, after the first window)\n");
+        s.push_str(
+            "DMA bandwidth after the first window; model: the spec-mode analytic bound of the\n",
+        );
+        s.push_str(
+            "narrowest link on the device's path (reached when enough DMAs are in flight)\n",
+        );
         s.push_str(&format!(
-            "{:<10} {:<6} {:>8} {:>10} {:>12} {:>10} {:>8}\n",
-            "device", "op", "size_B", "Gb/s", "mean_lat_ns", "max_lat_ns", "replays"
+            "{:<10} {:<6} {:>8} {:>10} {:>10} {:>12} {:>10} {:>8}\n",
+            "device", "op", "size_B", "Gb/s", "model", "mean_lat_ns", "max_lat_ns", "replays"
         ));
         for r in dma {
+            let model = r["model_gbps"]
+                .as_f64()
+                .map_or("-".to_string(), |m| format!("{m:.3}"));
             s.push_str(&format!(
-                "{:<10} {:<6} {:>8} {:>10.3} {:>12.1} {:>10.1} {:>8}\n",
+                "{:<10} {:<6} {:>8} {:>10.3} {:>10} {:>12.1} {:>10.1} {:>8}\n",
                 r["device"].as_str().unwrap_or(""),
                 r["op"].as_str().unwrap_or(""),
                 r["size_B"].as_u64().unwrap_or(0),
                 r["gbps"].as_f64().unwrap_or(0.0),
+                model,
                 r["mean_latency_ns"].as_f64().unwrap_or(0.0),
                 r["max_latency_ns"].as_f64().unwrap_or(0.0),
                 r["replays"].as_u64().unwrap_or(0)
@@ -426,6 +469,7 @@ fn fmt_csv(rows: &[Value]) -> String {
         "op",
         "size_B",
         "gbps",
+        "model_gbps",
         "mean_latency_ns",
         "min_latency_ns",
         "max_latency_ns",
@@ -448,10 +492,24 @@ fn fmt_csv(rows: &[Value]) -> String {
     s
 }
 
+/// The built-in default scenario.
+const DEFAULT_TOPOLOGY: &str = include_str!("../../../examples/topologies/sim-default.toml");
+const DEFAULT_NAME: &str = "built-in default (examples/topologies/sim-default.toml)";
+
+fn topo_name(a: &SimArgs) -> String {
+    a.file
+        .as_ref()
+        .map_or(DEFAULT_NAME.to_string(), |f| f.display().to_string())
+}
+
 /// Runs `pcielab sim`.
 pub fn run(a: &SimArgs) -> Result<(), Failure> {
     let reg = KindRegistry::builtin();
-    let topo = Topology::load(&a.file, &reg).map_err(|e| fail(e.to_string()))?;
+    let topo = match &a.file {
+        Some(f) => Topology::load(f, &reg),
+        None => Topology::parse(DEFAULT_TOPOLOGY, DEFAULT_NAME, &reg),
+    }
+    .map_err(|e| fail(e.to_string()))?;
     if a.window == 0 {
         return Err(fail("--window 0: at least one DMA must be in flight"));
     }
@@ -494,7 +552,7 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
     if eps.is_empty() {
         return Err(fail(format!(
             "{}: the topology has no endpoint to run a workload on",
-            a.file.display()
+            topo_name(a)
         )));
     }
     let device = match &a.device {
@@ -509,7 +567,7 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
     };
     let header = format!(
         "{}: MPS {} MRRS {} RCB {}, switch {} ns, root complex {} ns, memory {} ns, window {}, tags {}, seed {}\n\n",
-        a.file.display(), a.mps, a.mrrs, a.rcb, a.switch_ns, a.rc_ns, a.mem_ns, a.window, a.tags,
+        topo_name(a), a.mps, a.mrrs, a.rcb, a.switch_ns, a.rc_ns, a.mem_ns, a.window, a.tags,
         a.seed.unwrap_or(ctx.topo.seed)
     );
     let comment = format!(

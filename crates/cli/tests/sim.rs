@@ -78,10 +78,10 @@ fn mmio_csv() {
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(
         lines[0],
-        "workload,device,op,size_B,gbps,mean_latency_ns,min_latency_ns,max_latency_ns,replays"
+        "workload,device,op,size_B,gbps,model_gbps,mean_latency_ns,min_latency_ns,max_latency_ns,replays"
     );
     assert_eq!(lines.len(), 5);
-    assert!(lines[1].starts_with("mmio-lat,mem0,,4,"));
+    assert!(lines[1].starts_with("mmio-lat,mem0,,4,,,"));
 }
 
 #[test]
@@ -104,4 +104,49 @@ fn bad_input_exits_2_with_one_line() {
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(err.contains(what), "{args:?}: {err}");
     }
+}
+
+#[test]
+fn no_file_runs_the_built_in_default() {
+    let (rc, out, err) = pcielab(&["sim", "--workload", "mmio-lat", "--count", "2", "--json"]);
+    assert_eq!(rc, 0, "{err}");
+    let f = example("sim-default.toml");
+    let (rc, same, err) = pcielab(&[
+        "sim",
+        &f,
+        "--workload",
+        "mmio-lat",
+        "--count",
+        "2",
+        "--json",
+    ]);
+    assert_eq!(rc, 0, "{err}");
+    assert_eq!(out, same);
+}
+
+#[test]
+fn dma_rows_carry_the_model_bound() {
+    // mem3 on Gen4 x16, 4 KiB writes: the simulated bandwidth is the spec-mode bound of
+    // its link within 2 % (ACKs travel on the other direction; see crates/fabric).
+    let (rc, out, err) = pcielab(&[
+        "sim",
+        "--workload",
+        "dma",
+        "--device",
+        "mem3",
+        "--op",
+        "write",
+        "--size",
+        "4096",
+        "--count",
+        "400",
+        "--json",
+    ]);
+    assert_eq!(rc, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let (g, m) = (
+        v[0]["gbps"].as_f64().unwrap(),
+        v[0]["model_gbps"].as_f64().unwrap(),
+    );
+    assert!((g - m).abs() / m < 0.02, "{g} vs {m}");
 }
