@@ -4,7 +4,7 @@
 //! BARs, for finished DMAs and for its timers, always with an [`EpCx`] through which
 //! the device acts: DMA reads and writes of any size (the fabric's DMA engine splits
 //! them at MPS/MRRS and 4 KiB with `wire::dma`, keeps a pool of tags, reassembles
-//! completions and times out), delayed read completions, MSI-X/MSI, timers.
+//! completions and times out), delayed read completions, MSI-X/MSI/INTx, timers.
 //!
 //! ```
 //! use pcielab_fabric::timed::{Endpoint, EpCx, ReadReply, DmaId};
@@ -58,6 +58,7 @@ pub(crate) enum EpCmd {
     Timer { at: SimTime, token: u64 },
     Msix(u16),
     Msi(u8),
+    Intx(bool),
 }
 
 /// What a device sees while the fabric calls it.
@@ -124,6 +125,14 @@ impl EpCx<'_> {
     /// Raises MSI vector `vector`.
     pub fn msi(&mut self, vector: u8) {
         self.cmds.push(EpCmd::Msi(vector));
+    }
+    /// Asserts (`true`) or deasserts the function's INTx pin (the Interrupt Pin
+    /// register says which). The Interrupt Status bit follows; an Assert_INTx message
+    /// goes upstream unless the Command register's Interrupt Disable bit is set, and a
+    /// Deassert_INTx follows when the device deasserts. Switches aggregate and swizzle
+    /// the virtual wires; the host sees them in `FabricSim::intx_events`.
+    pub fn intx(&mut self, assert: bool) {
+        self.cmds.push(EpCmd::Intx(assert));
     }
 }
 

@@ -11,7 +11,7 @@ use pcielab_wire::dllp::{FcClass as DFc, FcDllp, FcKind, FcScale};
 use pcielab_wire::dma::{completions, split_read, split_write, CplPolicy, SplitPolicy};
 use pcielab_wire::tlp::TlpRepr;
 use pcielab_wire::{Bdf, CplStatus, DllpRepr, SeqNum, Tag};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 pub(crate) const NONE: u32 = u32::MAX;
 
@@ -58,6 +58,9 @@ pub(crate) enum Kind {
     MWr,
     Cpl,
     CplD,
+    /// An INTx virtual-wire message (Assert_INTx/Deassert_INTx, routing "local,
+    /// terminate at receiver"); the message code is kept in `byte_count`.
+    Intx,
 }
 
 /// Who consumes a TLP at its destination.
@@ -74,6 +77,10 @@ pub(crate) enum Dest {
     },
     /// A device's DMA engine (completions).
     Dma {
+        node: u32,
+    },
+    /// The receiver of an INTx message (a switch's upstream port or the root complex).
+    Intx {
         node: u32,
     },
 }
@@ -107,7 +114,7 @@ pub(crate) struct Tlp {
 impl Tlp {
     pub fn class(&self) -> usize {
         match self.kind {
-            Kind::MWr => P,
+            Kind::MWr | Kind::Intx => P,
             Kind::MRd => NP,
             Kind::Cpl | Kind::CplD => CPL,
         }
@@ -300,6 +307,8 @@ pub(crate) struct DmaOp {
 
 #[derive(Debug)]
 pub(crate) struct EpState {
+    /// An Assert_INTx message went out and no Deassert since.
+    pub intx_sent: bool,
     /// The device model; `None`: BAR accesses go to the functional fabric's model
     /// (e.g. psmem with its MSI-X table), in zero device time.
     pub model: Option<Box<dyn Endpoint>>,
@@ -329,6 +338,20 @@ pub(crate) struct HostReq {
     pub data: Vec<u8>,
     pub got: u32,
     pub timer: Option<EventKey>,
+}
+
+/// A change of a root port's INTx virtual wire, as the root complex sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IntxEvent {
+    /// The root port it came through.
+    pub root_port: Bdf,
+    /// The pin at the root port (1 = INTA … 4 = INTD), after the switches' swizzle.
+    pub pin: u8,
+    /// Asserted (true) or deasserted.
+    pub asserted: bool,
+    /// Requester ID of the message that changed it (the endpoint, or the upstream port
+    /// of the last switch on the way).
+    pub from: Bdf,
 }
 
 /// The result of a host read.
@@ -370,6 +393,12 @@ pub struct Engine {
     pub(crate) host_done: HashMap<u16, HostRead>,
     /// Interrupts delivered to the host's sink, with their arrival times.
     pub interrupts: Vec<(SimTime, Interrupt)>,
+    /// INTx changes seen by the root complex.
+    pub intx_events: Vec<(SimTime, IntxEvent)>,
+    /// Asserted INTx virtual wires: (receiving node, ingress direction, pin).
+    pub intx_wires: HashSet<(u32, u32, u8)>,
+    /// Asserted wires per (receiving node, root-port direction or NONE, mapped pin).
+    pub intx_count: HashMap<(u32, u32, u8), u32>,
     /// The trace, when enabled.
     pub trace: Option<Trace>,
     /// Writes the root complex performed into host memory (address, length) when
@@ -520,6 +549,16 @@ impl Engine {
                 (t.addr & 0x7f) as u8,
                 &data,
             ),
+            Kind::Intx => Ok(TlpRepr::with_header(
+                pcielab_wire::tlp::TlpHeader::Msg(pcielab_wire::tlp::MsgHeader {
+                    requester_id: t.requester,
+                    tag,
+                    code: pcielab_wire::tlp::MsgCode::from_raw(t.byte_count as u8),
+                    routing: pcielab_wire::tlp::MsgRouting::Local,
+                    fields: pcielab_wire::tlp::MsgFields([0; 8]),
+                }),
+                &[],
+            )),
         };
         r.and_then(|r| r.to_vec()).unwrap_or_default()
     }
@@ -1411,6 +1450,9 @@ impl Engine {
                     }
                 }
             }
+            (Dest::Intx { node }, Kind::Intx) => {
+                self.intx_arrived(node, ing, t.requester, t.byte_count as u8, cx)
+            }
             (Dest::Rc, Kind::Cpl | Kind::CplD) => self.host_completion(id, cx),
             (Dest::Dma { node }, Kind::Cpl | Kind::CplD) => self.dma_completion(node, id, cx),
             (Dest::Bar { node, bar, offset }, Kind::MWr) => {
@@ -1658,6 +1700,162 @@ impl Engine {
                     self.send_msi(node, f, v as u32, false, cx);
                 }
             }
+            EpCmd::Intx(assert) => self.device_intx(node, assert, cx),
+        }
+    }
+
+    /// Sends an INTx message (`code` 0x20–0x27) from `from` to its upstream neighbour,
+    /// as `requester`.
+    fn send_intx(&mut self, from: u32, requester: Bdf, code: u8, cx: &mut Context<'_, Ev>) {
+        let Some(d) = (0..self.dirs.len())
+            .find(|&d| d % 2 == 1 && self.dirs[d].from == from)
+            .map(|d| d as u16)
+        else {
+            return;
+        };
+        let mut path = [0u16; MAX_PATH];
+        path[0] = d;
+        let t = Tlp {
+            kind: Kind::Intx,
+            requester,
+            completer: requester,
+            tag: 0,
+            addr: 0,
+            len: 0,
+            byte_count: code as u16,
+            status: CplStatus::Sc,
+            data: NONE,
+            path,
+            hops: 1,
+            at: 0,
+            refs: 1,
+            dest: Dest::Intx {
+                node: self.dirs[d as usize].to,
+            },
+            ingress: NONE,
+            dma_last: (NONE, NONE),
+            hdr_bytes: 16,
+        };
+        let id = self.alloc_tlp(t);
+        self.enqueue(d, id, cx);
+    }
+
+    /// An INTx message reached `node` through direction `ing`. Each receiver keeps the
+    /// virtual wires of its downstream ports: a switch maps pin P of the device below
+    /// downstream port D (device number D on its internal bus) to pin
+    /// `(P - 1 + D) mod 4 + 1`, and sends Assert/Deassert upstream only when the OR of
+    /// the wires mapped to a pin changes; the root complex reports the change of a root port's pin to the
+    /// host. A repeated Assert (or Deassert) of the same wire changes nothing.
+    fn intx_arrived(
+        &mut self,
+        node: u32,
+        ing: u32,
+        requester: Bdf,
+        code: u8,
+        cx: &mut Context<'_, Ev>,
+    ) {
+        if !(0x20..=0x27).contains(&code) || ing == NONE {
+            return;
+        }
+        let assert = code < 0x24;
+        let pin_in = (code & 3) + 1;
+        let port = self.dirs[ing as usize].rx_func;
+        let pin_out = match self.nodes[node as usize].kind {
+            NodeKind::Switch => {
+                let dev = port.map_or(0, |f| self.fabric.functions[f.0 as usize].devfn >> 3);
+                (pin_in - 1 + dev) % 4 + 1
+            }
+            _ => pin_in,
+        };
+        let wire = (node, ing, pin_in);
+        let changed = if assert {
+            self.intx_wires.insert(wire)
+        } else {
+            self.intx_wires.remove(&wire)
+        };
+        if !changed {
+            return;
+        }
+        // A switch ORs the wires of all its downstream ports; the root complex keeps
+        // each root port's wires apart.
+        let group = match self.nodes[node as usize].kind {
+            NodeKind::Switch => NONE,
+            _ => ing,
+        };
+        let count = self.intx_count.entry((node, group, pin_out)).or_insert(0);
+        let before = *count;
+        if assert {
+            *count += 1;
+        } else {
+            *count = count.saturating_sub(1);
+        }
+        let after = *count;
+        if (before == 0) == (after == 0) {
+            return;
+        }
+        match self.nodes[node as usize].kind {
+            NodeKind::Switch => {
+                let me = self.nodes[node as usize]
+                    .func
+                    .map_or(self.host_bdf, |f| self.fabric.bdf(f));
+                let code = if assert { 0x20 } else { 0x24 } + (pin_out - 1);
+                self.send_intx(node, me, code, cx);
+            }
+            NodeKind::Rc => {
+                let root_port = port.map_or(self.host_bdf, |f| self.fabric.bdf(f));
+                self.intx_events.push((
+                    cx.now(),
+                    IntxEvent {
+                        root_port,
+                        pin: pin_out,
+                        asserted: assert,
+                        from: requester,
+                    },
+                ));
+            }
+            NodeKind::Ep(_) => {}
+        }
+    }
+
+    /// A device asserts (or deasserts) its INTx pin: the Interrupt Status bit follows
+    /// the request; the message goes out unless Interrupt Disable is set (a pending
+    /// assertion is withdrawn with Deassert when the device deasserts).
+    fn device_intx(&mut self, node: u32, assert: bool, cx: &mut Context<'_, Ev>) {
+        let Some(f) = self.nodes[node as usize].func else {
+            return;
+        };
+        let (pin, disabled) = {
+            let c = &mut self.fabric.functions[f.0 as usize].config;
+            let status = c.read_u16(0x06);
+            let status = if assert {
+                status | 1 << 3
+            } else {
+                status & !(1 << 3)
+            };
+            let cmd = c.read_u16(0x04);
+            c.hw_write(0x06, 2, status as u32);
+            (c.read_u8(0x3d), cmd & (1 << 10) != 0)
+        };
+        let name = self.nodes[node as usize].name.clone();
+        if !(1..=4).contains(&pin) {
+            self.errors.push(format!(
+                "{name}: INTx requested but its Interrupt Pin register is {pin} (no INTx)"
+            ));
+            return;
+        }
+        let me = self.ep_bdf(node);
+        let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
+            return;
+        };
+        let send = if assert {
+            !disabled && !ep.intx_sent
+        } else {
+            ep.intx_sent
+        };
+        if send {
+            ep.intx_sent = assert;
+            let code = if assert { 0x20 } else { 0x24 } + (pin - 1);
+            self.send_intx(node, me, code, cx);
         }
     }
 

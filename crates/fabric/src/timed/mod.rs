@@ -54,7 +54,7 @@ mod trace;
 mod workload;
 
 pub use endpoint::{DmaId, Endpoint, EpCx, PsMemEndpoint, ReadReply, ReadTicket};
-pub use engine::{BufferCredits, Engine, Ev, HostRead, WireItem};
+pub use engine::{BufferCredits, Engine, Ev, HostRead, IntxEvent, WireItem};
 pub use iommu::{IommuConfig, IommuFault, IommuStats};
 pub use phy::LinkTiming;
 pub use trace::{DirCounters, Trace, TraceKind, TraceRecord};
@@ -394,6 +394,7 @@ impl FabricSim {
                             tickets: HashMap::new(),
                             rng: root_rng.fork(i as u64 + 1),
                             up_dir: 0,
+                            intx_sent: false,
                             timeout_armed: false,
                             timeout_key: None,
                         })),
@@ -513,6 +514,9 @@ impl FabricSim {
             host_reqs: HashMap::new(),
             host_done: HashMap::new(),
             interrupts: Vec::new(),
+            intx_events: Vec::new(),
+            intx_wires: Default::default(),
+            intx_count: Default::default(),
             trace: if cfg.trace {
                 Some(Trace::new(names))
             } else {
@@ -865,6 +869,12 @@ impl FabricSim {
     /// Interrupts the host received, with arrival times.
     pub fn interrupts(&self) -> &[(SimTime, Interrupt)] {
         &self.sim.world().interrupts
+    }
+
+    /// INTx virtual-wire changes the root complex saw, with their times (see
+    /// [`EpCx::intx`](crate::timed::EpCx::intx)).
+    pub fn intx_events(&self) -> &[(SimTime, IntxEvent)] {
+        &self.sim.world().intx_events
     }
 
     /// Counters of every link direction, by name (`rc.0->sw0`, `sw0->rc.0`, …).

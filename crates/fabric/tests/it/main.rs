@@ -4,6 +4,7 @@
 mod common;
 mod enumerate;
 mod gem5;
+mod intx;
 mod props;
 mod real_lspci;
 mod timed;
