@@ -1117,3 +1117,60 @@ fn lost_update_fc_does_not_deadlock_small_buffers() {
         sim.errors()
     );
 }
+
+/// Two writers behind a switch whose upstream link is the bottleneck: the egress port
+/// serves its ingress ports fairly (first come, first served under per-port credits),
+/// so each gets half of what one gets alone — also when one ingress link is much faster.
+#[test]
+fn switch_egress_is_shared_fairly_between_ingress_ports() {
+    let topo = |wa: u8, wb: u8| {
+        let s = format!(
+            "seed = 5\n[[node]]\nname=\"rc\"\nkind=\"root-complex\"\n\
+             [[node]]\nname=\"sw\"\nkind=\"switch\"\nports=2\n\
+             [[node]]\nname=\"a\"\nkind=\"psmem\"\n[[node]]\nname=\"b\"\nkind=\"psmem\"\n\
+             [[link]]\nup=\"rc.0\"\ndown=\"sw\"\ngen=3\nwidth=2\n\
+             [[link]]\nup=\"sw.0\"\ndown=\"a\"\ngen=3\nwidth={wa}\n\
+             [[link]]\nup=\"sw.1\"\ndown=\"b\"\ngen=3\nwidth={wb}\n"
+        );
+        Topology::parse(&s, "fair.toml", &KindRegistry::builtin()).unwrap()
+    };
+    let run = |t: &Topology, who: &[&str]| -> Vec<f64> {
+        let mut sim = FabricSim::new(t, &KindRegistry::builtin(), SimConfig::default()).unwrap();
+        for name in who {
+            let base = sim.alloc_dma(1 << 20);
+            sim.attach(
+                name,
+                Box::new(DmaStream::new(
+                    DmaOpKind::Write,
+                    1024,
+                    32,
+                    600,
+                    base,
+                    1 << 20,
+                    AddrPattern::Sequential,
+                )),
+            )
+            .unwrap();
+        }
+        sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+        who.iter()
+            .map(|n| {
+                sim.model(n).unwrap().report().unwrap()["gbps"]
+                    .as_f64()
+                    .unwrap()
+            })
+            .collect()
+    };
+    for (wa, wb) in [(8u8, 8u8), (16, 4)] {
+        let t = topo(wa, wb);
+        let alone = run(&t, &["a"])[0];
+        let both = run(&t, &["a", "b"]);
+        for (name, g) in ["a", "b"].iter().zip(&both) {
+            let share = g / alone;
+            assert!(
+                (share - 0.5).abs() < 0.05,
+                "x{wa}/x{wb}: {name} got {g:.3} Gb/s, {share:.3} of {alone:.3} alone"
+            );
+        }
+    }
+}
