@@ -409,9 +409,22 @@ impl Model {
         if self.dllp == 0.0 {
             return (t, 0);
         }
+        // DLLPs sent down acknowledge the TLPs sent up, and vice versa.
+        let (mut on_down, mut on_up) = (self.timers_for(up), self.timers_for(down));
+        // A timer sends at most one DLLP per arrival: a direction that cannot catch up
+        // with the other even then never sets the period (its DLLPs need not be counted;
+        // a write stream's reverse direction, a read stream's request direction).
+        let most = |ts: &[Option<Timers>; 3]| ts.iter().flatten().map(|x| x.k).sum::<u64>();
+        if bu + self.dllp * most(&on_up) as f64 <= bd {
+            on_up = [None; 3];
+        } else if bd + self.dllp * most(&on_down) as f64 <= bu {
+            on_down = [None; 3];
+        }
+        let count = |ts: &[Option<Timers>; 3], t: f64| -> f64 {
+            ts.iter().flatten().map(|x| x.per_period(t)).sum()
+        };
         for i in 1..=MAX_FIXED_POINT_STEPS {
-            let next = (bu + self.dllp * self.dllps_for(down, t))
-                .max(bd + self.dllp * self.dllps_for(up, t));
+            let next = (bu + self.dllp * count(&on_up, t)).max(bd + self.dllp * count(&on_down, t));
             if next == t {
                 return (t, i);
             }
@@ -420,22 +433,41 @@ impl Model {
         (t, MAX_FIXED_POINT_STEPS + 1)
     }
 
-    /// DLLPs per period `t` that acknowledge (and return the credits of) the TLPs of
-    /// `flows`, all received on one direction: the ACKs of all of them, and one
-    /// UpdateFC stream per flow whose receiver has finite credits.
-    fn dllps_for(&self, flows: &[Flow], t: f64) -> f64 {
-        let (mut tlps, mut bytes, mut fc) = (0u64, 0u64, 0.0);
-        for f in flows.iter().filter(|f| f.tlps > 0) {
+    /// The latency timers that acknowledge (and return the credits of) the TLPs of
+    /// `flows`, all received on one direction: one ACK timer for all of them, and one
+    /// UpdateFC timer per flow whose receiver has finite credits (at most two flows).
+    fn timers_for(&self, flows: &[Flow]) -> [Option<Timers>; 3] {
+        let mut out = [None; 3];
+        let (mut tlps, mut bytes) = (0u64, 0u64);
+        for (f, slot) in flows.iter().zip(out[1..].iter_mut()) {
             tlps += f.tlps;
             bytes += f.bytes;
-            if f.finite_credits {
-                fc += dllp_timers(f.tlps, f.bytes as f64 / f.tlps as f64, t, self.fc_bytes);
+            if f.finite_credits && f.tlps > 0 {
+                *slot = Some(Timers::new(
+                    f.tlps,
+                    f.bytes as f64 / f.tlps as f64,
+                    self.fc_bytes,
+                ));
             }
         }
-        if tlps == 0 {
-            return fc;
+        if tlps > 0 {
+            out[0] = Some(Timers::new(
+                tlps,
+                bytes as f64 / tlps as f64,
+                self.ack_bytes,
+            ));
         }
-        dllp_timers(tlps, bytes as f64 / tlps as f64, t, self.ack_bytes) + fc
+        out
+    }
+
+    /// DLLPs per period `t` for the TLPs of `flows` (see [`Model::timers_for`]).
+    #[cfg(test)]
+    fn dllps_for(&self, flows: &[Flow], t: f64) -> f64 {
+        self.timers_for(flows)
+            .iter()
+            .flatten()
+            .map(|x| x.per_period(t))
+            .sum()
     }
 
     /// DMA read bandwidth for transfers of `size` bytes at address 0, Gb/s.
@@ -531,48 +563,111 @@ pub fn dllp_timers(k: u64, spacing: f64, period: f64, limit: f64) -> f64 {
     if k == 0 {
         return 0.0;
     }
-    let s = spacing.max(f64::MIN_POSITIVE);
-    let burst = (k - 1) as f64 * s;
-    let n = ((limit / s).floor() as u64).saturating_add(1);
-    // From the period's first timer at arrival `i`: (next period's first index, timers
-    // in this period, periods advanced).
-    let step = |i: u64| -> (u64, u64, u64) {
-        let c = (k - 1 - i) / n + 1;
-        let j = i + (c - 1) * n;
+    Timers::new(k, spacing, limit).per_period(period)
+}
+
+/// One latency timer over a periodic arrival pattern, with what does not depend on the
+/// period worked out once (see [`dllp_timers`]).
+#[derive(Debug, Clone, Copy)]
+struct Timers {
+    /// Arrivals per period (≥ 1).
+    k: u64,
+    /// Spacing of the arrivals, link bytes.
+    s: f64,
+    /// Arrivals one timer covers inside a burst.
+    n: u64,
+    limit: f64,
+    /// Offset of the last arrival of a burst.
+    burst: f64,
+    /// Timers of a burst that starts with no timer running.
+    c0: u64,
+    /// When the last of those expires (from the start of its period).
+    x0: f64,
+}
+
+impl Timers {
+    fn new(k: u64, spacing: f64, limit: f64) -> Timers {
+        let s = spacing.max(f64::MIN_POSITIVE);
+        let n = ((limit / s).floor() as u64).saturating_add(1);
+        let c0 = (k - 1) / n + 1;
+        Timers {
+            k,
+            s,
+            n,
+            limit,
+            burst: (k - 1) as f64 * s,
+            c0,
+            x0: ((c0 - 1) * n) as f64 * s + limit,
+        }
+    }
+
+    /// From the period's first timer at arrival `i`: (next period's first index,
+    /// timers in this period, periods advanced).
+    fn step(&self, i: u64, period: f64) -> (u64, u64, u64) {
+        let c = (self.k - 1 - i) / self.n + 1;
+        let j = i + (c - 1) * self.n;
         // The last timer of the period expires at `x`; the next one starts at the first
         // arrival after it, in the first period `m` whose burst reaches past `x`.
-        let x = j as f64 * s + limit;
-        let m = ((x - burst) / period).floor().max(0.0) as u64 + 1;
+        let x = j as f64 * self.s + self.limit;
+        let m = ((x - self.burst) / period).floor().max(0.0) as u64 + 1;
         let y = x - m as f64 * period;
         let next = if y < 0.0 {
             0
         } else {
-            ((y / s).floor() as u64 + 1).min(k - 1)
+            ((y / self.s).floor() as u64 + 1).min(self.k - 1)
         };
         (next, c, m)
-    };
-    // Brent's cycle detection, then one lap of the cycle.
-    let (mut power, mut lam) = (1u64, 1u64);
-    let mut tortoise = 0u64;
-    let mut hare = step(0).0;
-    while tortoise != hare {
-        if power == lam {
-            tortoise = hare;
-            power *= 2;
-            lam = 0;
+    }
+
+    /// Timers per period, long-run average.
+    fn per_period(&self, period: f64) -> f64 {
+        // Shortcuts, equal to the general case: one arrival per period (a timer spans
+        // ⌊limit / period⌋ + 1 periods), or bursts that each start with no timer running.
+        if self.k == 1 {
+            return 1.0 / ((self.limit / period).floor().max(0.0) + 1.0);
         }
-        hare = step(hare).0;
-        lam += 1;
+        if self.x0 < period {
+            return self.c0 as f64;
+        }
+        // The states seen so far, with the timers and periods before them: the first
+        // repeat closes the cycle. Few states in practice; Brent's cycle detection (no
+        // memory) past that.
+        const SEEN: usize = 16;
+        let mut seen = [(0u64, 0u64, 0u64); SEEN];
+        let (mut i, mut timers, mut periods) = (0u64, 0u64, 0u64);
+        for len in 0..SEEN {
+            if let Some(&(_, t0, p0)) = seen[..len].iter().find(|e| e.0 == i) {
+                return (timers - t0) as f64 / (periods - p0) as f64;
+            }
+            seen[len] = (i, timers, periods);
+            let (next, c, m) = self.step(i, period);
+            timers += c;
+            periods += m;
+            i = next;
+        }
+        // Brent's cycle detection, then one lap of the cycle.
+        let (mut power, mut lam) = (1u64, 1u64);
+        let mut tortoise = 0u64;
+        let mut hare = self.step(0, period).0;
+        while tortoise != hare {
+            if power == lam {
+                tortoise = hare;
+                power *= 2;
+                lam = 0;
+            }
+            hare = self.step(hare, period).0;
+            lam += 1;
+        }
+        let (mut timers, mut periods) = (0u64, 0u64);
+        let mut i = hare;
+        for _ in 0..lam {
+            let (next, c, m) = self.step(i, period);
+            timers += c;
+            periods += m;
+            i = next;
+        }
+        timers as f64 / periods as f64
     }
-    let (mut timers, mut periods) = (0u64, 0u64);
-    let mut i = hare;
-    for _ in 0..lam {
-        let (next, c, m) = step(i);
-        timers += c;
-        periods += m;
-        i = next;
-    }
-    timers as f64 / periods as f64
 }
 
 /// Number of DWs that bytes `[a, a + len)` touch.
@@ -814,8 +909,10 @@ mod tests {
             x ^= x << 17;
             (x >> 11) as f64 / (1u64 << 53) as f64
         };
-        for _ in 0..500 {
-            let k = 1 + (next() * 12.0) as u64;
+        for case in 0..600 {
+            // Up to 40 arrivals a period: more than 16 states of the timer's phase
+            // (the cycle search's table) happen too.
+            let k = 1 + (next() * if case % 2 == 0 { 12.0 } else { 40.0 }) as u64;
             let s = 20.0 + next() * 300.0;
             let t = (k - 1) as f64 * s + 1.0 + next() * 3000.0;
             let limit = 100.0 + next() * 5000.0;
