@@ -41,7 +41,7 @@ enum Dllp {
     /// Reproduce the published pcie-bench model exactly.
     #[value(name = "pcie-bench")]
     PcieBench,
-    /// Spec mode: DLLPs per lane, Gen6 FLIT, DW/4 KiB/RCB splitting.
+    /// Spec mode: DLLPs per direction as sent, per lane, Gen6 FLIT, DW/4 KiB/RCB splitting.
     Spec,
 }
 
@@ -294,7 +294,11 @@ fn describe(m: &Model) -> String {
         c.mode,
         m.raw_gbps(),
         m.link_gbps()
-    )
+    ) + &match c.mode {
+        // Spec-mode DMA bandwidths start from the TLP + DLLP rate (DLLPs as sent).
+        Mode::Spec => format!(", wire {:.3} Gb/s", m.wire_gbps()),
+        Mode::Compat => String::new(),
+    }
 }
 
 /// Rows of numbers under named columns, rendered as table, CSV or JSON.

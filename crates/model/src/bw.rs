@@ -10,6 +10,48 @@
 //!  device ──MRd (hdr)──────▶ host       read:   requests out, completions in; the
 //!  device ◀──CplD (hdr+data)─ host              direction that fills first sets the rate
 //! ```
+//!
+//! ## DLLPs in spec mode
+//!
+//! pcie-bench charges every direction one ACK and one UpdateFC per latency limit
+//! ([`link::link_gbps`]). Spec mode charges each direction the DLLPs it physically
+//! carries: the ACKs for the TLPs received on the *other* direction, and an UpdateFC per
+//! flow-control class for which the receiver there advertises finite credits. Both
+//! follow the latency-timer rule of the specification (as the simulator implements it):
+//! a timer starts when a TLP arrives (for UpdateFC: when its credits are freed) and no
+//! timer is running; when it expires, after the Ack latency limit (UpdateFC latency
+//! guideline) of [`link`], one DLLP covers everything received so far. So a direction
+//! carries at most one ACK per limit, and never more than one per TLP it acknowledges.
+//!
+//! Where the TLPs arrive matters, so the traffic is taken as periodic: per transfer
+//! period `T` (link bytes of the busier direction per transfer), each TLP class's TLPs
+//! of one transfer leave back to back (evenly spaced by their mean wire size), as a DMA
+//! engine issues a transfer's requests together and a saturated direction sends
+//! completions or write data back to back. [`dllp_timers`] counts the timers per period
+//! exactly for that pattern. Classes with DLLPs:
+//!
+//! * device → host TLPs (MWr, MRd): ACKs and UpdateFC(P), UpdateFC(NP) host → device
+//!   (the host's posted and non-posted receive buffers are finite);
+//! * host → device completions: ACKs device → host, and no UpdateFC (the requester
+//!   advertises infinite completion credits, as the specification requires of
+//!   endpoints).
+//!
+//! The period is the fixed point
+//!
+//! ```text
+//!  T = max(up TLP bytes + 8 B × DLLPs_up(T), down TLP bytes + 8 B × DLLPs_down(T))
+//!  eff = size × wire / T            (wire: link::wire_gbps, after SKP only)
+//! ```
+//!
+//! The DLLP counts per period never decrease as `T` grows (sparser arrivals share
+//! fewer timers) and take finitely many values, so iterating from the DLLP-free period
+//! climbs to the least fixed point and stops there exactly, in two or three steps in
+//! practice. A one-way write stream thus pays no DLLP at all on its data direction;
+//! a read stream pays for the ACKs and UpdateFC(NP)s of its read requests, which come
+//! at most as often as requests arrive (one per MRRS bytes, in bursts per transfer).
+//! Credits are assumed never to run short (buffers cover the bandwidth-delay product),
+//! and the spec's 30 µs periodic UpdateFC of idle classes is not charged (one DLLP per
+//! 30 µs: ≤ 0.1 % at Gen1 x1).
 
 use crate::config::{Mode, PcieConfig};
 use crate::error::{Error, Result};
@@ -98,6 +140,13 @@ pub struct Model {
     cfg: PcieConfig,
     raw: f64,
     link: f64,
+    /// TLP + DLLP bandwidth of a direction (spec mode; `link` in compat mode).
+    wire: f64,
+    /// Bytes of one DLLP on the wire in spec mode (0 in FLIT mode).
+    dllp: f64,
+    /// Ack latency limit and UpdateFC latency guideline in link bytes (spec mode).
+    ack_bytes: f64,
+    fc_bytes: f64,
     flit: bool,
     /// Per-TLP bytes besides payload: MWr/MRd and CplD.
     req_overhead: u32,
@@ -111,10 +160,19 @@ impl Model {
         let flit = cfg.mode == Mode::Spec && cfg.gen == Generation::Gen6;
         let framing = if flit { 0 } else { TLP_FRAMING_BYTES };
         let ecrc = if cfg.ecrc { ECRC_BYTES } else { 0 };
+        let link = link::link_gbps(cfg.mode, cfg.gen, cfg.lanes, cfg.mps);
+        let (g, l, mode) = (cfg.gen, cfg.lanes, cfg.mode);
         Ok(Model {
             cfg,
-            raw: link::raw_gbps(cfg.mode, cfg.gen, cfg.lanes),
-            link: link::link_gbps(cfg.mode, cfg.gen, cfg.lanes, cfg.mps),
+            raw: link::raw_gbps(mode, g, l),
+            link,
+            wire: match mode {
+                Mode::Compat => link,
+                Mode::Spec => link::wire_gbps(mode, g, l),
+            },
+            dllp: if flit { 0.0 } else { link::DLLP_BYTES as f64 },
+            ack_bytes: link::symbol_time_bytes(g, l, link::ack_limit(mode, g, l, cfg.mps)),
+            fc_bytes: link::symbol_time_bytes(g, l, link::fc_limit(mode, g, l, cfg.mps)),
             flit,
             req_overhead: framing + cfg.addr.request_header_bytes() + ecrc,
             cpl_overhead: framing + CPL_HEADER_BYTES + ecrc,
@@ -129,9 +187,17 @@ impl Model {
     pub fn raw_gbps(&self) -> f64 {
         self.raw
     }
-    /// Bandwidth available to TLPs, Gb/s (see [`link::link_gbps`]).
+    /// Bandwidth available to TLPs with one ACK and one UpdateFC per latency limit,
+    /// Gb/s (see [`link::link_gbps`]); what pcie-bench mode's bandwidths start from, and
+    /// the NIC and latency models in both modes.
     pub fn link_gbps(&self) -> f64 {
         self.link
+    }
+    /// Bandwidth of a direction for TLPs and DLLPs together, Gb/s (see
+    /// [`link::wire_gbps`]); what spec mode's DMA bandwidths start from. Equal to
+    /// [`Model::link_gbps`] in pcie-bench mode.
+    pub fn wire_gbps(&self) -> f64 {
+        self.wire
     }
     /// Whether TLPs are accounted in FLIT mode (Gen6 in spec mode).
     pub fn flit_mode(&self) -> bool {
@@ -286,8 +352,122 @@ impl Model {
     pub fn write_at(&self, addr: u64, size: u64) -> Result<f64> {
         Self::check_size(size)?;
         let t = self.write_traffic(addr, size);
-        // Same operation order as the published model: data × bw / raw bytes.
-        Ok(size as f64 * self.link / t.req_bytes as f64)
+        Ok(self.write_gbps(&t, size))
+    }
+
+    fn write_gbps(&self, w: &Traffic, size: u64) -> f64 {
+        match self.cfg.mode {
+            // Same operation order as the published model: data × bw / raw bytes.
+            Mode::Compat => size as f64 * self.link / w.req_bytes as f64,
+            Mode::Spec => {
+                let up = [Flow::new(w.req_tlps, w.req_bytes, true)];
+                size as f64 * self.wire / self.spec_period(&up, &[])
+            }
+        }
+    }
+
+    fn read_gbps(&self, r: &Traffic, size: u64) -> f64 {
+        match self.cfg.mode {
+            Mode::Compat => solve(self.link, self.link, r.req_bytes, r.cpl_bytes, size).1,
+            Mode::Spec => {
+                let up = [Flow::new(r.req_tlps, r.req_bytes, true)];
+                let down = [Flow::new(r.cpl_tlps, r.cpl_bytes, false)];
+                size as f64 * self.wire / self.spec_period(&up, &down)
+            }
+        }
+    }
+
+    fn read_write_gbps(&self, w: &Traffic, r: &Traffic, size: u64) -> f64 {
+        match self.cfg.mode {
+            Mode::Compat => {
+                let tx = w.req_bytes + r.req_bytes;
+                solve(self.link, self.link, tx, r.cpl_bytes, size).0
+            }
+            Mode::Spec => {
+                let up = [
+                    Flow::new(w.req_tlps, w.req_bytes, true),
+                    Flow::new(r.req_tlps, r.req_bytes, true),
+                ];
+                let down = [Flow::new(r.cpl_tlps, r.cpl_bytes, false)];
+                size as f64 * self.wire / self.spec_period(&up, &down)
+            }
+        }
+    }
+
+    /// Spec mode: link bytes per transfer of the busier direction, DLLPs included, for
+    /// a transfer whose TLPs are `up` (device → host, one flow per class) and `down`;
+    /// the least fixed point of the DLLP accounting (module documentation).
+    fn spec_period(&self, up: &[Flow], down: &[Flow]) -> f64 {
+        self.spec_period_iter(up, down).0
+    }
+
+    /// [`Model::spec_period`] and the number of iterations it took.
+    fn spec_period_iter(&self, up: &[Flow], down: &[Flow]) -> (f64, u32) {
+        let bytes = |f: &[Flow]| f.iter().map(|x| x.bytes).sum::<u64>() as f64;
+        let (bu, bd) = (bytes(up), bytes(down));
+        let mut t = bu.max(bd);
+        if self.dllp == 0.0 {
+            return (t, 0);
+        }
+        // DLLPs sent down acknowledge the TLPs sent up, and vice versa.
+        let (mut on_down, mut on_up) = (self.timers_for(up), self.timers_for(down));
+        // A timer sends at most one DLLP per arrival: a direction that cannot catch up
+        // with the other even then never sets the period (its DLLPs need not be counted;
+        // a write stream's reverse direction, a read stream's request direction).
+        let most = |ts: &[Option<Timers>; 3]| ts.iter().flatten().map(|x| x.k).sum::<u64>();
+        if bu + self.dllp * most(&on_up) as f64 <= bd {
+            on_up = [None; 3];
+        } else if bd + self.dllp * most(&on_down) as f64 <= bu {
+            on_down = [None; 3];
+        }
+        let count = |ts: &[Option<Timers>; 3], t: f64| -> f64 {
+            ts.iter().flatten().map(|x| x.per_period(t)).sum()
+        };
+        for i in 1..=MAX_FIXED_POINT_STEPS {
+            let next = (bu + self.dllp * count(&on_up, t)).max(bd + self.dllp * count(&on_down, t));
+            if next == t {
+                return (t, i);
+            }
+            t = next;
+        }
+        (t, MAX_FIXED_POINT_STEPS + 1)
+    }
+
+    /// The latency timers that acknowledge (and return the credits of) the TLPs of
+    /// `flows`, all received on one direction: one ACK timer for all of them, and one
+    /// UpdateFC timer per flow whose receiver has finite credits (at most two flows).
+    fn timers_for(&self, flows: &[Flow]) -> [Option<Timers>; 3] {
+        let mut out = [None; 3];
+        let (mut tlps, mut bytes) = (0u64, 0u64);
+        for (f, slot) in flows.iter().zip(out[1..].iter_mut()) {
+            tlps += f.tlps;
+            bytes += f.bytes;
+            if f.finite_credits && f.tlps > 0 {
+                *slot = Some(Timers::new(
+                    f.tlps,
+                    f.bytes as f64 / f.tlps as f64,
+                    self.fc_bytes,
+                ));
+            }
+        }
+        if tlps > 0 {
+            out[0] = Some(Timers::new(
+                tlps,
+                bytes as f64 / tlps as f64,
+                self.ack_bytes,
+            ));
+        }
+        out
+    }
+
+    /// DLLPs per period `t` for the TLPs of `flows` (see [`Model::timers_for`]).
+    #[cfg(test)]
+    fn dllps_for(&self, flows: &[Flow], t: f64) -> f64 {
+        self.timers_for(flows)
+            .iter()
+            .flatten()
+            .map(|x| x.per_period(t))
+            .sum()
     }
 
     /// DMA read bandwidth for transfers of `size` bytes at address 0, Gb/s.
@@ -298,8 +478,7 @@ impl Model {
     pub fn read_at(&self, addr: u64, size: u64) -> Result<f64> {
         Self::check_size(size)?;
         let t = self.read_traffic(addr, size);
-        let (_, rx) = solve(self.link, self.link, t.req_bytes, t.cpl_bytes, size);
-        Ok(rx)
+        Ok(self.read_gbps(&t, size))
     }
 
     /// Per-direction bandwidth of alternating reads and writes of `size` bytes at
@@ -312,14 +491,7 @@ impl Model {
         Self::check_size(size)?;
         let w = self.write_traffic(addr, size);
         let r = self.read_traffic(addr, size);
-        let (tx, _) = solve(
-            self.link,
-            self.link,
-            w.req_bytes + r.req_bytes,
-            r.cpl_bytes,
-            size,
-        );
-        Ok(tx)
+        Ok(self.read_write_gbps(&w, &r, size))
     }
 
     /// Read, write and read/write bandwidth for `size` bytes at address 0.
@@ -333,20 +505,168 @@ impl Model {
         // `read_write_at` (a unit test checks they agree).
         let w = self.write_traffic(addr, size);
         let r = self.read_traffic(addr, size);
-        let (_, read_gbps) = solve(self.link, self.link, r.req_bytes, r.cpl_bytes, size);
-        let (readwrite_gbps, _) = solve(
-            self.link,
-            self.link,
-            w.req_bytes + r.req_bytes,
-            r.cpl_bytes,
-            size,
-        );
         Ok(BwPoint {
             size,
-            read_gbps,
-            write_gbps: size as f64 * self.link / w.req_bytes as f64,
-            readwrite_gbps,
+            read_gbps: self.read_gbps(&r, size),
+            write_gbps: self.write_gbps(&w, size),
+            readwrite_gbps: self.read_write_gbps(&w, &r, size),
         })
+    }
+}
+
+/// Iterations after which [`Model`]'s spec-mode fixed point gives up (never reached in
+/// practice: it converges in a few steps; a unit test checks a wide grid).
+const MAX_FIXED_POINT_STEPS: u32 = 64;
+
+/// One flow-control class of a transfer's TLPs on one direction.
+#[derive(Debug, Clone, Copy)]
+struct Flow {
+    tlps: u64,
+    bytes: u64,
+    /// The receiver advertises finite credits for the class (UpdateFCs flow back).
+    finite_credits: bool,
+}
+
+impl Flow {
+    fn new(tlps: u64, bytes: u64, finite_credits: bool) -> Flow {
+        Flow {
+            tlps,
+            bytes,
+            finite_credits,
+        }
+    }
+}
+
+/// Latency-timer DLLPs (ACKs, or one class's UpdateFCs) per period, exactly, for TLPs
+/// that arrive `k` per period `period`, evenly spaced by `spacing` from the start of
+/// each period (arrival `i` of period `m` at `m × period + i × spacing`), when a timer
+/// starts at an arrival while none runs and sends one DLLP `limit` later, covering
+/// every arrival up to then. All times in link bytes; `k × spacing ≤ period` is
+/// expected (a direction cannot send more than a period's worth).
+///
+/// Inside a burst one timer covers `n = ⌊limit / spacing⌋ + 1` arrivals. The state
+/// carried from one period to the next is the index of the arrival that starts the
+/// period's first timer; it depends only on the previous one (through its value mod
+/// `n`), so the sequence is eventually periodic, with at most `min(k, n)` states: the
+/// cycle, found with Brent's algorithm, gives the exact long-run average.
+///
+/// ```
+/// use pcielab_model::bw::dllp_timers;
+/// // One TLP per period, period longer than the limit: one DLLP per TLP.
+/// assert_eq!(dllp_timers(1, 24.0, 300.0, 237.0), 1.0);
+/// // One TLP every 84 bytes, limit 237: a timer covers 3 TLPs (at 0, 84, 168).
+/// assert_eq!(dllp_timers(1, 84.0, 84.0, 237.0), 1.0 / 3.0);
+/// // Bursts of 8 back-to-back 24-byte requests every 4736 bytes: one per burst.
+/// assert_eq!(dllp_timers(8, 24.0, 4736.0, 237.0), 1.0);
+/// ```
+pub fn dllp_timers(k: u64, spacing: f64, period: f64, limit: f64) -> f64 {
+    if k == 0 {
+        return 0.0;
+    }
+    Timers::new(k, spacing, limit).per_period(period)
+}
+
+/// One latency timer over a periodic arrival pattern, with what does not depend on the
+/// period worked out once (see [`dllp_timers`]).
+#[derive(Debug, Clone, Copy)]
+struct Timers {
+    /// Arrivals per period (≥ 1).
+    k: u64,
+    /// Spacing of the arrivals, link bytes.
+    s: f64,
+    /// Arrivals one timer covers inside a burst.
+    n: u64,
+    limit: f64,
+    /// Offset of the last arrival of a burst.
+    burst: f64,
+    /// Timers of a burst that starts with no timer running.
+    c0: u64,
+    /// When the last of those expires (from the start of its period).
+    x0: f64,
+}
+
+impl Timers {
+    fn new(k: u64, spacing: f64, limit: f64) -> Timers {
+        let s = spacing.max(f64::MIN_POSITIVE);
+        let n = ((limit / s).floor() as u64).saturating_add(1);
+        let c0 = (k - 1) / n + 1;
+        Timers {
+            k,
+            s,
+            n,
+            limit,
+            burst: (k - 1) as f64 * s,
+            c0,
+            x0: ((c0 - 1) * n) as f64 * s + limit,
+        }
+    }
+
+    /// From the period's first timer at arrival `i`: (next period's first index,
+    /// timers in this period, periods advanced).
+    fn step(&self, i: u64, period: f64) -> (u64, u64, u64) {
+        let c = (self.k - 1 - i) / self.n + 1;
+        let j = i + (c - 1) * self.n;
+        // The last timer of the period expires at `x`; the next one starts at the first
+        // arrival after it, in the first period `m` whose burst reaches past `x`.
+        let x = j as f64 * self.s + self.limit;
+        let m = ((x - self.burst) / period).floor().max(0.0) as u64 + 1;
+        let y = x - m as f64 * period;
+        let next = if y < 0.0 {
+            0
+        } else {
+            ((y / self.s).floor() as u64 + 1).min(self.k - 1)
+        };
+        (next, c, m)
+    }
+
+    /// Timers per period, long-run average.
+    fn per_period(&self, period: f64) -> f64 {
+        // Shortcuts, equal to the general case: one arrival per period (a timer spans
+        // ⌊limit / period⌋ + 1 periods), or bursts that each start with no timer running.
+        if self.k == 1 {
+            return 1.0 / ((self.limit / period).floor().max(0.0) + 1.0);
+        }
+        if self.x0 < period {
+            return self.c0 as f64;
+        }
+        // The states seen so far, with the timers and periods before them: the first
+        // repeat closes the cycle. Few states in practice; Brent's cycle detection (no
+        // memory) past that.
+        const SEEN: usize = 16;
+        let mut seen = [(0u64, 0u64, 0u64); SEEN];
+        let (mut i, mut timers, mut periods) = (0u64, 0u64, 0u64);
+        for len in 0..SEEN {
+            if let Some(&(_, t0, p0)) = seen[..len].iter().find(|e| e.0 == i) {
+                return (timers - t0) as f64 / (periods - p0) as f64;
+            }
+            seen[len] = (i, timers, periods);
+            let (next, c, m) = self.step(i, period);
+            timers += c;
+            periods += m;
+            i = next;
+        }
+        // Brent's cycle detection, then one lap of the cycle.
+        let (mut power, mut lam) = (1u64, 1u64);
+        let mut tortoise = 0u64;
+        let mut hare = self.step(0, period).0;
+        while tortoise != hare {
+            if power == lam {
+                tortoise = hare;
+                power *= 2;
+                lam = 0;
+            }
+            hare = self.step(hare, period).0;
+            lam += 1;
+        }
+        let (mut timers, mut periods) = (0u64, 0u64);
+        let mut i = hare;
+        for _ in 0..lam {
+            let (next, c, m) = self.step(i, period);
+            timers += c;
+            periods += m;
+            i = next;
+        }
+        timers as f64 / periods as f64
     }
 }
 
@@ -561,6 +881,97 @@ mod tests {
                 assert_eq!(p.readwrite_gbps, m.read_write_at(a, n).unwrap());
             }
         }
+    }
+
+    /// The timer rule simulated arrival by arrival, for `periods` periods.
+    fn timers_brute(k: u64, s: f64, t: f64, limit: f64, periods: u64) -> f64 {
+        let (mut n, mut expiry) = (0u64, f64::NEG_INFINITY);
+        for m in 0..periods {
+            for i in 0..k {
+                let a = m as f64 * t + i as f64 * s;
+                if a > expiry {
+                    n += 1;
+                    expiry = a + limit;
+                }
+            }
+        }
+        n as f64 / periods as f64
+    }
+
+    #[test]
+    fn dllp_timers_match_arrival_by_arrival_simulation() {
+        // A deterministic spread of patterns: bursts shorter and longer than the limit,
+        // periods shorter and longer than it.
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 11) as f64 / (1u64 << 53) as f64
+        };
+        for case in 0..600 {
+            // Up to 40 arrivals a period: more than 16 states of the timer's phase
+            // (the cycle search's table) happen too.
+            let k = 1 + (next() * if case % 2 == 0 { 12.0 } else { 40.0 }) as u64;
+            let s = 20.0 + next() * 300.0;
+            let t = (k - 1) as f64 * s + 1.0 + next() * 3000.0;
+            let limit = 100.0 + next() * 5000.0;
+            let exact = dllp_timers(k, s, t, limit);
+            // The brute force starts cold; over 4000 periods its average is within
+            // (cycle length) / 4000 of the long-run one.
+            let brute = timers_brute(k, s, t, limit, 4000);
+            assert!(
+                (exact - brute).abs() < 2e-3 * exact.max(1.0),
+                "k {k} s {s} t {t} limit {limit}: {exact} vs {brute}"
+            );
+            assert!(exact <= k as f64 && exact > 0.0);
+        }
+    }
+
+    #[test]
+    fn spec_fixed_point_converges_quickly() {
+        use crate::config::Lanes;
+        let mut worst = 0;
+        for g in 1..=5 {
+            for lanes in Lanes::ALL {
+                for mps in Mps::ALL {
+                    for mrrs in [128, 512, 4096] {
+                        let mut c =
+                            PcieConfig::new(Generation::from_number(g).unwrap(), 1).unwrap();
+                        c.lanes = lanes;
+                        c.mps = mps;
+                        c.mrrs = Mrrs::new(mrrs).unwrap();
+                        c.mode = Mode::Spec;
+                        let m = Model::new(c).unwrap();
+                        for size in [1, 4, 64, 100, 256, 1500, 4096, 65536, 1 << 30] {
+                            let w = m.write_traffic(0, size);
+                            let r = m.read_traffic(0, size);
+                            let up = [
+                                Flow::new(w.req_tlps, w.req_bytes, true),
+                                Flow::new(r.req_tlps, r.req_bytes, true),
+                            ];
+                            let down = [Flow::new(r.cpl_tlps, r.cpl_bytes, false)];
+                            for (u, d) in [
+                                (&up[..1], &[][..]),
+                                (&up[1..], &down[..]),
+                                (&up[..], &down[..]),
+                            ] {
+                                let (t, it) = m.spec_period_iter(u, d);
+                                assert!(it <= MAX_FIXED_POINT_STEPS, "{c:?} {size}");
+                                worst = worst.max(it);
+                                // A fixed point: the DLLPs it implies give it back.
+                                let bu: u64 = u.iter().map(|f| f.bytes).sum();
+                                let bd: u64 = d.iter().map(|f| f.bytes).sum();
+                                let again = (bu as f64 + 8.0 * m.dllps_for(d, t))
+                                    .max(bd as f64 + 8.0 * m.dllps_for(u, t));
+                                assert_eq!(again, t);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(worst <= 8, "{worst} iterations");
     }
 
     #[test]

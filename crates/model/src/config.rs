@@ -14,7 +14,8 @@ pub enum Mode {
     /// number, including its simplifications and its two table typos.
     #[default]
     Compat,
-    /// Follows the PCIe Base Specification: DLLP overhead per lane, Gen6 FLIT accounting,
+    /// Follows the PCIe Base Specification: DLLPs charged per direction as the latency
+    /// timers send them, per lane, Gen6 FLIT accounting,
     /// DW-granular payloads, 4 KiB and RCB splitting from the start address.
     Spec,
 }

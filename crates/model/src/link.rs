@@ -3,16 +3,24 @@
 //!
 //! ```text
 //!  raw    = GT/s × encoding × lanes                         (Gb/s)
-//!  link   = raw − raw × (ACK share + UpdateFC share + SKP share)
+//!  wire   = raw × (1 − SKP share)        TLPs and DLLPs together (spec mode)
+//!  link   = raw − raw × (ACK share + UpdateFC share + SKP share)        pcie-bench
+//!         = wire × (1 − 8 B / AckLimit_B − 8 B / FcLimit_B)             spec mode
 //!  ACK share      = 8 B / AckLimit(gen, width, MPS)          pcie-bench
-//!                 = 8 B / (AckLimit × lanes)                 spec mode
+//!  AckLimit_B     = AckLimit × lanes × bytes per lane and symbol time × (1 − SKP share)
 //! ```
 //!
 //! The ACK and UpdateFC limits are the spec's "Ack Transmission Latency Limit" and
 //! "UpdateFC Transmission Latency Guidelines" tables, in symbol times. During one symbol
 //! time an xN link carries N symbols, so an 8-byte DLLP every L symbol times costs
-//! 8 / (L × N) of the link; the published model charges 8 / L, N times too much on an
-//! xN link. Spec mode charges it per lane.
+//! 8 / (L × N) of the link (at 128b/130b a symbol time of 8 bit times carries 128/130 of
+//! a byte per lane); the published model charges 8 / L, N times too much on an xN link.
+//! Spec mode charges it per lane.
+//!
+//! `link` is the rate left when one ACK and one UpdateFC go out every latency limit on
+//! the direction (the `link` table, the NIC and latency models). Spec-mode DMA
+//! bandwidth ([`crate::bw`]) does better: it starts from `wire` and charges each
+//! direction the DLLPs it physically carries (see [`crate::bw::dllp_timers`]).
 
 use crate::config::{Lanes, Mode, Mps};
 use pcielab_wire::Generation;
@@ -118,8 +126,50 @@ pub fn skp_share(mode: Mode, gen: Generation) -> f64 {
     }
 }
 
-/// Bandwidth available to TLPs (framing included), Gb/s, after ACK and UpdateFC DLLPs
-/// and SKP ordered sets; for Gen6 in spec mode, after the flit overhead (236/256).
+/// Bandwidth of one direction for TLPs and DLLPs together (framing included), Gb/s:
+/// the raw rate after SKP ordered sets; for Gen6 in spec mode, after the flit overhead
+/// (236/256) too (DLLPs then ride in the flits and cost nothing more).
+///
+/// ```
+/// use pcielab_model::{link, Lanes, Mode};
+/// use pcielab_wire::Generation;
+/// // Gen3 x8: 63.015385 × 375/376 = 62.847791 Gb/s
+/// let w = link::wire_gbps(Mode::Spec, Generation::Gen3, Lanes::new(8).unwrap());
+/// assert!((w - 62.847791).abs() < 1e-6);
+/// ```
+pub fn wire_gbps(mode: Mode, gen: Generation, lanes: Lanes) -> f64 {
+    let raw = raw_gbps(mode, gen, lanes);
+    let skp = 1.0 - skp_share(mode, gen);
+    if mode == Mode::Spec && gen == Generation::Gen6 {
+        raw * (FLIT_TLP_BYTES as f64 / FLIT_BYTES as f64) * skp
+    } else {
+        raw * skp
+    }
+}
+
+/// Bytes one direction carries (after SKP ordered sets) in `symbols` symbol times:
+/// `symbols × lanes × (1 at 8b/10b, 128/130 at 128b/130b) × (1 − SKP share)`. A symbol
+/// time is 10 bit times at 8b/10b and 8 at 128b/130b; FLIT mode is counted like
+/// 128b/130b (its DLLPs cost nothing, so the value is not used there).
+///
+/// ```
+/// use pcielab_model::{link, Lanes};
+/// use pcielab_wire::Generation;
+/// // Gen1 x1: 237 symbol times carry 237 × 1534/1538 bytes of TLPs and DLLPs.
+/// let b = link::symbol_time_bytes(Generation::Gen1, Lanes::new(1).unwrap(), 237);
+/// assert!((b - 237.0 * 1534.0 / 1538.0).abs() < 1e-9);
+/// ```
+pub fn symbol_time_bytes(gen: Generation, lanes: Lanes, symbols: u16) -> f64 {
+    let per_lane = match gen {
+        Generation::Gen1 | Generation::Gen2 => 1.0,
+        _ => 128.0 / 130.0,
+    };
+    symbols as f64 * lanes.count() as f64 * per_lane * (1.0 - skp_share(Mode::Spec, gen))
+}
+
+/// Bandwidth available to TLPs (framing included), Gb/s, after one ACK and one
+/// UpdateFC DLLP per latency limit and SKP ordered sets; for Gen6 in spec mode, after
+/// the flit overhead (236/256) alone.
 ///
 /// ```
 /// use pcielab_model::{link, Lanes, Mode, Mps};
@@ -131,18 +181,23 @@ pub fn skp_share(mode: Mode, gen: Generation) -> f64 {
 /// assert!((bw - 57.8849).abs() < 1e-3);
 /// ```
 pub fn link_gbps(mode: Mode, gen: Generation, lanes: Lanes, mps: Mps) -> f64 {
-    let raw = raw_gbps(mode, gen, lanes);
-    if mode == Mode::Spec && gen == Generation::Gen6 {
-        return raw * (FLIT_TLP_BYTES as f64 / FLIT_BYTES as f64) * (1.0 - skp_share(mode, gen));
+    match mode {
+        Mode::Compat => {
+            // The published model's arithmetic, step by step (bit-identical numbers).
+            let raw = raw_gbps(mode, gen, lanes);
+            let ack = DLLP_BYTES as f64 / ack_limit(mode, gen, lanes, mps) as f64;
+            let fc = DLLP_BYTES as f64 / fc_limit(mode, gen, lanes, mps) as f64;
+            let overheads = ack + fc + skp_share(mode, gen);
+            raw - raw * overheads
+        }
+        Mode::Spec if gen == Generation::Gen6 => wire_gbps(mode, gen, lanes),
+        Mode::Spec => {
+            let d = DLLP_BYTES as f64;
+            let ack = d / symbol_time_bytes(gen, lanes, ack_limit(mode, gen, lanes, mps));
+            let fc = d / symbol_time_bytes(gen, lanes, fc_limit(mode, gen, lanes, mps));
+            wire_gbps(mode, gen, lanes) * (1.0 - ack - fc)
+        }
     }
-    let per = match mode {
-        Mode::Compat => 1.0,
-        Mode::Spec => lanes.count() as f64,
-    };
-    let ack = DLLP_BYTES as f64 / (ack_limit(mode, gen, lanes, mps) as f64 * per);
-    let fc = DLLP_BYTES as f64 / (fc_limit(mode, gen, lanes, mps) as f64 * per);
-    let overheads = ack + fc + skp_share(mode, gen);
-    raw - raw * overheads
 }
 
 #[cfg(test)]
@@ -195,12 +250,15 @@ mod tests {
         //   = 2 × (1 − 0.0337553 − 0.0337553 − 0.0026008) = 1.8597773
         let v = link_gbps(Mode::Compat, Gen1, l(1), m(128));
         assert!((v - 1.859_777).abs() < 1e-6, "{v}");
-        // At x1 spec mode charges DLLPs the same, and SKP the same at 8b/10b.
-        assert_eq!(v, link_gbps(Mode::Spec, Gen1, l(1), m(128)));
-        // Gen3 x8 MPS 256 spec: 63.015385 × (1 − 16/(203×8) − 1/376)
-        //   = 63.015385 × (1 − 0.0098522 − 0.0026596) = 62.226949
+        // At x1 spec mode charges DLLPs the same, and SKP the same at 8b/10b:
+        // 2 × 1534/1538 × (1 − 16/(237 × 1534/1538)) = 2 × (1 − 4/1538 − 16/237).
+        assert!((v - link_gbps(Mode::Spec, Gen1, l(1), m(128))).abs() < 1e-12);
+        // Gen3 x8 MPS 256 spec: wire = 63.015385 × 375/376 = 62.847791; the limit,
+        // 203 symbol times, carries 203 × 8 × 128/130 × 375/376 = 1594.763 bytes:
+        // 62.847791 × (1 − 16/1594.763) = 62.217249
         let s = link_gbps(Mode::Spec, Gen3, l(8), m(256));
-        assert!((s - 62.226_949).abs() < 1e-5, "{s}");
+        assert!((s - 62.217_249).abs() < 1e-5, "{s}");
+        assert!((wire_gbps(Mode::Spec, Gen3, l(8)) - 62.847_791).abs() < 1e-5);
         // Gen6 x1 spec: 64 × 236/256 × 375/376 = 58.843085
         let f = link_gbps(Mode::Spec, Gen6, l(1), m(256));
         assert!((f - 58.843_085).abs() < 1e-5, "{f}");

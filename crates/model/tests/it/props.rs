@@ -40,13 +40,18 @@ proptest! {
         let p = m.point_at(addr as u64, size).unwrap();
         for v in [p.read_gbps, p.write_gbps, p.readwrite_gbps] {
             prop_assert!(v.is_finite() && v > 0.0);
-            prop_assert!(v <= m.link_gbps() && m.link_gbps() <= m.raw_gbps());
+            prop_assert!(v <= m.wire_gbps() && m.wire_gbps() <= m.raw_gbps());
+            prop_assert!(m.link_gbps() <= m.wire_gbps());
         }
     }
 
     /// Spec mode ≥ compatibility mode wherever spec mode only removes over-charging:
-    /// Gen1–5, DW-multiple transfers at address 0, MRRS ≥ MPS, and x2 or wider at
-    /// 128b/130b (at x1 only the SKP accounting differs, 1/376 vs 4/1538, see tables.rs).
+    /// Gen1–5, DW-multiple transfers at address 0, MRRS ≥ MPS; x2 or wider at 128b/130b
+    /// (at x1 a DLLP per limit costs the same in both modes, except that a 128b/130b
+    /// symbol time carries 128/130 of a byte, and the SKP block is dearer, 1/376 vs
+    /// 4/1538, see tables.rs); and for read/write, x2 or wider (a read/write mix puts
+    /// up to three DLLP streams — ACK, UpdateFC(P), UpdateFC(NP) — on the host → device
+    /// direction, which at x1 can cost more than pcie-bench's two).
     #[test]
     fn spec_at_least_compat(c in any_cfg(), dws in 1u64..(1 << 18)) {
         prop_assume!(c.gen != Generation::Gen6);
@@ -57,7 +62,9 @@ proptest! {
         let k = with(c, Mode::Compat).point(size).unwrap();
         prop_assert!(s.read_gbps >= k.read_gbps, "{s:?} {k:?}");
         prop_assert!(s.write_gbps >= k.write_gbps, "{s:?} {k:?}");
-        prop_assert!(s.readwrite_gbps >= k.readwrite_gbps, "{s:?} {k:?}");
+        if c.lanes.count() >= 2 {
+            prop_assert!(s.readwrite_gbps >= k.readwrite_gbps, "{s:?} {k:?}");
+        }
     }
 
     /// Wider links and newer generations never lose bandwidth, in either mode.

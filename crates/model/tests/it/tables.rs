@@ -72,24 +72,33 @@ fn gen1_x1_rcb_chunks() {
     assert_eq!(r3(m.read(256).unwrap()), "1.476");
 }
 
-/// Spec mode, Gen3 x8 MPS 256: DLLPs charged per lane, SKP at 128b/130b.
+/// Spec mode, Gen3 x8 MPS 256: DLLPs charged per direction as they are sent, SKP at
+/// 128b/130b.
 ///
-/// link = 63.015385 × (1 − 16/(203 × 8) − 1/376) = 62.226949
-/// write(64) = link × 64/88 = 45.256; read(64) = link × 64/84 = 47.411
+/// wire = 63.015385 × 375/376 = 62.847791 (TLPs and DLLPs); the Ack latency limit and
+/// UpdateFC guideline, 203 symbol times, carry L = 203 × 8 × 128/130 × 375/376 =
+/// 1594.763 bytes. `link` (one ACK and one UpdateFC per L) = wire × (1 − 16/L) =
+/// 62.217249.
+/// write(64): nothing comes back on the data direction: wire × 64/88 = 45.707
+/// read(64): one 84-byte CplD per read down, one MRd up; the MRd's ACK timer and
+/// UpdateFC(NP) timer each cover ⌊L/T⌋ + 1 = 19 requests (T = 84 + 16/19 = 84.842;
+/// ⌊1594.763/84.842⌋ = 18): wire × 64 / (84 + 16/19) = 47.409
 /// read(512 at 0x20): first completion cut at the 64-byte RCB boundary:
-///   32 + 256 + 224 B → 3 × 20 + 512 = 572 B: link × 512/572 = 55.700
-/// read(512 at 0): 2 × 20 + 512 = 552 B: link × 512/552 = 57.718
+///   32 + 256 + 224 B → 3 × 20 + 512 = 572 B; ⌊L/572⌋ + 1 = 3 requests per DLLP:
+///   wire × 512 / (572 + 16/3) = 55.736
+/// read(512 at 0): 2 × 20 + 512 = 552 B: wire × 512 / (552 + 16/3) = 57.736
 #[test]
 fn spec_gen3_x8() {
     let mut c = cfg(Generation::Gen3, 8, 256, 512);
     c.mode = Mode::Spec;
     let m = Model::new(c).unwrap();
-    assert!((m.link_gbps() - 62.226_949).abs() < 1e-6);
+    assert!((m.wire_gbps() - 62.847_791).abs() < 1e-6);
+    assert!((m.link_gbps() - 62.217_249).abs() < 1e-6);
     let p = m.point(64).unwrap();
-    assert_eq!(r3(p.write_gbps), "45.256");
-    assert_eq!(r3(p.read_gbps), "47.411");
-    assert_eq!(r3(m.read_at(0x20, 512).unwrap()), "55.700");
-    assert_eq!(r3(m.read_at(0, 512).unwrap()), "57.718");
+    assert_eq!(r3(p.write_gbps), "45.707");
+    assert_eq!(r3(p.read_gbps), "47.409");
+    assert_eq!(r3(m.read_at(0x20, 512).unwrap()), "55.736");
+    assert_eq!(r3(m.read_at(0, 512).unwrap()), "57.736");
 }
 
 /// Gen6 x4: FLIT mode in spec mode, the 242/256 approximation in compat mode.
@@ -114,15 +123,16 @@ fn gen6_flit_and_compat() {
 /// Where spec mode is below compatibility mode, and why (documented differences).
 #[test]
 fn spec_below_compat_where_documented() {
-    // x1 at 128b/130b: DLLPs cost the same; the SKP block (1/376) is a little dearer than
-    // pcie-bench's 4/1538: 7.876923 × (1 − 16/512 − 4/1538) = 7.610283 vs
-    // 7.876923 × (1 − 16/512 − 1/376) = 7.609820.
+    // x1 at 128b/130b, one ACK and one UpdateFC per limit (`link`): a symbol time carries
+    // 128/130 of a byte, and the SKP block (1/376) is a little dearer than pcie-bench's
+    // 4/1538: 7.876923 × (1 − 16/512 − 4/1538) = 7.610283 vs
+    // 7.876923 × 375/376 × (1 − 16/(512 × 128/130 × 375/376)) = 7.855974 − 0.25 = 7.605974.
     let mut c = cfg(Generation::Gen3, 1, 256, 512);
     let compat = Model::new(c).unwrap();
     c.mode = Mode::Spec;
     let spec = Model::new(c).unwrap();
     assert!((compat.link_gbps() - 7.610_283).abs() < 1e-6);
-    assert!((spec.link_gbps() - 7.609_820).abs() < 1e-6);
+    assert!((spec.link_gbps() - 7.605_974).abs() < 1e-6);
     // A 1-byte write carries one whole DW in spec mode: 24 + 4 vs 24 + 1 bytes.
     assert_eq!(spec.write_traffic(0, 1).req_bytes, 28);
     assert_eq!(compat.write_traffic(0, 1).req_bytes, 25);
