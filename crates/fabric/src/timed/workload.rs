@@ -30,7 +30,7 @@ pub struct StreamReport {
     pub dmas: u64,
     /// DMAs that failed (timeout or error completion).
     pub failed: u64,
-    /// Bytes moved by the measured DMAs (after the first window).
+    /// Bytes moved by the measured DMAs (the steady state, see [`DmaStream`]).
     pub bytes: u64,
     /// Measured interval in picoseconds.
     pub elapsed_ps: u64,
@@ -46,8 +46,10 @@ pub struct StreamReport {
 
 /// A device that keeps `window` DMAs of `size` bytes in flight until `count` are done.
 ///
-/// Throughput is measured from the end of the first `window` DMAs (the ramp-up) to the
-/// end of the last one, so it is the saturated rate.
+/// Throughput is measured in the steady state: from the end of the first `window` DMAs
+/// (the ramp-up) to the completion at which the last DMA is issued (after it the window
+/// drains and the link is no longer saturated), or to the last completion when the
+/// stream is too short to have a steady state (`count` ≤ 2 × `window` or so).
 #[derive(Debug, Clone)]
 pub struct DmaStream {
     /// Read, write or both.
@@ -75,6 +77,8 @@ pub struct DmaStream {
     failed: u64,
     warm_at: Option<SimTime>,
     measured_bytes: u64,
+    /// (time, measured bytes) when the last DMA was issued, the end of the steady state.
+    steady_end: Option<(SimTime, u64)>,
     last: SimTime,
     lat_sum: u128,
     lat_min: u64,
@@ -108,6 +112,7 @@ impl DmaStream {
             failed: 0,
             warm_at: None,
             measured_bytes: 0,
+            steady_end: None,
             last: SimTime::ZERO,
             lat_sum: 0,
             lat_min: u64::MAX,
@@ -123,17 +128,21 @@ impl DmaStream {
     /// The results so far.
     pub fn report(&self) -> StreamReport {
         let start = self.warm_at.unwrap_or(SimTime::ZERO);
-        let elapsed = (self.last - start).as_ps();
+        let (end, bytes) = match self.steady_end {
+            Some((t, b)) if b > 0 && t > start => (t, b),
+            _ => (self.last, self.measured_bytes),
+        };
+        let elapsed = (end - start).as_ps();
         let n = self.done.max(1) as f64;
         StreamReport {
             dmas: self.done,
             failed: self.failed,
-            bytes: self.measured_bytes,
+            bytes,
             elapsed_ps: elapsed,
             gbps: if elapsed == 0 {
                 0.0
             } else {
-                self.measured_bytes as f64 * 8.0 * 1000.0 / elapsed as f64
+                bytes as f64 * 8.0 * 1000.0 / elapsed as f64
             },
             mean_latency_ns: self.lat_sum as f64 / n / 1000.0,
             min_latency_ns: if self.lat_min == u64::MAX {
@@ -208,6 +217,9 @@ impl Endpoint for DmaStream {
         }
         self.last = now;
         self.issue(cx);
+        if self.issued >= self.count && self.warm_at.is_some() && self.steady_end.is_none() {
+            self.steady_end = Some((now, self.measured_bytes));
+        }
     }
     fn report(&self) -> Option<serde_json::Value> {
         let r = DmaStream::report(self);
