@@ -5,6 +5,9 @@
 //! The tshark tests need `tshark` on PATH (Debian package `tshark`); set
 //! `PCIELAB_SKIP_TSHARK=1` to skip them where it cannot be installed.
 
+mod common;
+use common::{example, pcielab};
+
 use pcielab_capture::{CaptureWriter, Format};
 use pcielab_wire::json::tlp_from_json;
 use pcielab_wire::tlp::TlpRepr;
@@ -12,18 +15,6 @@ use pcielab_wire::{Bdf, CplStatus, Tag};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn pcielab(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_pcielab"))
-        .args(args)
-        .output()
-        .expect("run pcielab");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 /// One written record.
 #[derive(Debug, Clone)]
@@ -845,37 +836,32 @@ fn multi_link_capture_links_per_link() {
 
 // Captures of simulations (`pcielab sim --pcap`)
 
-fn topology(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../examples/topologies")
-        .join(name)
-        .display()
-        .to_string()
-}
+/// The workload of the simulation captures: a DMA read/write stream with injected LCRC
+/// errors (so replays and NAKs are in the capture).
+const SIM_RUN: [&str; 13] = [
+    "--workload",
+    "dma",
+    "--op",
+    "rw",
+    "--size",
+    "1000",
+    "--count",
+    "12",
+    "--window",
+    "4",
+    "--error-rate",
+    "0.05",
+    "--json",
+];
 
 /// `pcielab sim` on the default topology with a DMA read/write stream and injected LCRC
 /// errors (so replays and NAKs are in the capture); returns (stdout, capture, trace).
 fn sim_capture(name: &str, extra: &[&str]) -> (String, PathBuf, PathBuf) {
     let pcap = tmp(&format!("{name}.pcapng"));
     let trace = tmp(&format!("{name}.txt"));
-    let topo = topology("sim-default.toml");
-    let mut args = vec![
-        "sim",
-        &topo,
-        "--workload",
-        "dma",
-        "--op",
-        "rw",
-        "--size",
-        "1000",
-        "--count",
-        "12",
-        "--window",
-        "4",
-        "--error-rate",
-        "0.05",
-        "--json",
-    ];
+    let topo = example("sim-default.toml");
+    let mut args = vec!["sim", &topo];
+    args.extend(SIM_RUN);
     args.extend(extra);
     let p = pcap.to_str().unwrap().to_string();
     let t = trace.to_str().unwrap().to_string();
@@ -912,24 +898,10 @@ fn trace_lines(path: &Path) -> Vec<(u64, String, bool, Vec<u8>)> {
 fn sim_capture_round_trips_the_trace_and_changes_no_result() {
     let (with, pcap, trace) = sim_capture("sim-rt", &[]);
     // The same run without capture prints the same results (events included).
-    let topo = topology("sim-default.toml");
-    let (rc, without, err) = pcielab(&[
-        "sim",
-        &topo,
-        "--workload",
-        "dma",
-        "--op",
-        "rw",
-        "--size",
-        "1000",
-        "--count",
-        "12",
-        "--window",
-        "4",
-        "--error-rate",
-        "0.05",
-        "--json",
-    ]);
+    let topo = example("sim-default.toml");
+    let mut args = vec!["sim", &topo];
+    args.extend(SIM_RUN);
+    let (rc, without, err) = pcielab(&args);
     assert_eq!(rc, 0, "{err}");
     assert_eq!(with, without);
     // Every trace record comes back from the pcapng with its time, direction and bytes.

@@ -1,18 +1,7 @@
 //! `pcielab model` end to end, through the built binary.
 
-use std::process::Command;
-
-fn pcielab(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_pcielab"))
-        .args(args)
-        .output()
-        .expect("run pcielab");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+mod common;
+use common::pcielab;
 
 #[test]
 fn bw_csv_header_and_reference_row() {

@@ -1,27 +1,7 @@
 //! `pcielab sim` end to end, through the built binary.
 
-use std::path::PathBuf;
-use std::process::Command;
-
-fn pcielab(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_pcielab"))
-        .args(args)
-        .output()
-        .expect("run pcielab");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn example(name: &str) -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../examples/topologies")
-        .join(name)
-        .display()
-        .to_string()
-}
+mod common;
+use common::{example, pcielab};
 
 #[test]
 fn default_scenario_prints_a_report() {

@@ -1,6 +1,7 @@
 //! `pcielab topo …` and `pcielab cfg decode` end to end.
 
-use std::path::PathBuf;
+mod common;
+use common::example;
 use std::process::{Command, Output};
 
 fn pcielab(args: &[&str]) -> Output {
@@ -8,14 +9,6 @@ fn pcielab(args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("the pcielab binary runs")
-}
-
-fn example(name: &str) -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../examples/topologies")
-        .join(name)
-        .display()
-        .to_string()
 }
 
 fn stdout(o: &Output) -> String {
