@@ -46,6 +46,10 @@ impl std::hash::Hasher for IntHasher {
 /// A `HashMap` with [`IntHasher`].
 pub(crate) type IntMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<IntHasher>>;
 const MAX_PATH: usize = 8;
+/// A route: the directions a TLP crosses, how many, and its consumer.
+pub(crate) type Route = ([u16; MAX_PATH], u8, Dest);
+/// A `route_last` entry that matches no key.
+pub(crate) const NO_ROUTE: ((u32, u64), Route) = ((NONE, u64::MAX), ([0; MAX_PATH], 0, Dest::Rc));
 /// Flow-control classes: posted, non-posted, completion.
 pub(crate) const P: usize = 0;
 pub(crate) const NP: usize = 1;
@@ -180,8 +184,13 @@ pub enum Ev {
 }
 
 /// Opaque wire item of an [`Ev::Arrive`].
+///
+/// The flag: the transmitter of the direction frees at the arrival's instant and has
+/// more to send, so the arrival stands for the `TxDone` too (the wire's `TxDone` would
+/// have been scheduled right after the arrival, at the same time: it is delivered right
+/// after it with [`Context::then`], without heap work).
 #[derive(Debug, Clone, Copy)]
-pub struct WireItem(pub(crate) Wire);
+pub struct WireItem(pub(crate) Wire, pub(crate) bool);
 
 /// Flow-control state of one class: (header, data) counters.
 #[derive(Debug, Clone, Copy, Default)]
@@ -215,6 +224,8 @@ pub(crate) struct Dir {
     pub to: u32,
     pub timing: LinkTiming,
     pub free_at: u128,
+    /// `free_at` rounded up to whole picoseconds (kept with it: no division per use).
+    pub free_at_ps: u64,
     pub busy: bool,
     /// FIFO stream of arrivals at the receiver (times never decrease).
     pub fifo: FifoId,
@@ -362,7 +373,9 @@ pub struct Engine {
     pub(crate) payloads: Vec<Vec<u8>>,
     pub(crate) free_payloads: Vec<u32>,
     pub(crate) pair_dir: HashMap<(u32, u32), u16>,
-    pub(crate) route_cache: IntMap<(u32, u64), ([u16; MAX_PATH], u8, Dest)>,
+    pub(crate) route_cache: IntMap<(u32, u64), Route>,
+    /// The last route looked up, with its key (consecutive TLPs of a DMA share a page).
+    pub(crate) route_last: ((u32, u64), Route),
     pub(crate) rc_node: u32,
     pub(crate) host_bdf: Bdf,
     pub(crate) host_tags: Vec<u16>,
@@ -532,7 +545,7 @@ impl Engine {
         kind: Kind,
         addr: u64,
         dest_id: Bdf,
-    ) -> Result<([u16; MAX_PATH], u8, Dest), RouteError> {
+    ) -> Result<Route, RouteError> {
         let onode = match origin {
             Origin::Host => self.rc_node,
             Origin::Function(f) => self.fabric.functions[f.0 as usize].node.0,
@@ -541,7 +554,11 @@ impl Engine {
             Kind::Cpl | Kind::CplD => (onode, 1u64 << 63 | dest_id.raw() as u64),
             _ => (onode, addr >> 12),
         };
+        if self.route_last.0 == key {
+            return Ok(self.route_last.1);
+        }
         if let Some(r) = self.route_cache.get(&key) {
+            self.route_last = (key, *r);
             return Ok(*r);
         }
         let (hops, dest_node, dest) = match kind {
@@ -606,6 +623,7 @@ impl Engine {
         }
         let r = (path, n, dest);
         self.route_cache.insert(key, r);
+        self.route_last = (key, r);
         Ok(r)
     }
 
@@ -639,7 +657,7 @@ impl Engine {
         t.ingress = NONE;
         let id = self.alloc_tlp(t);
         if hops == 0 {
-            cx.schedule_in(SimDuration::ZERO, Ev::Consume(id));
+            cx.schedule_now(Ev::Consume(id));
         } else {
             self.enqueue(path[0], id, cx);
         }
@@ -713,7 +731,7 @@ impl Engine {
         let dir = &mut self.dirs[d as usize];
         if !dir.busy {
             dir.busy = true;
-            let t = SimTime::from_ps(dir.timing.units_to_ps_ceil(dir.free_at));
+            let t = SimTime::from_ps(dir.free_at_ps);
             let txf = dir.tx_fifo;
             cx.push_fifo(txf, t, Ev::TxDone(d));
         }
@@ -727,7 +745,7 @@ impl Engine {
         let now = cx.now();
         // The wire is still sending: come back when it is free (only then: an idle
         // direction costs no events).
-        if self.dirs[di].free_at > self.dirs[di].timing.ps_to_units(now.as_ps()) {
+        if self.dirs[di].free_at_ps > now.as_ps() {
             if self.has_work(di) {
                 self.wake_when_free(d, cx);
             }
@@ -852,9 +870,7 @@ impl Engine {
             let raw = self.tlp_bytes_raw(id);
             if let Some(tr) = self.trace.as_mut() {
                 tr.push(
-                    cx.now().max(SimTime::from_ps(
-                        self.dirs[di].timing.units_to_ps_ceil(self.dirs[di].free_at),
-                    )),
+                    cx.now().max(SimTime::from_ps(self.dirs[di].free_at_ps)),
                     d,
                     TraceKind::Tlp {
                         seq: (seq & 0xfff) as u16,
@@ -877,25 +893,50 @@ impl Engine {
 
     fn transmit(&mut self, d: u16, bytes: u64, w: Wire, cx: &mut Context<'_, Ev>) {
         let dir = &mut self.dirs[d as usize];
-        let now_u = dir.timing.ps_to_units(cx.now().as_ps());
+        let now_ps = cx.now().as_ps();
+        let now_u = dir.timing.ps_to_units(now_ps);
         // Back to back (the wire freed less than a picosecond ago, i.e. at this event's
         // rounded-up time): start exactly where the last transmission ended, so that
         // rounding to picoseconds never accumulates.
-        let start = if now_u < dir.free_at + dir.timing.units_per_ps() {
-            dir.free_at
+        let (start, start_ps) = if now_u < dir.free_at + dir.timing.units_per_ps() {
+            (dir.free_at, dir.free_at_ps)
         } else {
-            now_u
+            (now_u, now_ps)
         };
         let end = start + dir.timing.units(bytes);
-        dir.free_at = end;
         let end_ps = dir.timing.units_to_ps_ceil(end);
+        dir.free_at = end;
+        dir.free_at_ps = end_ps;
         dir.counters.wire_bytes += bytes;
-        dir.counters.busy_ps += end_ps.saturating_sub(dir.timing.units_to_ps_ceil(start));
+        dir.counters.busy_ps += end_ps.saturating_sub(start_ps);
         let fifo = dir.fifo;
         let arrive = end_ps + dir.prop_ps;
-        cx.push_fifo(fifo, SimTime::from_ps(arrive), Ev::Arrive(d, WireItem(w)));
-        if self.has_work(d as usize) {
-            self.wake_when_free(d, cx);
+        if self.has_work(d as usize) && !self.dirs[d as usize].busy {
+            // The wire's TxDone is due at `end_ps`: with no propagation delay that is the
+            // arrival's time, and it would be scheduled right after the arrival, so the
+            // arrival carries it (see `WireItem`).
+            let dir = &mut self.dirs[d as usize];
+            if dir.prop_ps == 0 {
+                dir.busy = true;
+                cx.push_fifo(
+                    fifo,
+                    SimTime::from_ps(arrive),
+                    Ev::Arrive(d, WireItem(w, true)),
+                );
+            } else {
+                cx.push_fifo(
+                    fifo,
+                    SimTime::from_ps(arrive),
+                    Ev::Arrive(d, WireItem(w, false)),
+                );
+                self.wake_when_free(d, cx);
+            }
+        } else {
+            cx.push_fifo(
+                fifo,
+                SimTime::from_ps(arrive),
+                Ev::Arrive(d, WireItem(w, false)),
+            );
         }
     }
 
@@ -907,7 +948,7 @@ impl Engine {
             cx.push_fifo(
                 fifo,
                 arrive,
-                Ev::Arrive(d, WireItem(Wire::Dllp { d: dl, bad: false })),
+                Ev::Arrive(d, WireItem(Wire::Dllp { d: dl, bad: false }, false)),
             );
             return;
         }
@@ -1045,6 +1086,7 @@ impl Engine {
             for x in [d as usize, (d ^ 1) as usize] {
                 let t = &mut self.dirs[x];
                 t.free_at = t.free_at.max(t.timing.ps_to_units(until));
+                t.free_at_ps = t.timing.units_to_ps_ceil(t.free_at);
             }
         }
         self.arm_replay(d, cx);
@@ -2152,10 +2194,9 @@ impl World for Engine {
                 self.dirs[d as usize].busy = false;
                 self.try_send(d, cx);
             }
-            Ev::Arrive(d, WireItem(w)) => {
-                if let Wire::Tlp { id, .. } = w {
-                    // the wire's own reference
-                    let _ = id;
+            Ev::Arrive(d, WireItem(w, tx_done)) => {
+                if tx_done {
+                    cx.then(Ev::TxDone(d));
                 }
                 self.arrive(d, w, cx);
             }
@@ -2176,7 +2217,7 @@ impl World for Engine {
                 // The timer does not run while the link cannot transmit (a replay in
                 // progress, or Recovery after a retrain): it restarts once the wire is
                 // free.
-                let wire_free = SimTime::from_ps(dir.timing.units_to_ps_ceil(dir.free_at));
+                let wire_free = SimTime::from_ps(dir.free_at_ps);
                 if dir.replay_deadline.is_some() && wire_free > now {
                     dir.replay_deadline = Some(wire_free + SimDuration::from_ps(dir.replay_ps));
                 }
@@ -2213,7 +2254,7 @@ impl World for Engine {
                     let d = t.path[0];
                     self.enqueue(d, id, cx);
                 } else {
-                    cx.schedule_in(SimDuration::ZERO, Ev::Consume(id));
+                    cx.schedule_now(Ev::Consume(id));
                 }
             }
             Ev::EpComplete(_) => {}
