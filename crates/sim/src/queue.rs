@@ -12,8 +12,7 @@
 //! reused, so once the queue has grown to its working set nothing is allocated per event.
 
 use crate::time::SimTime;
-use std::cmp::Ordering;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
 /// Identifies a scheduled (heap) event so that it can be cancelled.
 ///
@@ -46,15 +45,112 @@ struct Entry {
     gen: u32,
 }
 
-impl Ord for Entry {
-    fn cmp(&self, o: &Self) -> Ordering {
-        // Reversed: BinaryHeap is a max-heap, we want the smallest (time, seq) on top.
-        (o.time, o.seq).cmp(&(self.time, self.seq))
+impl Entry {
+    /// The order key: `(time, seq)` as one integer (one comparison, no branch between
+    /// the two fields).
+    #[inline(always)]
+    fn key(&self) -> u128 {
+        ((self.time as u128) << 64) | self.seq as u128
     }
 }
-impl PartialOrd for Entry {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
+
+/// A binary min-heap of entries by `(time, seq)`, moving a hole rather than swapping.
+#[derive(Debug)]
+struct Heap {
+    v: Vec<Entry>,
+}
+
+impl Heap {
+    fn with_capacity(n: usize) -> Heap {
+        Heap {
+            v: Vec::with_capacity(n),
+        }
+    }
+
+    #[inline]
+    fn peek(&self) -> Option<&Entry> {
+        self.v.first()
+    }
+
+    #[inline]
+    fn push(&mut self, e: Entry) {
+        let k = e.key();
+        let mut i = self.v.len();
+        self.v.push(e);
+        while i > 0 {
+            let p = (i - 1) / 2;
+            if self.v[p].key() <= k {
+                break;
+            }
+            self.v[i] = self.v[p];
+            i = p;
+        }
+        self.v[i] = e;
+    }
+
+    /// Moves the entry at `i` down to its place.
+    #[inline]
+    fn sift_down(&mut self, mut i: usize) {
+        let n = self.v.len();
+        let Some(&e) = self.v.get(i) else {
+            return;
+        };
+        let k = e.key();
+        loop {
+            let c = 2 * i + 1;
+            if c >= n {
+                break;
+            }
+            // The smaller child, chosen without a branch (the comparison is as good as
+            // random, so a branch would often be mispredicted).
+            let lk = self.v[c].key();
+            let rk = if c + 1 < n {
+                self.v[c + 1].key()
+            } else {
+                u128::MAX
+            };
+            let right = rk < lk;
+            let m = c + right as usize;
+            let mk = if right { rk } else { lk };
+            if mk >= k {
+                break;
+            }
+            self.v[i] = self.v[m];
+            i = m;
+        }
+        self.v[i] = e;
+    }
+
+    #[inline]
+    fn sift_down_root(&mut self) {
+        self.sift_down(0);
+    }
+
+    /// Keeps the entries for which `keep` holds and restores the heap order.
+    fn retain(&mut self, keep: impl FnMut(&Entry) -> bool) {
+        self.v.retain(keep);
+        for i in (0..self.v.len() / 2).rev() {
+            self.sift_down(i);
+        }
+    }
+
+    /// Replaces the root (the heap is not empty).
+    #[inline]
+    fn replace_top(&mut self, e: Entry) {
+        self.v[0] = e;
+        self.sift_down_root();
+    }
+
+    /// Removes the root (the heap is not empty).
+    #[inline]
+    fn pop_top(&mut self) {
+        let Some(last) = self.v.pop() else {
+            return;
+        };
+        if !self.v.is_empty() {
+            self.v[0] = last;
+            self.sift_down_root();
+        }
     }
 }
 
@@ -89,10 +185,13 @@ struct Fifo<E> {
 /// ```
 #[derive(Debug)]
 pub struct EventQueue<E> {
-    heap: BinaryHeap<Entry>,
+    heap: Heap,
     slots: Vec<Slot<E>>,
     free: Vec<u32>,
     fifos: Vec<Fifo<E>>,
+    /// Heap entries of cancelled events (removed lazily, or all at once when they
+    /// make up most of the heap).
+    stale: usize,
     /// Events due before every heap and FIFO event (see [`EventQueue::push_now`] and
     /// [`EventQueue::push_next`]), in delivery order, all at the same time.
     chain: VecDeque<(u64, E)>,
@@ -115,10 +214,11 @@ impl<E> EventQueue<E> {
     /// An empty queue with room for `n` pending heap events before it reallocates.
     pub fn with_capacity(n: usize) -> EventQueue<E> {
         EventQueue {
-            heap: BinaryHeap::with_capacity(n),
+            heap: Heap::with_capacity(n),
             slots: Vec::with_capacity(n),
             free: Vec::with_capacity(n),
             fifos: Vec::new(),
+            stale: 0,
             chain: VecDeque::new(),
             seq: 0,
             live: 0,
@@ -178,6 +278,15 @@ impl<E> EventQueue<E> {
                 s.gen = s.gen.wrapping_add(1);
                 self.free.push(key.slot);
                 self.live -= 1;
+                self.stale += 1;
+                if self.stale > 8 && 2 * self.stale > self.heap.v.len() {
+                    // Mostly dead entries (e.g. long timeouts re-armed again and again):
+                    // drop them so that every heap operation stays short.
+                    let slots = &self.slots;
+                    self.heap
+                        .retain(|e| e.slot & FIFO_FLAG != 0 || slots[e.slot as usize].gen == e.gen);
+                    self.stale = 0;
+                }
                 true
             }
             _ => false,
@@ -274,7 +383,8 @@ impl<E> EventQueue<E> {
         }
         while let Some(e) = self.heap.peek() {
             if self.is_stale(e) {
-                self.heap.pop();
+                self.heap.pop_top();
+                self.stale -= 1;
             } else {
                 return Some(SimTime::from_ps(e.time));
             }
@@ -289,35 +399,33 @@ impl<E> EventQueue<E> {
             return Some((SimTime::from_ps(t), ev));
         }
         loop {
-            let mut top = self.heap.peek_mut()?;
-            let e = *top;
+            let e = *self.heap.peek()?;
             if e.slot & FIFO_FLAG != 0 {
                 let f = &mut self.fifos[(e.slot & !FIFO_FLAG) as usize];
                 let Some((t, _, ev)) = f.ring.pop_front() else {
-                    std::collections::binary_heap::PeekMut::pop(top);
+                    self.heap.pop_top();
                     continue;
                 };
                 match f.ring.front() {
                     // The stream's next event replaces its head in place: one sift
                     // instead of a pop and a push.
                     Some(&(nt, nseq, _)) => {
-                        *top = Entry {
+                        self.heap.replace_top(Entry {
                             time: nt,
                             seq: nseq,
                             slot: e.slot,
                             gen: 0,
-                        };
+                        });
                     }
-                    None => {
-                        std::collections::binary_heap::PeekMut::pop(top);
-                    }
+                    None => self.heap.pop_top(),
                 }
                 self.live -= 1;
                 return Some((SimTime::from_ps(t), ev));
             }
-            std::collections::binary_heap::PeekMut::pop(top);
+            self.heap.pop_top();
             let s = &mut self.slots[e.slot as usize];
             if s.gen != e.gen {
+                self.stale -= 1;
                 continue;
             }
             let Some(ev) = s.payload.take() else {
@@ -436,6 +544,27 @@ mod tests {
             out
         };
         assert_eq!(run(false), run(true));
+    }
+
+    #[test]
+    fn cancelled_entries_are_compacted_and_order_kept() {
+        let mut q = EventQueue::new();
+        let mut want = Vec::new();
+        for i in 0..1000u64 {
+            // Every event but each tenth is cancelled right away (a re-armed timeout).
+            let at = t(1_000_000 - (i * 7919) % 1000);
+            let k = q.schedule(at, i);
+            if i % 10 == 0 {
+                want.push((at, i));
+            } else {
+                assert!(q.cancel(k));
+            }
+        }
+        assert!(q.heap.v.len() < 200, "{}", q.heap.v.len());
+        want.sort();
+        let out: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
+        assert_eq!(out, want);
+        assert!(q.is_empty());
     }
 
     #[test]

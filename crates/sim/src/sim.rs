@@ -238,6 +238,7 @@ impl<W: World> Simulation<W> {
         f(&mut self.world, &mut cx)
     }
 
+    #[inline]
     fn pace(&mut self, t: SimTime) {
         if let Clock::Paced { ratio } = self.clock {
             if !(ratio.is_finite() && ratio > 0.0) {
