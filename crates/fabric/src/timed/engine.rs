@@ -109,6 +109,7 @@ pub(crate) struct Tlp {
 }
 
 impl Tlp {
+    #[inline]
     pub fn class(&self) -> usize {
         match self.kind {
             Kind::MWr => P,
@@ -117,6 +118,7 @@ impl Tlp {
         }
     }
     /// Payload on the wire: the whole DWs the bytes `[addr, addr + len)` touch.
+    #[inline]
     pub fn payload_bytes(&self) -> u32 {
         match self.kind {
             Kind::MWr | Kind::CplD => self.dw_span() * 4,
@@ -124,12 +126,15 @@ impl Tlp {
         }
     }
     /// DWs covered by `[addr, addr + len)` (at least 1).
+    #[inline]
     pub fn dw_span(&self) -> u32 {
         ((self.addr & 3) as u32 + self.len).div_ceil(4).max(1)
     }
+    #[inline]
     pub fn data_credits(&self) -> u64 {
         self.payload_bytes().div_ceil(16) as u64
     }
+    #[inline]
     pub fn tlp_bytes(&self) -> u64 {
         self.hdr_bytes as u64 + self.payload_bytes() as u64
     }
@@ -445,6 +450,7 @@ fn dllp_repr(d: Dllp) -> DllpRepr {
 
 impl Engine {
     // ---------------------------------------------------------------- TLP pool
+    #[inline]
     pub(crate) fn alloc_payload(&mut self, bytes: &[u8]) -> u32 {
         match self.free_payloads.pop() {
             Some(i) => {
@@ -460,6 +466,7 @@ impl Engine {
         }
     }
 
+    #[inline]
     pub(crate) fn alloc_tlp(&mut self, t: Tlp) -> u32 {
         match self.free_tlps.pop() {
             Some(i) => {
@@ -473,6 +480,7 @@ impl Engine {
         }
     }
 
+    #[inline]
     pub(crate) fn release(&mut self, id: u32) {
         let t = &mut self.tlps[id as usize];
         t.refs = t.refs.saturating_sub(1);
@@ -664,6 +672,7 @@ impl Engine {
         Ok(id)
     }
 
+    #[inline]
     fn enqueue(&mut self, d: u16, id: u32, cx: &mut Context<'_, Ev>) {
         let class = self.tlps[id as usize].class();
         let dir = &mut self.dirs[d as usize];
@@ -674,6 +683,7 @@ impl Engine {
     }
 
     // ---------------------------------------------------------------- transmitter
+    #[inline]
     fn has_credits(&self, d: usize, id: u32) -> bool {
         let t = &self.tlps[id as usize];
         let c = t.class();
@@ -685,6 +695,7 @@ impl Engine {
 
     /// Picks the next TLP under the ordering rules: nothing passes an older posted
     /// request; within a class FIFO; otherwise the oldest TLP that has credits.
+    #[inline]
     fn pick(&self, d: usize) -> Option<(usize, bool)> {
         let dir = &self.dirs[d];
         let p_head = dir.q[P].front().map(|x| x.0);
@@ -721,12 +732,14 @@ impl Engine {
     }
 
     /// True if the direction has something it may want to send.
+    #[inline]
     fn has_work(&self, d: usize) -> bool {
         let dir = &self.dirs[d];
         !dir.dllq.is_empty() || dir.replay_pos.is_some() || dir.q.iter().any(|q| !q.is_empty())
     }
 
     /// Makes sure a wake-up (TxDone) is pending for when the wire frees.
+    #[inline]
     fn wake_when_free(&mut self, d: u16, cx: &mut Context<'_, Ev>) {
         let dir = &mut self.dirs[d as usize];
         if !dir.busy {
@@ -1371,6 +1384,54 @@ impl Engine {
         }
     }
 
+    /// A posted write reached host memory (or the MSI address range).
+    #[inline]
+    fn host_write(&mut self, id: u32, cx: &mut Context<'_, Ev>) {
+        let (addr, len, req, pd) = {
+            let t = &self.tlps[id as usize];
+            (t.addr, t.len, t.requester, t.data)
+        };
+        let data: &[u8] = if pd == NONE {
+            &[]
+        } else {
+            &self.payloads[pd as usize]
+        };
+        let n = (len as usize).min(data.len());
+        if (MSI_RANGE.0..=MSI_RANGE.1).contains(&addr) {
+            let mut v = [0u8; 4];
+            for (x, y) in v.iter_mut().zip(data) {
+                *x = *y;
+            }
+            self.interrupts.push((
+                cx.now(),
+                Interrupt {
+                    from: req,
+                    address: addr,
+                    data: u32::from_le_bytes(v),
+                },
+            ));
+        } else if let Some(phys) = match self.iommu.as_mut() {
+            Some(m) => m.translate(cx.now(), req, addr),
+            None => Some(addr),
+        } {
+            self.fabric.host_memory.write(phys, &data[..n]);
+            if self.cfg.llc_lines > 0 {
+                let (a, n) = (addr, n as u64);
+                for l in a / 64..(a + n.max(1)).div_ceil(64) {
+                    self.llc_insert(l);
+                }
+            }
+            if self.cfg.log_writes {
+                self.write_log.push((req, addr, len));
+            }
+        } else {
+            self.errors.push(format!(
+                "IOMMU fault: write by {} at {:#x} dropped",
+                req, addr
+            ));
+        }
+    }
+
     /// A TLP reached its consumer.
     fn consume(&mut self, id: u32, cx: &mut Context<'_, Ev>) {
         // The consumer frees the receive buffer.
@@ -1382,54 +1443,21 @@ impl Engine {
             self.tlps[id as usize].ingress = NONE;
             self.return_credits(ing as u16, c, dc, cx);
         }
-        let t = self.tlps[id as usize].clone();
         self.last_rx_func = if ing != NONE {
             self.dirs[ing as usize].rx_func
         } else {
             None
         };
+        if let (Dest::HostMemory, Kind::MWr) = {
+            let t = &self.tlps[id as usize];
+            (t.dest, t.kind)
+        } {
+            self.host_write(id, cx);
+            self.release(id);
+            return;
+        }
+        let t = self.tlps[id as usize].clone();
         match (t.dest, t.kind) {
-            (Dest::HostMemory, Kind::MWr) => {
-                let data: &[u8] = if t.data == NONE {
-                    &[]
-                } else {
-                    &self.payloads[t.data as usize]
-                };
-                let n = (t.len as usize).min(data.len());
-                if (MSI_RANGE.0..=MSI_RANGE.1).contains(&t.addr) {
-                    let mut v = [0u8; 4];
-                    for (x, y) in v.iter_mut().zip(data) {
-                        *x = *y;
-                    }
-                    self.interrupts.push((
-                        cx.now(),
-                        Interrupt {
-                            from: t.requester,
-                            address: t.addr,
-                            data: u32::from_le_bytes(v),
-                        },
-                    ));
-                } else if let Some(phys) = match self.iommu.as_mut() {
-                    Some(m) => m.translate(cx.now(), t.requester, t.addr),
-                    None => Some(t.addr),
-                } {
-                    self.fabric.host_memory.write(phys, &data[..n]);
-                    if self.cfg.llc_lines > 0 {
-                        let (a, n) = (t.addr, n as u64);
-                        for l in a / 64..(a + n.max(1)).div_ceil(64) {
-                            self.llc_insert(l);
-                        }
-                    }
-                    if self.cfg.log_writes {
-                        self.write_log.push((t.requester, t.addr, t.len));
-                    }
-                } else {
-                    self.errors.push(format!(
-                        "IOMMU fault: write by {} at {:#x} dropped",
-                        t.requester, t.addr
-                    ));
-                }
-            }
             (Dest::HostMemory, Kind::MRd) => {
                 let host = self.host_bdf;
                 let phys = match self.iommu.as_mut() {
