@@ -145,12 +145,22 @@ impl Tlp {
 pub(crate) enum Dllp {
     Ack(u32),
     Nak(u32),
+    /// The credit counters are cumulative `u64`s; a DLLP carries their low 32 bits
+    /// (the wire carries 8 and 12), which the transmitter widens against its limit
+    /// (see [`widen`]): the events stay small.
     Fc {
         kind: FcKind,
         class: u8,
-        hdr: u64,
-        data: u64,
+        hdr: u32,
+        data: u32,
     },
+}
+
+/// The cumulative counter whose low 32 bits are `low`, at or above `near` (a counter
+/// only grows, and never by 2^32 between two DLLPs).
+#[inline]
+pub(crate) fn widen(near: u64, low: u32) -> u64 {
+    near + low.wrapping_sub(near as u32) as u64
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -1068,8 +1078,8 @@ impl Engine {
                     if data == 0 && kind != FcKind::UpdateFc {
                         dir.inf[c][1] = true;
                     }
-                    dir.limit[c].hdr = dir.limit[c].hdr.max(hdr);
-                    dir.limit[c].data = dir.limit[c].data.max(data);
+                    dir.limit[c].hdr = widen(dir.limit[c].hdr, hdr);
+                    dir.limit[c].data = widen(dir.limit[c].data, data);
                 }
                 if kind == FcKind::InitFc2 {
                     dir.init_seen += 1;
@@ -1149,8 +1159,8 @@ impl Engine {
         let dl = Dllp::Fc {
             kind: FcKind::UpdateFc,
             class: c as u8,
-            hdr: dir.rx_alloc[c].hdr,
-            data: dir.rx_alloc[c].data,
+            hdr: dir.rx_alloc[c].hdr as u32,
+            data: dir.rx_alloc[c].data as u32,
         };
         self.queue_dllp(d ^ 1, dl, false, cx);
         if self.cfg.dllp_error_rate > 0.0 {

@@ -559,8 +559,8 @@ impl FabricSim {
                         let dl = Dllp::Fc {
                             kind,
                             class: c as u8,
-                            hdr: e.dirs[d].rx_buf.hdr[c] as u64,
-                            data: e.dirs[d].rx_buf.data[c] as u64,
+                            hdr: e.dirs[d].rx_buf.hdr[c],
+                            data: e.dirs[d].rx_buf.data[c],
                         };
                         e.dirs[d ^ 1].dllq.push_back(dl);
                     }
