@@ -5,14 +5,14 @@
 //!   schedule(t, e) ──► slab[slot] = e ; heap.push(Entry{t, seq, slot, gen})
 //!   push_fifo(f, t, e) ──► ring[f].push_back((t, seq, e)) ; only the ring's head is in the heap
 //!   pop() ──► min Entry by (t, seq); skip entries whose slot generation moved on (cancelled)
+//!   push_now(t, e) ──► chain.push_back((t, e)) when nothing else is due by t (no heap work)
 //! ```
 //!
 //! Heap entries are 24-byte `Copy` values; payloads live in a slab whose freed slots are
 //! reused, so once the queue has grown to its working set nothing is allocated per event.
 
 use crate::time::SimTime;
-use std::cmp::Ordering;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
 /// Identifies a scheduled (heap) event so that it can be cancelled.
 ///
@@ -45,15 +45,112 @@ struct Entry {
     gen: u32,
 }
 
-impl Ord for Entry {
-    fn cmp(&self, o: &Self) -> Ordering {
-        // Reversed: BinaryHeap is a max-heap, we want the smallest (time, seq) on top.
-        (o.time, o.seq).cmp(&(self.time, self.seq))
+impl Entry {
+    /// The order key: `(time, seq)` as one integer (one comparison, no branch between
+    /// the two fields).
+    #[inline(always)]
+    fn key(&self) -> u128 {
+        ((self.time as u128) << 64) | self.seq as u128
     }
 }
-impl PartialOrd for Entry {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
+
+/// A binary min-heap of entries by `(time, seq)`, moving a hole rather than swapping.
+#[derive(Debug)]
+struct Heap {
+    v: Vec<Entry>,
+}
+
+impl Heap {
+    fn with_capacity(n: usize) -> Heap {
+        Heap {
+            v: Vec::with_capacity(n),
+        }
+    }
+
+    #[inline]
+    fn peek(&self) -> Option<&Entry> {
+        self.v.first()
+    }
+
+    #[inline]
+    fn push(&mut self, e: Entry) {
+        let k = e.key();
+        let mut i = self.v.len();
+        self.v.push(e);
+        while i > 0 {
+            let p = (i - 1) / 2;
+            if self.v[p].key() <= k {
+                break;
+            }
+            self.v[i] = self.v[p];
+            i = p;
+        }
+        self.v[i] = e;
+    }
+
+    /// Moves the entry at `i` down to its place.
+    #[inline]
+    fn sift_down(&mut self, mut i: usize) {
+        let n = self.v.len();
+        let Some(&e) = self.v.get(i) else {
+            return;
+        };
+        let k = e.key();
+        loop {
+            let c = 2 * i + 1;
+            if c >= n {
+                break;
+            }
+            // The smaller child, chosen without a branch (the comparison is as good as
+            // random, so a branch would often be mispredicted).
+            let lk = self.v[c].key();
+            let rk = if c + 1 < n {
+                self.v[c + 1].key()
+            } else {
+                u128::MAX
+            };
+            let right = rk < lk;
+            let m = c + right as usize;
+            let mk = if right { rk } else { lk };
+            if mk >= k {
+                break;
+            }
+            self.v[i] = self.v[m];
+            i = m;
+        }
+        self.v[i] = e;
+    }
+
+    #[inline]
+    fn sift_down_root(&mut self) {
+        self.sift_down(0);
+    }
+
+    /// Keeps the entries for which `keep` holds and restores the heap order.
+    fn retain(&mut self, keep: impl FnMut(&Entry) -> bool) {
+        self.v.retain(keep);
+        for i in (0..self.v.len() / 2).rev() {
+            self.sift_down(i);
+        }
+    }
+
+    /// Replaces the root (the heap is not empty).
+    #[inline]
+    fn replace_top(&mut self, e: Entry) {
+        self.v[0] = e;
+        self.sift_down_root();
+    }
+
+    /// Removes the root (the heap is not empty).
+    #[inline]
+    fn pop_top(&mut self) {
+        let Some(last) = self.v.pop() else {
+            return;
+        };
+        if !self.v.is_empty() {
+            self.v[0] = last;
+            self.sift_down_root();
+        }
     }
 }
 
@@ -88,10 +185,16 @@ struct Fifo<E> {
 /// ```
 #[derive(Debug)]
 pub struct EventQueue<E> {
-    heap: BinaryHeap<Entry>,
+    heap: Heap,
     slots: Vec<Slot<E>>,
     free: Vec<u32>,
     fifos: Vec<Fifo<E>>,
+    /// Heap entries of cancelled events (removed lazily, or all at once when they
+    /// make up most of the heap).
+    stale: usize,
+    /// Events due before every heap and FIFO event (see [`EventQueue::push_now`] and
+    /// [`EventQueue::push_next`]), in delivery order, all at the same time.
+    chain: VecDeque<(u64, E)>,
     seq: u64,
     live: usize,
 }
@@ -111,10 +214,12 @@ impl<E> EventQueue<E> {
     /// An empty queue with room for `n` pending heap events before it reallocates.
     pub fn with_capacity(n: usize) -> EventQueue<E> {
         EventQueue {
-            heap: BinaryHeap::with_capacity(n),
+            heap: Heap::with_capacity(n),
             slots: Vec::with_capacity(n),
             free: Vec::with_capacity(n),
             fifos: Vec::new(),
+            stale: 0,
+            chain: VecDeque::new(),
             seq: 0,
             live: 0,
         }
@@ -173,6 +278,15 @@ impl<E> EventQueue<E> {
                 s.gen = s.gen.wrapping_add(1);
                 self.free.push(key.slot);
                 self.live -= 1;
+                self.stale += 1;
+                if self.stale > 8 && 2 * self.stale > self.heap.v.len() {
+                    // Mostly dead entries (e.g. long timeouts re-armed again and again):
+                    // drop them so that every heap operation stays short.
+                    let slots = &self.slots;
+                    self.heap
+                        .retain(|e| e.slot & FIFO_FLAG != 0 || slots[e.slot as usize].gen == e.gen);
+                    self.stale = 0;
+                }
                 true
             }
             _ => false,
@@ -225,15 +339,52 @@ impl<E> EventQueue<E> {
         }
     }
 
+    /// Schedules `event` at `time`, which must be the time of the event being delivered
+    /// (the current time): the fast path for zero-delay events. When no heap or FIFO
+    /// event is due by `time`, the event is the next one in `(time, seq)` order anyway
+    /// (any event scheduled later has a larger `seq`), so it goes to a small queue that
+    /// is delivered before the heap, without heap work; otherwise it takes the heap path.
+    /// The order is exactly that of [`schedule`](Self::schedule). Cannot be cancelled.
+    #[inline]
+    pub fn push_now(&mut self, time: SimTime, event: E) {
+        let t = time.as_ps();
+        let nothing_due = match self.heap.peek() {
+            Some(e) => e.time > t,
+            None => true,
+        };
+        if nothing_due && self.chain.back().map_or(true, |&(ct, _)| ct == t) {
+            self.seq += 1;
+            self.live += 1;
+            self.chain.push_back((t, event));
+        } else {
+            self.schedule(time, event);
+        }
+    }
+
+    /// Delivers `event` next, at `time`, before every other pending event: as if it
+    /// had been scheduled together with the event being delivered (the second half of
+    /// one logical event, e.g. a transmitter freeing at the instant its transmission
+    /// arrives). `time` must be the current time; the caller guarantees that this is
+    /// the order the model wants. Cannot be cancelled.
+    #[inline]
+    pub fn push_next(&mut self, time: SimTime, event: E) {
+        self.live += 1;
+        self.chain.push_front((time.as_ps(), event));
+    }
+
     fn is_stale(&self, e: &Entry) -> bool {
         e.slot & FIFO_FLAG == 0 && self.slots[e.slot as usize].gen != e.gen
     }
 
     /// Time of the next pending event.
     pub fn peek_time(&mut self) -> Option<SimTime> {
+        if let Some(&(t, _)) = self.chain.front() {
+            return Some(SimTime::from_ps(t));
+        }
         while let Some(e) = self.heap.peek() {
             if self.is_stale(e) {
-                self.heap.pop();
+                self.heap.pop_top();
+                self.stale -= 1;
             } else {
                 return Some(SimTime::from_ps(e.time));
             }
@@ -243,36 +394,38 @@ impl<E> EventQueue<E> {
 
     /// Removes and returns the next event.
     pub fn pop(&mut self) -> Option<(SimTime, E)> {
+        if let Some((t, ev)) = self.chain.pop_front() {
+            self.live -= 1;
+            return Some((SimTime::from_ps(t), ev));
+        }
         loop {
-            let mut top = self.heap.peek_mut()?;
-            let e = *top;
+            let e = *self.heap.peek()?;
             if e.slot & FIFO_FLAG != 0 {
                 let f = &mut self.fifos[(e.slot & !FIFO_FLAG) as usize];
                 let Some((t, _, ev)) = f.ring.pop_front() else {
-                    std::collections::binary_heap::PeekMut::pop(top);
+                    self.heap.pop_top();
                     continue;
                 };
                 match f.ring.front() {
                     // The stream's next event replaces its head in place: one sift
                     // instead of a pop and a push.
                     Some(&(nt, nseq, _)) => {
-                        *top = Entry {
+                        self.heap.replace_top(Entry {
                             time: nt,
                             seq: nseq,
                             slot: e.slot,
                             gen: 0,
-                        };
+                        });
                     }
-                    None => {
-                        std::collections::binary_heap::PeekMut::pop(top);
-                    }
+                    None => self.heap.pop_top(),
                 }
                 self.live -= 1;
                 return Some((SimTime::from_ps(t), ev));
             }
-            std::collections::binary_heap::PeekMut::pop(top);
+            self.heap.pop_top();
             let s = &mut self.slots[e.slot as usize];
             if s.gen != e.gen {
+                self.stale -= 1;
                 continue;
             }
             let Some(ev) = s.payload.take() else {
@@ -335,6 +488,83 @@ mod tests {
         q.push_fifo(FifoId(99), t(20), 'b');
         let out: Vec<_> = std::iter::from_fn(|| q.pop()).map(|(_, e)| e).collect();
         assert_eq!(out, ['a', 'b', 'c']);
+    }
+
+    #[test]
+    fn push_now_and_push_next_keep_the_schedule_order() {
+        // The same random run twice: with `schedule` only, and with `push_now` for
+        // zero-delay events and `push_next` for an event that was scheduled together
+        // with the one being delivered. The delivery order must be identical.
+        let run = |fast: bool| {
+            let mut q = EventQueue::new();
+            let f = q.new_fifo();
+            let mut x = 0x9e37_79b9_7f4a_7c15u64;
+            let mut rnd = move |n: u64| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x % n
+            };
+            for i in 0..8u64 {
+                q.schedule(t(rnd(20)), (i, false));
+            }
+            let mut out = Vec::new();
+            let mut id = 100u64;
+            while let Some((now, (e, pair))) = q.pop() {
+                out.push((now, e));
+                if out.len() > 5000 {
+                    break;
+                }
+                if pair {
+                    // The partner scheduled right after this event (consecutive seq).
+                    continue;
+                }
+                for _ in 0..rnd(3) {
+                    id += 1;
+                    let d = rnd(4) * rnd(6);
+                    match (d, rnd(3)) {
+                        (0, 0) if fast => q.push_now(now, (id, false)),
+                        (_, 1) => q.push_fifo(f, now + crate::SimDuration::from_ps(d), (id, false)),
+                        _ => {
+                            q.schedule(now + crate::SimDuration::from_ps(d), (id, false));
+                        }
+                    }
+                }
+                if rnd(4) == 0 {
+                    id += 1;
+                    if fast {
+                        q.push_next(now, (id, true));
+                    } else {
+                        // `schedule` would deliver it after the events due now; model the
+                        // pair as the slow path does: deliver it first.
+                        out.push((now, id));
+                    }
+                }
+            }
+            out
+        };
+        assert_eq!(run(false), run(true));
+    }
+
+    #[test]
+    fn cancelled_entries_are_compacted_and_order_kept() {
+        let mut q = EventQueue::new();
+        let mut want = Vec::new();
+        for i in 0..1000u64 {
+            // Every event but each tenth is cancelled right away (a re-armed timeout).
+            let at = t(1_000_000 - (i * 7919) % 1000);
+            let k = q.schedule(at, i);
+            if i % 10 == 0 {
+                want.push((at, i));
+            } else {
+                assert!(q.cancel(k));
+            }
+        }
+        assert!(q.heap.v.len() < 200, "{}", q.heap.v.len());
+        want.sort();
+        let out: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
+        assert_eq!(out, want);
+        assert!(q.is_empty());
     }
 
     #[test]

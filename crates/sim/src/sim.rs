@@ -40,9 +40,29 @@ impl<E> Context<'_, E> {
     pub fn schedule_in(&mut self, delay: SimDuration, event: E) -> EventKey {
         self.queue.schedule(self.now + delay, event)
     }
-    /// Schedules `event` at `at` on a FIFO stream (see [`EventQueue::push_fifo`]).
+    /// Schedules `event` at `at` on a FIFO stream (see [`EventQueue::push_fifo`]). An
+    /// event due now takes the zero-delay fast path ([`EventQueue::push_now`]).
+    #[inline]
     pub fn push_fifo(&mut self, fifo: FifoId, at: SimTime, event: E) {
-        self.queue.push_fifo(fifo, at.max(self.now), event)
+        if at <= self.now {
+            self.queue.push_now(self.now, event)
+        } else {
+            self.queue.push_fifo(fifo, at, event)
+        }
+    }
+    /// Schedules `event` now, after the events already due now (like
+    /// `schedule_in(SimDuration::ZERO, event)`, but cannot be cancelled and usually
+    /// costs no heap work: see [`EventQueue::push_now`]).
+    #[inline]
+    pub fn schedule_now(&mut self, event: E) {
+        self.queue.push_now(self.now, event)
+    }
+    /// Delivers `event` right after the current one, at the current time, before every
+    /// other pending event: as if it had been scheduled together with the current event
+    /// (see [`EventQueue::push_next`]).
+    #[inline]
+    pub fn then(&mut self, event: E) {
+        self.queue.push_next(self.now, event)
     }
     /// Cancels a pending event; false if it was already delivered or cancelled.
     pub fn cancel(&mut self, key: EventKey) -> bool {
@@ -218,6 +238,7 @@ impl<W: World> Simulation<W> {
         f(&mut self.world, &mut cx)
     }
 
+    #[inline]
     fn pace(&mut self, t: SimTime) {
         if let Clock::Paced { ratio } = self.clock {
             if !(ratio.is_finite() && ratio > 0.0) {

@@ -46,6 +46,10 @@ impl std::hash::Hasher for IntHasher {
 /// A `HashMap` with [`IntHasher`].
 pub(crate) type IntMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<IntHasher>>;
 const MAX_PATH: usize = 8;
+/// A route: the directions a TLP crosses, how many, and its consumer.
+pub(crate) type Route = ([u16; MAX_PATH], u8, Dest);
+/// A `route_last` entry that matches no key.
+pub(crate) const NO_ROUTE: ((u32, u64), Route) = ((NONE, u64::MAX), ([0; MAX_PATH], 0, Dest::Rc));
 /// Flow-control classes: posted, non-posted, completion.
 pub(crate) const P: usize = 0;
 pub(crate) const NP: usize = 1;
@@ -112,6 +116,7 @@ pub(crate) struct Tlp {
 }
 
 impl Tlp {
+    #[inline]
     pub fn class(&self) -> usize {
         match self.kind {
             Kind::MWr | Kind::Intx => P,
@@ -120,6 +125,7 @@ impl Tlp {
         }
     }
     /// Payload on the wire: the whole DWs the bytes `[addr, addr + len)` touch.
+    #[inline]
     pub fn payload_bytes(&self) -> u32 {
         match self.kind {
             Kind::MWr | Kind::CplD => self.dw_span() * 4,
@@ -127,12 +133,15 @@ impl Tlp {
         }
     }
     /// DWs covered by `[addr, addr + len)` (at least 1).
+    #[inline]
     pub fn dw_span(&self) -> u32 {
         ((self.addr & 3) as u32 + self.len).div_ceil(4).max(1)
     }
+    #[inline]
     pub fn data_credits(&self) -> u64 {
         self.payload_bytes().div_ceil(16) as u64
     }
+    #[inline]
     pub fn tlp_bytes(&self) -> u64 {
         self.hdr_bytes as u64 + self.payload_bytes() as u64
     }
@@ -143,12 +152,22 @@ impl Tlp {
 pub(crate) enum Dllp {
     Ack(u32),
     Nak(u32),
+    /// The credit counters are cumulative `u64`s; a DLLP carries their low 32 bits
+    /// (the wire carries 8 and 12), which the transmitter widens against its limit
+    /// (see [`widen`]): the events stay small.
     Fc {
         kind: FcKind,
         class: u8,
-        hdr: u64,
-        data: u64,
+        hdr: u32,
+        data: u32,
     },
+}
+
+/// The cumulative counter whose low 32 bits are `low`, at or above `near` (a counter
+/// only grows, and never by 2^32 between two DLLPs).
+#[inline]
+pub(crate) fn widen(near: u64, low: u32) -> u64 {
+    near + low.wrapping_sub(near as u32) as u64
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -187,8 +206,13 @@ pub enum Ev {
 }
 
 /// Opaque wire item of an [`Ev::Arrive`].
+///
+/// The flag: the transmitter of the direction frees at the arrival's instant and has
+/// more to send, so the arrival stands for the `TxDone` too (the wire's `TxDone` would
+/// have been scheduled right after the arrival, at the same time: it is delivered right
+/// after it with [`Context::then`], without heap work).
 #[derive(Debug, Clone, Copy)]
-pub struct WireItem(pub(crate) Wire);
+pub struct WireItem(pub(crate) Wire, pub(crate) bool);
 
 /// Flow-control state of one class: (header, data) counters.
 #[derive(Debug, Clone, Copy, Default)]
@@ -222,6 +246,8 @@ pub(crate) struct Dir {
     pub to: u32,
     pub timing: LinkTiming,
     pub free_at: u128,
+    /// `free_at` rounded up to whole picoseconds (kept with it: no division per use).
+    pub free_at_ps: u64,
     pub busy: bool,
     /// FIFO stream of arrivals at the receiver (times never decrease).
     pub fifo: FifoId,
@@ -385,7 +411,9 @@ pub struct Engine {
     pub(crate) payloads: Vec<Vec<u8>>,
     pub(crate) free_payloads: Vec<u32>,
     pub(crate) pair_dir: HashMap<(u32, u32), u16>,
-    pub(crate) route_cache: IntMap<(u32, u64), ([u16; MAX_PATH], u8, Dest)>,
+    pub(crate) route_cache: IntMap<(u32, u64), Route>,
+    /// The last route looked up, with its key (consecutive TLPs of a DMA share a page).
+    pub(crate) route_last: ((u32, u64), Route),
     pub(crate) rc_node: u32,
     pub(crate) host_bdf: Bdf,
     pub(crate) host_tags: Vec<u16>,
@@ -461,6 +489,7 @@ fn dllp_repr(d: Dllp) -> DllpRepr {
 
 impl Engine {
     // ---------------------------------------------------------------- TLP pool
+    #[inline]
     pub(crate) fn alloc_payload(&mut self, bytes: &[u8]) -> u32 {
         match self.free_payloads.pop() {
             Some(i) => {
@@ -476,6 +505,7 @@ impl Engine {
         }
     }
 
+    #[inline]
     pub(crate) fn alloc_tlp(&mut self, t: Tlp) -> u32 {
         match self.free_tlps.pop() {
             Some(i) => {
@@ -489,6 +519,7 @@ impl Engine {
         }
     }
 
+    #[inline]
     pub(crate) fn release(&mut self, id: u32) {
         let t = &mut self.tlps[id as usize];
         t.refs = t.refs.saturating_sub(1);
@@ -571,7 +602,7 @@ impl Engine {
         kind: Kind,
         addr: u64,
         dest_id: Bdf,
-    ) -> Result<([u16; MAX_PATH], u8, Dest), RouteError> {
+    ) -> Result<Route, RouteError> {
         let onode = match origin {
             Origin::Host => self.rc_node,
             Origin::Function(f) => self.fabric.functions[f.0 as usize].node.0,
@@ -580,7 +611,11 @@ impl Engine {
             Kind::Cpl | Kind::CplD => (onode, 1u64 << 63 | dest_id.raw() as u64),
             _ => (onode, addr >> 12),
         };
+        if self.route_last.0 == key {
+            return Ok(self.route_last.1);
+        }
         if let Some(r) = self.route_cache.get(&key) {
+            self.route_last = (key, *r);
             return Ok(*r);
         }
         let (hops, dest_node, dest) = match kind {
@@ -645,6 +680,7 @@ impl Engine {
         }
         let r = (path, n, dest);
         self.route_cache.insert(key, r);
+        self.route_last = (key, r);
         Ok(r)
     }
 
@@ -678,13 +714,14 @@ impl Engine {
         t.ingress = NONE;
         let id = self.alloc_tlp(t);
         if hops == 0 {
-            cx.schedule_in(SimDuration::ZERO, Ev::Consume(id));
+            cx.schedule_now(Ev::Consume(id));
         } else {
             self.enqueue(path[0], id, cx);
         }
         Ok(id)
     }
 
+    #[inline]
     fn enqueue(&mut self, d: u16, id: u32, cx: &mut Context<'_, Ev>) {
         let class = self.tlps[id as usize].class();
         let dir = &mut self.dirs[d as usize];
@@ -695,6 +732,7 @@ impl Engine {
     }
 
     // ---------------------------------------------------------------- transmitter
+    #[inline]
     fn has_credits(&self, d: usize, id: u32) -> bool {
         let t = &self.tlps[id as usize];
         let c = t.class();
@@ -706,6 +744,7 @@ impl Engine {
 
     /// Picks the next TLP under the ordering rules: nothing passes an older posted
     /// request; within a class FIFO; otherwise the oldest TLP that has credits.
+    #[inline]
     fn pick(&self, d: usize) -> Option<(usize, bool)> {
         let dir = &self.dirs[d];
         let p_head = dir.q[P].front().map(|x| x.0);
@@ -742,17 +781,19 @@ impl Engine {
     }
 
     /// True if the direction has something it may want to send.
+    #[inline]
     fn has_work(&self, d: usize) -> bool {
         let dir = &self.dirs[d];
         !dir.dllq.is_empty() || dir.replay_pos.is_some() || dir.q.iter().any(|q| !q.is_empty())
     }
 
     /// Makes sure a wake-up (TxDone) is pending for when the wire frees.
+    #[inline]
     fn wake_when_free(&mut self, d: u16, cx: &mut Context<'_, Ev>) {
         let dir = &mut self.dirs[d as usize];
         if !dir.busy {
             dir.busy = true;
-            let t = SimTime::from_ps(dir.timing.units_to_ps_ceil(dir.free_at));
+            let t = SimTime::from_ps(dir.free_at_ps);
             let txf = dir.tx_fifo;
             cx.push_fifo(txf, t, Ev::TxDone(d));
         }
@@ -766,7 +807,7 @@ impl Engine {
         let now = cx.now();
         // The wire is still sending: come back when it is free (only then: an idle
         // direction costs no events).
-        if self.dirs[di].free_at > self.dirs[di].timing.ps_to_units(now.as_ps()) {
+        if self.dirs[di].free_at_ps > now.as_ps() {
             if self.has_work(di) {
                 self.wake_when_free(d, cx);
             }
@@ -891,9 +932,7 @@ impl Engine {
             let raw = self.tlp_bytes_raw(id);
             if let Some(tr) = self.trace.as_mut() {
                 tr.push(
-                    cx.now().max(SimTime::from_ps(
-                        self.dirs[di].timing.units_to_ps_ceil(self.dirs[di].free_at),
-                    )),
+                    cx.now().max(SimTime::from_ps(self.dirs[di].free_at_ps)),
                     d,
                     TraceKind::Tlp {
                         seq: (seq & 0xfff) as u16,
@@ -916,25 +955,50 @@ impl Engine {
 
     fn transmit(&mut self, d: u16, bytes: u64, w: Wire, cx: &mut Context<'_, Ev>) {
         let dir = &mut self.dirs[d as usize];
-        let now_u = dir.timing.ps_to_units(cx.now().as_ps());
+        let now_ps = cx.now().as_ps();
+        let now_u = dir.timing.ps_to_units(now_ps);
         // Back to back (the wire freed less than a picosecond ago, i.e. at this event's
         // rounded-up time): start exactly where the last transmission ended, so that
         // rounding to picoseconds never accumulates.
-        let start = if now_u < dir.free_at + dir.timing.units_per_ps() {
-            dir.free_at
+        let (start, start_ps) = if now_u < dir.free_at + dir.timing.units_per_ps() {
+            (dir.free_at, dir.free_at_ps)
         } else {
-            now_u
+            (now_u, now_ps)
         };
         let end = start + dir.timing.units(bytes);
-        dir.free_at = end;
         let end_ps = dir.timing.units_to_ps_ceil(end);
+        dir.free_at = end;
+        dir.free_at_ps = end_ps;
         dir.counters.wire_bytes += bytes;
-        dir.counters.busy_ps += end_ps.saturating_sub(dir.timing.units_to_ps_ceil(start));
+        dir.counters.busy_ps += end_ps.saturating_sub(start_ps);
         let fifo = dir.fifo;
         let arrive = end_ps + dir.prop_ps;
-        cx.push_fifo(fifo, SimTime::from_ps(arrive), Ev::Arrive(d, WireItem(w)));
-        if self.has_work(d as usize) {
-            self.wake_when_free(d, cx);
+        if self.has_work(d as usize) && !self.dirs[d as usize].busy {
+            // The wire's TxDone is due at `end_ps`: with no propagation delay that is the
+            // arrival's time, and it would be scheduled right after the arrival, so the
+            // arrival carries it (see `WireItem`).
+            let dir = &mut self.dirs[d as usize];
+            if dir.prop_ps == 0 {
+                dir.busy = true;
+                cx.push_fifo(
+                    fifo,
+                    SimTime::from_ps(arrive),
+                    Ev::Arrive(d, WireItem(w, true)),
+                );
+            } else {
+                cx.push_fifo(
+                    fifo,
+                    SimTime::from_ps(arrive),
+                    Ev::Arrive(d, WireItem(w, false)),
+                );
+                self.wake_when_free(d, cx);
+            }
+        } else {
+            cx.push_fifo(
+                fifo,
+                SimTime::from_ps(arrive),
+                Ev::Arrive(d, WireItem(w, false)),
+            );
         }
     }
 
@@ -946,7 +1010,7 @@ impl Engine {
             cx.push_fifo(
                 fifo,
                 arrive,
-                Ev::Arrive(d, WireItem(Wire::Dllp { d: dl, bad: false })),
+                Ev::Arrive(d, WireItem(Wire::Dllp { d: dl, bad: false }, false)),
             );
             return;
         }
@@ -1053,8 +1117,8 @@ impl Engine {
                     if data == 0 && kind != FcKind::UpdateFc {
                         dir.inf[c][1] = true;
                     }
-                    dir.limit[c].hdr = dir.limit[c].hdr.max(hdr);
-                    dir.limit[c].data = dir.limit[c].data.max(data);
+                    dir.limit[c].hdr = widen(dir.limit[c].hdr, hdr);
+                    dir.limit[c].data = widen(dir.limit[c].data, data);
                 }
                 if kind == FcKind::InitFc2 {
                     dir.init_seen += 1;
@@ -1084,6 +1148,7 @@ impl Engine {
             for x in [d as usize, (d ^ 1) as usize] {
                 let t = &mut self.dirs[x];
                 t.free_at = t.free_at.max(t.timing.ps_to_units(until));
+                t.free_at_ps = t.timing.units_to_ps_ceil(t.free_at);
             }
         }
         self.arm_replay(d, cx);
@@ -1133,8 +1198,8 @@ impl Engine {
         let dl = Dllp::Fc {
             kind: FcKind::UpdateFc,
             class: c as u8,
-            hdr: dir.rx_alloc[c].hdr,
-            data: dir.rx_alloc[c].data,
+            hdr: dir.rx_alloc[c].hdr as u32,
+            data: dir.rx_alloc[c].data as u32,
         };
         self.queue_dllp(d ^ 1, dl, false, cx);
         if self.cfg.dllp_error_rate > 0.0 {
@@ -1368,6 +1433,54 @@ impl Engine {
         }
     }
 
+    /// A posted write reached host memory (or the MSI address range).
+    #[inline]
+    fn host_write(&mut self, id: u32, cx: &mut Context<'_, Ev>) {
+        let (addr, len, req, pd) = {
+            let t = &self.tlps[id as usize];
+            (t.addr, t.len, t.requester, t.data)
+        };
+        let data: &[u8] = if pd == NONE {
+            &[]
+        } else {
+            &self.payloads[pd as usize]
+        };
+        let n = (len as usize).min(data.len());
+        if (MSI_RANGE.0..=MSI_RANGE.1).contains(&addr) {
+            let mut v = [0u8; 4];
+            for (x, y) in v.iter_mut().zip(data) {
+                *x = *y;
+            }
+            self.interrupts.push((
+                cx.now(),
+                Interrupt {
+                    from: req,
+                    address: addr,
+                    data: u32::from_le_bytes(v),
+                },
+            ));
+        } else if let Some(phys) = match self.iommu.as_mut() {
+            Some(m) => m.translate(cx.now(), req, addr),
+            None => Some(addr),
+        } {
+            self.fabric.host_memory.write(phys, &data[..n]);
+            if self.cfg.llc_lines > 0 {
+                let (a, n) = (addr, n as u64);
+                for l in a / 64..(a + n.max(1)).div_ceil(64) {
+                    self.llc_insert(l);
+                }
+            }
+            if self.cfg.log_writes {
+                self.write_log.push((req, addr, len));
+            }
+        } else {
+            self.errors.push(format!(
+                "IOMMU fault: write by {} at {:#x} dropped",
+                req, addr
+            ));
+        }
+    }
+
     /// A TLP reached its consumer.
     fn consume(&mut self, id: u32, cx: &mut Context<'_, Ev>) {
         // The consumer frees the receive buffer.
@@ -1379,54 +1492,21 @@ impl Engine {
             self.tlps[id as usize].ingress = NONE;
             self.return_credits(ing as u16, c, dc, cx);
         }
-        let t = self.tlps[id as usize].clone();
         self.last_rx_func = if ing != NONE {
             self.dirs[ing as usize].rx_func
         } else {
             None
         };
+        if let (Dest::HostMemory, Kind::MWr) = {
+            let t = &self.tlps[id as usize];
+            (t.dest, t.kind)
+        } {
+            self.host_write(id, cx);
+            self.release(id);
+            return;
+        }
+        let t = self.tlps[id as usize].clone();
         match (t.dest, t.kind) {
-            (Dest::HostMemory, Kind::MWr) => {
-                let data: &[u8] = if t.data == NONE {
-                    &[]
-                } else {
-                    &self.payloads[t.data as usize]
-                };
-                let n = (t.len as usize).min(data.len());
-                if (MSI_RANGE.0..=MSI_RANGE.1).contains(&t.addr) {
-                    let mut v = [0u8; 4];
-                    for (x, y) in v.iter_mut().zip(data) {
-                        *x = *y;
-                    }
-                    self.interrupts.push((
-                        cx.now(),
-                        Interrupt {
-                            from: t.requester,
-                            address: t.addr,
-                            data: u32::from_le_bytes(v),
-                        },
-                    ));
-                } else if let Some(phys) = match self.iommu.as_mut() {
-                    Some(m) => m.translate(cx.now(), t.requester, t.addr),
-                    None => Some(t.addr),
-                } {
-                    self.fabric.host_memory.write(phys, &data[..n]);
-                    if self.cfg.llc_lines > 0 {
-                        let (a, n) = (t.addr, n as u64);
-                        for l in a / 64..(a + n.max(1)).div_ceil(64) {
-                            self.llc_insert(l);
-                        }
-                    }
-                    if self.cfg.log_writes {
-                        self.write_log.push((t.requester, t.addr, t.len));
-                    }
-                } else {
-                    self.errors.push(format!(
-                        "IOMMU fault: write by {} at {:#x} dropped",
-                        t.requester, t.addr
-                    ));
-                }
-            }
             (Dest::HostMemory, Kind::MRd) => {
                 let host = self.host_bdf;
                 let phys = match self.iommu.as_mut() {
@@ -2350,10 +2430,9 @@ impl World for Engine {
                 self.dirs[d as usize].busy = false;
                 self.try_send(d, cx);
             }
-            Ev::Arrive(d, WireItem(w)) => {
-                if let Wire::Tlp { id, .. } = w {
-                    // the wire's own reference
-                    let _ = id;
+            Ev::Arrive(d, WireItem(w, tx_done)) => {
+                if tx_done {
+                    cx.then(Ev::TxDone(d));
                 }
                 self.arrive(d, w, cx);
             }
@@ -2374,7 +2453,7 @@ impl World for Engine {
                 // The timer does not run while the link cannot transmit (a replay in
                 // progress, or Recovery after a retrain): it restarts once the wire is
                 // free.
-                let wire_free = SimTime::from_ps(dir.timing.units_to_ps_ceil(dir.free_at));
+                let wire_free = SimTime::from_ps(dir.free_at_ps);
                 if dir.replay_deadline.is_some() && wire_free > now {
                     dir.replay_deadline = Some(wire_free + SimDuration::from_ps(dir.replay_ps));
                 }
@@ -2411,7 +2490,7 @@ impl World for Engine {
                     let d = t.path[0];
                     self.enqueue(d, id, cx);
                 } else {
-                    cx.schedule_in(SimDuration::ZERO, Ev::Consume(id));
+                    cx.schedule_now(Ev::Consume(id));
                 }
             }
             Ev::EpComplete(_) => {}

@@ -459,6 +459,7 @@ impl FabricSim {
                     to,
                     timing,
                     free_at: 0,
+                    free_at_ps: 0,
                     busy: false,
                     fifo: dummy_fifo,
                     tx_fifo: dummy_fifo,
@@ -508,6 +509,7 @@ impl FabricSim {
             free_payloads: Vec::new(),
             pair_dir,
             route_cache: Default::default(),
+            route_last: engine::NO_ROUTE,
             rc_node,
             host_bdf,
             host_tags: (0..256u16).rev().collect(),
@@ -561,8 +563,8 @@ impl FabricSim {
                         let dl = Dllp::Fc {
                             kind,
                             class: c as u8,
-                            hdr: e.dirs[d].rx_buf.hdr[c] as u64,
-                            data: e.dirs[d].rx_buf.data[c] as u64,
+                            hdr: e.dirs[d].rx_buf.hdr[c],
+                            data: e.dirs[d].rx_buf.data[c],
                         };
                         e.dirs[d ^ 1].dllq.push_back(dl);
                     }

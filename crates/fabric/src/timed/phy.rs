@@ -72,32 +72,42 @@ impl LinkTiming {
     }
 
     /// Units of wire time `bytes` take (exact).
+    #[inline]
     pub fn units(&self, bytes: u64) -> u128 {
         bytes as u128 * self.units_per_byte as u128
     }
 
     /// Units in one picosecond.
+    #[inline]
     pub fn units_per_ps(&self) -> u128 {
         self.units_per_ps
     }
 
     /// `ps` expressed in units.
+    #[inline]
     pub fn ps_to_units(&self, ps: u64) -> u128 {
         ps as u128 * self.units_per_ps
     }
 
     /// Units rounded up to whole picoseconds.
+    #[inline]
     pub fn units_to_ps_ceil(&self, units: u128) -> u64 {
+        if units <= u64::MAX as u128 {
+            // The common case (the first seconds of simulated time): a 64-bit division.
+            return (units as u64).div_ceil(self.units_per_ps as u64);
+        }
         units.div_ceil(self.units_per_ps).min(u64::MAX as u128) as u64
     }
 
     /// Wire bytes of a TLP of `tlp_bytes` (header + payload + ECRC): framing, sequence
     /// number and LCRC added (Gen6: the TLP bytes alone; the flit share is in the rate).
+    #[inline]
     pub fn tlp_wire_bytes(&self, tlp_bytes: u64) -> u64 {
         tlp_bytes + phy::tlp_framing_overhead(self.gen) as u64
     }
 
     /// Wire bytes of one DLLP (0 in Flit mode).
+    #[inline]
     pub fn dllp_wire_bytes(&self) -> u64 {
         phy::dllp_wire_bytes(self.gen) as u64
     }
