@@ -1,7 +1,7 @@
 //! The endpoint API: how a device model plugs into the timed fabric.
 //!
 //! A device implements [`Endpoint`]. The fabric calls it for requests that reach its
-//! BARs, for finished DMAs and for its timers, always with an [`EpCx`] through which
+//! BARs (memory and I/O), for finished DMAs and for its timers, always with an [`EpCx`] through which
 //! the device acts: DMA reads and writes of any size (the fabric's DMA engine splits
 //! them at MPS/MRRS and 4 KiB with `wire::dma`, keeps a pool of tags, reassembles
 //! completions and times out), delayed read completions, MSI-X/MSI/INTx, timers.
@@ -153,6 +153,25 @@ pub trait Endpoint: core::fmt::Debug {
     }
     /// A memory write at `offset` in BAR `bar`.
     fn mem_write(&mut self, _bar: u8, _offset: u64, _data: &[u8], _cx: &mut EpCx<'_>) {}
+    /// An I/O read (IORd) of `buf.len()` bytes (1..=4, within one DW) at `offset` in
+    /// I/O BAR `bar`. The default answers Unsupported Request.
+    fn io_read(
+        &mut self,
+        _bar: u8,
+        _offset: u64,
+        _buf: &mut [u8],
+        _cx: &mut EpCx<'_>,
+    ) -> ReadReply {
+        ReadReply::Unsupported
+    }
+    /// An I/O write (IOWr) of `data` (1..=4 bytes, within one DW) at `offset` in I/O
+    /// BAR `bar`. I/O writes are non-posted: [`ReadReply::Now`] sends a Cpl with
+    /// Successful Completion status after the device latency, [`ReadReply::Later`] waits
+    /// for [`EpCx::complete`] (its data is ignored), [`ReadReply::Unsupported`] answers
+    /// Unsupported Request. The default ignores the data and completes successfully.
+    fn io_write(&mut self, _bar: u8, _offset: u64, _data: &[u8], _cx: &mut EpCx<'_>) -> ReadReply {
+        ReadReply::Now
+    }
     /// A DMA finished: `ok` false after a completion timeout or an error completion;
     /// `data` holds a read's bytes (empty for writes).
     fn dma_done(&mut self, _id: DmaId, _ok: bool, _data: &[u8], _cx: &mut EpCx<'_>) {}
@@ -164,8 +183,8 @@ pub trait Endpoint: core::fmt::Debug {
     }
 }
 
-/// A memory-backed endpoint (like NetTLP's psmem): BAR reads and writes hit a sparse
-/// byte array; used when a topology node has no other model attached.
+/// A memory-backed endpoint (like NetTLP's psmem): BAR reads and writes (memory and
+/// I/O) hit a sparse byte array; used when a topology node has no other model attached.
 #[derive(Debug, Default)]
 pub struct PsMemEndpoint {
     mem: std::collections::BTreeMap<u64, u8>,
@@ -184,5 +203,12 @@ impl Endpoint for PsMemEndpoint {
         for (i, &b) in data.iter().enumerate() {
             self.mem.insert(base + i as u64, b);
         }
+    }
+    fn io_read(&mut self, bar: u8, offset: u64, buf: &mut [u8], cx: &mut EpCx<'_>) -> ReadReply {
+        self.mem_read(bar, offset, buf, cx)
+    }
+    fn io_write(&mut self, bar: u8, offset: u64, data: &[u8], cx: &mut EpCx<'_>) -> ReadReply {
+        self.mem_write(bar, offset, data, cx);
+        ReadReply::Now
     }
 }

@@ -65,6 +65,12 @@ pub(crate) enum Kind {
     /// An INTx virtual-wire message (Assert_INTx/Deassert_INTx, routing "local,
     /// terminate at receiver"); the message code is kept in `byte_count`.
     Intx,
+    /// An I/O read (IORd): non-posted, 3DW header, at most 4 bytes within one DW
+    /// (`addr`, `len`); answered with a CplD of one DW.
+    IoRd,
+    /// An I/O write (IOWr): non-posted, 3DW header and one DW of data (`len` bytes
+    /// at `addr`, the rest masked off by the byte enables); answered with a Cpl.
+    IoWr,
 }
 
 /// Who consumes a TLP at its destination.
@@ -120,7 +126,7 @@ impl Tlp {
     pub fn class(&self) -> usize {
         match self.kind {
             Kind::MWr | Kind::Intx => P,
-            Kind::MRd => NP,
+            Kind::MRd | Kind::IoRd | Kind::IoWr => NP,
             Kind::Cpl | Kind::CplD => CPL,
         }
     }
@@ -128,7 +134,7 @@ impl Tlp {
     #[inline]
     pub fn payload_bytes(&self) -> u32 {
         match self.kind {
-            Kind::MWr | Kind::CplD => self.dw_span() * 4,
+            Kind::MWr | Kind::CplD | Kind::IoWr => self.dw_span() * 4,
             _ => 0,
         }
     }
@@ -346,7 +352,8 @@ pub(crate) struct EpState {
     pub free_ops: Vec<u32>,
     pub read_queue: VecDeque<u32>,
     pub next_dma: u64,
-    pub tickets: HashMap<u64, (Bdf, u16, u64, u32)>,
+    /// ticket → (requester, tag, address, length, request kind)
+    pub tickets: HashMap<u64, (Bdf, u16, u64, u32, Kind)>,
     pub rng: Rng,
     pub up_dir: u16,
     /// A completion-timeout sweep is pending.
@@ -580,6 +587,19 @@ impl Engine {
                 (t.addr & 0x7f) as u8,
                 &data,
             ),
+            Kind::IoRd | Kind::IoWr => {
+                let be = shape.map_or(0xf, |sh| sh.first_be.bits());
+                Ok(TlpRepr::with_header(
+                    pcielab_wire::tlp::TlpHeader::Io(pcielab_wire::tlp::IoHeader {
+                        write: t.kind == Kind::IoWr,
+                        requester_id: t.requester,
+                        tag,
+                        first_be: pcielab_wire::ByteEnables::from_bits_truncate(be),
+                        address: t.addr as u32 & !3,
+                    }),
+                    if t.kind == Kind::IoWr { &data[..] } else { &[] },
+                ))
+            }
             Kind::Intx => Ok(TlpRepr::with_header(
                 pcielab_wire::tlp::TlpHeader::Msg(pcielab_wire::tlp::MsgHeader {
                     requester_id: t.requester,
@@ -609,6 +629,9 @@ impl Engine {
         };
         let key = match kind {
             Kind::Cpl | Kind::CplD => (onode, 1u64 << 63 | dest_id.raw() as u64),
+            // I/O BARs are as small as 4 bytes and share pages: one entry per DW. Bit 62
+            // keeps the keys apart from memory pages (at most 2^52) and completions.
+            Kind::IoRd | Kind::IoWr => (onode, 1u64 << 62 | (addr & 0xffff_fffc)),
             _ => (onode, addr >> 12),
         };
         if self.route_last.0 == key {
@@ -630,7 +653,13 @@ impl Engine {
                 (r.hops, f.node.0, d)
             }
             _ => {
-                let r = self.fabric.route_memory(origin, addr)?;
+                let r = if matches!(kind, Kind::IoRd | Kind::IoWr) {
+                    let a = u32::try_from(addr)
+                        .map_err(|_| RouteError::NotRoutable("I/O address above 4 GiB"))?;
+                    self.fabric.route_io(origin, a)?
+                } else {
+                    self.fabric.route_memory(origin, addr)?
+                };
                 match r.target {
                     Target::HostMemory(_) => (r.hops, self.rc_node, Dest::HostMemory),
                     Target::Bar {
@@ -1232,7 +1261,7 @@ impl Engine {
             let (dest, kind, addr, len, req) = (t.dest, t.kind, t.addr, t.len as u64, t.requester);
             let extra = match (dest, kind) {
                 (Dest::HostMemory, Kind::MRd) => self.memory_read_latency(addr, len),
-                (Dest::Bar { .. }, Kind::MRd) => self.cfg.ep_latency,
+                (Dest::Bar { .. }, Kind::MRd | Kind::IoRd | Kind::IoWr) => self.cfg.ep_latency,
                 _ => SimDuration::ZERO,
             };
             let mut at = cx.now() + lat + extra;
@@ -1565,10 +1594,52 @@ impl Engine {
                     }
                     Some(ReadReply::Later(ReadTicket(k))) => {
                         if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
-                            ep.tickets.insert(k, (t.requester, t.tag, t.addr, t.len));
+                            ep.tickets
+                                .insert(k, (t.requester, t.tag, t.addr, t.len, t.kind));
                         }
                     }
                     _ => self.send_completions(origin, me, &t, CplStatus::Ur, &[], cx),
+                }
+            }
+            (Dest::Bar { node, bar, offset }, Kind::IoRd | Kind::IoWr) => {
+                let write = t.kind == Kind::IoWr;
+                let mut buf = if write {
+                    let d = self.payload(id);
+                    d[..(t.len as usize).min(d.len())].to_vec()
+                } else {
+                    vec![0u8; t.len as usize]
+                };
+                let reply = if self.is_functional(node) {
+                    self.functional_model(node).map(|m| {
+                        let r = if write {
+                            m.io_write(bar, offset, &buf)
+                        } else {
+                            m.io_read(bar, offset, &mut buf)
+                        };
+                        match r {
+                            Ok(()) => ReadReply::Now,
+                            Err(_) => ReadReply::Unsupported,
+                        }
+                    })
+                } else if write {
+                    self.call_ep(node, cx, |m, cx| m.io_write(bar, offset, &buf, cx))
+                } else {
+                    self.call_ep(node, cx, |m, cx| m.io_read(bar, offset, &mut buf, cx))
+                };
+                let me = self.ep_bdf(node);
+                let origin = self.origin_of(node);
+                match reply {
+                    Some(ReadReply::Now) => {
+                        let data = (!write).then_some(&buf[..]);
+                        self.send_io_completion(origin, me, &t, CplStatus::Sc, data, cx)
+                    }
+                    Some(ReadReply::Later(ReadTicket(k))) => {
+                        if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
+                            ep.tickets
+                                .insert(k, (t.requester, t.tag, t.addr, t.len, t.kind));
+                        }
+                    }
+                    _ => self.send_io_completion(origin, me, &t, CplStatus::Ur, None, cx),
                 }
             }
             _ => {
@@ -1670,6 +1741,51 @@ impl Engine {
         }
     }
 
+    /// Answers I/O request `req`: a Cpl (IOWr, or an error status) or a CplD of one DW
+    /// with `data` in its byte lanes (IORd). Byte Count is 4 and Lower Address 0, as
+    /// for every completion of a request other than a memory read.
+    pub(crate) fn send_io_completion(
+        &mut self,
+        origin: Origin,
+        completer: Bdf,
+        req: &Tlp,
+        status: CplStatus,
+        data: Option<&[u8]>,
+        cx: &mut Context<'_, Ev>,
+    ) {
+        let mut t = Tlp {
+            kind: Kind::Cpl,
+            requester: req.requester,
+            completer,
+            tag: req.tag,
+            addr: 0,
+            len: 0,
+            byte_count: 4,
+            status,
+            data: NONE,
+            path: [0; MAX_PATH],
+            hops: 0,
+            at: 0,
+            refs: 1,
+            dest: Dest::Rc,
+            ingress: NONE,
+            dma_last: (NONE, NONE),
+            hdr_bytes: 12,
+        };
+        if let (CplStatus::Sc, Some(d)) = (status, data) {
+            let mut dw = [0u8; 4];
+            let front = (req.addr & 3) as usize;
+            let n = d.len().min(4 - front);
+            dw[front..front + n].copy_from_slice(&d[..n]);
+            t.kind = Kind::CplD;
+            t.len = 4;
+            t.data = self.alloc_payload(&dw);
+        }
+        if let Err(e) = self.inject(origin, t, req.requester, cx) {
+            self.errors.push(format!("completion not routable: {e}"));
+        }
+    }
+
     // ---------------------------------------------------------------- endpoints
     pub(crate) fn call_ep<R>(
         &mut self,
@@ -1726,11 +1842,11 @@ impl Engine {
                     NodeKind::Ep(ep) => ep.tickets.remove(&ticket.0),
                     _ => None,
                 };
-                if let Some((req, tag, addr, len)) = tk {
+                if let Some((req, tag, addr, len, kind)) = tk {
                     let me = self.ep_bdf(node);
                     let origin = self.origin_of(node);
                     let t = Tlp {
-                        kind: Kind::MRd,
+                        kind,
                         requester: req,
                         completer: me,
                         tag,
@@ -1748,7 +1864,10 @@ impl Engine {
                         dma_last: (NONE, NONE),
                         hdr_bytes: 12,
                     };
-                    if data.len() > len as usize {
+                    if matches!(kind, Kind::IoRd | Kind::IoWr) {
+                        let d = (kind == Kind::IoRd).then_some(&data[..]);
+                        self.send_io_completion(origin, me, &t, CplStatus::Sc, d, cx);
+                    } else if data.len() > len as usize {
                         // A device bug: more data than asked. Send it as one CplD; the
                         // requester classifies it as Malformed.
                         let p = self.alloc_payload(&data);

@@ -770,14 +770,7 @@ impl FabricSim {
                 timer: Some(key),
             },
         );
-        loop {
-            if let Some(r) = self.sim.world_mut().host_done.remove(&tag) {
-                return Ok(r);
-            }
-            if self.sim.step().is_none() {
-                return Ok(HostRead::Timeout);
-            }
-        }
+        Ok(self.wait_host(tag))
     }
 
     /// An MMIO write (posted): MWr TLPs of at most MPS bytes leave the root complex after
@@ -796,6 +789,104 @@ impl FabricSim {
             self.host_tlp(Kind::MWr, ch.addr, ch.len, &data[s..s + ch.len as usize], 0)?;
         }
         Ok(())
+    }
+
+    /// Waits for the host request with `tag` to finish (or the simulation to run dry).
+    fn wait_host(&mut self, tag: u16) -> HostRead {
+        loop {
+            if let Some(r) = self.sim.world_mut().host_done.remove(&tag) {
+                return r;
+            }
+            if self.sim.step().is_none() {
+                return HostRead::Timeout;
+            }
+        }
+    }
+
+    /// A non-posted I/O request from the host: routes it (no claimant: Unsupported
+    /// Request, at once), sends it after the root complex's latency and runs until its
+    /// completion returns or times out.
+    fn host_io(
+        &mut self,
+        kind: Kind,
+        addr: u32,
+        data: &[u8],
+        len: u32,
+    ) -> Result<HostRead, SimError> {
+        if len == 0 || (addr & 3) + len > 4 {
+            return Err(SimError::Param {
+                what: "I/O access length",
+                value: format!("{len} at {addr:#x}"),
+                allowed: "1..=4 bytes within one DW",
+            });
+        }
+        let host = self.sim.world().host_bdf;
+        match self
+            .sim
+            .world_mut()
+            .route(Origin::Host, kind, addr as u64, host)
+        {
+            Ok(_) => {}
+            Err(crate::functional::RouteError::IoUnclaimed(_)) => {
+                return Ok(HostRead::Failed(CplStatus::Ur))
+            }
+            Err(e) => return Err(SimError::Route(e.to_string())),
+        }
+        let Some(tag) = self.sim.world_mut().host_tags.pop() else {
+            return Err(SimError::Param {
+                what: "outstanding host reads",
+                value: "256".into(),
+                allowed: "at most 256",
+            });
+        };
+        if let Err(e) = self.host_tlp(kind, addr as u64, len, data, tag) {
+            self.sim.world_mut().host_tags.push(tag);
+            return Err(e);
+        }
+        // The completion carries the whole DW (IORd) or nothing (IOWr).
+        let expect = if kind == Kind::IoRd { 4 } else { 0 };
+        let now = self.sim.now();
+        let to = self.sim.world().cfg.completion_timeout;
+        let key = self.sim.schedule_at(now + to, engine::Ev::HostTimeout(tag));
+        self.sim.world_mut().host_reqs.insert(
+            tag,
+            engine::HostReq {
+                issued: now,
+                len: expect,
+                data: vec![0; expect as usize],
+                got: 0,
+                timer: Some(key),
+            },
+        );
+        Ok(match self.wait_host(tag) {
+            HostRead::Done { data, issued, done } => {
+                let s = (addr & 3) as usize;
+                HostRead::Done {
+                    data: data.get(s..s + len as usize).unwrap_or(&[]).to_vec(),
+                    issued,
+                    done,
+                }
+            }
+            r => r,
+        })
+    }
+
+    /// An I/O read (IORd) of `len` bytes (1..=4, within one DW) at I/O address `addr`:
+    /// the root complex sends the IORd (after its latency) and the simulation runs until
+    /// the completion returns (or times out), like [`FabricSim::mmio_read`]. The CplD
+    /// carries the whole DW; `Done` holds the `len` bytes asked for. An address that no
+    /// I/O BAR or bridge I/O window claims gives `Failed(Ur)` at once.
+    pub fn io_read(&mut self, addr: u32, len: u32) -> Result<HostRead, SimError> {
+        self.host_io(Kind::IoRd, addr, &[], len)
+    }
+
+    /// An I/O write (IOWr) of `data` (1..=4 bytes, within one DW) at I/O address `addr`.
+    /// I/O writes are non-posted: the simulation runs until the Cpl returns (or the
+    /// completion timeout); `Done` has no data and tells when the write was issued and
+    /// completed. `Failed(Ur)` when the completer does not support it or no one claims
+    /// the address.
+    pub fn io_write(&mut self, addr: u32, data: &[u8]) -> Result<HostRead, SimError> {
+        self.host_io(Kind::IoWr, addr, data, data.len() as u32)
     }
 
     /// Allocates a DMA buffer of `len` bytes in host memory (4 KiB aligned) and returns

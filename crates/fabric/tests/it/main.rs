@@ -5,6 +5,7 @@ mod common;
 mod enumerate;
 mod gem5;
 mod intx;
+mod io;
 mod props;
 mod real_lspci;
 mod timed;
