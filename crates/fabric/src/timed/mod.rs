@@ -105,7 +105,7 @@ pub struct SimConfig {
     pub numa_remote_base: Option<u64>,
     /// Added latency of a DMA read from the remote NUMA node. Default 60 ns.
     pub numa_penalty: SimDuration,
-    /// Endpoint completer latency for BAR reads. Default 0.
+    /// Endpoint completer latency for BAR reads and I/O requests (IORd and IOWr). Default 0.
     pub ep_latency: SimDuration,
     /// Propagation delay per link direction. Default 0.
     pub propagation: SimDuration,
