@@ -48,8 +48,6 @@ use pcielab_config::header::{command, reg};
 use pcielab_config::{Bar, BridgeWindows, ConfigSpace, Ids, Type0, Type1, PCIELAB_VENDOR_ID};
 use pcielab_wire::tlp::{MsgRouting, TlpHeader, TlpRepr};
 use pcielab_wire::{Bdf, ByteEnables, Generation};
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 
 /// A request the completer does not support (it answers Unsupported Request).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -299,25 +297,7 @@ pub enum Signal {
 /// Sparse host memory behind the root complex (DMA target).
 #[derive(Debug, Clone, Default)]
 pub struct HostMemory {
-    pages: HashMap<u64, Box<[u8; 4096]>, BuildHasherDefault<PageHasher>>,
-}
-
-/// Hasher for page numbers (one multiply; SipHash's DoS resistance buys nothing here).
-#[derive(Debug, Default, Clone, Copy)]
-struct PageHasher(u64);
-
-impl Hasher for PageHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(b as u64);
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
+    pages: crate::inthash::IntMap<u64, Box<[u8; 4096]>>,
 }
 
 impl HostMemory {

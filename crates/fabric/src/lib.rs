@@ -56,6 +56,7 @@
 
 pub mod functional;
 pub mod host;
+mod inthash;
 pub mod kinds;
 pub mod report;
 pub mod timed;

@@ -15,36 +15,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 
 pub(crate) const NONE: u32 = u32::MAX;
 
-/// A small multiplicative hasher for the simulator's integer-keyed maps (route cache,
-/// DMA bookkeeping): SipHash's DoS resistance buys nothing here.
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct IntHasher(u64);
-
-impl std::hash::Hasher for IntHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(b as u64);
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
-    fn write_u32(&mut self, v: u32) {
-        self.write_u64(v as u64);
-    }
-    fn write_u16(&mut self, v: u16) {
-        self.write_u64(v as u64);
-    }
-    fn write_usize(&mut self, v: usize) {
-        self.write_u64(v as u64);
-    }
-}
-
-/// A `HashMap` with [`IntHasher`].
-pub(crate) type IntMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<IntHasher>>;
+pub(crate) use crate::inthash::{IntBuild, IntMap};
 const MAX_PATH: usize = 8;
 /// A route: the directions a TLP crosses, how many, and its consumer.
 pub(crate) type Route = ([u16; MAX_PATH], u8, Dest);
@@ -122,6 +93,36 @@ pub(crate) struct Tlp {
 }
 
 impl Tlp {
+    /// A TLP of `kind` from `requester` (also the completer) for `len` bytes at `addr`,
+    /// with no payload, tag 0, status SC, not yet routed (`inject` fills the path and
+    /// the destination), and the header size of its kind: 4 DW for memory requests
+    /// above 4 GiB and for messages, else 3 DW.
+    pub fn new(kind: Kind, requester: Bdf, addr: u64, len: u32) -> Tlp {
+        let hdr_bytes = match kind {
+            Kind::MRd | Kind::MWr if addr > u32::MAX as u64 => 16,
+            Kind::Intx => 16,
+            _ => 12,
+        };
+        Tlp {
+            kind,
+            requester,
+            completer: requester,
+            tag: 0,
+            addr,
+            len,
+            byte_count: 0,
+            status: CplStatus::Sc,
+            data: NONE,
+            path: [0; MAX_PATH],
+            hops: 0,
+            at: 0,
+            refs: 1,
+            dest: Dest::HostMemory,
+            ingress: NONE,
+            dma_last: (NONE, NONE),
+            hdr_bytes,
+        }
+    }
     #[inline]
     pub fn class(&self) -> usize {
         match self.kind {
@@ -452,7 +453,7 @@ pub struct Engine {
     /// stay in order even when IOMMU latencies differ).
     pub(crate) rc_posted_last: SimTime,
     /// Cached host-memory lines (LLC / DDIO model).
-    pub(crate) llc_set: std::collections::HashSet<u64, std::hash::BuildHasherDefault<IntHasher>>,
+    pub(crate) llc_set: std::collections::HashSet<u64, IntBuild>,
     pub(crate) llc_fifo: VecDeque<u64>,
     /// Tags the root complex uses for split peer reads (256..512), and their state.
     pub(crate) p2p_tags: Vec<u16>,
@@ -1690,23 +1691,12 @@ impl Engine {
         cx: &mut Context<'_, Ev>,
     ) {
         let base = Tlp {
-            kind: Kind::Cpl,
-            requester: req.requester,
             completer,
             tag: req.tag,
-            addr: req.addr,
-            len: 0,
             byte_count: req.len.min(4096) as u16,
             status,
-            data: NONE,
-            path: [0; MAX_PATH],
-            hops: 0,
-            at: 0,
-            refs: 1,
             dest: Dest::Rc,
-            ingress: NONE,
-            dma_last: (NONE, NONE),
-            hdr_bytes: 12,
+            ..Tlp::new(Kind::Cpl, req.requester, req.addr, 0)
         };
         if status != CplStatus::Sc || data.is_empty() {
             let _ = self.inject(origin, base, req.requester, cx);
@@ -1754,23 +1744,12 @@ impl Engine {
         cx: &mut Context<'_, Ev>,
     ) {
         let mut t = Tlp {
-            kind: Kind::Cpl,
-            requester: req.requester,
             completer,
             tag: req.tag,
-            addr: 0,
-            len: 0,
             byte_count: 4,
             status,
-            data: NONE,
-            path: [0; MAX_PATH],
-            hops: 0,
-            at: 0,
-            refs: 1,
             dest: Dest::Rc,
-            ingress: NONE,
-            dma_last: (NONE, NONE),
-            hdr_bytes: 12,
+            ..Tlp::new(Kind::Cpl, req.requester, 0, 0)
         };
         if let (CplStatus::Sc, Some(d)) = (status, data) {
             let mut dw = [0u8; 4];
@@ -1915,25 +1894,13 @@ impl Engine {
         let mut path = [0u16; MAX_PATH];
         path[0] = d;
         let t = Tlp {
-            kind: Kind::Intx,
-            requester,
-            completer: requester,
-            tag: 0,
-            addr: 0,
-            len: 0,
             byte_count: code as u16,
-            status: CplStatus::Sc,
-            data: NONE,
             path,
             hops: 1,
-            at: 0,
-            refs: 1,
             dest: Dest::Intx {
                 node: self.dirs[d as usize].to,
             },
-            ingress: NONE,
-            dma_last: (NONE, NONE),
-            hdr_bytes: 16,
+            ..Tlp::new(Kind::Intx, requester, 0, 0)
         };
         let id = self.alloc_tlp(t);
         self.enqueue(d, id, cx);
@@ -2078,23 +2045,8 @@ impl Engine {
             let me = self.ep_bdf(node);
             let p = self.alloc_payload(&i.data.to_le_bytes());
             let t = Tlp {
-                kind: Kind::MWr,
-                requester: me,
-                completer: me,
-                tag: 0,
-                addr: i.address,
-                len: 4,
-                byte_count: 0,
-                status: CplStatus::Sc,
                 data: p,
-                path: [0; MAX_PATH],
-                hops: 0,
-                at: 0,
-                refs: 1,
-                dest: Dest::HostMemory,
-                ingress: NONE,
-                dma_last: (NONE, NONE),
-                hdr_bytes: if i.address > u32::MAX as u64 { 16 } else { 12 },
+                ..Tlp::new(Kind::MWr, me, i.address, 4)
             };
             if let Err(e) = self.inject(Origin::Function(f), t, me, cx) {
                 self.errors.push(format!("MSI write not routable: {e}"));
@@ -2183,23 +2135,9 @@ impl Engine {
             let s = ch.offset as usize;
             let p = self.alloc_payload(&buf[s..s + ch.len as usize]);
             let t = Tlp {
-                kind: Kind::MWr,
-                requester: me,
-                completer: me,
-                tag: 0,
-                addr: ch.addr,
-                len: ch.len,
-                byte_count: 0,
-                status: CplStatus::Sc,
                 data: p,
-                path: [0; MAX_PATH],
-                hops: 0,
-                at: 0,
-                refs: 1,
-                dest: Dest::HostMemory,
-                ingress: NONE,
                 dma_last: if last { (node, oi) } else { (NONE, NONE) },
-                hdr_bytes: if ch.addr > u32::MAX as u64 { 16 } else { 12 },
+                ..Tlp::new(Kind::MWr, me, ch.addr, ch.len)
             };
             if let Err(e) = self.inject(Origin::Function(f), t, me, cx) {
                 self.errors.push(format!("DMA write not routable: {e}"));
@@ -2259,23 +2197,8 @@ impl Engine {
             ep.ops[oi as usize].outstanding += 1;
             let me = ep.bdf;
             let t = Tlp {
-                kind: Kind::MRd,
-                requester: me,
-                completer: me,
                 tag,
-                addr: ch.addr,
-                len: ch.len,
-                byte_count: 0,
-                status: CplStatus::Sc,
-                data: NONE,
-                path: [0; MAX_PATH],
-                hops: 0,
-                at: 0,
-                refs: 1,
-                dest: Dest::HostMemory,
-                ingress: NONE,
-                dma_last: (NONE, NONE),
-                hdr_bytes: if ch.addr > u32::MAX as u64 { 16 } else { 12 },
+                ..Tlp::new(Kind::MRd, me, ch.addr, ch.len)
             };
             if let Err(e) = self.inject(Origin::Function(f), t, me, cx) {
                 self.errors.push(format!("DMA read not routable: {e}"));

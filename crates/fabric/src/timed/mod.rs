@@ -1051,23 +1051,11 @@ impl FabricSim {
         let host = self.sim.world().host_bdf;
         self.sim.process(|e, cx| {
             let t = Tlp {
-                kind: Kind::Cpl,
-                requester: host,
                 completer: me,
                 tag,
-                addr: 0,
-                len: 0,
                 byte_count: 4,
-                status: CplStatus::Sc,
-                data: NONE,
-                path: [0; 8],
-                hops: 0,
-                at: 0,
-                refs: 1,
                 dest: engine::Dest::Rc,
-                ingress: NONE,
-                dma_last: (NONE, NONE),
-                hdr_bytes: 12,
+                ..Tlp::new(Kind::Cpl, host, 0, 0)
             };
             e.inject(Origin::Function(f), t, host, cx)
                 .map(|_| ())
