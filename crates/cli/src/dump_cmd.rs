@@ -299,22 +299,16 @@ fn print_stats(stats: &mut Stats, bins: usize, json_out: bool) -> String {
         return format!("{v}\n");
     }
     let mut o = String::new();
-    o.push_str(&format!(
-        "{:<28} {:>10} {:>12}\n",
-        "kind", "packets", "bytes"
-    ));
-    for (k, c) in &stats.per_kind {
-        o.push_str(&format!("{:<28} {:>10} {:>12}\n", k, c.packets, c.bytes));
+    for (title, counts) in [
+        ("kind", &stats.per_kind),
+        ("interface", &stats.per_interface),
+    ] {
+        o.push_str(&format!("{title:<28} {:>10} {:>12}\n", "packets", "bytes"));
+        for (k, c) in counts {
+            o.push_str(&format!("{:<28} {:>10} {:>12}\n", k, c.packets, c.bytes));
+        }
+        o.push('\n');
     }
-    o.push('\n');
-    o.push_str(&format!(
-        "{:<28} {:>10} {:>12}\n",
-        "interface", "packets", "bytes"
-    ));
-    for (k, c) in &stats.per_interface {
-        o.push_str(&format!("{:<28} {:>10} {:>12}\n", k, c.packets, c.bytes));
-    }
-    o.push('\n');
     o.push_str(&format!(
         "request→completion latency: {} completed requests",
         lat.len()

@@ -535,6 +535,15 @@ impl Adapter {
         }
     }
 
+    /// The bus address of BAR4 + `offset`.
+    fn bar4_addr(&self, offset: u64) -> Result<u64, MmioError> {
+        self.inner
+            .cfg
+            .bar4
+            .checked_add(offset)
+            .ok_or_else(|| MmioError::Invalid("offset overflows".into()))
+    }
+
     /// A host read of `buf.len()` bytes of BAR4 at `offset`, answered by the device.
     pub fn mmio_read(&self, offset: u64, buf: &mut [u8]) -> Result<(), MmioError> {
         if buf.is_empty() {
@@ -542,11 +551,7 @@ impl Adapter {
         }
         let inner = &self.inner;
         let _one = inner.mmio.lock().unwrap_or_else(|p| p.into_inner());
-        let addr = inner
-            .cfg
-            .bar4
-            .checked_add(offset)
-            .ok_or_else(|| MmioError::Invalid("offset overflows".into()))?;
+        let addr = self.bar4_addr(offset)?;
         let chunks: Vec<_> = split_read(addr, buf.len() as u64, 128, SplitPolicy::Aligned)
             .map_err(|e| MmioError::Invalid(e.to_string()))?
             .collect();
@@ -607,11 +612,7 @@ impl Adapter {
         }
         let inner = &self.inner;
         let _one = inner.mmio.lock().unwrap_or_else(|p| p.into_inner());
-        let addr = inner
-            .cfg
-            .bar4
-            .checked_add(offset)
-            .ok_or_else(|| MmioError::Invalid("offset overflows".into()))?;
+        let addr = self.bar4_addr(offset)?;
         let split = split_write(addr, data.len() as u64, inner.cfg.mps, SplitPolicy::Aligned)
             .map_err(|e| MmioError::Invalid(e.to_string()))?;
         let mut out = SendBatch::new();

@@ -1824,24 +1824,12 @@ impl Engine {
                 if let Some((req, tag, addr, len, kind)) = tk {
                     let me = self.ep_bdf(node);
                     let origin = self.origin_of(node);
+                    // The request being answered, as the completion code expects it.
                     let t = Tlp {
-                        kind,
-                        requester: req,
                         completer: me,
                         tag,
-                        addr,
-                        len,
-                        byte_count: 0,
-                        status: CplStatus::Sc,
-                        data: NONE,
-                        path: [0; MAX_PATH],
-                        hops: 0,
-                        at: 0,
-                        refs: 1,
                         dest: Dest::Rc,
-                        ingress: NONE,
-                        dma_last: (NONE, NONE),
-                        hdr_bytes: 12,
+                        ..Tlp::new(kind, req, addr, len)
                     };
                     if matches!(kind, Kind::IoRd | Kind::IoWr) {
                         let d = (kind == Kind::IoRd).then_some(&data[..]);
