@@ -21,6 +21,10 @@ pub enum Workload {
     /// The default scenario: DMA read/write bandwidth over --sizes for every endpoint,
     /// then MMIO read latency of every endpoint.
     Sweep,
+    /// Linux-style enumeration (scan, BAR sizing, address assignment, enabling) by
+    /// configuration requests that travel the links as CfgRd/CfgWr TLPs: the functions
+    /// found, the requests made and how long it took.
+    Enumerate,
 }
 
 /// DMA direction.
@@ -370,6 +374,79 @@ fn mmio_rows(ctx: &Ctx, a: &SimArgs, cap: &mut Option<SimCapture>) -> Result<Vec
     Ok(rows)
 }
 
+/// Enumerates again, this time over the links, and reports what host software found
+/// and did; the tree must be the one the simulator found through ECAM when it was built.
+fn enumerate_rows(ctx: &Ctx, cap: &mut Option<SimCapture>) -> Result<Vec<Value>, Failure> {
+    use pcielab_fabric::host::enumerate::{enumerate, HostConfig};
+    let mut sim = ctx.new_sim()?;
+    if let Some(c) = cap.as_mut() {
+        let names = sim.trace().map(|t| t.dir_names.clone()).unwrap_or_default();
+        c.begin_run("enumerate", &names)?;
+    }
+    sim.run_for(SimDuration::from_us(2)); // links up
+    let ecam = sim.tree().clone();
+    let t0 = sim.now();
+    let hc = HostConfig {
+        mrrs: Some(ctx.cfg.mrrs),
+        ..HostConfig::default()
+    };
+    let mut bus = sim.wire_bus();
+    let tree = enumerate(&mut bus, &hc).map_err(|e| fail(format!("enumeration: {e}")))?;
+    let stats = bus.stats();
+    if let Some(e) = bus.error() {
+        return Err(fail(format!("enumeration: {e}")));
+    }
+    let took = sim.now() - t0;
+    sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+    if let Some(c) = cap.as_mut() {
+        if let Some(t) = sim.take_trace() {
+            c.records(&t)?;
+        }
+        c.end_run(sim.now().as_ps());
+    }
+    let same = tree.functions.len() == ecam.functions.len()
+        && tree
+            .functions
+            .iter()
+            .zip(&ecam.functions)
+            .all(|(a, b)| (a.bdf, &a.bars, a.buses) == (b.bdf, &b.bars, b.buses));
+    let mut rows: Vec<Value> = tree
+        .functions
+        .iter()
+        .map(|f| {
+            let kind = match (f.port_type, f.header_type & 0x7f) {
+                (Some(p), _) => format!("{p:?}"),
+                (None, 1) => "Bridge".into(),
+                (None, _) if f.class_code >> 8 == 0x0600 => "HostBridge".into(),
+                (None, _) => "Function".into(),
+            };
+            let bars: Vec<String> = f
+                .bars
+                .iter()
+                .map(|b| format!("{}@{:#x}", b.index, b.address))
+                .collect();
+            json!({
+                "workload": "enumerate", "bdf": f.bdf.to_string(),
+                "parent": f.parent.map(|p| p.to_string()),
+                "type": kind,
+                "vendor_id": format!("{:04x}", f.vendor_id),
+                "device_id": format!("{:04x}", f.device_id),
+                "class": format!("{:06x}", f.class_code),
+                "bars": bars.join(" "),
+            })
+        })
+        .collect();
+    rows.push(json!({
+        "workload": "enumerate-total", "functions": tree.functions.len(),
+        "config_reads": stats.config_reads, "config_writes": stats.config_writes,
+        "unsupported": stats.unsupported, "timeouts": stats.timeouts,
+        "memory_writes": stats.memory_writes,
+        "time_us": took.as_ps() as f64 / 1e6,
+        "same_as_ecam": same,
+    }));
+    Ok(rows)
+}
+
 fn progress(done: usize, total: usize) {
     if std::io::stderr().is_terminal() && total > 1 {
         let w = 30;
@@ -434,6 +511,56 @@ fn fmt_table(rows: &[Value]) -> String {
             }
         }
     }
+    let found: Vec<&Value> = rows
+        .iter()
+        .filter(|r| r["workload"] == "enumerate")
+        .collect();
+    if !found.is_empty() {
+        s.push_str(
+            "Enumeration over the links (CfgRd/CfgWr TLPs): scan, BAR sizing, assignment
+",
+        );
+        s.push_str(&format!(
+            "{:<8} {:<8} {:<20} {:<9} {:<6} {}
+",
+            "bdf", "parent", "type", "id", "class", "BARs (index@address)"
+        ));
+        for r in found {
+            s.push_str(&format!(
+                "{:<8} {:<8} {:<20} {:<9} {:<6} {}
+",
+                r["bdf"].as_str().unwrap_or(""),
+                r["parent"].as_str().unwrap_or("-"),
+                r["type"].as_str().unwrap_or(""),
+                format!(
+                    "{}:{}",
+                    r["vendor_id"].as_str().unwrap_or(""),
+                    r["device_id"].as_str().unwrap_or("")
+                ),
+                r["class"].as_str().unwrap_or(""),
+                r["bars"].as_str().unwrap_or("")
+            ));
+        }
+    }
+    for r in rows.iter().filter(|r| r["workload"] == "enumerate-total") {
+        s.push_str(&format!(
+            "\n{} functions; {} configuration reads and {} writes ({} Unsupported Request, \
+             {} timeouts), {} memory writes, in {:.3} us of simulated time; same tree as \
+             through ECAM: {}\n",
+            r["functions"],
+            r["config_reads"],
+            r["config_writes"],
+            r["unsupported"],
+            r["timeouts"],
+            r["memory_writes"],
+            r["time_us"].as_f64().unwrap_or(0.0),
+            if r["same_as_ecam"] == true {
+                "yes"
+            } else {
+                "NO"
+            }
+        ));
+    }
     let lat: Vec<&Value> = rows
         .iter()
         .filter(|r| r["workload"] == "mmio-lat")
@@ -463,7 +590,25 @@ fn fmt_table(rows: &[Value]) -> String {
 }
 
 fn fmt_csv(rows: &[Value]) -> String {
-    let cols = [
+    let enumerate = [
+        "workload",
+        "bdf",
+        "parent",
+        "type",
+        "vendor_id",
+        "device_id",
+        "class",
+        "bars",
+        "functions",
+        "config_reads",
+        "config_writes",
+        "unsupported",
+        "timeouts",
+        "memory_writes",
+        "time_us",
+        "same_as_ecam",
+    ];
+    let dma = [
         "workload",
         "device",
         "op",
@@ -475,6 +620,15 @@ fn fmt_csv(rows: &[Value]) -> String {
         "max_latency_ns",
         "replays",
     ];
+    let cols: &[&str] = if rows.iter().any(|r| {
+        r["workload"]
+            .as_str()
+            .is_some_and(|w| w.starts_with("enumerate"))
+    }) {
+        &enumerate
+    } else {
+        &dma
+    };
     let mut s = cols.join(",");
     s.push('\n');
     for r in rows {
@@ -588,6 +742,7 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
             &mut cap,
         )?),
         Workload::MmioLat => rows = mmio_rows(&ctx, a, &mut cap)?,
+        Workload::Enumerate => rows = enumerate_rows(&ctx, &mut cap)?,
         Workload::Sweep => {
             let sizes = parse_sizes(&a.sizes)?;
             let targets: Vec<String> = match &a.device {

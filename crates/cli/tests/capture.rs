@@ -970,3 +970,63 @@ fn sim_capture_decodes_in_tshark_like_dump_and_links_every_completion() {
     let (checked, _) = compare_with_tshark(&pcap, n);
     assert!(checked > 1000, "{checked}");
 }
+
+#[test]
+fn enumeration_capture_shows_type0_type1_config_requests_in_dump_and_tshark() {
+    // A small tree (root port → switch → one endpoint) keeps the capture short.
+    let topo = tmp("enum-topo.toml");
+    std::fs::write(
+        &topo,
+        "[[node]]\nname=\"rc\"\nkind=\"root-complex\"\n\
+         [[node]]\nname=\"sw\"\nkind=\"switch\"\nports=1\n\
+         [[node]]\nname=\"ep\"\nkind=\"psmem\"\n\
+         [[link]]\nup=\"rc.0\"\ndown=\"sw\"\ngen=2\nwidth=1\n\
+         [[link]]\nup=\"sw.0\"\ndown=\"ep\"\ngen=2\nwidth=1\n",
+    )
+    .unwrap();
+    let pcap = tmp("enum.pcapng");
+    let (rc, out, err) = pcielab(&[
+        "sim",
+        topo.to_str().unwrap(),
+        "--workload",
+        "enumerate",
+        "--json",
+        "--pcap",
+        pcap.to_str().unwrap(),
+    ]);
+    assert_eq!(rc, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let total = v.as_array().unwrap().last().unwrap().clone();
+    assert_eq!(total["same_as_ecam"], true);
+    let dump = dump_json(&pcap);
+    let count = |k: &str| dump.iter().filter(|o| o["kind"] == k).count();
+    // Requests for the endpoint cross the root port's link as Type 1 and the switch's
+    // link as Type 0; those for the switch's upstream port are Type 0 on the first link.
+    for k in ["CfgRd0", "CfgRd1", "CfgWr0", "CfgWr1"] {
+        assert!(count(k) > 0, "no {k}");
+    }
+    for o in dump
+        .iter()
+        .filter(|o| o["kind"] == "CfgRd0" || o["kind"] == "CfgWr0")
+    {
+        let link = o["interface"].as_str().unwrap_or_default();
+        assert!(link == "rc.0->sw" || link == "sw.0->ep", "{o}");
+    }
+    // Every completion answers a request; the UR ones are the probes of absent devices.
+    let urs = dump
+        .iter()
+        .filter(|o| o["kind"] == "Cpl" && o["status"] == "UR")
+        .count();
+    assert!(urs > 0, "no Unsupported Request in the capture");
+    for o in dump
+        .iter()
+        .filter(|o| o["kind"] == "CplD" || o["kind"] == "Cpl")
+    {
+        assert!(o.get("request_frame").is_some(), "{o}");
+    }
+    if !tshark_wanted() {
+        return;
+    }
+    let (checked, _) = compare_with_tshark(&pcap, dump.len());
+    assert!(checked > 1000, "{checked}");
+}

@@ -107,3 +107,33 @@ fn no_file_runs_the_built_in_default() {
     assert_eq!(rc, 0, "{err}");
     assert_eq!(out, same);
 }
+
+#[test]
+fn enumerate_over_the_links_reports_the_tree_and_the_requests() {
+    let f = example("sim-default.toml");
+    let (rc, out, err) = pcielab(&["sim", &f, "--workload", "enumerate", "--json"]);
+    assert_eq!(rc, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let rows = v.as_array().unwrap();
+    let total = rows.last().unwrap();
+    assert_eq!(total["workload"], "enumerate-total");
+    assert_eq!(total["same_as_ecam"], true);
+    // Host bridge, two root ports, the switch (1 upstream + 3 downstream ports) and four
+    // endpoints.
+    assert_eq!(total["functions"], 11);
+    assert_eq!(rows.len(), 12);
+    let endpoints = rows.iter().filter(|r| r["type"] == "Endpoint").count();
+    assert_eq!(endpoints, 4);
+    assert!(total["unsupported"].as_u64().unwrap() > 0);
+    assert!(total["time_us"].as_f64().unwrap() > 100.0, "{total}");
+    // The table says the same in words.
+    let (rc, out, err) = pcielab(&["sim", &f, "--workload", "enumerate"]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(out.contains("same tree as through ECAM: yes"), "{out}");
+    assert!(out.contains("DownstreamPort"), "{out}");
+    // And the CSV has one line per function plus the total.
+    let (rc, out, err) = pcielab(&["sim", &f, "--workload", "enumerate", "--csv"]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(out.starts_with("workload,bdf,parent,type,"), "{out}");
+    assert_eq!(out.lines().count(), 1 + 12, "{out}");
+}

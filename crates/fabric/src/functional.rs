@@ -703,6 +703,15 @@ impl Fabric {
 
     /// Routes a configuration request from the host to `bdf`.
     pub fn route_config(&self, bdf: Bdf) -> Result<Route<FnId>, RouteError> {
+        let (hops, r) = self.route_config_partial(bdf);
+        r.map(|target| Route { hops, target })
+    }
+
+    /// Routes a configuration request from the host to `bdf` as far as it goes: the
+    /// bridges it crosses and either its target or why the last of them (the root
+    /// complex when none) cannot deliver it, which is where the request ends with an
+    /// Unsupported Request completion.
+    pub fn route_config_partial(&self, bdf: Bdf) -> (Vec<FnId>, Result<FnId, RouteError>) {
         let mut bus = BusId(0);
         let mut hops = Vec::new();
         loop {
@@ -715,14 +724,15 @@ impl Fabric {
                     )
                 });
                 if below_port && bdf.device() != 0 {
-                    return Err(RouteError::NoFunction(bdf));
+                    return (hops, Err(RouteError::NoFunction(bdf)));
                 }
-                return self.buses[bus.0 as usize]
+                let r = self.buses[bus.0 as usize]
                     .functions
                     .iter()
                     .find(|&&f| self.functions[f.0 as usize].devfn == devfn)
-                    .map(|&f| Route { hops, target: f })
+                    .copied()
                     .ok_or(RouteError::NoFunction(bdf));
+                return (hops, r);
             }
             let next = self.buses[bus.0 as usize]
                 .functions
@@ -743,7 +753,7 @@ impl Fabric {
                     hops.push(b);
                     bus = self.functions[b.0 as usize].secondary.unwrap_or(bus);
                 }
-                None => return Err(RouteError::NoBus(bdf.bus())),
+                None => return (hops, Err(RouteError::NoBus(bdf.bus()))),
             }
         }
     }
@@ -765,7 +775,15 @@ impl Fabric {
         be: ByteEnables,
     ) -> Result<(), RouteError> {
         let r = self.route_config(bdf)?;
-        let func = &mut self.functions[r.target.0 as usize];
+        self.config_write_fn(r.target, register, value, be);
+        Ok(())
+    }
+
+    /// Writes the dword at `register` of function `f` with byte enables, as a
+    /// configuration write that reached it does: the register's write rules apply, a
+    /// Function Level Reset runs, and the function's model sees the write.
+    pub fn config_write_fn(&mut self, f: FnId, register: u16, value: u32, be: ByteEnables) {
+        let func = &mut self.functions[f.0 as usize];
         func.config.write(register & 0xffc, value, be);
         // Function Level Reset: Initiate FLR (Device Control bit 15) written as 1.
         if let Some(p) = find_cap(&func.config, pcielab_config::caps::id::PCIE) {
@@ -781,7 +799,6 @@ impl Fabric {
         if let Some(m) = func.model.as_mut() {
             m.config_written(&mut func.config, register & 0xffc, be);
         }
-        Ok(())
     }
 
     /// ECAM read: `offset` from the ECAM base (bus << 20 | dev << 15 | fn << 12 | reg),

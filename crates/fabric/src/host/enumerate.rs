@@ -610,10 +610,48 @@ impl<B: HostBus> Host<'_, B> {
     }
 
     fn find_caps(&mut self, bdf: Bdf) -> (Vec<Found>, ConfigSpace) {
-        // Read the whole space through configuration reads, then walk it.
+        // Read what host software needs, as Linux does, not the whole 4 KiB: the header,
+        // the header DW of each capability along the two lists, and the PCI Express
+        // capability's registers; the rest of the copy stays zero. Each DW is read once.
         let mut cs = ConfigSpace::new();
-        for off in (0..4096u16).step_by(4) {
-            cs.hw_write(off, 4, self.r32(bdf, off));
+        let read = |h: &mut Self, cs: &mut ConfigSpace, off: u16| {
+            let v = h.r32(bdf, off);
+            cs.hw_write(off, 4, v);
+            v
+        };
+        for off in (0..0x40u16).step_by(4) {
+            read(self, &mut cs, off);
+        }
+        let mut pcie = None;
+        if cs.read_u16(reg::STATUS) & 0x10 != 0 {
+            let mut at = (cs.read_u8(reg::CAP_PTR) & 0xfc) as u16;
+            let mut guard = 0;
+            while at >= 0x40 && guard < 48 {
+                let v = read(self, &mut cs, at);
+                if v as u8 == id::PCIE {
+                    pcie = Some(at);
+                }
+                at = ((v >> 8) & 0xfc) as u16;
+                guard += 1;
+            }
+        }
+        if let Some(p) = pcie {
+            // PCI Express Capability structure (version 2): 0x3C bytes.
+            for off in (p + 4..(p + 0x3c).min(0x100)).step_by(4) {
+                read(self, &mut cs, off);
+            }
+            // Extended capabilities exist only on PCI Express functions.
+            let mut at = 0x100u16;
+            let mut guard = 0;
+            while guard < 96 {
+                let v = read(self, &mut cs, at);
+                let next = ((v >> 20) & 0xffc) as u16;
+                if v == 0 || v == u32::MAX || next < 0x100 {
+                    break;
+                }
+                at = next;
+                guard += 1;
+            }
         }
         let (found, _) = walk(cs.bytes());
         (found, cs)

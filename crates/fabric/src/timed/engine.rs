@@ -42,6 +42,14 @@ pub(crate) enum Kind {
     /// An I/O write (IOWr): non-posted, 3DW header and one DW of data (`len` bytes
     /// at `addr`, the rest masked off by the byte enables); answered with a Cpl.
     IoWr,
+    /// A configuration read from the root complex (CfgRd0 on the last link when the
+    /// target sits on the bus right below it, CfgRd1 before): non-posted, 3DW header;
+    /// `completer` is the target function, `addr` the register's byte offset (DW
+    /// aligned), `len` 4 and `byte_count` the First DW Byte Enables. Answered with a
+    /// CplD of one DW, or a Cpl with Unsupported Request where routing ends.
+    CfgRd,
+    /// A configuration write (CfgWr0/CfgWr1), with one DW of data; answered with a Cpl.
+    CfgWr,
 }
 
 /// Who consumes a TLP at its destination.
@@ -63,6 +71,14 @@ pub(crate) enum Dest {
     /// The receiver of an INTx message (a switch's upstream port or the root complex).
     Intx {
         node: u32,
+    },
+    /// The node where a configuration request ends: `func` is the target function, or
+    /// NONE when the request cannot go further (the node answers Unsupported Request).
+    /// `type0_last`: the request is Type 0 on the last link of its path.
+    Config {
+        node: u32,
+        func: u32,
+        type0_last: bool,
     },
 }
 
@@ -127,7 +143,7 @@ impl Tlp {
     pub fn class(&self) -> usize {
         match self.kind {
             Kind::MWr | Kind::Intx => P,
-            Kind::MRd | Kind::IoRd | Kind::IoWr => NP,
+            Kind::MRd | Kind::IoRd | Kind::IoWr | Kind::CfgRd | Kind::CfgWr => NP,
             Kind::Cpl | Kind::CplD => CPL,
         }
     }
@@ -135,7 +151,7 @@ impl Tlp {
     #[inline]
     pub fn payload_bytes(&self) -> u32 {
         match self.kind {
-            Kind::MWr | Kind::CplD | Kind::IoWr => self.dw_span() * 4,
+            Kind::MWr | Kind::CplD | Kind::IoWr | Kind::CfgWr => self.dw_span() * 4,
             _ => 0,
         }
     }
@@ -601,6 +617,31 @@ impl Engine {
                     if t.kind == Kind::IoWr { &data[..] } else { &[] },
                 ))
             }
+            Kind::CfgRd | Kind::CfgWr => {
+                let type0 = matches!(
+                    t.dest,
+                    Dest::Config {
+                        type0_last: true,
+                        ..
+                    }
+                ) && t.at as usize + 1 >= t.hops as usize;
+                Ok(TlpRepr::with_header(
+                    pcielab_wire::tlp::TlpHeader::Cfg(pcielab_wire::tlp::CfgHeader {
+                        write: t.kind == Kind::CfgWr,
+                        type1: !type0,
+                        requester_id: t.requester,
+                        tag,
+                        first_be: pcielab_wire::ByteEnables::from_bits_truncate(t.byte_count as u8),
+                        target: t.completer,
+                        register: (t.addr as u16 & 0xffc) >> 2,
+                    }),
+                    if t.kind == Kind::CfgWr {
+                        &data[..]
+                    } else {
+                        &[]
+                    },
+                ))
+            }
             Kind::Intx => Ok(TlpRepr::with_header(
                 pcielab_wire::tlp::TlpHeader::Msg(pcielab_wire::tlp::MsgHeader {
                     requester_id: t.requester,
@@ -693,6 +734,15 @@ impl Engine {
         if *seq.last().unwrap_or(&NONE) != dest_node {
             seq.push(dest_node);
         }
+        let (path, n) = self.dir_path(&seq)?;
+        let r = (path, n, dest);
+        self.route_cache.insert(key, r);
+        self.route_last = (key, r);
+        Ok(r)
+    }
+
+    /// The link directions between consecutive nodes of `seq`.
+    fn dir_path(&self, seq: &[u32]) -> Result<([u16; MAX_PATH], u8), RouteError> {
         let mut path = [0u16; MAX_PATH];
         let mut n = 0u8;
         for w in seq.windows(2) {
@@ -708,10 +758,72 @@ impl Engine {
             path[n as usize] = d;
             n += 1;
         }
-        let r = (path, n, dest);
-        self.route_cache.insert(key, r);
-        self.route_last = (key, r);
-        Ok(r)
+        Ok((path, n))
+    }
+
+    /// Route of a configuration request from the host to `target` (not cached: the
+    /// bus numbers it follows change while software enumerates). A request that
+    /// routing cannot deliver ends where it stops: on the bus the last bridge forwarded
+    /// it to (the device there answers Unsupported Request), or at that bridge when it
+    /// is a root or downstream port that must not forward a Type 0 request to a device
+    /// number other than 0, or when nothing sits below it; with no bridge at all, at
+    /// the root complex.
+    pub(crate) fn route_cfg(&self, target: Bdf) -> Result<Route, RouteError> {
+        let fab = &self.fabric;
+        let node_of = |f: FnId| fab.functions[f.0 as usize].node.0;
+        let (hops, r) = fab.route_config_partial(target);
+        let (dest_node, func) = match r {
+            Ok(f) => (node_of(f), f.0),
+            Err(e) => match hops.last() {
+                None => (self.rc_node, NONE),
+                Some(&b) => {
+                    let port = matches!(
+                        fab.functions[b.0 as usize].role,
+                        Role::RootPort { .. } | Role::SwitchDownstream { .. }
+                    );
+                    let port_refuses =
+                        port && matches!(e, RouteError::NoFunction(_)) && target.device() != 0;
+                    let below = fab.functions[b.0 as usize]
+                        .secondary
+                        .and_then(|s| fab.buses[s.0 as usize].functions.first().copied())
+                        .map(node_of);
+                    match below {
+                        Some(n) if !port_refuses => (n, NONE),
+                        _ => (node_of(b), NONE),
+                    }
+                }
+            },
+        };
+        let mut seq: Vec<u32> = vec![self.rc_node];
+        for h in &hops {
+            let n = node_of(*h);
+            if *seq.last().unwrap_or(&NONE) != n {
+                seq.push(n);
+            }
+        }
+        if *seq.last().unwrap_or(&NONE) != dest_node {
+            seq.push(dest_node);
+        }
+        let (path, n) = self.dir_path(&seq)?;
+        // Type 0 on the last link when the target is on the bus that link is: an
+        // endpoint function or a switch's upstream port (a switch's downstream ports
+        // sit on its internal bus, reached by a Type 1 request the upstream port
+        // converts).
+        let type0_last = func != NONE
+            && n > 0
+            && !matches!(
+                fab.functions[func as usize].role,
+                Role::SwitchDownstream { .. } | Role::RootPort { .. } | Role::HostBridge
+            );
+        Ok((
+            path,
+            n,
+            Dest::Config {
+                node: dest_node,
+                func,
+                type0_last,
+            },
+        ))
     }
 
     fn fix_dest(dest: Dest, addr: u64) -> Dest {
@@ -1263,6 +1375,11 @@ impl Engine {
             let extra = match (dest, kind) {
                 (Dest::HostMemory, Kind::MRd) => self.memory_read_latency(addr, len),
                 (Dest::Bar { .. }, Kind::MRd | Kind::IoRd | Kind::IoWr) => self.cfg.ep_latency,
+                (Dest::Config { node, .. }, _)
+                    if matches!(self.nodes[node as usize].kind, NodeKind::Ep(_)) =>
+                {
+                    self.cfg.ep_latency
+                }
                 _ => SimDuration::ZERO,
             };
             let mut at = cx.now() + lat + extra;
@@ -1643,6 +1760,9 @@ impl Engine {
                     _ => self.send_io_completion(origin, me, &t, CplStatus::Ur, None, cx),
                 }
             }
+            (Dest::Config { node, func, .. }, Kind::CfgRd | Kind::CfgWr) => {
+                self.config_request(node, func, id, &t, cx)
+            }
             _ => {
                 // A completion routed to a BAR, a request to the RC's completion sink…
                 self.errors.push(format!(
@@ -1652,6 +1772,52 @@ impl Engine {
             }
         }
         self.release(id);
+    }
+
+    /// A configuration request reached `node`: the target function's configuration
+    /// space answers, with the target's ID as Completer ID (a write also invalidates
+    /// the cached routes: bus numbers, BARs, windows and enables may have changed).
+    /// `func` NONE: the node answers Unsupported Request with its own ID.
+    fn config_request(&mut self, node: u32, func: u32, id: u32, t: &Tlp, cx: &mut Context<'_, Ev>) {
+        // Who answers: the target function; for an Unsupported Request, the node's own
+        // function (a switch's upstream port) or the root complex.
+        let answerer = match func {
+            NONE if node == self.rc_node => None,
+            NONE => self.nodes[node as usize].func,
+            f => Some(FnId(f)),
+        };
+        let completer = answerer.map_or(self.host_bdf, |f| self.fabric.bdf(f));
+        let origin = match answerer {
+            Some(f) if node != self.rc_node => Origin::Function(f),
+            _ => Origin::Host,
+        };
+        if func == NONE {
+            self.send_io_completion(origin, completer, t, CplStatus::Ur, None, cx);
+            return;
+        }
+        let f = FnId(func);
+        let be = pcielab_wire::ByteEnables::from_bits_truncate(t.byte_count as u8);
+        let reg = (t.addr as u16) & 0xffc;
+        if t.kind == Kind::CfgWr {
+            let mut dw = [0u8; 4];
+            let p = self.payload(id);
+            let n = p.len().min(4);
+            dw[..n].copy_from_slice(&p[..n]);
+            self.fabric
+                .config_write_fn(f, reg, u32::from_le_bytes(dw), be);
+            self.invalidate_routes();
+            self.send_io_completion(origin, completer, t, CplStatus::Sc, None, cx);
+        } else {
+            let v = self.fabric.functions[func as usize].config.read_u32(reg);
+            let v = v.to_le_bytes();
+            self.send_io_completion(origin, completer, t, CplStatus::Sc, Some(&v), cx);
+        }
+    }
+
+    /// Forgets every cached route (after a configuration write: routing may change).
+    pub(crate) fn invalidate_routes(&mut self) {
+        self.route_cache.clear();
+        self.route_last = NO_ROUTE;
     }
 
     fn is_functional(&self, node: u32) -> bool {

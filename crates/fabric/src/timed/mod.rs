@@ -51,6 +51,7 @@ mod engine;
 mod iommu;
 mod phy;
 mod trace;
+mod wire_bus;
 mod workload;
 
 pub use endpoint::{DmaId, Endpoint, EpCx, PsMemEndpoint, ReadReply, ReadTicket};
@@ -58,6 +59,7 @@ pub use engine::{BufferCredits, Engine, Ev, HostRead, IntxEvent, WireItem};
 pub use iommu::{IommuConfig, IommuFault, IommuStats};
 pub use phy::LinkTiming;
 pub use trace::{DirCounters, Trace, TraceKind, TraceRecord};
+pub use wire_bus::{WireBus, WireBusStats};
 pub use workload::{AddrPattern, DmaOpKind, DmaStream, StreamReport};
 
 use crate::functional::{Fabric, FnId, Interrupt, Origin, Role};
@@ -675,12 +677,130 @@ impl FabricSim {
 
     /// Writes a configuration dword (zero simulated time).
     pub fn cfg_write(&mut self, bdf: Bdf, register: u16, value: u32) {
-        let _ = self.sim.world_mut().fabric.config_write(
+        let e = self.sim.world_mut();
+        let _ = e
+            .fabric
+            .config_write(bdf, register & 0xffc, value, pcielab_wire::ByteEnables::ALL);
+        // Bus numbers, BARs, windows or enables may have changed.
+        e.invalidate_routes();
+    }
+
+    /// A configuration read as the root complex performs it: a CfgRd TLP (Type 1 on
+    /// the links before the target's bus, Type 0 on the last one) leaves after the
+    /// root complex's latency, and the simulation runs until its completion returns.
+    /// `Done` holds the register's four bytes (little endian). A request that routing
+    /// cannot deliver travels as far as it goes and comes back as `Failed(Ur)` (host
+    /// software reads all-ones); a function on the root complex's own bus (a root
+    /// port) answers without crossing a link.
+    ///
+    /// ```
+    /// # use pcielab_fabric::{kinds::KindRegistry, topology::Topology};
+    /// # use pcielab_fabric::timed::{FabricSim, HostRead, SimConfig};
+    /// let reg = KindRegistry::builtin();
+    /// let topo = Topology::parse(
+    ///     "[[node]]\nname=\"rc\"\nkind=\"root-complex\"\n\
+    ///      [[node]]\nname=\"ep\"\nkind=\"psmem\"\n\
+    ///      [[link]]\nup=\"rc.0\"\ndown=\"ep\"\ngen=3\nwidth=8\n",
+    ///     "doc.toml",
+    ///     &reg,
+    /// )
+    /// .unwrap();
+    /// let mut sim = FabricSim::new(&topo, &reg, SimConfig::default()).unwrap();
+    /// let ep = sim.bdf("ep").unwrap();
+    /// let HostRead::Done { data, issued, done } = sim.config_read(ep, 0).unwrap() else {
+    ///     panic!("no completion")
+    /// };
+    /// assert_eq!(u32::from_le_bytes(data.try_into().unwrap()), sim.cfg_read(ep, 0));
+    /// assert!(done > issued);
+    /// ```
+    pub fn config_read(&mut self, bdf: Bdf, register: u16) -> Result<HostRead, SimError> {
+        self.host_cfg(
+            Kind::CfgRd,
             bdf,
-            register & 0xffc,
-            value,
+            register,
+            0,
             pcielab_wire::ByteEnables::ALL,
+        )
+    }
+
+    /// A configuration write as the root complex performs it (non-posted): a CfgWr TLP
+    /// carrying `value` under the byte enables `be`; the simulation runs until the
+    /// completion returns. The register changes when the request reaches its target
+    /// (which also drops the simulator's cached routes). `Done` has no data;
+    /// `Failed(Ur)` when no function answers.
+    pub fn config_write(
+        &mut self,
+        bdf: Bdf,
+        register: u16,
+        value: u32,
+        be: pcielab_wire::ByteEnables,
+    ) -> Result<HostRead, SimError> {
+        self.host_cfg(Kind::CfgWr, bdf, register, value, be)
+    }
+
+    fn host_cfg(
+        &mut self,
+        kind: Kind,
+        bdf: Bdf,
+        register: u16,
+        value: u32,
+        be: pcielab_wire::ByteEnables,
+    ) -> Result<HostRead, SimError> {
+        if register >= 4096 {
+            return Err(SimError::Param {
+                what: "configuration register",
+                value: format!("{register:#x}"),
+                allowed: "0..=0xfff (byte offset; aligned down to a DW)",
+            });
+        }
+        let Some(tag) = self.sim.world_mut().host_tags.pop() else {
+            return Err(SimError::Param {
+                what: "outstanding host reads",
+                value: "256".into(),
+                allowed: "at most 256",
+            });
+        };
+        let delay = self.sim.world().cfg.rc_latency;
+        let r: Result<(), SimError> = self.sim.process(|e, cx| {
+            let (path, hops, dest) = e
+                .route_cfg(bdf)
+                .map_err(|err| SimError::Route(err.to_string()))?;
+            let host = e.host_bdf;
+            let mut t = Tlp {
+                completer: bdf,
+                tag,
+                byte_count: be.bits() as u16,
+                path,
+                hops,
+                dest,
+                ..Tlp::new(kind, host, (register & 0xffc) as u64, 4)
+            };
+            if kind == Kind::CfgWr {
+                t.data = e.alloc_payload(&value.to_le_bytes());
+            }
+            let id = e.alloc_tlp(t);
+            cx.schedule_in(delay, engine::Ev::HostSend(id));
+            Ok(())
+        });
+        if let Err(e) = r {
+            self.sim.world_mut().host_tags.push(tag);
+            return Err(e);
+        }
+        let expect = if kind == Kind::CfgRd { 4 } else { 0 };
+        let now = self.sim.now();
+        let to = self.sim.world().cfg.completion_timeout;
+        let key = self.sim.schedule_at(now + to, engine::Ev::HostTimeout(tag));
+        self.sim.world_mut().host_reqs.insert(
+            tag,
+            engine::HostReq {
+                issued: now,
+                len: expect,
+                data: vec![0; expect as usize],
+                got: 0,
+                timer: Some(key),
+            },
         );
+        Ok(self.wait_host(tag))
     }
 
     fn host_tlp(

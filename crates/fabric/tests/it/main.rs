@@ -2,6 +2,7 @@
 //! the real `lspci` reading our dumps, and random topologies.
 
 mod common;
+mod config;
 mod enumerate;
 mod gem5;
 mod intx;
