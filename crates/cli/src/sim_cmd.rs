@@ -516,19 +516,14 @@ fn fmt_table(rows: &[Value]) -> String {
         .filter(|r| r["workload"] == "enumerate")
         .collect();
     if !found.is_empty() {
-        s.push_str(
-            "Enumeration over the links (CfgRd/CfgWr TLPs): scan, BAR sizing, assignment
-",
-        );
+        s.push_str("Enumeration over the links (CfgRd/CfgWr TLPs): scan, BAR sizing, assignment\n");
         s.push_str(&format!(
-            "{:<8} {:<8} {:<20} {:<9} {:<6} {}
-",
+            "{:<8} {:<8} {:<20} {:<9} {:<6} {}\n",
             "bdf", "parent", "type", "id", "class", "BARs (index@address)"
         ));
         for r in found {
-            s.push_str(&format!(
-                "{:<8} {:<8} {:<20} {:<9} {:<6} {}
-",
+            let line = format!(
+                "{:<8} {:<8} {:<20} {:<9} {:<6} {}",
                 r["bdf"].as_str().unwrap_or(""),
                 r["parent"].as_str().unwrap_or("-"),
                 r["type"].as_str().unwrap_or(""),
@@ -539,7 +534,9 @@ fn fmt_table(rows: &[Value]) -> String {
                 ),
                 r["class"].as_str().unwrap_or(""),
                 r["bars"].as_str().unwrap_or("")
-            ));
+            );
+            s.push_str(line.trim_end());
+            s.push('\n');
         }
     }
     for r in rows.iter().filter(|r| r["workload"] == "enumerate-total") {
