@@ -91,34 +91,34 @@ impl Heap {
     /// Moves the entry at `i` down to its place.
     #[inline]
     fn sift_down(&mut self, mut i: usize) {
-        let n = self.v.len();
-        let Some(&e) = self.v.get(i) else {
+        // A local slice: its length is fixed here, so the index checks fold away.
+        let v = self.v.as_mut_slice();
+        let n = v.len();
+        let Some(&e) = v.get(i) else {
             return;
         };
         let k = e.key();
         loop {
             let c = 2 * i + 1;
-            if c >= n {
-                break;
-            }
-            // The smaller child, chosen without a branch (the comparison is as good as
-            // random, so a branch would often be mispredicted).
-            let lk = self.v[c].key();
-            let rk = if c + 1 < n {
-                self.v[c + 1].key()
-            } else {
-                u128::MAX
+            let (m, mk) = match (v.get(c), v.get(c + 1)) {
+                (Some(l), Some(r)) => {
+                    let (lk, rk) = (l.key(), r.key());
+                    if rk < lk {
+                        (c + 1, rk)
+                    } else {
+                        (c, lk)
+                    }
+                }
+                (Some(l), None) => (c, l.key()),
+                _ => break,
             };
-            let right = rk < lk;
-            let m = c + right as usize;
-            let mk = if right { rk } else { lk };
-            if mk >= k {
+            if mk >= k || m >= n {
                 break;
             }
-            self.v[i] = self.v[m];
+            v[i] = v[m];
             i = m;
         }
-        self.v[i] = e;
+        v[i] = e;
     }
 
     #[inline]
@@ -393,13 +393,29 @@ impl<E> EventQueue<E> {
     }
 
     /// Removes and returns the next event.
+    #[inline]
     pub fn pop(&mut self) -> Option<(SimTime, E)> {
-        if let Some((t, ev)) = self.chain.pop_front() {
+        self.pop_before(SimTime::MAX)
+    }
+
+    /// Removes and returns the next event if it is due at or before `limit` (one pass:
+    /// the same as [`peek_time`](Self::peek_time) then [`pop`](Self::pop)).
+    pub fn pop_before(&mut self, limit: SimTime) -> Option<(SimTime, E)> {
+        let limit = limit.as_ps();
+        if let Some(&(t, _)) = self.chain.front() {
+            if t > limit {
+                return None;
+            }
+            let (t, ev) = self.chain.pop_front()?;
             self.live -= 1;
             return Some((SimTime::from_ps(t), ev));
         }
         loop {
             let e = *self.heap.peek()?;
+            if e.time > limit {
+                // Everything pending (stale entries included) is later.
+                return None;
+            }
             if e.slot & FIFO_FLAG != 0 {
                 let f = &mut self.fifos[(e.slot & !FIFO_FLAG) as usize];
                 let Some((t, _, ev)) = f.ring.pop_front() else {

@@ -255,9 +255,19 @@ impl<W: World> Simulation<W> {
     }
 
     /// Delivers the next event, if any; returns its time.
+    #[inline]
     pub fn step(&mut self) -> Option<SimTime> {
-        let (t, ev) = self.queue.pop()?;
-        self.pace(t);
+        self.step_before(SimTime::MAX)
+    }
+
+    /// Delivers the next event if it is due at or before `limit`; returns its time
+    /// (`None`: nothing pending that early, and the time does not move).
+    #[inline]
+    pub fn step_before(&mut self, limit: SimTime) -> Option<SimTime> {
+        let (t, ev) = self.queue.pop_before(limit)?;
+        if !matches!(self.clock, Clock::AsFastAsPossible) {
+            self.pace(t);
+        }
         self.now = t;
         self.delivered += 1;
         let mut cx = Context {
@@ -276,11 +286,7 @@ impl<W: World> Simulation<W> {
     pub fn step_until(&mut self, until: SimTime) -> u64 {
         let start = self.delivered;
         self.stop = false;
-        while let Some(t) = self.queue.peek_time() {
-            if t > until {
-                break;
-            }
-            self.step();
+        while self.step_before(until).is_some() {
             if self.stop {
                 return self.delivered - start;
             }

@@ -2627,10 +2627,13 @@ impl World for Engine {
                 self.try_send(d, cx);
             }
             Ev::Arrive(d, WireItem(w, tx_done)) => {
-                if tx_done {
-                    cx.then(Ev::TxDone(d));
-                }
                 self.arrive(d, w, cx);
+                if tx_done {
+                    // The wire's TxDone, due now right after the arrival (nothing runs
+                    // in between: the same as delivering it as the next event).
+                    self.dirs[d as usize].busy = false;
+                    self.try_send(d, cx);
+                }
             }
             Ev::AckTimer(d) => {
                 let dir = &mut self.dirs[d as usize];

@@ -1055,12 +1055,7 @@ impl FabricSim {
 
     /// Runs until no event is pending (every device idle), or `limit` is reached.
     pub fn run_until_idle(&mut self, limit: SimTime) {
-        while let Some(t) = self.sim.next_time() {
-            if t > limit {
-                break;
-            }
-            self.sim.step();
-        }
+        while self.sim.step_before(limit).is_some() {}
     }
 
     /// Runs until `done` holds (checked after every event) or `limit` is reached;
@@ -1070,11 +1065,8 @@ impl FabricSim {
             if done(self) {
                 return true;
             }
-            match self.sim.next_time() {
-                Some(t) if t <= limit => {
-                    self.sim.step();
-                }
-                _ => return false,
+            if self.sim.step_before(limit).is_none() {
+                return false;
             }
         }
     }
