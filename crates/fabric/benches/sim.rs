@@ -5,7 +5,11 @@
 //!   traversals (target ≥ 10 M/s).
 //! * `gen3x8_saturated_traversals`: one saturated Gen3 x8 link (4 KiB DMA writes); the
 //!   bench also prints simulated time / wall time (target ≥ 1).
-//! * bytes per in-flight TLP are printed (target ≤ 256).
+//! * bytes per in-flight TLP are printed (target ≤ 256), and kernel events per
+//!   traversal.
+//!
+//! Under a profiler: `cargo bench -p pcielab-fabric --bench sim -- --profile-time 5
+//! gen3x8` (or callgrind on the bench binary with the same arguments).
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use pcielab_fabric::kinds::KindRegistry;
@@ -32,7 +36,8 @@ fn topo(switch: bool, gen: u8, width: u8) -> Topology {
     Topology::parse(&s, "bench.toml", &KindRegistry::builtin()).unwrap()
 }
 
-fn run(t: &Topology, op: DmaOpKind, size: u64, count: u64) -> (u64, SimTime) {
+/// Runs one scenario: (TLP link traversals, simulated time, kernel events).
+fn run(t: &Topology, op: DmaOpKind, size: u64, count: u64) -> (u64, SimTime, u64) {
     let cfg = SimConfig {
         dma_tags: 256,
         ..SimConfig::default()
@@ -53,7 +58,7 @@ fn run(t: &Topology, op: DmaOpKind, size: u64, count: u64) -> (u64, SimTime) {
     )
     .unwrap();
     sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
-    (sim.traversals(), sim.now())
+    (sim.traversals(), sim.now(), sim.events())
 }
 
 fn bench(c: &mut Criterion) {
@@ -61,13 +66,21 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("timed");
     g.sample_size(10);
     let t = topo(true, 4, 16);
-    let (trav, _) = run(&t, DmaOpKind::ReadWrite, 1024, 2000);
+    let (trav, _, ev) = run(&t, DmaOpKind::ReadWrite, 1024, 2000);
+    eprintln!(
+        "gen4x16 via switch: {trav} traversals, {ev} events ({:.2} per traversal)",
+        ev as f64 / trav as f64
+    );
     g.throughput(Throughput::Elements(trav));
     g.bench_function("gen4x16_via_switch_traversals", |b| {
         b.iter(|| run(&t, DmaOpKind::ReadWrite, 1024, 2000))
     });
     let t = topo(false, 3, 8);
-    let (trav, sim_t) = run(&t, DmaOpKind::Write, 4096, 2000);
+    let (trav, sim_t, ev) = run(&t, DmaOpKind::Write, 4096, 2000);
+    eprintln!(
+        "gen3x8 saturated: {trav} traversals, {ev} events ({:.2} per traversal)",
+        ev as f64 / trav as f64
+    );
     let t0 = std::time::Instant::now();
     let reps = 5;
     for _ in 0..reps {

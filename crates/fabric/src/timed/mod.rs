@@ -753,13 +753,7 @@ impl FabricSim {
                 allowed: "0..=0xfff (byte offset; aligned down to a DW)",
             });
         }
-        let Some(tag) = self.sim.world_mut().host_tags.pop() else {
-            return Err(SimError::Param {
-                what: "outstanding host reads",
-                value: "256".into(),
-                allowed: "at most 256",
-            });
-        };
+        let tag = self.host_tag()?;
         let delay = self.sim.world().cfg.rc_latency;
         let r: Result<(), SimError> = self.sim.process(|e, cx| {
             let (path, hops, dest) = e
@@ -786,21 +780,7 @@ impl FabricSim {
             self.sim.world_mut().host_tags.push(tag);
             return Err(e);
         }
-        let expect = if kind == Kind::CfgRd { 4 } else { 0 };
-        let now = self.sim.now();
-        let to = self.sim.world().cfg.completion_timeout;
-        let key = self.sim.schedule_at(now + to, engine::Ev::HostTimeout(tag));
-        self.sim.world_mut().host_reqs.insert(
-            tag,
-            engine::HostReq {
-                issued: now,
-                len: expect,
-                data: vec![0; expect as usize],
-                got: 0,
-                timer: Some(key),
-            },
-        );
-        Ok(self.wait_host(tag))
+        Ok(self.await_completion(tag, if kind == Kind::CfgRd { 4 } else { 0 }))
     }
 
     fn host_tlp(
@@ -866,31 +846,12 @@ impl FabricSim {
                 allowed: "1..=4096 bytes within one 4 KiB page",
             });
         }
-        let Some(tag) = self.sim.world_mut().host_tags.pop() else {
-            return Err(SimError::Param {
-                what: "outstanding host reads",
-                value: "256".into(),
-                allowed: "at most 256",
-            });
-        };
+        let tag = self.host_tag()?;
         if let Err(e) = self.host_tlp(Kind::MRd, addr, len, &[], tag) {
             self.sim.world_mut().host_tags.push(tag);
             return Err(e);
         }
-        let now = self.sim.now();
-        let to = self.sim.world().cfg.completion_timeout;
-        let key = self.sim.schedule_at(now + to, engine::Ev::HostTimeout(tag));
-        self.sim.world_mut().host_reqs.insert(
-            tag,
-            engine::HostReq {
-                issued: now,
-                len,
-                data: vec![0; len as usize],
-                got: 0,
-                timer: Some(key),
-            },
-        );
-        Ok(self.wait_host(tag))
+        Ok(self.await_completion(tag, len))
     }
 
     /// An MMIO write (posted): MWr TLPs of at most MPS bytes leave the root complex after
@@ -909,6 +870,38 @@ impl FabricSim {
             self.host_tlp(Kind::MWr, ch.addr, ch.len, &data[s..s + ch.len as usize], 0)?;
         }
         Ok(())
+    }
+
+    /// A free tag for a non-posted host request.
+    fn host_tag(&mut self) -> Result<u16, SimError> {
+        self.sim
+            .world_mut()
+            .host_tags
+            .pop()
+            .ok_or_else(|| SimError::Param {
+                what: "outstanding host reads",
+                value: "256".into(),
+                allowed: "at most 256",
+            })
+    }
+
+    /// Registers the host request with `tag` (expecting `len` bytes of completion
+    /// data), arms its completion timeout and runs until it finishes.
+    fn await_completion(&mut self, tag: u16, len: u32) -> HostRead {
+        let now = self.sim.now();
+        let to = self.sim.world().cfg.completion_timeout;
+        let key = self.sim.schedule_at(now + to, engine::Ev::HostTimeout(tag));
+        self.sim.world_mut().host_reqs.insert(
+            tag,
+            engine::HostReq {
+                issued: now,
+                len,
+                data: vec![0; len as usize],
+                got: 0,
+                timer: Some(key),
+            },
+        );
+        self.wait_host(tag)
     }
 
     /// Waits for the host request with `tag` to finish (or the simulation to run dry).
@@ -952,43 +945,25 @@ impl FabricSim {
             }
             Err(e) => return Err(SimError::Route(e.to_string())),
         }
-        let Some(tag) = self.sim.world_mut().host_tags.pop() else {
-            return Err(SimError::Param {
-                what: "outstanding host reads",
-                value: "256".into(),
-                allowed: "at most 256",
-            });
-        };
+        let tag = self.host_tag()?;
         if let Err(e) = self.host_tlp(kind, addr as u64, len, data, tag) {
             self.sim.world_mut().host_tags.push(tag);
             return Err(e);
         }
         // The completion carries the whole DW (IORd) or nothing (IOWr).
-        let expect = if kind == Kind::IoRd { 4 } else { 0 };
-        let now = self.sim.now();
-        let to = self.sim.world().cfg.completion_timeout;
-        let key = self.sim.schedule_at(now + to, engine::Ev::HostTimeout(tag));
-        self.sim.world_mut().host_reqs.insert(
-            tag,
-            engine::HostReq {
-                issued: now,
-                len: expect,
-                data: vec![0; expect as usize],
-                got: 0,
-                timer: Some(key),
-            },
-        );
-        Ok(match self.wait_host(tag) {
-            HostRead::Done { data, issued, done } => {
-                let s = (addr & 3) as usize;
-                HostRead::Done {
-                    data: data.get(s..s + len as usize).unwrap_or(&[]).to_vec(),
-                    issued,
-                    done,
+        Ok(
+            match self.await_completion(tag, if kind == Kind::IoRd { 4 } else { 0 }) {
+                HostRead::Done { data, issued, done } => {
+                    let s = (addr & 3) as usize;
+                    HostRead::Done {
+                        data: data.get(s..s + len as usize).unwrap_or(&[]).to_vec(),
+                        issued,
+                        done,
+                    }
                 }
-            }
-            r => r,
-        })
+                r => r,
+            },
+        )
     }
 
     /// An I/O read (IORd) of `len` bytes (1..=4, within one DW) at I/O address `addr`:

@@ -37,3 +37,47 @@ pub fn bring_up_file(name: &str) -> (Topology, Fabric, EnumeratedTree) {
     let text = std::fs::read_to_string(examples_dir().join(name)).expect("example exists");
     bring_up(&text)
 }
+
+/// RC ─ Gen3 x4 switch (2 downstream ports) ─ ep (psmem, with a 256-byte I/O BAR when
+/// `io`) and ep2 (psmem without one), every link Gen3 x4.
+pub fn switch_tree(seed: u64, io: bool) -> Topology {
+    let io = if io { "io_size=256\n" } else { "" };
+    let s = format!(
+        "seed = {seed}\n[[node]]\nname=\"rc\"\nkind=\"root-complex\"\n\
+         [[node]]\nname=\"sw\"\nkind=\"switch\"\nports=2\n\
+         [[node]]\nname=\"ep\"\nkind=\"psmem\"\n{io}\
+         [[node]]\nname=\"ep2\"\nkind=\"psmem\"\n\
+         [[link]]\nup=\"rc.0\"\ndown=\"sw\"\ngen=3\nwidth=4\n\
+         [[link]]\nup=\"sw.0\"\ndown=\"ep\"\ngen=3\nwidth=4\n\
+         [[link]]\nup=\"sw.1\"\ndown=\"ep2\"\ngen=3\nwidth=4\n"
+    );
+    Topology::parse(&s, "t.toml", &KindRegistry::builtin()).unwrap()
+}
+
+/// Timing for hand-computed latencies on [`switch_tree`]: root complex 100 ns, switch
+/// 150 ns, propagation 5 ns, device 40 ns.
+pub fn hand_timing(trace: bool) -> pcielab_fabric::timed::SimConfig {
+    use pcielab_sim::SimDuration;
+    pcielab_fabric::timed::SimConfig {
+        rc_latency: SimDuration::from_ns(100),
+        switch_latency: SimDuration::from_ns(150),
+        propagation: SimDuration::from_ns(5),
+        ep_latency: SimDuration::from_ns(40),
+        trace,
+        ..Default::default()
+    }
+}
+
+/// Serialization of `bytes` on Gen3 x4 in ps (128b/130b, one SKP ordered set per 375
+/// blocks), rounded up per transmission.
+pub fn ser_gen3x4(bytes: u64) -> u64 {
+    (bytes * 1000 * 130 * 376).div_ceil(128 * 375 * 4)
+}
+
+/// Issue-to-completion time of a finished host request in ps.
+pub fn latency(r: &pcielab_fabric::timed::HostRead) -> u64 {
+    match r {
+        pcielab_fabric::timed::HostRead::Done { issued, done, .. } => (*done - *issued).as_ps(),
+        r => panic!("{r:?}"),
+    }
+}

@@ -3,54 +3,28 @@
 //! enumeration over the links giving the same tree as over ECAM, and cached routes
 //! dropped when software reprograms the fabric.
 
+use crate::common::{hand_timing, latency, ser_gen3x4, switch_tree};
 use pcielab_fabric::host::enumerate::{enumerate, HostConfig};
 use pcielab_fabric::host::HostBus;
 use pcielab_fabric::kinds::KindRegistry;
-use pcielab_fabric::timed::{FabricSim, HostRead, SimConfig, SimError, TraceKind};
-use pcielab_fabric::topology::Topology;
+use pcielab_fabric::timed::{FabricSim, HostRead, SimError, TraceKind};
 use pcielab_sim::SimDuration;
 use pcielab_wire::tlp::{TlpHeader, TlpRepr};
 use pcielab_wire::{Bdf, ByteEnables, CplStatus};
 
-/// RC ─ switch (2 downstream ports) ─ ep, ep2 (Gen3 x4 links).
-fn topology() -> Topology {
-    let s = "seed = 3\n[[node]]\nname=\"rc\"\nkind=\"root-complex\"\n\
-             [[node]]\nname=\"sw\"\nkind=\"switch\"\nports=2\n\
-             [[node]]\nname=\"ep\"\nkind=\"psmem\"\n\
-             [[node]]\nname=\"ep2\"\nkind=\"psmem\"\n\
-             [[link]]\nup=\"rc.0\"\ndown=\"sw\"\ngen=3\nwidth=4\n\
-             [[link]]\nup=\"sw.0\"\ndown=\"ep\"\ngen=3\nwidth=4\n\
-             [[link]]\nup=\"sw.1\"\ndown=\"ep2\"\ngen=3\nwidth=4\n";
-    Topology::parse(s, "t.toml", &KindRegistry::builtin()).unwrap()
-}
-
-fn cfg(trace: bool) -> SimConfig {
-    SimConfig {
-        rc_latency: SimDuration::from_ns(100),
-        switch_latency: SimDuration::from_ns(150),
-        propagation: SimDuration::from_ns(5),
-        ep_latency: SimDuration::from_ns(40),
-        trace,
-        ..SimConfig::default()
-    }
-}
-
 fn new_sim(trace: bool) -> FabricSim {
-    let mut sim = FabricSim::new(&topology(), &KindRegistry::builtin(), cfg(trace)).unwrap();
+    let mut sim = FabricSim::new(
+        &switch_tree(3, false),
+        &KindRegistry::builtin(),
+        hand_timing(trace),
+    )
+    .unwrap();
     sim.run_for(SimDuration::from_us(5)); // links trained, idle
     sim
 }
 
-/// Serialization of `bytes` on Gen3 x4 in ps, rounded up per transmission.
 fn ser(bytes: u64) -> u64 {
-    (bytes * 1000 * 130 * 376).div_ceil(128 * 375 * 4)
-}
-
-fn latency(r: &HostRead) -> u64 {
-    match r {
-        HostRead::Done { issued, done, .. } => (*done - *issued).as_ps(),
-        r => panic!("{r:?}"),
-    }
+    ser_gen3x4(bytes)
 }
 
 /// The switch's ports from the enumerated tree: (upstream, downstream port 0).

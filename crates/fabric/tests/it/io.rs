@@ -2,6 +2,7 @@
 //! hand-computed latencies, Unsupported Request for unclaimed addresses and for devices
 //! without I/O handlers, and traced TLPs that decode with the wire codec.
 
+use crate::common::{hand_timing, latency, ser_gen3x4, switch_tree};
 use pcielab_fabric::kinds::KindRegistry;
 use pcielab_fabric::timed::{EpCx, FabricSim, HostRead, ReadReply, SimConfig, TraceKind};
 use pcielab_fabric::topology::Topology;
@@ -9,27 +10,12 @@ use pcielab_sim::SimDuration;
 use pcielab_wire::tlp::{TlpHeader, TlpRepr};
 use pcielab_wire::CplStatus;
 
-/// RC ─ switch ─ ep (psmem with a 256-byte I/O BAR) and ep2 (psmem without one).
 fn io_topology() -> Topology {
-    let s = "seed = 7\n[[node]]\nname=\"rc\"\nkind=\"root-complex\"\n\
-             [[node]]\nname=\"sw\"\nkind=\"switch\"\nports=2\n\
-             [[node]]\nname=\"ep\"\nkind=\"psmem\"\nio_size=256\n\
-             [[node]]\nname=\"ep2\"\nkind=\"psmem\"\n\
-             [[link]]\nup=\"rc.0\"\ndown=\"sw\"\ngen=3\nwidth=4\n\
-             [[link]]\nup=\"sw.0\"\ndown=\"ep\"\ngen=3\nwidth=4\n\
-             [[link]]\nup=\"sw.1\"\ndown=\"ep2\"\ngen=3\nwidth=4\n";
-    Topology::parse(s, "t.toml", &KindRegistry::builtin()).unwrap()
+    switch_tree(7, true)
 }
 
 fn cfg(trace: bool) -> SimConfig {
-    SimConfig {
-        rc_latency: SimDuration::from_ns(100),
-        switch_latency: SimDuration::from_ns(150),
-        propagation: SimDuration::from_ns(5),
-        ep_latency: SimDuration::from_ns(40),
-        trace,
-        ..SimConfig::default()
-    }
+    hand_timing(trace)
 }
 
 /// psmem's BARs: 0 (64-bit memory, two slots), 2 (MSI-X), 3 (I/O).
@@ -40,17 +26,8 @@ fn io_base(sim: &FabricSim) -> u32 {
     u32::try_from(a).unwrap()
 }
 
-fn latency(r: &HostRead) -> u64 {
-    match r {
-        HostRead::Done { issued, done, .. } => (*done - *issued).as_ps(),
-        r => panic!("{r:?}"),
-    }
-}
-
-/// Serialization of `bytes` on Gen3 x4 in ps, rounded up per transmission (as in the
-/// MMIO latency test of timed.rs).
 fn ser(bytes: u64) -> u64 {
-    (bytes * 1000 * 130 * 376).div_ceil(128 * 375 * 4)
+    ser_gen3x4(bytes)
 }
 
 /// (io_write latency, io_read latency, data read) of one run.
