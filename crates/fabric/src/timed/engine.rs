@@ -50,6 +50,10 @@ pub(crate) enum Kind {
     CfgRd,
     /// A configuration write (CfgWr0/CfgWr1), with one DW of data; answered with a Cpl.
     CfgWr,
+    /// An error message (ERR_COR, ERR_NONFATAL or ERR_FATAL; code in `byte_count`),
+    /// routed to the root complex: posted, 4DW header, no data; `requester` is the
+    /// function that detected the error.
+    ErrMsg,
 }
 
 /// Who consumes a TLP at its destination.
@@ -116,7 +120,7 @@ impl Tlp {
     pub fn new(kind: Kind, requester: Bdf, addr: u64, len: u32) -> Tlp {
         let hdr_bytes = match kind {
             Kind::MRd | Kind::MWr if addr > u32::MAX as u64 => 16,
-            Kind::Intx => 16,
+            Kind::Intx | Kind::ErrMsg => 16,
             _ => 12,
         };
         Tlp {
@@ -142,7 +146,7 @@ impl Tlp {
     #[inline]
     pub fn class(&self) -> usize {
         match self.kind {
-            Kind::MWr | Kind::Intx => P,
+            Kind::MWr | Kind::Intx | Kind::ErrMsg => P,
             Kind::MRd | Kind::IoRd | Kind::IoWr | Kind::CfgRd | Kind::CfgWr => NP,
             Kind::Cpl | Kind::CplD => CPL,
         }
@@ -404,6 +408,48 @@ pub struct IntxEvent {
     pub from: Bdf,
 }
 
+/// Severity of an error message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorSeverity {
+    /// ERR_COR (a correctable error, or an Advisory Non-Fatal Error).
+    Correctable,
+    /// ERR_NONFATAL.
+    NonFatal,
+    /// ERR_FATAL.
+    Fatal,
+}
+
+impl ErrorSeverity {
+    /// The message code.
+    pub fn code(self) -> u8 {
+        match self {
+            ErrorSeverity::Correctable => 0x30,
+            ErrorSeverity::NonFatal => 0x31,
+            ErrorSeverity::Fatal => 0x33,
+        }
+    }
+    fn from_code(c: u8) -> Option<ErrorSeverity> {
+        match c {
+            0x30 => Some(ErrorSeverity::Correctable),
+            0x31 => Some(ErrorSeverity::NonFatal),
+            0x33 => Some(ErrorSeverity::Fatal),
+            _ => None,
+        }
+    }
+}
+
+/// An error message as a root port logged it (Root Error Status, Error Source
+/// Identification).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ErrorMessage {
+    /// The root port that logged it.
+    pub root_port: Bdf,
+    /// The function that detected the error (the message's Requester ID).
+    pub source: Bdf,
+    /// ERR_COR, ERR_NONFATAL or ERR_FATAL.
+    pub severity: ErrorSeverity,
+}
+
 /// The result of a host read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HostRead {
@@ -447,6 +493,8 @@ pub struct Engine {
     pub interrupts: Vec<(SimTime, Interrupt)>,
     /// INTx changes seen by the root complex.
     pub intx_events: Vec<(SimTime, IntxEvent)>,
+    /// Error messages the root ports received (or logged for themselves).
+    pub error_messages: Vec<(SimTime, ErrorMessage)>,
     /// Asserted INTx virtual wires: (receiving node, ingress direction, pin).
     pub intx_wires: HashSet<(u32, u32, u8)>,
     /// Asserted wires per (receiving node, root-port direction or NONE, mapped pin).
@@ -642,12 +690,16 @@ impl Engine {
                     },
                 ))
             }
-            Kind::Intx => Ok(TlpRepr::with_header(
+            Kind::Intx | Kind::ErrMsg => Ok(TlpRepr::with_header(
                 pcielab_wire::tlp::TlpHeader::Msg(pcielab_wire::tlp::MsgHeader {
                     requester_id: t.requester,
                     tag,
                     code: pcielab_wire::tlp::MsgCode::from_raw(t.byte_count as u8),
-                    routing: pcielab_wire::tlp::MsgRouting::Local,
+                    routing: if t.kind == Kind::Intx {
+                        pcielab_wire::tlp::MsgRouting::Local
+                    } else {
+                        pcielab_wire::tlp::MsgRouting::ToRc
+                    },
                     fields: pcielab_wire::tlp::MsgFields([0; 8]),
                 }),
                 &[],
@@ -670,7 +722,8 @@ impl Engine {
             Origin::Function(f) => self.fabric.functions[f.0 as usize].node.0,
         };
         let key = match kind {
-            Kind::Cpl | Kind::CplD => (onode, 1u64 << 63 | dest_id.raw() as u64),
+            // Completions and error messages go to a function by ID (messages: the host bridge).
+            Kind::Cpl | Kind::CplD | Kind::ErrMsg => (onode, 1u64 << 63 | dest_id.raw() as u64),
             // I/O BARs are as small as 4 bytes and share pages: one entry per DW. Bit 62
             // keeps the keys apart from memory pages (at most 2^52) and completions.
             Kind::IoRd | Kind::IoWr => (onode, 1u64 << 62 | (addr & 0xffff_fffc)),
@@ -684,7 +737,7 @@ impl Engine {
             return Ok(*r);
         }
         let (hops, dest_node, dest) = match kind {
-            Kind::Cpl | Kind::CplD => {
+            Kind::Cpl | Kind::CplD | Kind::ErrMsg => {
                 let r = self.fabric.route_id(origin, dest_id)?;
                 let f = &self.fabric.functions[r.target.0 as usize];
                 let d = if f.role == Role::HostBridge {
@@ -1760,6 +1813,11 @@ impl Engine {
                     _ => self.send_io_completion(origin, me, &t, CplStatus::Ur, None, cx),
                 }
             }
+            (Dest::Rc, Kind::ErrMsg) => {
+                if let Some(rp) = self.last_rx_func {
+                    self.root_error(rp, t.requester, t.byte_count as u8, cx.now());
+                }
+            }
             (Dest::Config { node, func, .. }, Kind::CfgRd | Kind::CfgWr) => {
                 self.config_request(node, func, id, &t, cx)
             }
@@ -1812,6 +1870,86 @@ impl Engine {
             let v = v.to_le_bytes();
             self.send_io_completion(origin, completer, t, CplStatus::Sc, Some(&v), cx);
         }
+    }
+
+    /// Function `f` detected the uncorrectable error `bit`: logs it (see [`log_error`])
+    /// and sends the error message it calls for towards the root complex. A root port
+    /// (or another function of the root complex) logs its own message directly.
+    pub(crate) fn signal_error(
+        &mut self,
+        f: FnId,
+        bit: u32,
+        advisory: bool,
+        cx: &mut Context<'_, Ev>,
+    ) {
+        let Some(sev) = log_error(&mut self.fabric, f, bit, advisory) else {
+            return;
+        };
+        let me = self.fabric.bdf(f);
+        let node = self.fabric.functions[f.0 as usize].node.0;
+        if node == self.rc_node {
+            self.root_error(f, me, sev.code(), cx.now());
+            return;
+        }
+        let host = self.host_bdf;
+        let t = Tlp {
+            byte_count: sev.code() as u16,
+            ..Tlp::new(Kind::ErrMsg, me, 0, 0)
+        };
+        if let Err(e) = self.inject(Origin::Function(f), t, host, cx) {
+            self.errors
+                .push(format!("{me}: error message not routable: {e}"));
+        }
+    }
+
+    /// Root port `rp` logs an error message from `source` (Root Error Status, Error
+    /// Source Identification: the first source of each kind is kept, later ones set the
+    /// Multiple bits) and the simulator records it.
+    fn root_error(&mut self, rp: FnId, source: Bdf, code: u8, now: SimTime) {
+        let Some(sev) = ErrorSeverity::from_code(code) else {
+            return;
+        };
+        let root_port = self.fabric.bdf(rp);
+        self.error_messages.push((
+            now,
+            ErrorMessage {
+                root_port,
+                source,
+                severity: sev,
+            },
+        ));
+        let (_, Some(a)) = err_caps(&self.fabric, rp) else {
+            return;
+        };
+        let cs = &mut self.fabric.functions[rp.0 as usize].config;
+        let mut st = cs.read_u32(a + 0x30);
+        let mut src = cs.read_u32(a + 0x34);
+        let id = source.raw() as u32;
+        if sev == ErrorSeverity::Correctable {
+            if st & 1 != 0 {
+                st |= 2;
+            } else {
+                st |= 1;
+                src = (src & 0xffff_0000) | id;
+            }
+        } else {
+            if st & 4 != 0 {
+                st |= 8;
+            } else {
+                st |= 4;
+                src = (src & 0xffff) | id << 16;
+                if sev == ErrorSeverity::Fatal {
+                    st |= 0x10; // First Uncorrectable Fatal
+                }
+            }
+            st |= if sev == ErrorSeverity::Fatal {
+                0x40
+            } else {
+                0x20
+            };
+        }
+        cs.hw_write(a + 0x30, 4, st);
+        cs.hw_write(a + 0x34, 4, src);
     }
 
     /// Forgets every cached route (after a configuration write: routing may change).
@@ -2390,7 +2528,7 @@ impl Engine {
             self.errors
                 .push(format!("{name}: unexpected completion for tag {tag}"));
             if let Some(f) = self.nodes[node as usize].func {
-                set_aer(&mut self.fabric, f, AER_UNEXPECTED_CPL);
+                self.signal_error(f, AER_UNEXPECTED_CPL, true, cx);
             }
             return;
         };
@@ -2402,7 +2540,7 @@ impl Engine {
                 clen - got
             ));
             if let Some(f) = self.nodes[node as usize].func {
-                set_aer(&mut self.fabric, f, AER_MALFORMED);
+                self.signal_error(f, AER_MALFORMED, false, cx);
             }
             return;
         }
@@ -2494,6 +2632,9 @@ impl Engine {
         for oi in expired {
             self.errors
                 .push(format!("{name}: DMA read completion timeout"));
+            if let Some(f) = self.nodes[node as usize].func {
+                self.signal_error(f, AER_COMPLETION_TIMEOUT, true, cx);
+            }
             self.finish_dma(node, oi, cx);
         }
     }
@@ -2540,7 +2681,7 @@ impl Engine {
                 t.tag
             ));
             if let Some(f) = self.last_rx_func {
-                set_aer(&mut self.fabric, f, AER_UNEXPECTED_CPL);
+                self.signal_error(f, AER_UNEXPECTED_CPL, true, cx);
             }
             return;
         };
@@ -2562,7 +2703,7 @@ impl Engine {
                 req.len - req.got.min(req.len)
             ));
             if let Some(f) = self.last_rx_func {
-                set_aer(&mut self.fabric, f, AER_MALFORMED);
+                self.signal_error(f, AER_MALFORMED, false, cx);
             }
             return;
         }
@@ -2602,20 +2743,87 @@ impl Engine {
 
 /// AER Uncorrectable Error Status bits.
 pub(crate) const AER_UNEXPECTED_CPL: u32 = 1 << 16;
+/// AER Uncorrectable Error Status: Completion Timeout.
+pub(crate) const AER_COMPLETION_TIMEOUT: u32 = 1 << 14;
 /// Malformed TLP.
 pub(crate) const AER_MALFORMED: u32 = 1 << 18;
 
 /// Sets an AER Uncorrectable Error Status bit of function `f` (if it has AER).
-pub(crate) fn set_aer(fabric: &mut Fabric, f: FnId, bit: u32) {
-    let Some(func) = fabric.functions.get_mut(f.0 as usize) else {
-        return;
+/// Offsets of the PCI Express capability and the AER extended capability of `f`.
+fn err_caps(fabric: &Fabric, f: FnId) -> (Option<u16>, Option<u16>) {
+    let Some(func) = fabric.functions.get(f.0 as usize) else {
+        return (None, None);
     };
     let caps = pcielab_config::caps::walk(func.config.bytes()).0;
-    if let Some(c) = caps.iter().find(|c| c.extended && c.id == 1) {
-        let off = c.offset + 4;
-        let v = func.config.read_u32(off);
-        func.config.hw_write(off, 4, v | bit);
+    let pcie = caps
+        .iter()
+        .find(|c| !c.extended && c.id == pcielab_config::caps::id::PCIE as u16)
+        .map(|c| c.offset);
+    let aer = caps
+        .iter()
+        .find(|c| c.extended && c.id == 1)
+        .map(|c| c.offset);
+    (pcie, aer)
+}
+
+/// AER Correctable Error Status: Advisory Non-Fatal Error.
+const AER_CORR_ANFE: u32 = 1 << 13;
+
+/// What function `f` records for the uncorrectable error `bit` it detected, and the
+/// message it must send (PCIe Base Spec 6.2.6, the error-logging flow): the AER
+/// Uncorrectable Error Status bit; severity from the Uncorrectable Error Severity
+/// register; for an `advisory` case (an Unexpected Completion or a Completion Timeout at
+/// a requester) of Non-Fatal severity, an Advisory Non-Fatal Error: the Correctable
+/// Error Detected bit of Device Status and the ANFE bit of Correctable Error Status,
+/// signalled with ERR_COR when ANFE is unmasked and Correctable Error Reporting is
+/// enabled; otherwise the Fatal or Non-Fatal Error Detected bit, signalled with
+/// ERR_FATAL/ERR_NONFATAL when the error is unmasked and its reporting enable (Device
+/// Control) or SERR# Enable (Command) is set.
+pub(crate) fn log_error(
+    fabric: &mut Fabric,
+    f: FnId,
+    bit: u32,
+    advisory: bool,
+) -> Option<ErrorSeverity> {
+    let (pcie, aer) = err_caps(fabric, f);
+    let func = fabric.functions.get_mut(f.0 as usize)?;
+    let cs = &mut func.config;
+    let set = |cs: &mut pcielab_config::ConfigSpace, off: u16, len: usize, bits: u32| {
+        let v = cs.read(off, len);
+        cs.hw_write(off, len, v | bits);
+    };
+    if let Some(a) = aer {
+        set(cs, a + 4, 4, bit);
     }
+    let fatal = match aer {
+        Some(a) => cs.read_u32(a + 0x0c) & bit != 0,
+        None => pcielab_config::ext_caps::AER_UNCORR_SEVERITY_DEFAULT & bit != 0,
+    };
+    let masked = aer.is_some_and(|a| cs.read_u32(a + 8) & bit != 0);
+    let devctl = pcie.map_or(0, |p| {
+        cs.read_u16(p + pcielab_config::caps::pcie_reg::DEVCTL)
+    });
+    let serr = cs.read_u16(pcielab_config::header::reg::COMMAND) & 0x100 != 0;
+    let devsta = pcie.map(|p| p + pcielab_config::caps::pcie_reg::DEVSTA);
+    if advisory && !fatal {
+        if let Some(d) = devsta {
+            set(cs, d, 2, 1);
+        }
+        if let Some(a) = aer {
+            set(cs, a + 0x10, 4, AER_CORR_ANFE);
+        }
+        let anfe_masked = aer.is_some_and(|a| cs.read_u32(a + 0x14) & AER_CORR_ANFE != 0);
+        return (!anfe_masked && devctl & 1 != 0).then_some(ErrorSeverity::Correctable);
+    }
+    let (detected, enable, sev) = if fatal {
+        (4, 4, ErrorSeverity::Fatal)
+    } else {
+        (2, 2, ErrorSeverity::NonFatal)
+    };
+    if let Some(d) = devsta {
+        set(cs, d, 2, detected);
+    }
+    (!masked && (devctl & enable != 0 || serr)).then_some(sev)
 }
 
 impl World for Engine {

@@ -55,7 +55,9 @@ mod wire_bus;
 mod workload;
 
 pub use endpoint::{DmaId, Endpoint, EpCx, PsMemEndpoint, ReadReply, ReadTicket};
-pub use engine::{BufferCredits, Engine, Ev, HostRead, IntxEvent, WireItem};
+pub use engine::{
+    BufferCredits, Engine, ErrorMessage, ErrorSeverity, Ev, HostRead, IntxEvent, WireItem,
+};
 pub use iommu::{IommuConfig, IommuFault, IommuStats};
 pub use phy::LinkTiming;
 pub use trace::{DirCounters, Trace, TraceKind, TraceRecord};
@@ -519,6 +521,7 @@ impl FabricSim {
             host_done: HashMap::new(),
             interrupts: Vec::new(),
             intx_events: Vec::new(),
+            error_messages: Vec::new(),
             intx_wires: Default::default(),
             intx_count: Default::default(),
             trace: if cfg.trace {
@@ -1044,6 +1047,15 @@ impl FabricSim {
                 return false;
             }
         }
+    }
+
+    /// Error messages (ERR_COR, ERR_NONFATAL, ERR_FATAL) the root ports logged, with
+    /// the times they arrived. A function sends one when it detects an error it must
+    /// report: enable reporting in its Device Control register (or SERR# Enable in
+    /// Command) and, for Advisory Non-Fatal errors, unmask ANFE in its AER Correctable
+    /// Error Mask (masked at reset).
+    pub fn error_messages(&self) -> &[(SimTime, ErrorMessage)] {
+        &self.sim.world().error_messages
     }
 
     /// Interrupts the host received, with arrival times.

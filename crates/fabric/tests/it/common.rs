@@ -81,3 +81,22 @@ pub fn latency(r: &pcielab_fabric::timed::HostRead) -> u64 {
         r => panic!("{r:?}"),
     }
 }
+
+/// A device that answers reads later with more data than asked (a bug).
+#[derive(Debug, Default)]
+pub struct Chatty;
+impl pcielab_fabric::timed::Endpoint for Chatty {
+    fn mem_read(
+        &mut self,
+        _b: u8,
+        _o: u64,
+        _buf: &mut [u8],
+        cx: &mut pcielab_fabric::timed::EpCx<'_>,
+    ) -> pcielab_fabric::timed::ReadReply {
+        cx.timer(pcielab_sim::SimDuration::from_ns(10), 1);
+        pcielab_fabric::timed::ReadReply::Later(pcielab_fabric::timed::ReadTicket(1))
+    }
+    fn timer(&mut self, _t: u64, cx: &mut pcielab_fabric::timed::EpCx<'_>) {
+        cx.complete(pcielab_fabric::timed::ReadTicket(1), vec![0xab; 64]);
+    }
+}

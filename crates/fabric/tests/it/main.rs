@@ -4,6 +4,7 @@
 mod common;
 mod config;
 mod enumerate;
+mod errors;
 mod gem5;
 mod intx;
 mod io;

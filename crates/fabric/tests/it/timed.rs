@@ -484,25 +484,6 @@ fn unexpected_completion_sets_aer_and_does_not_panic() {
     ));
 }
 
-/// A device that answers reads later with more data than asked (a bug).
-#[derive(Debug, Default)]
-struct Chatty;
-impl pcielab_fabric::timed::Endpoint for Chatty {
-    fn mem_read(
-        &mut self,
-        _b: u8,
-        _o: u64,
-        _buf: &mut [u8],
-        cx: &mut pcielab_fabric::timed::EpCx<'_>,
-    ) -> pcielab_fabric::timed::ReadReply {
-        cx.timer(SimDuration::from_ns(10), 1);
-        pcielab_fabric::timed::ReadReply::Later(pcielab_fabric::timed::ReadTicket(1))
-    }
-    fn timer(&mut self, _t: u64, cx: &mut pcielab_fabric::timed::EpCx<'_>) {
-        cx.complete(pcielab_fabric::timed::ReadTicket(1), vec![0xab; 64]);
-    }
-}
-
 #[test]
 fn malformed_completion_sets_aer_and_times_out() {
     let cfg = SimConfig {
@@ -510,7 +491,7 @@ fn malformed_completion_sets_aer_and_times_out() {
         ..SimConfig::default()
     };
     let mut sim = FabricSim::new(&one_link(3, 4), &KindRegistry::builtin(), cfg).unwrap();
-    sim.attach("ep", Box::new(Chatty)).unwrap();
+    sim.attach("ep", Box::new(crate::common::Chatty)).unwrap();
     let bar = sim.bar("ep", 0).unwrap();
     assert_eq!(sim.mmio_read(bar, 4).unwrap(), HostRead::Timeout);
     let rp = pcielab_wire::Bdf::new(0, 1, 0).unwrap();
