@@ -3,6 +3,8 @@
 //! * `gen4x16_via_switch_traversals`: a Gen4 x16 DMA read/write stream (1 KiB DMAs)
 //!   from an endpoint through one switch to the root complex; elements = TLP link
 //!   traversals (target ≥ 10 M/s).
+//! * `gen4x16_via_switch_write4k_traversals`, `…_read4k_traversals`: the same path
+//!   with 4 KiB DMA writes only, or reads only.
 //! * `gen3x8_saturated_traversals`: one saturated Gen3 x8 link (4 KiB DMA writes); the
 //!   bench also prints simulated time / wall time (target ≥ 1).
 //! * bytes per in-flight TLP are printed (target ≤ 256), and kernel events per
@@ -75,6 +77,22 @@ fn bench(c: &mut Criterion) {
     g.bench_function("gen4x16_via_switch_traversals", |b| {
         b.iter(|| run(&t, DmaOpKind::ReadWrite, 1024, 2000))
     });
+    for (name, op, size) in [
+        (
+            "gen4x16_via_switch_write4k_traversals",
+            DmaOpKind::Write,
+            4096,
+        ),
+        (
+            "gen4x16_via_switch_read4k_traversals",
+            DmaOpKind::Read,
+            4096,
+        ),
+    ] {
+        let (trav, _, _) = run(&t, op, size, 2000);
+        g.throughput(Throughput::Elements(trav));
+        g.bench_function(name, |b| b.iter(|| run(&t, op, size, 2000)));
+    }
     let t = topo(false, 3, 8);
     let (trav, sim_t, ev) = run(&t, DmaOpKind::Write, 4096, 2000);
     eprintln!(

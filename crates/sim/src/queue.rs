@@ -90,13 +90,20 @@ impl Heap {
 
     /// Moves the entry at `i` down to its place.
     #[inline]
-    fn sift_down(&mut self, mut i: usize) {
+    fn sift_down(&mut self, i: usize) {
+        if let Some(&e) = self.v.get(i) {
+            self.sift_down_with(i, e);
+        }
+    }
+
+    /// Puts `e` into the hole at `i` and moves it down to its place. The entry comes in
+    /// registers: writing it to `v[i]` and reading it back would stall the CPU (a load
+    /// spanning two recent narrower stores cannot be forwarded).
+    #[inline]
+    fn sift_down_with(&mut self, mut i: usize, e: Entry) {
         // A local slice: its length is fixed here, so the index checks fold away.
         let v = self.v.as_mut_slice();
         let n = v.len();
-        let Some(&e) = v.get(i) else {
-            return;
-        };
         let k = e.key();
         loop {
             let c = 2 * i + 1;
@@ -118,12 +125,9 @@ impl Heap {
             v[i] = v[m];
             i = m;
         }
-        v[i] = e;
-    }
-
-    #[inline]
-    fn sift_down_root(&mut self) {
-        self.sift_down(0);
+        if let Some(slot) = v.get_mut(i) {
+            *slot = e;
+        }
     }
 
     /// Keeps the entries for which `keep` holds and restores the heap order.
@@ -137,8 +141,7 @@ impl Heap {
     /// Replaces the root (the heap is not empty).
     #[inline]
     fn replace_top(&mut self, e: Entry) {
-        self.v[0] = e;
-        self.sift_down_root();
+        self.sift_down_with(0, e);
     }
 
     /// Removes the root (the heap is not empty).
@@ -148,8 +151,7 @@ impl Heap {
             return;
         };
         if !self.v.is_empty() {
-            self.v[0] = last;
-            self.sift_down_root();
+            self.sift_down_with(0, last);
         }
     }
 }
@@ -315,28 +317,40 @@ impl<E> EventQueue<E> {
     /// `time` is earlier than the stream's last event, or `fifo` does not exist, the event
     /// silently takes the heap path instead, so ordering is never violated. FIFO events
     /// cannot be cancelled.
+    ///
+    /// Inlined into the caller so that the event is built right in the stream's ring
+    /// (not built on the stack and copied: that copy stalls on the fresh stores).
+    #[inline(always)]
     pub fn push_fifo(&mut self, fifo: FifoId, time: SimTime, event: E) {
         let t = time.as_ps();
-        let ok =
-            matches!(self.fifos.get(fifo.0 as usize), Some(f) if t >= f.last || f.ring.is_empty());
-        if !ok {
+        let seq = self.seq;
+        let Some(f) = self.fifos.get_mut(fifo.0 as usize) else {
+            self.schedule(time, event);
+            return;
+        };
+        let was_empty = f.ring.is_empty();
+        if t < f.last && !was_empty {
             self.schedule(time, event);
             return;
         }
-        let seq = self.next_seq();
-        let f = &mut self.fifos[fifo.0 as usize];
+        self.seq += 1;
         f.last = t;
-        let was_empty = f.ring.is_empty();
         f.ring.push_back((t, seq, event));
         self.live += 1;
         if was_empty {
-            self.heap.push(Entry {
-                time: t,
-                seq,
-                slot: FIFO_FLAG | fifo.0,
-                gen: 0,
-            });
+            self.heap_push_head(fifo, t, seq);
         }
+    }
+
+    /// Puts the head of stream `fifo` into the heap.
+    #[inline(never)]
+    fn heap_push_head(&mut self, fifo: FifoId, time: u64, seq: u64) {
+        self.heap.push(Entry {
+            time,
+            seq,
+            slot: FIFO_FLAG | fifo.0,
+            gen: 0,
+        });
     }
 
     /// Schedules `event` at `time`, which must be the time of the event being delivered

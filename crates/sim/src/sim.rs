@@ -42,7 +42,7 @@ impl<E> Context<'_, E> {
     }
     /// Schedules `event` at `at` on a FIFO stream (see [`EventQueue::push_fifo`]). An
     /// event due now takes the zero-delay fast path ([`EventQueue::push_now`]).
-    #[inline]
+    #[inline(always)]
     pub fn push_fifo(&mut self, fifo: FifoId, at: SimTime, event: E) {
         if at <= self.now {
             self.queue.push_now(self.now, event)

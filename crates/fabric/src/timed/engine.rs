@@ -204,7 +204,11 @@ pub(crate) enum Wire {
 }
 
 /// Events of the timed fabric.
+// A word-sized tag puts the payload at offset 8: an event then moves as whole words
+// (an odd-sized copy is done with overlapping loads that stall on the just-written
+// bytes).
 #[derive(Debug, Clone, Copy)]
+#[repr(u64)]
 pub enum Ev {
     /// The wire of a direction is free again.
     TxDone(u16),
@@ -287,7 +291,9 @@ pub(crate) struct Dir {
     pub up: bool,
     pub init_seen: u8,
     // transaction-layer egress queues: (order, tlp)
-    pub q: [VecDeque<(u64, u32)>; 3],
+    /// Per class: (order, TLP, its data credits) — the transmitter decides without
+    /// touching the TLPs.
+    pub q: [VecDeque<(u64, u32, u32)>; 3],
     pub order: u64,
     // tx credits
     pub limit: [Credits; 3],
@@ -577,7 +583,7 @@ impl Engine {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn alloc_tlp(&mut self, t: Tlp) -> u32 {
         match self.free_tlps.pop() {
             Some(i) => {
@@ -891,8 +897,9 @@ impl Engine {
     }
 
     /// Creates a TLP and hands it to the first direction of its path (or consumes it
-    /// locally when the path is empty).
-    #[allow(clippy::too_many_arguments)]
+    /// locally when the path is empty). Inlined: the caller's TLP is then written
+    /// straight into the pool (a copy of a just-built struct stalls on its stores).
+    #[inline(always)]
     pub(crate) fn inject(
         &mut self,
         origin: Origin,
@@ -918,22 +925,21 @@ impl Engine {
 
     #[inline]
     fn enqueue(&mut self, d: u16, id: u32, cx: &mut Context<'_, Ev>) {
-        let class = self.tlps[id as usize].class();
+        let t = &self.tlps[id as usize];
+        let (class, dc) = (t.class(), t.data_credits() as u32);
         let dir = &mut self.dirs[d as usize];
         dir.order += 1;
         let o = dir.order;
-        dir.q[class].push_back((o, id));
+        dir.q[class].push_back((o, id, dc));
         self.try_send(d, cx);
     }
 
     // ---------------------------------------------------------------- transmitter
     #[inline]
-    fn has_credits(&self, d: usize, id: u32) -> bool {
-        let t = &self.tlps[id as usize];
-        let c = t.class();
+    fn has_credits(&self, d: usize, c: usize, data_credits: u32) -> bool {
         let dir = &self.dirs[d];
         let h_ok = dir.inf[c][0] || dir.consumed[c].hdr < dir.limit[c].hdr;
-        let d_ok = dir.inf[c][1] || dir.consumed[c].data + t.data_credits() <= dir.limit[c].data;
+        let d_ok = dir.inf[c][1] || dir.consumed[c].data + data_credits as u64 <= dir.limit[c].data;
         h_ok && d_ok
     }
 
@@ -946,7 +952,7 @@ impl Engine {
         let mut best: Option<(u64, usize)> = None;
         let mut blocked = false;
         for c in [P, NP, CPL] {
-            if let Some(&(o, id)) = dir.q[c].front() {
+            if let Some(&(o, _, dc)) = dir.q[c].front() {
                 if c != P {
                     if let Some(po) = p_head {
                         if po < o {
@@ -954,7 +960,7 @@ impl Engine {
                         }
                     }
                 }
-                if self.has_credits(d, id) {
+                if self.has_credits(d, c, dc) {
                     if best.map_or(true, |(bo, _)| o < bo) {
                         best = Some((o, c));
                     }
@@ -1061,7 +1067,7 @@ impl Engine {
                 if let Some(s) = self.dirs[di].stall_since.take() {
                     self.dirs[di].counters.credit_stall_ps += (now - s).as_ps();
                 }
-                let Some((_, id)) = self.dirs[di].q[c].pop_front() else {
+                let Some((_, id, _)) = self.dirs[di].q[c].pop_front() else {
                     return;
                 };
                 let (dc, payload) = {
@@ -1148,6 +1154,7 @@ impl Engine {
         self.transmit(d, bytes, Wire::Tlp { id, seq, bad }, cx);
     }
 
+    #[inline(always)]
     fn transmit(&mut self, d: u16, bytes: u64, w: Wire, cx: &mut Context<'_, Ev>) {
         let dir = &mut self.dirs[d as usize];
         let now_ps = cx.now().as_ps();
