@@ -101,25 +101,22 @@ impl Heap {
     /// spanning two recent narrower stores cannot be forwarded).
     #[inline]
     fn sift_down_with(&mut self, mut i: usize, e: Entry) {
-        // A local slice: its length is fixed here, so the index checks fold away.
+        // A local slice: its length is fixed here, so most index checks fold away.
         let v = self.v.as_mut_slice();
         let n = v.len();
         let k = e.key();
         loop {
             let c = 2 * i + 1;
-            let (m, mk) = match (v.get(c), v.get(c + 1)) {
-                (Some(l), Some(r)) => {
-                    let (lk, rk) = (l.key(), r.key());
-                    if rk < lk {
-                        (c + 1, rk)
-                    } else {
-                        (c, lk)
-                    }
-                }
-                (Some(l), None) => (c, l.key()),
-                _ => break,
-            };
-            if mk >= k || m >= n {
+            if c >= n {
+                break;
+            }
+            // The smaller child, picked without a branch (random keys would mispredict).
+            let lk = v[c].key();
+            let rk = if c + 1 < n { v[c + 1].key() } else { u128::MAX };
+            let right = rk < lk;
+            let m = c + right as usize;
+            let mk = if right { rk } else { lk };
+            if mk >= k {
                 break;
             }
             v[i] = v[m];
