@@ -152,7 +152,7 @@ impl Tlp {
         }
     }
     /// Payload on the wire: the whole DWs the bytes `[addr, addr + len)` touch.
-    #[inline]
+    #[inline(always)]
     pub fn payload_bytes(&self) -> u32 {
         match self.kind {
             Kind::MWr | Kind::CplD | Kind::IoWr | Kind::CfgWr => self.dw_span() * 4,
@@ -160,11 +160,11 @@ impl Tlp {
         }
     }
     /// DWs covered by `[addr, addr + len)` (at least 1).
-    #[inline]
+    #[inline(always)]
     pub fn dw_span(&self) -> u32 {
         ((self.addr & 3) as u32 + self.len).div_ceil(4).max(1)
     }
-    #[inline]
+    #[inline(always)]
     pub fn data_credits(&self) -> u64 {
         self.payload_bytes().div_ceil(16) as u64
     }
@@ -1067,13 +1067,11 @@ impl Engine {
                 if let Some(s) = self.dirs[di].stall_since.take() {
                     self.dirs[di].counters.credit_stall_ps += (now - s).as_ps();
                 }
-                let Some((_, id, _)) = self.dirs[di].q[c].pop_front() else {
+                let Some((_, id, dc)) = self.dirs[di].q[c].pop_front() else {
                     return;
                 };
-                let (dc, payload) = {
-                    let t = &self.tlps[id as usize];
-                    (t.data_credits(), t.payload_bytes() as u64)
-                };
+                let dc = dc as u64;
+                let payload = self.tlps[id as usize].payload_bytes() as u64;
                 let dir = &mut self.dirs[di];
                 dir.consumed[c].hdr += 1;
                 dir.consumed[c].data += dc;
