@@ -77,11 +77,13 @@ pub(crate) enum Dest {
         node: u32,
     },
     /// The node where a configuration request ends: `func` is the target function, or
-    /// NONE when the request cannot go further (the node answers Unsupported Request).
-    /// `type0_last`: the request is Type 0 on the last link of its path.
+    /// NONE when the request cannot go further: then `refuser` answers Unsupported
+    /// Request (NONE: the root complex). `type0_last`: the request is Type 0 on the
+    /// last link of its path.
     Config {
         node: u32,
         func: u32,
+        refuser: u32,
         type0_last: bool,
     },
 }
@@ -831,10 +833,10 @@ impl Engine {
         let fab = &self.fabric;
         let node_of = |f: FnId| fab.functions[f.0 as usize].node.0;
         let (hops, r) = fab.route_config_partial(target);
-        let (dest_node, func) = match r {
-            Ok(f) => (node_of(f), f.0),
+        let (dest_node, func, refuser) = match r {
+            Ok(f) => (node_of(f), f.0, NONE),
             Err(e) => match hops.last() {
-                None => (self.rc_node, NONE),
+                None => (self.rc_node, NONE, NONE),
                 Some(&b) => {
                     let port = matches!(
                         fab.functions[b.0 as usize].role,
@@ -844,11 +846,10 @@ impl Engine {
                         port && matches!(e, RouteError::NoFunction(_)) && target.device() != 0;
                     let below = fab.functions[b.0 as usize]
                         .secondary
-                        .and_then(|s| fab.buses[s.0 as usize].functions.first().copied())
-                        .map(node_of);
+                        .and_then(|s| fab.buses[s.0 as usize].functions.first().copied());
                     match below {
-                        Some(n) if !port_refuses => (n, NONE),
-                        _ => (node_of(b), NONE),
+                        Some(f) if !port_refuses => (node_of(f), NONE, f.0),
+                        _ => (node_of(b), NONE, b.0),
                     }
                 }
             },
@@ -880,6 +881,7 @@ impl Engine {
             Dest::Config {
                 node: dest_node,
                 func,
+                refuser,
                 type0_last,
             },
         ))
@@ -1774,7 +1776,10 @@ impl Engine {
                                 .insert(k, (t.requester, t.tag, t.addr, t.len, t.kind));
                         }
                     }
-                    _ => self.send_completions(origin, me, &t, CplStatus::Ur, &[], cx),
+                    _ => {
+                        self.completer_ur(node, cx);
+                        self.send_completions(origin, me, &t, CplStatus::Ur, &[], cx)
+                    }
                 }
             }
             (Dest::Bar { node, bar, offset }, Kind::IoRd | Kind::IoWr) => {
@@ -1815,7 +1820,10 @@ impl Engine {
                                 .insert(k, (t.requester, t.tag, t.addr, t.len, t.kind));
                         }
                     }
-                    _ => self.send_io_completion(origin, me, &t, CplStatus::Ur, None, cx),
+                    _ => {
+                        self.completer_ur(node, cx);
+                        self.send_io_completion(origin, me, &t, CplStatus::Ur, None, cx)
+                    }
                 }
             }
             (Dest::Rc, Kind::ErrMsg) => {
@@ -1823,9 +1831,15 @@ impl Engine {
                     self.root_error(rp, t.requester, t.byte_count as u8, cx.now());
                 }
             }
-            (Dest::Config { node, func, .. }, Kind::CfgRd | Kind::CfgWr) => {
-                self.config_request(node, func, id, &t, cx)
-            }
+            (
+                Dest::Config {
+                    node,
+                    func,
+                    refuser,
+                    ..
+                },
+                Kind::CfgRd | Kind::CfgWr,
+            ) => self.config_request(node, func, refuser, id, &t, cx),
             _ => {
                 // A completion routed to a BAR, a request to the RC's completion sink…
                 self.errors.push(format!(
@@ -1840,14 +1854,22 @@ impl Engine {
     /// A configuration request reached `node`: the target function's configuration
     /// space answers, with the target's ID as Completer ID (a write also invalidates
     /// the cached routes: bus numbers, BARs, windows and enables may have changed).
-    /// `func` NONE: the node answers Unsupported Request with its own ID.
-    fn config_request(&mut self, node: u32, func: u32, id: u32, t: &Tlp, cx: &mut Context<'_, Ev>) {
-        // Who answers: the target function; for an Unsupported Request, the node's own
-        // function (a switch's upstream port) or the root complex.
-        let answerer = match func {
-            NONE if node == self.rc_node => None,
-            NONE => self.nodes[node as usize].func,
-            f => Some(FnId(f)),
+    /// `func` NONE: `refuser` (a port or the device below the last bridge; NONE: the
+    /// root complex) answers Unsupported Request with its own ID and logs it.
+    fn config_request(
+        &mut self,
+        node: u32,
+        func: u32,
+        refuser: u32,
+        id: u32,
+        t: &Tlp,
+        cx: &mut Context<'_, Ev>,
+    ) {
+        // Who answers: the target function, or the refusing function.
+        let answerer = match (func, refuser) {
+            (NONE, NONE) => None,
+            (NONE, r) => Some(FnId(r)),
+            (f, _) => Some(FnId(f)),
         };
         let completer = answerer.map_or(self.host_bdf, |f| self.fabric.bdf(f));
         let origin = match answerer {
@@ -1855,6 +1877,9 @@ impl Engine {
             _ => Origin::Host,
         };
         if func == NONE {
+            if let Some(f) = answerer {
+                self.signal_error(f, AER_UNSUPPORTED, true, cx);
+            }
             self.send_io_completion(origin, completer, t, CplStatus::Ur, None, cx);
             return;
         }
@@ -1904,6 +1929,16 @@ impl Engine {
         if let Err(e) = self.inject(Origin::Function(f), t, host, cx) {
             self.errors
                 .push(format!("{me}: error message not routable: {e}"));
+        }
+    }
+
+    /// The device at `node` answers a request with Unsupported Request: its function
+    /// logs the error (Unsupported Request Detected in Device Status, AER status bit
+    /// 20); a completer sending a UR completion is an Advisory Non-Fatal case (PCIe
+    /// Base Spec 6.2.3.2.4.1) while the severity is Non-Fatal.
+    fn completer_ur(&mut self, node: u32, cx: &mut Context<'_, Ev>) {
+        if let Some(f) = self.nodes[node as usize].func {
+            self.signal_error(f, AER_UNSUPPORTED, true, cx);
         }
     }
 
@@ -2748,6 +2783,8 @@ impl Engine {
 
 /// AER Uncorrectable Error Status bits.
 pub(crate) const AER_UNEXPECTED_CPL: u32 = 1 << 16;
+/// AER Uncorrectable Error Status: Unsupported Request.
+pub(crate) const AER_UNSUPPORTED: u32 = 1 << 20;
 /// AER Uncorrectable Error Status: Completion Timeout.
 pub(crate) const AER_COMPLETION_TIMEOUT: u32 = 1 << 14;
 /// Malformed TLP.
@@ -2810,6 +2847,11 @@ pub(crate) fn log_error(
     });
     let serr = cs.read_u16(pcielab_config::header::reg::COMMAND) & 0x100 != 0;
     let devsta = pcie.map(|p| p + pcielab_config::caps::pcie_reg::DEVSTA);
+    if bit == AER_UNSUPPORTED {
+        if let Some(d) = devsta {
+            set(cs, d, 2, 8); // Unsupported Request Detected
+        }
+    }
     if advisory && !fatal {
         if let Some(d) = devsta {
             set(cs, d, 2, 1);

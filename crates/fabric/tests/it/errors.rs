@@ -223,3 +223,40 @@ fn masks_severity_and_serr_decide_the_message() {
     let (_, a) = caps(&mut sim, rp);
     assert_eq!(sim.cfg_read(rp, a + 0x30) & 0x7f, 0x04 | 0x20);
 }
+
+#[test]
+fn a_completer_answering_ur_logs_it_and_may_report_err_cor() {
+    let mut sim = FabricSim::new(
+        &switch_tree(5, false),
+        &KindRegistry::builtin(),
+        hand_timing(false),
+    )
+    .unwrap();
+    let ep = sim.bdf("ep").unwrap();
+    let down = sim.tree().get(ep).unwrap().parent.unwrap();
+    let rp = Bdf::new(0, 1, 0).unwrap();
+    // A Type 0 request to device 3 below the downstream port: the port answers UR and
+    // logs Unsupported Request Detected (Device Status bit 3) and AER status bit 20.
+    let absent = Bdf::new(ep.bus(), 3, 0).unwrap();
+    assert!(matches!(
+        sim.config_read(absent, 0).unwrap(),
+        HostRead::Failed(pcielab_wire::CplStatus::Ur)
+    ));
+    let (_, a) = caps(&mut sim, down);
+    assert_eq!(dev_status(&mut sim, down) & 0b1001, 0b1001);
+    assert_eq!(sim.cfg_read(down, a + 4) & (1 << 20), 1 << 20);
+    assert!(sim.error_messages().is_empty(), "not enabled: no message");
+    // The endpoint itself took nothing.
+    assert_eq!(dev_status(&mut sim, ep) & 0b1000, 0);
+    // With Correctable Error Reporting and ANFE unmasked on the port: ERR_COR from it.
+    let (p, _) = caps(&mut sim, down);
+    let dc = sim.cfg_read(down, p + 8);
+    sim.cfg_write(down, p + 8, (dc & 0xffff) | 1);
+    sim.cfg_write(down, a + 0x14, 0);
+    sim.config_read(absent, 0).unwrap();
+    sim.run_for(SimDuration::from_us(2));
+    let msgs = sim.error_messages().to_vec();
+    assert_eq!(msgs.len(), 1, "{msgs:?}");
+    assert_eq!((msgs[0].1.root_port, msgs[0].1.source), (rp, down));
+    assert_eq!(msgs[0].1.severity, ErrorSeverity::Correctable);
+}
