@@ -301,8 +301,7 @@ fn dma_row(
 /// Runs `sim` until idle like `run_until_idle`, streaming its trace to `cap` every
 /// [`CHUNK_PS`] of simulated time so that memory stays bounded.
 fn run_captured(sim: &mut FabricSim, cap: &mut SimCapture, label: &str) -> Result<(), Failure> {
-    let names = sim.trace().map(|t| t.dir_names.clone()).unwrap_or_default();
-    cap.begin_run(label, &names)?;
+    begin_run(sim, cap, label)?;
     let limit = u64::MAX / 2;
     let mut until = sim.now().as_ps();
     while sim.pending_events() > 0 && until < limit {
@@ -311,6 +310,20 @@ fn run_captured(sim: &mut FabricSim, cap: &mut SimCapture, label: &str) -> Resul
         if let Some(t) = sim.take_trace() {
             cap.records(&t)?;
         }
+    }
+    end_run(sim, cap)
+}
+
+/// Starts a captured run: one interface per link direction of `sim`.
+fn begin_run(sim: &FabricSim, cap: &mut SimCapture, label: &str) -> Result<(), Failure> {
+    let names = sim.trace().map(|t| t.dir_names.clone()).unwrap_or_default();
+    cap.begin_run(label, &names)
+}
+
+/// Ends a captured run: writes what the trace still holds.
+fn end_run(sim: &mut FabricSim, cap: &mut SimCapture) -> Result<(), Failure> {
+    if let Some(t) = sim.take_trace() {
+        cap.records(&t)?;
     }
     cap.end_run(sim.now().as_ps());
     Ok(())
@@ -330,9 +343,8 @@ fn op_name(op: Op) -> &'static str {
 fn mmio_rows(ctx: &Ctx, a: &SimArgs, cap: &mut Option<SimCapture>) -> Result<Vec<Value>, Failure> {
     let mut sim = ctx.new_sim()?;
     if let Some(c) = cap.as_mut() {
-        let names = sim.trace().map(|t| t.dir_names.clone()).unwrap_or_default();
         let size = a.size.unwrap_or(4).clamp(1, 4096);
-        c.begin_run(&format!("mmio-lat {size} B"), &names)?;
+        begin_run(&sim, c, &format!("mmio-lat {size} B"))?;
     }
     sim.run_for(SimDuration::from_us(2));
     let size = a.size.unwrap_or(4).clamp(1, 4096) as u32;
@@ -366,10 +378,7 @@ fn mmio_rows(ctx: &Ctx, a: &SimArgs, cap: &mut Option<SimCapture>) -> Result<Vec
         }));
     }
     if let Some(c) = cap.as_mut() {
-        if let Some(t) = sim.take_trace() {
-            c.records(&t)?;
-        }
-        c.end_run(sim.now().as_ps());
+        end_run(&mut sim, c)?;
     }
     Ok(rows)
 }
@@ -380,8 +389,7 @@ fn enumerate_rows(ctx: &Ctx, cap: &mut Option<SimCapture>) -> Result<Vec<Value>,
     use pcielab_fabric::host::enumerate::{enumerate, HostConfig};
     let mut sim = ctx.new_sim()?;
     if let Some(c) = cap.as_mut() {
-        let names = sim.trace().map(|t| t.dir_names.clone()).unwrap_or_default();
-        c.begin_run("enumerate", &names)?;
+        begin_run(&sim, c, "enumerate")?;
     }
     sim.run_for(SimDuration::from_us(2)); // links up
     let ecam = sim.tree().clone();
@@ -399,10 +407,7 @@ fn enumerate_rows(ctx: &Ctx, cap: &mut Option<SimCapture>) -> Result<Vec<Value>,
     let took = sim.now() - t0;
     sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
     if let Some(c) = cap.as_mut() {
-        if let Some(t) = sim.take_trace() {
-            c.records(&t)?;
-        }
-        c.end_run(sim.now().as_ps());
+        end_run(&mut sim, c)?;
     }
     let same = tree.functions.len() == ecam.functions.len()
         && tree

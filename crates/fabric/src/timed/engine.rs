@@ -1770,12 +1770,7 @@ impl Engine {
                     Some(ReadReply::Now) => {
                         self.send_completions(origin, me, &t, CplStatus::Sc, &buf, cx)
                     }
-                    Some(ReadReply::Later(ReadTicket(k))) => {
-                        if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
-                            ep.tickets
-                                .insert(k, (t.requester, t.tag, t.addr, t.len, t.kind));
-                        }
-                    }
+                    Some(ReadReply::Later(ReadTicket(k))) => self.park_ticket(node, k, &t),
                     _ => {
                         self.completer_ur(node, cx);
                         self.send_completions(origin, me, &t, CplStatus::Ur, &[], cx)
@@ -1814,12 +1809,7 @@ impl Engine {
                         let data = (!write).then_some(&buf[..]);
                         self.send_io_completion(origin, me, &t, CplStatus::Sc, data, cx)
                     }
-                    Some(ReadReply::Later(ReadTicket(k))) => {
-                        if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
-                            ep.tickets
-                                .insert(k, (t.requester, t.tag, t.addr, t.len, t.kind));
-                        }
-                    }
+                    Some(ReadReply::Later(ReadTicket(k))) => self.park_ticket(node, k, &t),
                     _ => {
                         self.completer_ur(node, cx);
                         self.send_io_completion(origin, me, &t, CplStatus::Ur, None, cx)
@@ -1929,6 +1919,14 @@ impl Engine {
         if let Err(e) = self.inject(Origin::Function(f), t, host, cx) {
             self.errors
                 .push(format!("{me}: error message not routable: {e}"));
+        }
+    }
+
+    /// A device model will complete request `t` later under ticket `k`.
+    fn park_ticket(&mut self, node: u32, k: u64, t: &Tlp) {
+        if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
+            ep.tickets
+                .insert(k, (t.requester, t.tag, t.addr, t.len, t.kind));
         }
     }
 
@@ -2862,15 +2860,16 @@ pub(crate) fn log_error(
         let anfe_masked = aer.is_some_and(|a| cs.read_u32(a + 0x14) & AER_CORR_ANFE != 0);
         return (!anfe_masked && devctl & 1 != 0).then_some(ErrorSeverity::Correctable);
     }
-    let (detected, enable, sev) = if fatal {
-        (4, 4, ErrorSeverity::Fatal)
+    // Device Status "detected" and Device Control "reporting enable" share the bit.
+    let (flag, sev) = if fatal {
+        (4, ErrorSeverity::Fatal)
     } else {
-        (2, 2, ErrorSeverity::NonFatal)
+        (2, ErrorSeverity::NonFatal)
     };
     if let Some(d) = devsta {
-        set(cs, d, 2, detected);
+        set(cs, d, 2, flag);
     }
-    (!masked && (devctl & enable != 0 || serr)).then_some(sev)
+    (!masked && (devctl as u32 & flag != 0 || serr)).then_some(sev)
 }
 
 impl World for Engine {

@@ -23,10 +23,6 @@ fn new_sim(trace: bool) -> FabricSim {
     sim
 }
 
-fn ser(bytes: u64) -> u64 {
-    ser_gen3x4(bytes)
-}
-
 /// The switch's ports from the enumerated tree: (upstream, downstream port 0).
 fn switch_ports(sim: &FabricSim) -> (Bdf, Bdf) {
     let ep = sim.bdf("ep").unwrap();
@@ -46,9 +42,9 @@ fn config_reads_and_writes_take_the_hand_computed_time() {
     // bytes down; the CplD with one DW: 24 up. CfgWr carries the DW down (24), its Cpl
     // comes back in 20.
     let through_switch = 100_000 // RC out
-        + 2 * (ser(20) + 5_000) + 150_000 // two links, switch
+        + 2 * (ser_gen3x4(20) + 5_000) + 150_000 // two links, switch
         + 40_000 // endpoint
-        + 2 * (ser(24) + 5_000) + 150_000 // two links, switch
+        + 2 * (ser_gen3x4(24) + 5_000) + 150_000 // two links, switch
         + 100_000; // RC in
     let r = sim.config_read(ep, 0).unwrap();
     assert_eq!(latency(&r), through_switch);
@@ -77,7 +73,8 @@ fn config_reads_and_writes_take_the_hand_computed_time() {
 
     // The switch answers for its own ports after its latency: one link each way.
     sim.run_for(SimDuration::from_us(5));
-    let one_link = 100_000 + (ser(20) + 5_000) + 150_000 + (ser(24) + 5_000) + 100_000;
+    let one_link =
+        100_000 + (ser_gen3x4(20) + 5_000) + 150_000 + (ser_gen3x4(24) + 5_000) + 100_000;
     for port in [up, down] {
         let r = sim.config_read(port, 0).unwrap();
         assert_eq!(latency(&r), one_link, "{port}");

@@ -4,19 +4,10 @@
 
 use crate::common::{hand_timing, latency, ser_gen3x4, switch_tree};
 use pcielab_fabric::kinds::KindRegistry;
-use pcielab_fabric::timed::{EpCx, FabricSim, HostRead, ReadReply, SimConfig, TraceKind};
-use pcielab_fabric::topology::Topology;
+use pcielab_fabric::timed::{EpCx, FabricSim, HostRead, ReadReply, TraceKind};
 use pcielab_sim::SimDuration;
 use pcielab_wire::tlp::{TlpHeader, TlpRepr};
 use pcielab_wire::CplStatus;
-
-fn io_topology() -> Topology {
-    switch_tree(7, true)
-}
-
-fn cfg(trace: bool) -> SimConfig {
-    hand_timing(trace)
-}
 
 /// psmem's BARs: 0 (64-bit memory, two slots), 2 (MSI-X), 3 (I/O).
 const IO_BAR: u8 = 3;
@@ -26,13 +17,14 @@ fn io_base(sim: &FabricSim) -> u32 {
     u32::try_from(a).unwrap()
 }
 
-fn ser(bytes: u64) -> u64 {
-    ser_gen3x4(bytes)
-}
-
 /// (io_write latency, io_read latency, data read) of one run.
 fn round_trip() -> (u64, u64, Vec<u8>, u64) {
-    let mut sim = FabricSim::new(&io_topology(), &KindRegistry::builtin(), cfg(false)).unwrap();
+    let mut sim = FabricSim::new(
+        &switch_tree(7, true),
+        &KindRegistry::builtin(),
+        hand_timing(false),
+    )
+    .unwrap();
     sim.run_for(SimDuration::from_us(5)); // links trained, idle
     let io = io_base(&sim);
     let w = sim.io_write(io + 4, &[0xde, 0xad, 0xbe, 0xef]).unwrap();
@@ -61,15 +53,15 @@ fn io_write_then_read_round_trips_through_a_switch_in_the_hand_computed_time() {
     // IOWr: 12-byte header + 1 DW + 8 bytes of framing, sequence number and LCRC = 24
     // wire bytes down; the Cpl: 12 + 8 = 20 up. IORd: 20 down; the CplD: 24 up.
     let want = 100_000 // RC out
-        + 2 * (ser(24) + 5_000) + 150_000 // two links, switch
+        + 2 * (ser_gen3x4(24) + 5_000) + 150_000 // two links, switch
         + 40_000 // endpoint
-        + 2 * (ser(20) + 5_000) + 150_000 // two links, switch
+        + 2 * (ser_gen3x4(20) + 5_000) + 150_000 // two links, switch
         + 100_000; // RC in
     assert_eq!(w, want);
     assert_eq!(r, want);
     // The MMIO read crosses the same path with a 16-byte header (24 wire bytes) down:
     // the I/O read is shorter by the 4 header bytes on each of the two links.
-    assert_eq!(mmio, r + 2 * (ser(24) - ser(20)));
+    assert_eq!(mmio, r + 2 * (ser_gen3x4(24) - ser_gen3x4(20)));
     assert!(mmio > r);
     // Deterministic.
     assert_eq!(round_trip(), (w, r, data, mmio));
@@ -77,7 +69,12 @@ fn io_write_then_read_round_trips_through_a_switch_in_the_hand_computed_time() {
 
 #[test]
 fn partial_dw_accesses_use_byte_enables() {
-    let mut sim = FabricSim::new(&io_topology(), &KindRegistry::builtin(), cfg(false)).unwrap();
+    let mut sim = FabricSim::new(
+        &switch_tree(7, true),
+        &KindRegistry::builtin(),
+        hand_timing(false),
+    )
+    .unwrap();
     let io = io_base(&sim);
     let w = sim.io_write(io + 0x10, &[1, 2, 3, 4]).unwrap();
     assert!(matches!(w, HostRead::Done { .. }), "{w:?}");
@@ -102,7 +99,12 @@ fn partial_dw_accesses_use_byte_enables() {
 
 #[test]
 fn unclaimed_io_addresses_get_unsupported_request() {
-    let mut sim = FabricSim::new(&io_topology(), &KindRegistry::builtin(), cfg(false)).unwrap();
+    let mut sim = FabricSim::new(
+        &switch_tree(7, true),
+        &KindRegistry::builtin(),
+        hand_timing(false),
+    )
+    .unwrap();
     let io = io_base(&sim);
     // Below the host's I/O aperture, and above the only I/O BAR (ep2 has none).
     for a in [0x10u32, io + 0x1000, 0xfff0] {
@@ -150,7 +152,12 @@ impl pcielab_fabric::timed::Endpoint for Slow {
 
 #[test]
 fn device_models_answer_io_with_defaults_tickets_and_ur() {
-    let mut sim = FabricSim::new(&io_topology(), &KindRegistry::builtin(), cfg(false)).unwrap();
+    let mut sim = FabricSim::new(
+        &switch_tree(7, true),
+        &KindRegistry::builtin(),
+        hand_timing(false),
+    )
+    .unwrap();
     let io = io_base(&sim);
     sim.attach("ep", Box::new(NoIo)).unwrap();
     // The default io_read answers UR after the round trip; io_write completes.
@@ -160,7 +167,12 @@ fn device_models_answer_io_with_defaults_tickets_and_ur() {
         HostRead::Done { .. }
     ));
 
-    let mut sim = FabricSim::new(&io_topology(), &KindRegistry::builtin(), cfg(false)).unwrap();
+    let mut sim = FabricSim::new(
+        &switch_tree(7, true),
+        &KindRegistry::builtin(),
+        hand_timing(false),
+    )
+    .unwrap();
     sim.run_for(SimDuration::from_us(5));
     let io = io_base(&sim);
     sim.attach("ep", Box::new(Slow::default())).unwrap();
@@ -181,7 +193,12 @@ fn device_models_answer_io_with_defaults_tickets_and_ur() {
 
 #[test]
 fn traced_io_tlps_decode_as_iord_iowr_cpl_and_cpld() {
-    let mut sim = FabricSim::new(&io_topology(), &KindRegistry::builtin(), cfg(true)).unwrap();
+    let mut sim = FabricSim::new(
+        &switch_tree(7, true),
+        &KindRegistry::builtin(),
+        hand_timing(true),
+    )
+    .unwrap();
     let io = io_base(&sim);
     let w = sim.io_write(io + 0x21, &[0x5a, 0xa5]).unwrap();
     assert!(matches!(w, HostRead::Done { .. }), "{w:?}");
