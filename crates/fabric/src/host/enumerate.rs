@@ -19,7 +19,8 @@
 //!    VF BARs get per-VF size × TotalVFs, aligned to the per-VF size.
 //! 5. **Enable** Memory Space (I/O Space) where a function has such BARs or windows,
 //!    and Bus Master everywhere; program MSI-X (every table entry, unmasked) or else
-//!    MSI (all vectors the function asks for) with consecutive vectors.
+//!    MSI (all vectors the function asks for) with consecutive vectors; set SERR#
+//!    Enable in every bridge's Bridge Control (error messages from below are forwarded).
 //!
 //! ```
 //! use pcielab_fabric::{functional::Fabric, kinds::KindRegistry, topology::Topology};
@@ -790,6 +791,14 @@ impl<B: HostBus> Host<'_, B> {
                 *vector += n;
             }
             self.w16(bdf, reg::COMMAND, cmd);
+            if self.devs[i].header_type == 1 {
+                // As Linux does: a bridge forwards ERR_COR/ERR_NONFATAL/ERR_FATAL from
+                // its secondary side only with SERR# Enable set in Bridge Control.
+                let bc = self.r16(bdf, reg::BRIDGE_CONTROL);
+                if bc & 2 == 0 {
+                    self.w16(bdf, reg::BRIDGE_CONTROL, bc | 2);
+                }
+            }
         }
         Ok(())
     }

@@ -532,6 +532,10 @@ pub struct Engine {
     pub(crate) p2p_tag_map: IntMap<u16, (u64, u32)>,
     pub(crate) p2p_reads: IntMap<u64, P2pRead>,
     pub(crate) p2p_next: u64,
+    /// Per root port (function index): the AER interrupt condition as last evaluated
+    /// (an MSI is sent when it becomes true) and whether its virtual INTx wire is
+    /// asserted.
+    pub(crate) aer_irq: IntMap<u32, (bool, bool)>,
 }
 
 /// A peer read the root complex split.
@@ -1523,6 +1527,11 @@ impl Engine {
     fn forward(&mut self, id: u32, cx: &mut Context<'_, Ev>) {
         let t = &self.tlps[id as usize];
         let node = self.dirs[t.path[t.at as usize - 1] as usize].to;
+        if t.kind == Kind::ErrMsg && !self.switch_forwards_error(node, t.ingress) {
+            self.discard(id, cx);
+            return;
+        }
+        let t = &self.tlps[id as usize];
         if let Some(piece) = self.cfg.p2p_split {
             let splittable = matches!(t.kind, Kind::MRd | Kind::MWr)
                 && t.len > piece
@@ -1535,6 +1544,50 @@ impl Engine {
         }
         let d = t.path[t.at as usize];
         self.enqueue(d, id, cx);
+    }
+
+    /// True if a Type 1 function passes error messages from its secondary side to its
+    /// primary side: SERR# Enable of its Bridge Control register (PCIe Base Spec,
+    /// Bridge Control: the bit controls the forwarding of ERR_COR, ERR_NONFATAL and
+    /// ERR_FATAL from secondary to primary).
+    fn bridge_forwards_errors(&self, f: FnId) -> bool {
+        self.fabric.functions[f.0 as usize]
+            .config
+            .read_u16(pcielab_config::header::reg::BRIDGE_CONTROL)
+            & 2
+            != 0
+    }
+
+    /// True if switch `node` forwards an error message that entered through direction
+    /// `ing` (or was sent by one of its downstream ports, `ing` NONE): the message
+    /// crosses the downstream port it entered by, then the upstream port, each from
+    /// secondary to primary.
+    fn switch_forwards_error(&self, node: u32, ing: u32) -> bool {
+        if !matches!(self.nodes[node as usize].kind, NodeKind::Switch) {
+            return true;
+        }
+        let port = if ing == NONE {
+            None
+        } else {
+            self.dirs[ing as usize].rx_func
+        };
+        let upstream = self.nodes[node as usize].func;
+        port.map_or(true, |f| self.bridge_forwards_errors(f))
+            && upstream.map_or(true, |f| self.bridge_forwards_errors(f))
+    }
+
+    /// A TLP ends at the node it reached without being forwarded or consumed: its
+    /// receive-buffer credits return and its record is freed.
+    fn discard(&mut self, id: u32, cx: &mut Context<'_, Ev>) {
+        let (ing, c, dc) = {
+            let t = &self.tlps[id as usize];
+            (t.ingress, t.class(), t.data_credits())
+        };
+        if ing != NONE {
+            self.tlps[id as usize].ingress = NONE;
+            self.return_credits(ing as u16, c, dc, cx);
+        }
+        self.release(id);
     }
 
     /// The root complex splits a peer-to-peer request into `piece`-byte requests (as
@@ -1817,8 +1870,12 @@ impl Engine {
                 }
             }
             (Dest::Rc, Kind::ErrMsg) => {
+                // The root port logs what it receives from its secondary side when its
+                // Bridge Control lets error messages through.
                 if let Some(rp) = self.last_rx_func {
-                    self.root_error(rp, t.requester, t.byte_count as u8, cx.now());
+                    if self.bridge_forwards_errors(rp) {
+                        self.root_error(rp, t.requester, t.byte_count as u8, cx);
+                    }
                 }
             }
             (
@@ -1884,6 +1941,7 @@ impl Engine {
             self.fabric
                 .config_write_fn(f, reg, u32::from_le_bytes(dw), be);
             self.invalidate_routes();
+            self.aer_interrupt(f, cx);
             self.send_io_completion(origin, completer, t, CplStatus::Sc, None, cx);
         } else {
             let v = self.fabric.functions[func as usize].config.read_u32(reg);
@@ -1908,7 +1966,12 @@ impl Engine {
         let me = self.fabric.bdf(f);
         let node = self.fabric.functions[f.0 as usize].node.0;
         if node == self.rc_node {
-            self.root_error(f, me, sev.code(), cx.now());
+            self.root_error(f, me, sev.code(), cx);
+            return;
+        }
+        // A switch's downstream port sends its message on the switch's internal bus:
+        // the upstream port forwards it (from its secondary side) or not.
+        if self.nodes[node as usize].func != Some(f) && !self.switch_forwards_error(node, NONE) {
             return;
         }
         let host = self.host_bdf;
@@ -1943,10 +2006,11 @@ impl Engine {
     /// Root port `rp` logs an error message from `source` (Root Error Status, Error
     /// Source Identification: the first source of each kind is kept, later ones set the
     /// Multiple bits) and the simulator records it.
-    fn root_error(&mut self, rp: FnId, source: Bdf, code: u8, now: SimTime) {
+    fn root_error(&mut self, rp: FnId, source: Bdf, code: u8, cx: &mut Context<'_, Ev>) {
         let Some(sev) = ErrorSeverity::from_code(code) else {
             return;
         };
+        let now = cx.now();
         let root_port = self.fabric.bdf(rp);
         self.error_messages.push((
             now,
@@ -1988,6 +2052,105 @@ impl Engine {
         }
         cs.hw_write(a + 0x30, 4, st);
         cs.hw_write(a + 0x34, 4, src);
+        self.aer_interrupt(rp, cx);
+    }
+
+    /// Re-evaluates the AER interrupt of root port `rp` (PCIe Base Spec 6.2.4.1.2):
+    /// the condition holds while an error-reporting enable of Root Error Command is set
+    /// together with its "received" bit of Root Error Status (Correctable ↔ ERR_COR
+    /// Received, Non-Fatal ↔ Non-Fatal Error Messages Received, Fatal ↔ Fatal Error
+    /// Messages Received). With MSI or MSI-X enabled, a message is sent each time the
+    /// condition becomes true (MSI vector: the Advanced Error Interrupt Message
+    /// Number); otherwise the port's virtual INTx wire follows the condition (unless
+    /// Interrupt Disable is set), and so does Interrupt Status. Called after the root
+    /// port logs an error and after every configuration write to it.
+    pub(crate) fn aer_interrupt(&mut self, rp: FnId, cx: &mut Context<'_, Ev>) {
+        use pcielab_config::header::reg;
+        let Some(func) = self.fabric.functions.get(rp.0 as usize) else {
+            return;
+        };
+        if !matches!(func.role, Role::RootPort { .. }) {
+            return;
+        }
+        let (_, Some(a)) = err_caps(&self.fabric, rp) else {
+            return;
+        };
+        let cs = &self.fabric.functions[rp.0 as usize].config;
+        let (cmd, st) = (cs.read_u32(a + 0x2c), cs.read_u32(a + 0x30));
+        let cond = (cmd & 1 != 0 && st & 1 != 0)
+            || (cmd & 2 != 0 && st & 0x20 != 0)
+            || (cmd & 4 != 0 && st & 0x40 != 0);
+        let msi = [
+            pcielab_config::caps::id::MSI,
+            pcielab_config::caps::id::MSIX,
+        ]
+        .into_iter()
+        .any(|id| {
+            pcielab_config::caps::walk(cs.bytes())
+                .0
+                .iter()
+                .find(|c| !c.extended && c.id == id as u16)
+                .is_some_and(|c| {
+                    let ctl = cs.read_u16(c.offset + 2);
+                    if id == pcielab_config::caps::id::MSI {
+                        ctl & 1 != 0
+                    } else {
+                        ctl & 0x8000 != 0
+                    }
+                })
+        });
+        let intx_off = cs.read_u16(reg::COMMAND) & 0x400 != 0;
+        let pin = cs.read(reg::INT_PIN, 1) as u8;
+        let (was, wire) = self.aer_irq.get(&rp.0).copied().unwrap_or((false, false));
+        let me = self.fabric.bdf(rp);
+        // Interrupt Status (Status bit 3) reflects a pending INTx, whatever Interrupt
+        // Disable says.
+        let status = cs.read_u16(reg::STATUS);
+        let want = if msi || !cond {
+            status & !8
+        } else {
+            status | 8
+        };
+        if want != status {
+            let cs = &mut self.fabric.functions[rp.0 as usize].config;
+            cs.hw_write(reg::STATUS, 2, want as u32);
+        }
+        let level = !msi && cond && !intx_off && pin != 0;
+        if msi && cond && !was {
+            let vector = (st >> 27) as u16;
+            let before = self.fabric.interrupts.len();
+            let msix =
+                pcielab_config::caps::walk(self.fabric.functions[rp.0 as usize].config.bytes())
+                    .0
+                    .iter()
+                    .any(|c| !c.extended && c.id == pcielab_config::caps::id::MSIX as u16);
+            let r = if msix {
+                self.fabric.raise_msix(rp, vector)
+            } else {
+                self.fabric.raise_msi(rp, vector as u8)
+            };
+            if r.is_err() {
+                self.errors.push(format!("{me}: AER interrupt failed"));
+            }
+            // The root port is part of the root complex: its message reaches the
+            // interrupt sink without crossing a link.
+            let new: Vec<Interrupt> = self.fabric.interrupts.drain(before..).collect();
+            for i in new {
+                self.interrupts.push((cx.now(), i));
+            }
+        }
+        if level != wire {
+            self.intx_events.push((
+                cx.now(),
+                IntxEvent {
+                    root_port: me,
+                    pin,
+                    asserted: level,
+                    from: me,
+                },
+            ));
+        }
+        self.aer_irq.insert(rp.0, (cond, level));
     }
 
     /// Forgets every cached route (after a configuration write: routing may change).

@@ -543,6 +543,7 @@ impl FabricSim {
             p2p_tag_map: Default::default(),
             p2p_reads: Default::default(),
             p2p_next: 0,
+            aer_irq: Default::default(),
         })
         .seed(seed)
         .capacity(4096)
@@ -686,6 +687,10 @@ impl FabricSim {
             .config_write(bdf, register & 0xffc, value, pcielab_wire::ByteEnables::ALL);
         // Bus numbers, BARs, windows or enables may have changed.
         e.invalidate_routes();
+        // A root port's AER interrupt may follow (Root Error Command/Status, MSI, INTx).
+        if let Some(f) = e.fabric.function_at(bdf) {
+            self.sim.process(|e, cx| e.aer_interrupt(f, cx));
+        }
     }
 
     /// A configuration read as the root complex performs it: a CfgRd TLP (Type 1 on

@@ -43,11 +43,23 @@ fn dev_status(sim: &mut FabricSim, bdf: Bdf) -> u32 {
 /// A device whose single DMA read outlives the completion timeout: the read times out
 /// (Completion Timeout) and its completion then arrives unexpected.
 fn late_completion(report: bool, trace: bool) -> (FabricSim, Bdf, Bdf) {
-    let cfg = SimConfig {
+    late_completion_with(report, trace, |_| {})
+}
+
+/// [`late_completion`], with `setup` configuring the fabric before the DMA.
+fn late_completion_with(
+    report: bool,
+    trace: bool,
+    setup: impl Fn(&mut FabricSim),
+) -> (FabricSim, Bdf, Bdf) {
+    let mut cfg = SimConfig {
         completion_timeout: SimDuration::from_ns(500),
         mem_latency: SimDuration::from_us(2),
         ..hand_timing(trace)
     };
+    // One posted header credit per port: a credit the fabric failed to return would
+    // stall every later posted TLP through that port.
+    cfg.port_buffer.hdr[0] = 1;
     let mut sim = FabricSim::new(&switch_tree(5, false), &KindRegistry::builtin(), cfg).unwrap();
     let ep = sim.bdf("ep").unwrap();
     let rp = Bdf::new(0, 1, 0).unwrap();
@@ -58,6 +70,7 @@ fn late_completion(report: bool, trace: bool) -> (FabricSim, Bdf, Bdf) {
         sim.cfg_write(ep, p + 8, (dc & 0xffff) | 1);
         sim.cfg_write(ep, a + 0x14, 0);
     }
+    setup(&mut sim);
     let base = sim.alloc_dma(4096);
     sim.attach(
         "ep",
@@ -259,4 +272,227 @@ fn a_completer_answering_ur_logs_it_and_may_report_err_cor() {
     assert_eq!(msgs.len(), 1, "{msgs:?}");
     assert_eq!((msgs[0].1.root_port, msgs[0].1.source), (rp, down));
     assert_eq!(msgs[0].1.severity, ErrorSeverity::Correctable);
+}
+
+/// The links an error message (a TLP of the Msg format) was seen on, in order.
+fn message_links(sim: &FabricSim) -> Vec<String> {
+    let t = sim.trace().unwrap();
+    t.records
+        .iter()
+        .filter(|r| matches!(r.kind, TraceKind::Tlp { .. }))
+        .filter(|r| {
+            matches!(
+                TlpRepr::parse_bytes(t.bytes(r)).unwrap().header,
+                TlpHeader::Msg(_)
+            )
+        })
+        .map(|r| t.dir_names[r.dir as usize].clone())
+        .collect()
+}
+
+/// Clears SERR# Enable (bit 1) in the Bridge Control register of `bdf`.
+fn block_errors(sim: &mut FabricSim, bdf: Bdf) {
+    let v = sim.cfg_read(bdf, 0x3c);
+    sim.cfg_write(bdf, 0x3c, v & !(2 << 16));
+}
+
+#[test]
+fn bridge_control_serr_enable_gates_forwarding_at_every_bridge() {
+    let (sim, ep, rp) = late_completion(true, true);
+    let down = sim.tree().get(ep).unwrap().parent.unwrap();
+    let up = sim.tree().get(down).unwrap().parent.unwrap();
+    assert_eq!(sim.tree().get(up).unwrap().parent, Some(rp));
+    // Enumeration set SERR# Enable in every bridge, as Linux does.
+    let mut s = sim;
+    for b in [rp, up, down] {
+        assert_eq!(s.cfg_read(b, 0x3c) >> 16 & 2, 2, "{b}");
+    }
+    assert_eq!(s.error_messages().len(), 2);
+    // Cleared in the downstream port or the upstream port: the switch drops the
+    // messages after the first link; cleared in the root port: they cross both links
+    // and the root port does not log them. The endpoint logs its errors either way.
+    for (blocked, links) in [
+        (down, vec!["ep->sw.0"; 2]),
+        (up, vec!["ep->sw.0"; 2]),
+        (rp, vec!["ep->sw.0", "sw->rc.0", "ep->sw.0", "sw->rc.0"]),
+    ] {
+        let (mut sim, ep, rp) = late_completion_with(true, true, |sim| block_errors(sim, blocked));
+        assert!(sim.error_messages().is_empty(), "blocked at {blocked}");
+        assert_eq!(message_links(&sim), links, "blocked at {blocked}");
+        let (_, a) = caps(&mut sim, ep);
+        assert_eq!(sim.cfg_read(ep, a + 0x10) & (1 << 13), 1 << 13);
+        let (_, ra) = caps(&mut sim, rp);
+        assert_eq!(sim.cfg_read(rp, ra + 0x30) & 0x7f, 0);
+        // The dropped messages' credits came back (one posted header credit per port):
+        // posted writes still flow through the switch.
+        let base = sim.alloc_dma(4096);
+        let writes = DmaStream::new(
+            DmaOpKind::Write,
+            64,
+            1,
+            4,
+            base,
+            4096,
+            AddrPattern::Sequential,
+        );
+        sim.attach("ep", Box::new(writes)).unwrap();
+        sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+        let rep = sim.model("ep").unwrap().report().unwrap();
+        assert_eq!(
+            (rep["dmas"].as_u64(), rep["failed"].as_u64()),
+            (Some(4), Some(0))
+        );
+    }
+}
+
+#[test]
+fn a_downstream_ports_own_message_needs_the_upstream_ports_serr_enable() {
+    let mut sim = FabricSim::new(
+        &switch_tree(5, false),
+        &KindRegistry::builtin(),
+        hand_timing(false),
+    )
+    .unwrap();
+    let ep = sim.bdf("ep").unwrap();
+    let down = sim.tree().get(ep).unwrap().parent.unwrap();
+    let up = sim.tree().get(down).unwrap().parent.unwrap();
+    let (p, a) = caps(&mut sim, down);
+    let dc = sim.cfg_read(down, p + 8);
+    sim.cfg_write(down, p + 8, (dc & 0xffff) | 1);
+    sim.cfg_write(down, a + 0x14, 0);
+    // The port's own ERR_COR (it answers UR for an absent device) does not cross its
+    // own Bridge Control gate (it is sent on its primary side), only the upstream
+    // port's.
+    block_errors(&mut sim, down);
+    let absent = Bdf::new(ep.bus(), 3, 0).unwrap();
+    sim.config_read(absent, 0).unwrap();
+    sim.run_for(SimDuration::from_us(2));
+    assert_eq!(sim.error_messages().len(), 1);
+    block_errors(&mut sim, up);
+    sim.config_read(absent, 0).unwrap();
+    sim.run_for(SimDuration::from_us(2));
+    assert_eq!(
+        sim.error_messages().len(),
+        1,
+        "the upstream port dropped it"
+    );
+    assert_eq!(sim.cfg_read(down, a + 0x10) & (1 << 13), 1 << 13);
+}
+
+/// (MSI address, MSI data) the enumerator gave root port `rp`.
+fn msi_of(sim: &mut FabricSim, rp: Bdf) -> (u64, u32) {
+    let mut at = (sim.cfg_read(rp, 0x34) & 0xfc) as u16;
+    while at != 0 {
+        let h = sim.cfg_read(rp, at);
+        if h & 0xff == 0x05 {
+            assert!(h >> 16 & 1 == 1, "MSI enabled");
+            assert!(h >> 16 & 0x80 != 0, "64-bit");
+            let addr = sim.cfg_read(rp, at + 4) as u64 | (sim.cfg_read(rp, at + 8) as u64) << 32;
+            return (addr, sim.cfg_read(rp, at + 0xc) & 0xffff);
+        }
+        at = ((h >> 8) & 0xfc) as u16;
+    }
+    panic!("no MSI capability in {rp}");
+}
+
+fn from(sim: &FabricSim, f: Bdf) -> Vec<(u64, u32)> {
+    sim.interrupts()
+        .iter()
+        .filter(|(_, i)| i.from == f)
+        .map(|(_, i)| (i.address, i.data))
+        .collect()
+}
+
+#[test]
+fn root_error_command_raises_one_msi_per_rising_condition() {
+    // Correctable Error Reporting Enable in Root Error Command before the errors: two
+    // ERR_COR arrive, one MSI (the condition rises once; the second finds ERR_COR
+    // Received still set).
+    let (mut sim, _, rp) = late_completion_with(true, false, |sim| {
+        let rp = Bdf::new(0, 1, 0).unwrap();
+        let (_, ra) = caps(sim, rp);
+        sim.cfg_write(rp, ra + 0x2c, 1);
+    });
+    let msi = msi_of(&mut sim, rp);
+    assert_eq!(sim.error_messages().len(), 2);
+    assert_eq!(from(&sim, rp), [msi]);
+    // The interrupt came with the first message.
+    let first = sim.error_messages()[0].0;
+    let t = sim
+        .interrupts()
+        .iter()
+        .find(|(_, i)| i.from == rp)
+        .unwrap()
+        .0;
+    assert_eq!(t, first);
+    // Software clears the status (RW1C): no interrupt; enabling Non-Fatal reporting
+    // with nothing received: none either.
+    let (_, ra) = caps(&mut sim, rp);
+    sim.cfg_write(rp, ra + 0x30, 0x7f);
+    assert_eq!(sim.cfg_read(rp, ra + 0x30) & 0x7f, 0);
+    sim.cfg_write(rp, ra + 0x2c, 3);
+    assert_eq!(from(&sim, rp).len(), 1);
+
+    // Reporting disabled during the errors: no interrupt; enabling it while ERR_COR
+    // Received is set raises one at once; enabling another kind does not.
+    let (mut sim, _, rp) = late_completion(true, false);
+    assert!(from(&sim, rp).is_empty());
+    let (_, ra) = caps(&mut sim, rp);
+    sim.cfg_write(rp, ra + 0x2c, 4);
+    assert!(
+        from(&sim, rp).is_empty(),
+        "Fatal enable: nothing fatal received"
+    );
+    sim.cfg_write(rp, ra + 0x2c, 5);
+    let msi = msi_of(&mut sim, rp);
+    assert_eq!(from(&sim, rp), [msi]);
+    assert_eq!(sim.interrupts().last().unwrap().0, sim.now());
+    // Interrupt Status stays clear in MSI mode.
+    assert_eq!(sim.cfg_read(rp, 4) >> 16 & 8, 0);
+}
+
+#[test]
+fn root_error_command_drives_intx_without_msi() {
+    let rp0 = Bdf::new(0, 1, 0).unwrap();
+    // MSI off on the root port: the virtual INTx wire follows the condition.
+    let (mut sim, _, rp) = late_completion_with(true, false, |sim| {
+        let mut at = (sim.cfg_read(rp0, 0x34) & 0xfc) as u16;
+        while at != 0 {
+            let h = sim.cfg_read(rp0, at);
+            if h & 0xff == 0x05 {
+                sim.cfg_write(rp0, at, h & !(1 << 16));
+            }
+            at = ((h >> 8) & 0xfc) as u16;
+        }
+        let (_, ra) = caps(sim, rp0);
+        sim.cfg_write(rp0, ra + 0x2c, 1);
+    });
+    assert!(from(&sim, rp).is_empty(), "no MSI");
+    let pin = (sim.cfg_read(rp, 0x3c) >> 8 & 0xff) as u8;
+    assert_eq!(pin, 1);
+    let ev: Vec<_> = sim
+        .intx_events()
+        .iter()
+        .filter(|(_, e)| e.from == rp)
+        .collect();
+    assert_eq!(ev.len(), 1, "{ev:?}");
+    assert!(ev[0].1.asserted);
+    assert_eq!((ev[0].1.root_port, ev[0].1.pin), (rp, pin));
+    assert_eq!(ev[0].0, sim.error_messages()[0].0);
+    assert_eq!(sim.cfg_read(rp, 4) >> 16 & 8, 8, "Interrupt Status");
+    // Interrupt Disable drops the wire but not Interrupt Status; clearing it raises
+    // the wire again; clearing the status deasserts it.
+    let cmd = sim.cfg_read(rp, 4) & 0xffff;
+    sim.cfg_write(rp, 4, cmd | 0x400);
+    sim.cfg_write(rp, 4, cmd);
+    let (_, ra) = caps(&mut sim, rp);
+    sim.cfg_write(rp, ra + 0x30, 0x7f);
+    let ev: Vec<bool> = sim
+        .intx_events()
+        .iter()
+        .filter(|(_, e)| e.from == rp)
+        .map(|(_, e)| e.asserted)
+        .collect();
+    assert_eq!(ev, [true, false, true, false]);
+    assert_eq!(sim.cfg_read(rp, 4) >> 16 & 8, 0, "Interrupt Status cleared");
 }
