@@ -1562,6 +1562,8 @@ impl Engine {
     /// `ing` (or was sent by one of its downstream ports, `ing` NONE): the message
     /// crosses the downstream port it entered by, then the upstream port, each from
     /// secondary to primary.
+    #[cold]
+    #[inline(never)]
     fn switch_forwards_error(&self, node: u32, ing: u32) -> bool {
         if !matches!(self.nodes[node as usize].kind, NodeKind::Switch) {
             return true;
@@ -1578,6 +1580,8 @@ impl Engine {
 
     /// A TLP ends at the node it reached without being forwarded or consumed: its
     /// receive-buffer credits return and its record is freed.
+    #[cold]
+    #[inline(never)]
     fn discard(&mut self, id: u32, cx: &mut Context<'_, Ev>) {
         let (ing, c, dc) = {
             let t = &self.tlps[id as usize];
@@ -2006,6 +2010,8 @@ impl Engine {
     /// Root port `rp` logs an error message from `source` (Root Error Status, Error
     /// Source Identification: the first source of each kind is kept, later ones set the
     /// Multiple bits) and the simulator records it.
+    #[cold]
+    #[inline(never)]
     fn root_error(&mut self, rp: FnId, source: Bdf, code: u8, cx: &mut Context<'_, Ev>) {
         let Some(sev) = ErrorSeverity::from_code(code) else {
             return;
@@ -2064,6 +2070,8 @@ impl Engine {
     /// Number); otherwise the port's virtual INTx wire follows the condition (unless
     /// Interrupt Disable is set), and so does Interrupt Status. Called after the root
     /// port logs an error and after every configuration write to it.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn aer_interrupt(&mut self, rp: FnId, cx: &mut Context<'_, Ev>) {
         use pcielab_config::header::reg;
         let Some(func) = self.fabric.functions.get(rp.0 as usize) else {
