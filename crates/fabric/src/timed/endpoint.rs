@@ -1,10 +1,11 @@
 //! The endpoint API: how a device model plugs into the timed fabric.
 //!
 //! A device implements [`Endpoint`]. The fabric calls it for requests that reach its
-//! BARs (memory and I/O), for finished DMAs and for its timers, always with an [`EpCx`] through which
-//! the device acts: DMA reads and writes of any size (the fabric's DMA engine splits
-//! them at MPS/MRRS and 4 KiB with `wire::dma`, keeps a pool of tags, reassembles
-//! completions and times out), delayed read completions, MSI-X/MSI/INTx, timers.
+//! BARs (memory and I/O), for finished DMAs, for its timers and for vendor-defined
+//! messages routed to it, always with an [`EpCx`] through which the device acts: DMA
+//! reads and writes of any size (the fabric's DMA engine splits them at MPS/MRRS and
+//! 4 KiB with `wire::dma`, keeps a pool of tags, reassembles completions and times
+//! out), delayed read completions, MSI-X/MSI/INTx, vendor-defined messages, timers.
 //!
 //! ```
 //! use pcielab_fabric::timed::{Endpoint, EpCx, ReadReply, DmaId};
@@ -49,6 +50,72 @@ pub enum ReadReply {
     Unsupported,
 }
 
+/// Where a vendor-defined message goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum VdmRoute {
+    /// Routed to the root complex (routing 000b).
+    RootComplex,
+    /// Routed by ID to the function with this ID (routing 010b): an endpoint, a port,
+    /// or the host bridge (the root complex).
+    Id(Bdf),
+}
+
+/// A Vendor_Defined message (PCIe Base Spec 2.2.8.6): posted, 4 DW header with the
+/// Vendor ID and four bytes of vendor data, and optionally whole DWs of payload (then
+/// a MsgD, at most MPS bytes).
+///
+/// ```
+/// use pcielab_fabric::timed::{VdmRoute, VendorMessage};
+/// // An MCTP-style message to the root complex (Vendor ID 0x1ab4, Type 1).
+/// let m = VendorMessage::new(VdmRoute::RootComplex, 0x1ab4, 0, vec![1, 0, 0, 0]);
+/// assert!(m.type1);
+/// assert!(m.check(256).is_ok());
+/// assert!(VendorMessage { payload: vec![1, 2, 3], ..m }.check(256).is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct VendorMessage {
+    /// Type 1 (message code 7Fh): a receiver that does not support it drops it
+    /// silently. Type 0 (7Eh): it reports Unsupported Request.
+    pub type1: bool,
+    /// The routing.
+    pub route: VdmRoute,
+    /// Vendor ID (header bytes 10–11).
+    pub vendor_id: u16,
+    /// Vendor-defined header bytes 12–15 (big-endian on the wire).
+    pub vendor_data: u32,
+    /// Payload: whole DWs, at most MPS bytes (empty: a Msg without data).
+    pub payload: Vec<u8>,
+}
+
+impl VendorMessage {
+    /// A Type 1 message.
+    pub fn new(route: VdmRoute, vendor_id: u16, vendor_data: u32, payload: Vec<u8>) -> Self {
+        VendorMessage {
+            type1: true,
+            route,
+            vendor_id,
+            vendor_data,
+            payload,
+        }
+    }
+
+    /// Checks the payload: whole DWs, at most `mps` bytes.
+    pub fn check(&self, mps: u32) -> Result<(), String> {
+        let n = self.payload.len();
+        if n % 4 != 0 {
+            return Err(format!(
+                "vendor-defined message payload of {n} bytes: must be whole DWs (a multiple of 4)"
+            ));
+        }
+        if n > mps as usize {
+            return Err(format!(
+                "vendor-defined message payload of {n} bytes exceeds MPS ({mps} bytes)"
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// A command a device gave through its context (applied by the fabric afterwards).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum EpCmd {
@@ -59,6 +126,7 @@ pub(crate) enum EpCmd {
     Msix(u16),
     Msi(u8),
     Intx(bool),
+    Vendor(VendorMessage),
 }
 
 /// What a device sees while the fabric calls it.
@@ -108,6 +176,11 @@ impl EpCx<'_> {
         let id = self.dma_id();
         self.cmds.push(EpCmd::DmaWrite { id, addr, data });
         id
+    }
+    /// Sends a vendor-defined message (posted). A payload that is not whole DWs or
+    /// exceeds MPS is not sent (the simulator records the error).
+    pub fn vendor_message(&mut self, msg: VendorMessage) {
+        self.cmds.push(EpCmd::Vendor(msg));
     }
     /// Completes a read answered with [`ReadReply::Later`].
     pub fn complete(&mut self, ticket: ReadTicket, data: Vec<u8>) {
@@ -177,6 +250,13 @@ pub trait Endpoint: core::fmt::Debug {
     fn dma_done(&mut self, _id: DmaId, _ok: bool, _data: &[u8], _cx: &mut EpCx<'_>) {}
     /// A timer set with [`EpCx::timer`] fired.
     fn timer(&mut self, _token: u64, _cx: &mut EpCx<'_>) {}
+    /// A vendor-defined message from `from` reached the device (routed by ID to one of
+    /// its functions: `msg.route`). Return true if the device supports it; false (the
+    /// default) makes a Type 0 message an Unsupported Request (logged by the function
+    /// it was routed to) and drops a Type 1 message silently.
+    fn vendor_message(&mut self, _from: Bdf, _msg: &VendorMessage, _cx: &mut EpCx<'_>) -> bool {
+        false
+    }
     /// A summary for reports (workload results), if the device has one.
     fn report(&self) -> Option<serde_json::Value> {
         None

@@ -1,7 +1,9 @@
 //! The timed fabric's world: link directions with DLL and flow control, nodes (root
 //! complex, switches, endpoints), the DMA engines, and the event handlers.
 
-use super::endpoint::{DmaId, Endpoint, EpCmd, EpCx, ReadReply, ReadTicket};
+use super::endpoint::{
+    DmaId, Endpoint, EpCmd, EpCx, ReadReply, ReadTicket, VdmRoute, VendorMessage,
+};
 use super::phy::LinkTiming;
 use super::trace::{DirCounters, Trace, TraceKind};
 use super::SimConfig;
@@ -54,6 +56,12 @@ pub(crate) enum Kind {
     /// routed to the root complex: posted, 4DW header, no data; `requester` is the
     /// function that detected the error.
     ErrMsg,
+    /// A Vendor_Defined message: posted, 4DW header, `len` bytes of payload (whole
+    /// DWs, none for a Msg). `byte_count`: the message code (7Eh/7Fh) | routing
+    /// (000b to the root complex, 010b by ID) << 8; `completer`: the destination ID
+    /// (the host bridge for the root complex); `addr`: vendor data << 32 | Vendor ID
+    /// << 16 (its low bits zero, so the payload is DW aligned).
+    VendorMsg,
 }
 
 /// Who consumes a TLP at its destination.
@@ -122,7 +130,7 @@ impl Tlp {
     pub fn new(kind: Kind, requester: Bdf, addr: u64, len: u32) -> Tlp {
         let hdr_bytes = match kind {
             Kind::MRd | Kind::MWr if addr > u32::MAX as u64 => 16,
-            Kind::Intx | Kind::ErrMsg => 16,
+            Kind::Intx | Kind::ErrMsg | Kind::VendorMsg => 16,
             _ => 12,
         };
         Tlp {
@@ -148,7 +156,7 @@ impl Tlp {
     #[inline]
     pub fn class(&self) -> usize {
         match self.kind {
-            Kind::MWr | Kind::Intx | Kind::ErrMsg => P,
+            Kind::MWr | Kind::Intx | Kind::ErrMsg | Kind::VendorMsg => P,
             Kind::MRd | Kind::IoRd | Kind::IoWr | Kind::CfgRd | Kind::CfgWr => NP,
             Kind::Cpl | Kind::CplD => CPL,
         }
@@ -158,6 +166,7 @@ impl Tlp {
     pub fn payload_bytes(&self) -> u32 {
         match self.kind {
             Kind::MWr | Kind::CplD | Kind::IoWr | Kind::CfgWr => self.dw_span() * 4,
+            Kind::VendorMsg if self.len > 0 => self.dw_span() * 4,
             _ => 0,
         }
     }
@@ -536,6 +545,8 @@ pub struct Engine {
     /// (an MSI is sent when it becomes true) and whether its virtual INTx wire is
     /// asserted.
     pub(crate) aer_irq: IntMap<u32, (bool, bool)>,
+    /// Vendor-defined messages the root complex received: (time, requester, message).
+    pub vendor_messages: Vec<(SimTime, Bdf, VendorMessage)>,
 }
 
 /// A peer read the root complex split.
@@ -716,6 +727,29 @@ impl Engine {
                 }),
                 &[],
             )),
+            Kind::VendorMsg => {
+                let by_id = t.byte_count >> 8 == 2;
+                let mut f = [0u8; 8];
+                if by_id {
+                    f[0..2].copy_from_slice(&t.completer.raw().to_be_bytes());
+                }
+                f[2..4].copy_from_slice(&((t.addr >> 16) as u16).to_be_bytes());
+                f[4..8].copy_from_slice(&((t.addr >> 32) as u32).to_be_bytes());
+                Ok(TlpRepr::with_header(
+                    pcielab_wire::tlp::TlpHeader::Msg(pcielab_wire::tlp::MsgHeader {
+                        requester_id: t.requester,
+                        tag,
+                        code: pcielab_wire::tlp::MsgCode::from_raw(t.byte_count as u8),
+                        routing: if by_id {
+                            pcielab_wire::tlp::MsgRouting::ById
+                        } else {
+                            pcielab_wire::tlp::MsgRouting::ToRc
+                        },
+                        fields: pcielab_wire::tlp::MsgFields(f),
+                    }),
+                    &data,
+                ))
+            }
         };
         r.and_then(|r| r.to_vec()).unwrap_or_default()
     }
@@ -735,7 +769,9 @@ impl Engine {
         };
         let key = match kind {
             // Completions and error messages go to a function by ID (messages: the host bridge).
-            Kind::Cpl | Kind::CplD | Kind::ErrMsg => (onode, 1u64 << 63 | dest_id.raw() as u64),
+            Kind::Cpl | Kind::CplD | Kind::ErrMsg | Kind::VendorMsg => {
+                (onode, 1u64 << 63 | dest_id.raw() as u64)
+            }
             // I/O BARs are as small as 4 bytes and share pages: one entry per DW. Bit 62
             // keeps the keys apart from memory pages (at most 2^52) and completions.
             Kind::IoRd | Kind::IoWr => (onode, 1u64 << 62 | (addr & 0xffff_fffc)),
@@ -749,7 +785,7 @@ impl Engine {
             return Ok(*r);
         }
         let (hops, dest_node, dest) = match kind {
-            Kind::Cpl | Kind::CplD | Kind::ErrMsg => {
+            Kind::Cpl | Kind::CplD | Kind::ErrMsg | Kind::VendorMsg => {
                 let r = self.fabric.route_id(origin, dest_id)?;
                 let f = &self.fabric.functions[r.target.0 as usize];
                 let d = if f.role == Role::HostBridge {
@@ -1891,6 +1927,7 @@ impl Engine {
                 },
                 Kind::CfgRd | Kind::CfgWr,
             ) => self.config_request(node, func, refuser, id, &t, cx),
+            (Dest::Rc | Dest::Dma { .. }, Kind::VendorMsg) => self.vendor_arrived(id, &t, cx),
             _ => {
                 // A completion routed to a BAR, a request to the RC's completion sink…
                 self.errors.push(format!(
@@ -2380,6 +2417,106 @@ impl Engine {
                 }
             }
             EpCmd::Intx(assert) => self.device_intx(node, assert, cx),
+            EpCmd::Vendor(msg) => {
+                let Some(f) = self.nodes[node as usize].func else {
+                    return;
+                };
+                let me = self.ep_bdf(node);
+                if let Err(e) =
+                    self.send_vendor(Origin::Function(f), me, &msg, SimDuration::ZERO, cx)
+                {
+                    let name = &self.nodes[node as usize].name;
+                    self.errors.push(format!("{name}: {e}"));
+                }
+            }
+        }
+    }
+
+    /// Sends vendor-defined message `msg` from `origin` as `requester`, after `delay`
+    /// (the root complex's latency for host messages).
+    pub(crate) fn send_vendor(
+        &mut self,
+        origin: Origin,
+        requester: Bdf,
+        msg: &VendorMessage,
+        delay: SimDuration,
+        cx: &mut Context<'_, Ev>,
+    ) -> Result<(), String> {
+        msg.check(self.cfg.mps as u32)?;
+        let (dest, routing) = match msg.route {
+            VdmRoute::RootComplex => (self.host_bdf, 0u16),
+            VdmRoute::Id(b) => (b, 2),
+        };
+        let code = if msg.type1 { 0x7f } else { 0x7e };
+        let addr = (msg.vendor_data as u64) << 32 | (msg.vendor_id as u64) << 16;
+        let p = if msg.payload.is_empty() {
+            NONE
+        } else {
+            self.alloc_payload(&msg.payload)
+        };
+        let t = Tlp {
+            completer: dest,
+            byte_count: code | routing << 8,
+            data: p,
+            ..Tlp::new(Kind::VendorMsg, requester, addr, msg.payload.len() as u32)
+        };
+        let routed = if delay == SimDuration::ZERO {
+            self.inject(origin, t, dest, cx).map(|_| ())
+        } else {
+            self.route(origin, Kind::VendorMsg, addr, dest)
+                .map(|(path, hops, d)| {
+                    let id = self.alloc_tlp(Tlp {
+                        path,
+                        hops,
+                        dest: d,
+                        ..t
+                    });
+                    cx.schedule_in(delay, Ev::HostSend(id));
+                })
+        };
+        routed.map_err(|e| {
+            if p != NONE {
+                self.free_payloads.push(p);
+            }
+            format!("vendor-defined message to {dest} not routable: {e}")
+        })
+    }
+
+    /// A vendor-defined message reached its destination: the root complex records it;
+    /// a device model may take it; otherwise a Type 0 message is an Unsupported Request
+    /// of the function it was routed to, and a Type 1 message is dropped.
+    #[cold]
+    #[inline(never)]
+    fn vendor_arrived(&mut self, id: u32, t: &Tlp, cx: &mut Context<'_, Ev>) {
+        let payload = self.payload(id);
+        let msg = VendorMessage {
+            type1: t.byte_count as u8 == 0x7f,
+            route: if t.byte_count >> 8 == 2 {
+                VdmRoute::Id(t.completer)
+            } else {
+                VdmRoute::RootComplex
+            },
+            vendor_id: (t.addr >> 16) as u16,
+            vendor_data: (t.addr >> 32) as u32,
+            payload: payload[..(t.len as usize).min(payload.len())].to_vec(),
+        };
+        let from = t.requester;
+        let node = match t.dest {
+            Dest::Dma { node } => node,
+            _ => {
+                self.vendor_messages.push((cx.now(), from, msg));
+                return;
+            }
+        };
+        let taken = matches!(self.nodes[node as usize].kind, NodeKind::Ep(_))
+            && !self.is_functional(node)
+            && self
+                .call_ep(node, cx, |m, cx| m.vendor_message(from, &msg, cx))
+                .unwrap_or(false);
+        if !taken && !msg.type1 {
+            if let Some(f) = self.fabric.function_at(t.completer) {
+                self.signal_error(f, AER_UNSUPPORTED, false, cx);
+            }
         }
     }
 

@@ -54,7 +54,9 @@ mod trace;
 mod wire_bus;
 mod workload;
 
-pub use endpoint::{DmaId, Endpoint, EpCx, PsMemEndpoint, ReadReply, ReadTicket};
+pub use endpoint::{
+    DmaId, Endpoint, EpCx, PsMemEndpoint, ReadReply, ReadTicket, VdmRoute, VendorMessage,
+};
 pub use engine::{
     BufferCredits, Engine, ErrorMessage, ErrorSeverity, Ev, HostRead, IntxEvent, WireItem,
 };
@@ -544,6 +546,7 @@ impl FabricSim {
             p2p_reads: Default::default(),
             p2p_next: 0,
             aer_irq: Default::default(),
+            vendor_messages: Vec::new(),
         })
         .seed(seed)
         .capacity(4096)
@@ -1052,6 +1055,40 @@ impl FabricSim {
                 return false;
             }
         }
+    }
+
+    /// Sends a vendor-defined message from the root complex (requester: the host
+    /// bridge), after the root complex's latency; it travels while the simulation runs.
+    /// Routed by ID to a device, a model's [`Endpoint::vendor_message`] receives it.
+    ///
+    /// ```
+    /// # use pcielab_fabric::{kinds::KindRegistry, topology::Topology};
+    /// use pcielab_fabric::timed::{FabricSim, SimConfig, VdmRoute, VendorMessage};
+    /// # let t = Topology::parse("[[node]]\nname=\"rc\"\nkind=\"root-complex\"\n[[node]]\nname=\"m\"\nkind=\"psmem\"\n[[link]]\nup=\"rc.0\"\ndown=\"m\"\ngen=3\nwidth=4\n", "t.toml", &KindRegistry::builtin()).unwrap();
+    /// let mut sim = FabricSim::new(&t, &KindRegistry::builtin(), SimConfig::default()).unwrap();
+    /// let dev = sim.bdf("m").unwrap();
+    /// // psmem does not take vendor-defined messages: Type 1 is dropped silently,
+    /// // Type 0 is an Unsupported Request the device logs.
+    /// let mut m = VendorMessage::new(VdmRoute::Id(dev), 0x1ab4, 7, vec![0; 8]);
+    /// m.type1 = false;
+    /// sim.send_vendor_message(&m).unwrap();
+    /// sim.run_for(pcielab_sim::SimDuration::from_us(1));
+    /// assert_eq!(sim.cfg_read(dev, 0x100 + 4) & (1 << 20), 1 << 20);
+    /// // Payloads are whole DWs of at most MPS bytes.
+    /// assert!(sim.send_vendor_message(&VendorMessage::new(VdmRoute::Id(dev), 1, 0, vec![0; 3])).is_err());
+    /// ```
+    pub fn send_vendor_message(&mut self, msg: &VendorMessage) -> Result<(), SimError> {
+        let host = self.sim.world().host_bdf;
+        let delay = self.sim.world().cfg.rc_latency;
+        self.sim
+            .process(|e, cx| e.send_vendor(Origin::Host, host, msg, delay, cx))
+            .map_err(SimError::Route)
+    }
+
+    /// Vendor-defined messages the root complex received (routed to it, or by ID to
+    /// the host bridge): (arrival time, requester ID, message).
+    pub fn vendor_messages(&self) -> &[(SimTime, Bdf, VendorMessage)] {
+        &self.sim.world().vendor_messages
     }
 
     /// Error messages (ERR_COR, ERR_NONFATAL, ERR_FATAL) the root ports logged, with

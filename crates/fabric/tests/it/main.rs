@@ -11,3 +11,4 @@ mod io;
 mod props;
 mod real_lspci;
 mod timed;
+mod vdm;
