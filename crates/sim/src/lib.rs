@@ -19,6 +19,9 @@
 //! * FIFO streams ([`EventQueue::push_fifo`]) obey the same order; a push that would
 //!   go back in time on its stream takes the heap path instead.
 //! * A cancelled event is never delivered; a stale key cancels nothing.
+//! * Background events ([`EventQueue::schedule_background`]) are ordered like the
+//!   others; they only do not count as pending work
+//!   ([`Simulation::pending_foreground`]).
 //! * Time never goes backwards: scheduling in the past means "now, after what is due".
 //! * The only randomness is the seeded [`Rng`], so a run is a pure function of its
 //!   inputs and seed.

@@ -156,6 +156,8 @@ impl Heap {
 #[derive(Debug)]
 struct Slot<E> {
     gen: u32,
+    /// A background event (see [`EventQueue::schedule_background`]).
+    background: bool,
     payload: Option<E>,
 }
 
@@ -196,6 +198,8 @@ pub struct EventQueue<E> {
     chain: VecDeque<(u64, E)>,
     seq: u64,
     live: usize,
+    /// Pending background events (part of `live`).
+    background: usize,
 }
 
 impl<E> Default for EventQueue<E> {
@@ -221,6 +225,7 @@ impl<E> EventQueue<E> {
             chain: VecDeque::new(),
             seq: 0,
             live: 0,
+            background: 0,
         }
     }
 
@@ -240,18 +245,41 @@ impl<E> EventQueue<E> {
         s
     }
 
+    /// Number of pending events that are not background events.
+    pub fn foreground_len(&self) -> usize {
+        self.live - self.background
+    }
+
     /// Schedules `event` at `time`; returns a key that can cancel it.
+    #[inline]
     pub fn schedule(&mut self, time: SimTime, event: E) -> EventKey {
+        self.schedule_as(time, event, false)
+    }
+
+    /// Schedules a *background* event: ordered and delivered like any other, but not
+    /// counted by [`foreground_len`](Self::foreground_len), so that a run "until only
+    /// background work is left" ends although periodic maintenance (for example a
+    /// link's flow-control refresh) re-arms itself forever.
+    pub fn schedule_background(&mut self, time: SimTime, event: E) -> EventKey {
+        self.background += 1;
+        self.schedule_as(time, event, true)
+    }
+
+    #[inline]
+    fn schedule_as(&mut self, time: SimTime, event: E, background: bool) -> EventKey {
         let seq = self.next_seq();
         let slot = match self.free.pop() {
             Some(s) => {
-                self.slots[s as usize].payload = Some(event);
+                let sl = &mut self.slots[s as usize];
+                sl.payload = Some(event);
+                sl.background = background;
                 s
             }
             None => {
                 let s = self.slots.len() as u32;
                 self.slots.push(Slot {
                     gen: 0,
+                    background,
                     payload: Some(event),
                 });
                 s
@@ -275,6 +303,9 @@ impl<E> EventQueue<E> {
             Some(s) if s.gen == key.gen && s.payload.is_some() => {
                 s.payload = None;
                 s.gen = s.gen.wrapping_add(1);
+                if s.background {
+                    self.background -= 1;
+                }
                 self.free.push(key.slot);
                 self.live -= 1;
                 self.stale += 1;
@@ -459,6 +490,9 @@ impl<E> EventQueue<E> {
                 continue;
             };
             s.gen = s.gen.wrapping_add(1);
+            if s.background {
+                self.background -= 1;
+            }
             self.free.push(e.slot);
             self.live -= 1;
             return Some((SimTime::from_ps(e.time), ev));
@@ -487,6 +521,29 @@ mod tests {
         let out: Vec<_> = std::iter::from_fn(|| q.pop()).map(|(_, e)| e).collect();
         assert_eq!(out, [0, 1, 2, 3, 4, 5]);
         assert!(q.is_empty());
+    }
+
+    #[test]
+    fn background_events_are_ordered_like_others_but_not_counted() {
+        let mut q = EventQueue::new();
+        let f = q.new_fifo();
+        q.schedule_background(t(10), 'b');
+        q.schedule(t(10), 'c');
+        q.push_fifo(f, t(5), 'a');
+        let k = q.schedule_background(t(30), 'x');
+        q.schedule_background(t(20), 'd');
+        assert_eq!((q.len(), q.foreground_len()), (5, 2));
+        assert!(q.cancel(k));
+        assert_eq!((q.len(), q.foreground_len()), (4, 2));
+        let mut out = Vec::new();
+        while let Some((_, e)) = q.pop() {
+            out.push((e, q.foreground_len()));
+        }
+        assert_eq!(out, [('a', 1), ('b', 1), ('c', 0), ('d', 0)]);
+        assert!(q.is_empty());
+        // A reused slot forgets that it was a background event.
+        q.schedule(t(40), 'e');
+        assert_eq!(q.foreground_len(), 1);
     }
 
     #[test]

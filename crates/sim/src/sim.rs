@@ -36,6 +36,12 @@ impl<E> Context<'_, E> {
     pub fn schedule_at(&mut self, at: SimTime, event: E) -> EventKey {
         self.queue.schedule(at.max(self.now), event)
     }
+    /// Schedules a background event at `at` (delivered in order like any other, but
+    /// not counted by [`Simulation::pending_foreground`]: periodic maintenance that
+    /// re-arms itself forever, such as a link's flow-control refresh).
+    pub fn schedule_background_at(&mut self, at: SimTime, event: E) -> EventKey {
+        self.queue.schedule_background(at.max(self.now), event)
+    }
     /// Schedules `event` after `delay`.
     pub fn schedule_in(&mut self, delay: SimDuration, event: E) -> EventKey {
         self.queue.schedule(self.now + delay, event)
@@ -208,6 +214,11 @@ impl<W: World> Simulation<W> {
     /// Pending events.
     pub fn pending(&self) -> usize {
         self.queue.len()
+    }
+    /// Pending events other than background events (see
+    /// [`Context::schedule_background_at`]).
+    pub fn pending_foreground(&self) -> usize {
+        self.queue.foreground_len()
     }
     /// Time of the next pending event.
     pub fn next_time(&mut self) -> Option<SimTime> {

@@ -231,6 +231,8 @@ pub enum Ev {
     FcTimer(u16, u8),
     /// The transmitter's replay timer expired.
     ReplayTimer(u16),
+    /// The periodic UpdateFC of the receiver of a direction is due (a background event).
+    FcRefresh(u16),
     /// A node finished processing a TLP it forwards.
     Forward(u32),
     /// A TLP reached its consumer (after the node's latency).
@@ -339,7 +341,18 @@ pub(crate) struct Dir {
     pub rx_func: Option<FnId>,
     /// UpdateFC refreshes sent with unchanged values (for lossy DLLPs).
     pub fc_refresh: [u8; 3],
+    /// When the receiver last sent UpdateFC for each class (ps; the periodic refresh
+    /// counts from there).
+    pub fc_sent_ps: [u64; 3],
     pub counters: DirCounters,
+}
+
+impl Dir {
+    /// The classes whose receive buffer (of this direction's receiver) is finite in
+    /// headers or data: the ones UpdateFC is sent for.
+    pub(crate) fn finite_classes(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..3).filter(|&c| self.rx_buf.hdr[c] != 0 || self.rx_buf.data[c] != 0)
+    }
 }
 
 #[derive(Debug)]
@@ -1436,6 +1449,7 @@ impl Engine {
     }
 
     fn send_update_fc(&mut self, d: u16, c: usize, cx: &mut Context<'_, Ev>) {
+        self.dirs[d as usize].fc_sent_ps[c] = cx.now().as_ps();
         let dir = &self.dirs[d as usize];
         let dl = Dllp::Fc {
             kind: FcKind::UpdateFc,
@@ -1455,6 +1469,31 @@ impl Engine {
                 dir.rx_fc_timer[c] =
                     Some(cx.schedule_in(SimDuration::from_ps(4 * f), Ev::FcTimer(d, c as u8)));
             }
+        }
+    }
+
+    /// The periodic UpdateFC of the receiver of `d`: every finite class that went a
+    /// whole period without one gets one now; the next check is due when the earliest
+    /// class's period ends.
+    #[cold]
+    #[inline(never)]
+    fn fc_refresh(&mut self, d: u16, cx: &mut Context<'_, Ev>) {
+        let period = self.cfg.fc_update_period.as_ps();
+        let now = cx.now().as_ps();
+        let due: Vec<usize> = self.dirs[d as usize]
+            .finite_classes()
+            .filter(|&c| self.dirs[d as usize].fc_sent_ps[c] + period <= now)
+            .collect();
+        for c in due {
+            self.send_update_fc(d, c, cx);
+        }
+        let dir = &self.dirs[d as usize];
+        if let Some(next) = dir
+            .finite_classes()
+            .map(|c| dir.fc_sent_ps[c] + period)
+            .min()
+        {
+            cx.schedule_background_at(SimTime::from_ps(next), Ev::FcRefresh(d));
         }
     }
 
@@ -3207,6 +3246,7 @@ impl World for Engine {
                 self.dirs[d as usize].rx_fc_timer[c as usize] = None;
                 self.send_update_fc(d, c as usize, cx);
             }
+            Ev::FcRefresh(d) => self.fc_refresh(d, cx),
             Ev::ReplayTimer(d) => {
                 let now = cx.now();
                 let dir = &mut self.dirs[d as usize];

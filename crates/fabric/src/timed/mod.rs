@@ -132,6 +132,12 @@ pub struct SimConfig {
     /// Probability that a DLLP's CRC is corrupted (InitFC excepted: the handshake
     /// repeats until it succeeds). Default 0.
     pub dllp_error_rate: f64,
+    /// The longest time a receiver goes without sending UpdateFC for a class with
+    /// finite credits (PCIe Base Spec 2.6.1.2: at least every 30 µs, 120 µs with
+    /// Extended Synch): an idle link still carries these refreshes. They are background
+    /// events: [`FabricSim::run_until_idle`] returns once only they are left. Zero
+    /// turns them off. Default 30 µs.
+    pub fc_update_period: SimDuration,
     /// How long a link retrains (Recovery) after REPLAY_NUM rolls over; neither
     /// direction transmits meanwhile. Default 1 µs.
     pub retrain_time: SimDuration,
@@ -182,6 +188,7 @@ impl Default for SimConfig {
             error_rate: 0.0,
             ber: 0.0,
             dllp_error_rate: 0.0,
+            fc_update_period: SimDuration::from_us(30),
             retrain_time: SimDuration::from_us(1),
             completion_timeout: SimDuration::from_ms(10),
             dma_tags: 64,
@@ -500,6 +507,7 @@ impl FabricSim {
                     rstall_since: None,
                     rx_func: rx_func(&fabric, &nodes, l, to, k),
                     fc_refresh: [0; 3],
+                    fc_sent_ps: [0; 3],
                     counters: DirCounters::default(),
                 });
             }
@@ -581,6 +589,15 @@ impl FabricSim {
             }
             for d in 0..e.dirs.len() {
                 e.try_send(d as u16, cx);
+            }
+            // The periodic UpdateFC of every receiver with finite credits.
+            let period = e.cfg.fc_update_period;
+            if period > SimDuration::ZERO {
+                for d in 0..e.dirs.len() {
+                    if e.dirs[d].finite_classes().next().is_some() {
+                        cx.schedule_background_at(cx.now() + period, Ev::FcRefresh(d as u16));
+                    }
+                }
             }
             for n in 0..e.nodes.len() {
                 e.call_ep(n as u32, cx, |m, cx| m.start(cx));
@@ -664,9 +681,10 @@ impl FabricSim {
         self.sim.now()
     }
 
-    /// Kernel events pending (0 when every device and link is idle).
+    /// Kernel events pending (0 when every device and link is idle), the links'
+    /// periodic UpdateFC refreshes not counted.
     pub fn pending_events(&self) -> usize {
-        self.sim.pending()
+        self.sim.pending_foreground()
     }
 
     /// Kernel events delivered so far.
@@ -1039,9 +1057,10 @@ impl FabricSim {
         self.sim.step_until(t);
     }
 
-    /// Runs until no event is pending (every device idle), or `limit` is reached.
+    /// Runs until no event is pending (every device idle) but the links' periodic
+    /// UpdateFC refreshes, or `limit` is reached.
     pub fn run_until_idle(&mut self, limit: SimTime) {
-        while self.sim.step_before(limit).is_some() {}
+        while self.sim.pending_foreground() > 0 && self.sim.step_before(limit).is_some() {}
     }
 
     /// Runs until `done` holds (checked after every event) or `limit` is reached;

@@ -95,7 +95,21 @@ impl pcielab_fabric::timed::Endpoint for Timed {
 /// the drain, where no new read requests arrive and the completion direction carries
 /// no ACK or UpdateFC for them (up to +0.8 % on reads); that is not the saturated rate.
 fn stream_gbps(gen: u8, width: u8, mps: u16, op: DmaOpKind, size: u64) -> f64 {
+    stream_gbps_with(gen, width, mps, op, size, SimDuration::ZERO)
+}
+
+/// [`stream_gbps`] with the links' periodic UpdateFC every `fc_period` (zero: none;
+/// the analytic model does not charge it).
+fn stream_gbps_with(
+    gen: u8,
+    width: u8,
+    mps: u16,
+    op: DmaOpKind,
+    size: u64,
+    fc_period: SimDuration,
+) -> f64 {
     let cfg = SimConfig {
+        fc_update_period: fc_period,
         mps,
         mrrs: 512,
         dma_tags: 256,
@@ -137,6 +151,77 @@ fn stream_gbps(gen: u8, width: u8, mps: u16, op: DmaOpKind, size: u64) -> f64 {
     let (a, b) = (2 * window as usize, (count - window) as usize);
     let bytes = size * (b - a) as u64;
     bytes as f64 * 8.0 * 1000.0 / (done[b - 1] - done[a - 1]) as f64
+}
+
+#[test]
+fn an_idle_link_refreshes_updatefc_every_30_us_and_still_counts_as_idle() {
+    use pcielab_wire::dllp::{FcClass, FcKind};
+    use pcielab_wire::DllpRepr;
+    let cfg = SimConfig {
+        port_buffer: BIG,
+        ep_buffer: BIG,
+        trace: true,
+        ..SimConfig::default()
+    };
+    let mut sim = FabricSim::new(&one_link(1, 1), &KindRegistry::builtin(), cfg).unwrap();
+    // Idle: only the refreshes are pending, and running "until idle" returns at once.
+    sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+    assert_eq!(sim.pending_events(), 0);
+    let idle_at = sim.now();
+    assert!(idle_at < SimTime::from_ps(1_000_000), "{idle_at:?}");
+    sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+    assert_eq!(sim.now(), idle_at);
+    sim.run_for(SimDuration::from_us(100));
+    let t = sim.trace().unwrap();
+    let dllp = 32_084; // 8 bytes at Gen1 x1, rounded up to the picosecond
+    for dir in ["ep->rc.0", "rc.0->ep"] {
+        let got: Vec<(u64, FcKind, FcClass, u8, u16)> = t
+            .records
+            .iter()
+            .filter(|r| r.time_ps > 1_000_000 && t.dir_names[r.dir as usize] == dir)
+            .map(|r| match DllpRepr::from_bytes(t.bytes(r)).unwrap() {
+                DllpRepr::Fc(f) => (r.time_ps, f.kind, f.class, f.hdr_fc, f.data_fc),
+                d => panic!("{d:?}"),
+            })
+            .collect();
+        // P and NP of the receiver at the other end (completions are infinite at an
+        // endpoint and at the root complex), with the values of the handshake (nothing
+        // was consumed), at 30, 60 and 90 µs.
+        let mut want = Vec::new();
+        for k in 1..=3u64 {
+            let at = k * 30_000_000;
+            want.push((at, FcKind::UpdateFc, FcClass::P, 128, 2048));
+            want.push((at + dllp, FcKind::UpdateFc, FcClass::Np, 128, 2048));
+        }
+        assert_eq!(got, want, "{dir}");
+    }
+    // Zero turns them off.
+    let cfg = SimConfig {
+        fc_update_period: SimDuration::ZERO,
+        trace: true,
+        ..SimConfig::default()
+    };
+    let mut sim = FabricSim::new(&one_link(1, 1), &KindRegistry::builtin(), cfg).unwrap();
+    sim.run_for(SimDuration::from_us(100));
+    let t = sim.trace().unwrap();
+    assert!(t.records.iter().all(|r| r.time_ps < 1_000_000));
+}
+
+#[test]
+fn periodic_updatefc_costs_its_share_of_the_wire() {
+    // A Gen1 x1 write stream: the device's receiver gets no TLPs, so only the 30 µs
+    // refresh sends its UpdateFCs, on the data direction: two 8-byte DLLPs (P and NP;
+    // an endpoint's completion credits are infinite) every 30 µs, at 4 ns a byte and
+    // the SKP share 1538/1534.
+    let off = stream_gbps_with(1, 1, 256, DmaOpKind::Write, 4096, SimDuration::ZERO);
+    let on = stream_gbps_with(1, 1, 256, DmaOpKind::Write, 4096, SimDuration::from_us(30));
+    let want = 2.0 * 8.0 * 4.0 * 1538.0 / 1534.0 / 30_000.0;
+    let got = 1.0 - on / off;
+    eprintln!("refresh share: measured {got:.5}, expected {want:.5}");
+    assert!(
+        (got - want).abs() < 0.1 * want,
+        "measured {got}, expected {want}"
+    );
 }
 
 /// Simulated saturated reads, writes and alternating reads/writes against the spec-mode
