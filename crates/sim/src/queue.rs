@@ -5,7 +5,8 @@
 //!   schedule(t, e) ──► slab[slot] = e ; heap.push(Entry{t, seq, slot, gen})
 //!   push_fifo(f, t, e) ──► ring[f].push_back((t, seq, e)) ; only the ring's head is in the heap
 //!   pop() ──► min Entry by (t, seq); skip entries whose slot generation moved on (cancelled)
-//!   push_now(t, e) ──► chain.push_back((t, e)) when nothing else is due by t (no heap work)
+//!   push_now(t, e) ──► chain.push_back((t, seq, e)) when nothing else is due by t (no heap work)
+//!   reserve_seq() … schedule_reserved(t, seq, e) ──► as if scheduled when seq was taken
 //! ```
 //!
 //! Heap entries are 24-byte `Copy` values; payloads live in a slab whose freed slots are
@@ -194,8 +195,9 @@ pub struct EventQueue<E> {
     /// make up most of the heap).
     stale: usize,
     /// Events due before every heap and FIFO event (see [`EventQueue::push_now`] and
-    /// [`EventQueue::push_next`]), in delivery order, all at the same time.
-    chain: VecDeque<(u64, E)>,
+    /// [`EventQueue::push_next`]), in delivery order, all at the same time, with their
+    /// sequence numbers (0 for `push_next`: right after the event being delivered).
+    chain: VecDeque<(u64, u64, E)>,
     seq: u64,
     live: usize,
     /// Pending background events (part of `live`).
@@ -223,7 +225,8 @@ impl<E> EventQueue<E> {
             fifos: Vec::new(),
             stale: 0,
             chain: VecDeque::new(),
-            seq: 0,
+            // 0 marks `push_next` events in the chain.
+            seq: 1,
             live: 0,
             background: 0,
         }
@@ -394,10 +397,11 @@ impl<E> EventQueue<E> {
             Some(e) => e.time > t,
             None => true,
         };
-        if nothing_due && self.chain.back().map_or(true, |&(ct, _)| ct == t) {
+        if nothing_due && self.chain.back().map_or(true, |&(ct, _, _)| ct == t) {
+            let seq = self.seq;
             self.seq += 1;
             self.live += 1;
-            self.chain.push_back((t, event));
+            self.chain.push_back((t, seq, event));
         } else {
             self.schedule(time, event);
         }
@@ -411,7 +415,77 @@ impl<E> EventQueue<E> {
     #[inline]
     pub fn push_next(&mut self, time: SimTime, event: E) {
         self.live += 1;
-        self.chain.push_front((time.as_ps(), event));
+        self.chain.push_front((time.as_ps(), 0, event));
+    }
+
+    /// Takes the next sequence number without scheduling anything: the number an event
+    /// scheduled now would get. [`schedule_reserved`](Self::schedule_reserved) can
+    /// schedule that event later, in the same place in the order; or, when
+    /// [`nothing_before`](Self::nothing_before) says no pending event comes before
+    /// it, the model may do the event's work inline instead and save the queue work.
+    #[inline]
+    pub fn reserve_seq(&mut self) -> u64 {
+        let s = self.seq;
+        self.seq += 1;
+        s
+    }
+
+    /// True if no pending event comes before `(time, seq)` in delivery order
+    /// (conservative: a cancelled event not yet removed still counts).
+    #[inline]
+    pub fn nothing_before(&self, time: SimTime, seq: u64) -> bool {
+        let k = (time.as_ps() as u128) << 64 | seq as u128;
+        if let Some(&(t, s, _)) = self.chain.front() {
+            if ((t as u128) << 64 | s as u128) < k {
+                return false;
+            }
+        }
+        self.heap.peek().map_or(true, |e| e.key() > k)
+    }
+
+    /// Schedules `event` at `time` with the sequence number `seq` taken earlier with
+    /// [`reserve_seq`](Self::reserve_seq): it is delivered exactly where an event
+    /// scheduled when the number was taken would be. `(time, seq)` must come after the
+    /// event being delivered. Cannot be cancelled.
+    pub fn schedule_reserved(&mut self, time: SimTime, seq: u64, event: E) {
+        let t = time.as_ps();
+        if self.chain.front().is_some_and(|&(ct, _, _)| ct == t) {
+            // The chain is delivered before the heap: the event joins it in its place
+            // (after `push_next` events, before those scheduled after `seq` was taken).
+            let at = self
+                .chain
+                .iter()
+                .position(|&(_, s, _)| s != 0 && s > seq)
+                .unwrap_or(self.chain.len());
+            self.live += 1;
+            self.chain.insert(at, (t, seq, event));
+            return;
+        }
+        let slot = match self.free.pop() {
+            Some(s) => {
+                let sl = &mut self.slots[s as usize];
+                sl.payload = Some(event);
+                sl.background = false;
+                s
+            }
+            None => {
+                let s = self.slots.len() as u32;
+                self.slots.push(Slot {
+                    gen: 0,
+                    background: false,
+                    payload: Some(event),
+                });
+                s
+            }
+        };
+        let gen = self.slots[slot as usize].gen;
+        self.heap.push(Entry {
+            time: t,
+            seq,
+            slot,
+            gen,
+        });
+        self.live += 1;
     }
 
     fn is_stale(&self, e: &Entry) -> bool {
@@ -420,7 +494,7 @@ impl<E> EventQueue<E> {
 
     /// Time of the next pending event.
     pub fn peek_time(&mut self) -> Option<SimTime> {
-        if let Some(&(t, _)) = self.chain.front() {
+        if let Some(&(t, _, _)) = self.chain.front() {
             return Some(SimTime::from_ps(t));
         }
         while let Some(e) = self.heap.peek() {
@@ -444,11 +518,11 @@ impl<E> EventQueue<E> {
     /// the same as [`peek_time`](Self::peek_time) then [`pop`](Self::pop)).
     pub fn pop_before(&mut self, limit: SimTime) -> Option<(SimTime, E)> {
         let limit = limit.as_ps();
-        if let Some(&(t, _)) = self.chain.front() {
+        if let Some(&(t, _, _)) = self.chain.front() {
             if t > limit {
                 return None;
             }
-            let (t, ev) = self.chain.pop_front()?;
+            let (t, _, ev) = self.chain.pop_front()?;
             self.live -= 1;
             return Some((SimTime::from_ps(t), ev));
         }
@@ -544,6 +618,38 @@ mod tests {
         // A reused slot forgets that it was a background event.
         q.schedule(t(40), 'e');
         assert_eq!(q.foreground_len(), 1);
+    }
+
+    #[test]
+    fn reserved_events_keep_their_place() {
+        // A number reserved between two schedules puts its event between them, in the
+        // heap or in the zero-delay chain.
+        let mut q = EventQueue::new();
+        q.schedule(t(10), 'a');
+        let s = q.reserve_seq();
+        q.schedule(t(10), 'c');
+        assert!(!q.nothing_before(t(10), s), "'a' comes first");
+        q.schedule_reserved(t(10), s, 'b');
+        q.schedule(t(5), '0');
+        let out: Vec<_> = std::iter::from_fn(|| q.pop()).map(|(_, e)| e).collect();
+        assert_eq!(out, ['0', 'a', 'b', 'c']);
+        // Chain: at time 20, 'x' is being delivered; 'y' was pushed now (after the
+        // reservation), 'n' right after the current event.
+        let mut q = EventQueue::new();
+        let s = q.reserve_seq();
+        q.push_now(t(20), 'y');
+        q.push_next(t(20), 'n');
+        assert!(!q.nothing_before(t(20), s));
+        q.schedule_reserved(t(20), s, 'r');
+        let out: Vec<_> = std::iter::from_fn(|| q.pop()).map(|(_, e)| e).collect();
+        assert_eq!(out, ['n', 'r', 'y']);
+        // Nothing pending before it: the model may do the work inline.
+        let mut q: EventQueue<char> = EventQueue::new();
+        let s = q.reserve_seq();
+        q.schedule(t(30), 'z');
+        assert!(q.nothing_before(t(30), s));
+        assert!(!q.nothing_before(t(31), s));
+        assert_eq!(q.len(), 1);
     }
 
     #[test]

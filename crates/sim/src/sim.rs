@@ -70,6 +70,25 @@ impl<E> Context<'_, E> {
     pub fn then(&mut self, event: E) {
         self.queue.push_next(self.now, event)
     }
+    /// Takes the sequence number an event scheduled now would get, without scheduling
+    /// it (see [`EventQueue::reserve_seq`]): the event can be scheduled later in the
+    /// same place with [`schedule_reserved`](Self::schedule_reserved), or its work
+    /// done inline when [`nothing_before`](Self::nothing_before) allows.
+    #[inline]
+    pub fn reserve_seq(&mut self) -> u64 {
+        self.queue.reserve_seq()
+    }
+    /// True if no pending event comes before `(at, seq)`.
+    #[inline]
+    pub fn nothing_before(&self, at: SimTime, seq: u64) -> bool {
+        self.queue.nothing_before(at, seq)
+    }
+    /// Schedules `event` at `at` with a sequence number from
+    /// [`reserve_seq`](Self::reserve_seq); `(at, seq)` must come after the current
+    /// event. Cannot be cancelled.
+    pub fn schedule_reserved(&mut self, at: SimTime, seq: u64, event: E) {
+        self.queue.schedule_reserved(at, seq, event)
+    }
     /// Cancels a pending event; false if it was already delivered or cancelled.
     pub fn cancel(&mut self, key: EventKey) -> bool {
         self.queue.cancel(key)

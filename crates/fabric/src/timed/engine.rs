@@ -293,6 +293,11 @@ pub(crate) struct Dir {
     /// `free_at` rounded up to whole picoseconds (kept with it: no division per use).
     pub free_at_ps: u64,
     pub busy: bool,
+    /// When the last transmission arrives at the receiver.
+    pub last_arrive_ps: u64,
+    /// A TxDone due at (time, reserved sequence number) that the arrival of the last
+    /// transmission (at that same time, without propagation delay) stands for.
+    pub deferred_tx: Option<(u64, u64)>,
     /// FIFO stream of arrivals at the receiver (times never decrease).
     pub fifo: FifoId,
     /// FIFO stream of the transmitter's TxDone events (times never decrease).
@@ -1043,15 +1048,43 @@ impl Engine {
         !dir.dllq.is_empty() || dir.replay_pos.is_some() || dir.q.iter().any(|q| !q.is_empty())
     }
 
-    /// Makes sure a wake-up (TxDone) is pending for when the wire frees.
+    /// Makes sure a wake-up (TxDone) is pending for when the wire frees. Without
+    /// propagation delay the last transmission arrives exactly then: its arrival stands
+    /// for the TxDone, which keeps the sequence number it would have been scheduled
+    /// with (see [`Engine::resolve_deferred_tx`]), so the event order is unchanged.
     #[inline]
     fn wake_when_free(&mut self, d: u16, cx: &mut Context<'_, Ev>) {
         let dir = &mut self.dirs[d as usize];
         if !dir.busy {
             dir.busy = true;
+            if dir.prop_ps == 0 && dir.last_arrive_ps == dir.free_at_ps {
+                dir.deferred_tx = Some((dir.free_at_ps, cx.reserve_seq()));
+                return;
+            }
             let t = SimTime::from_ps(dir.free_at_ps);
             let txf = dir.tx_fifo;
             cx.push_fifo(txf, t, Ev::TxDone(d));
+        }
+    }
+
+    /// At an arrival on `d` at the time of a deferred TxDone: the TxDone's work runs
+    /// inline when no pending event comes before its place in the order, else it is
+    /// scheduled there.
+    #[inline]
+    fn resolve_deferred_tx(&mut self, d: u16, cx: &mut Context<'_, Ev>) {
+        let Some((at, seq)) = self.dirs[d as usize].deferred_tx else {
+            return;
+        };
+        if cx.now().as_ps() != at {
+            return;
+        }
+        self.dirs[d as usize].deferred_tx = None;
+        let t = SimTime::from_ps(at);
+        if cx.nothing_before(t, seq) {
+            self.dirs[d as usize].busy = false;
+            self.try_send(d, cx);
+        } else {
+            cx.schedule_reserved(t, seq, Ev::TxDone(d));
         }
     }
 
@@ -1228,6 +1261,7 @@ impl Engine {
         dir.counters.busy_ps += end_ps.saturating_sub(start_ps);
         let fifo = dir.fifo;
         let arrive = end_ps + dir.prop_ps;
+        dir.last_arrive_ps = arrive;
         if self.has_work(d as usize) && !self.dirs[d as usize].busy {
             // The wire's TxDone is due at `end_ps`: with no propagation delay that is the
             // arrival's time, and it would be scheduled right after the arrival, so the
@@ -3234,6 +3268,8 @@ impl World for Engine {
                     // in between: the same as delivering it as the next event).
                     self.dirs[d as usize].busy = false;
                     self.try_send(d, cx);
+                } else {
+                    self.resolve_deferred_tx(d, cx);
                 }
             }
             Ev::AckTimer(d) => {

@@ -474,6 +474,8 @@ impl FabricSim {
                     free_at: 0,
                     free_at_ps: 0,
                     busy: false,
+                    last_arrive_ps: 0,
+                    deferred_tx: None,
                     fifo: dummy_fifo,
                     tx_fifo: dummy_fifo,
                     prop_ps: cfg.propagation.as_ps(),
