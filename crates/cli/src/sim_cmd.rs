@@ -109,6 +109,11 @@ pub struct SimArgs {
     /// Replay buffer capacity (TLPs).
     #[arg(long, default_value_t = 64)]
     replay_buffer: usize,
+    /// Longest time (µs) a receiver goes without UpdateFC for a class with finite
+    /// credits: the spec's periodic refresh (30; 120 with Extended Synch; 0 = off, as
+    /// the analytic model assumes).
+    #[arg(long, default_value_t = 30)]
+    fc_update_us: u64,
     /// Probability of an LCRC error per TLP (0 <= p < 1).
     #[arg(long, default_value_t = 0.0)]
     error_rate: f64,
@@ -692,6 +697,7 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         rc_latency: SimDuration::from_ns(a.rc_ns),
         mem_latency: SimDuration::from_ns(a.mem_ns),
         propagation: SimDuration::from_ns(a.prop_ns),
+        fc_update_period: SimDuration::from_ps(a.fc_update_us.saturating_mul(1_000_000)),
         error_rate: a.error_rate,
         ber: a.ber,
         cut_through: a.cut_through,
@@ -835,6 +841,7 @@ impl SimArgs {
             mem_ns: self.mem_ns,
             prop_ns: self.prop_ns,
             replay_buffer: self.replay_buffer,
+            fc_update_us: self.fc_update_us,
             error_rate: self.error_rate,
             ber: self.ber,
             cut_through: self.cut_through,

@@ -81,6 +81,10 @@ fn bad_input_exits_2_with_one_line() {
             "--size 5000",
         ),
         (vec!["sim", &f, "--error-rate", "2"], "error rate 2"),
+        (
+            vec!["sim", &f, "--fc-update-us", "5000"],
+            "fc update period",
+        ),
         (vec!["sim", "no-such-file.toml"], "no-such-file.toml"),
     ] {
         let (rc, out, err) = pcielab(&args);
@@ -88,6 +92,42 @@ fn bad_input_exits_2_with_one_line() {
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(err.contains(what), "{args:?}: {err}");
     }
+}
+
+#[test]
+fn the_periodic_updatefc_can_be_turned_off() {
+    // One link direction's UpdateFC DLLPs of a 4 KiB write stream (≈ 0.3 ms): with the
+    // 30 µs refresh, the device's receiver (no TLPs reach it) sends some; without, none
+    // after the handshake's InitFCs.
+    let fc = |period: &str| -> u64 {
+        let (rc, out, err) = pcielab(&[
+            "sim",
+            "--workload",
+            "dma",
+            "--device",
+            "mem3",
+            "--op",
+            "write",
+            "--size",
+            "4096",
+            "--count",
+            "2000",
+            "--json",
+            "--fc-update-us",
+            period,
+        ]);
+        assert_eq!(rc, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let links = v[0]["links"].as_array().unwrap();
+        let up = links
+            .iter()
+            .find(|l| l["link"].as_str().unwrap().starts_with("mem3"))
+            .unwrap();
+        up["fc_dllps"].as_u64().unwrap()
+    };
+    let (on, off) = (fc("30"), fc("0"));
+    assert_eq!(off, 6, "InitFC1 and InitFC2 for three classes");
+    assert!(on > off + 10, "{on} with the refresh");
 }
 
 #[test]

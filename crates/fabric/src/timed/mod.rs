@@ -136,7 +136,7 @@ pub struct SimConfig {
     /// finite credits (PCIe Base Spec 2.6.1.2: at least every 30 µs, 120 µs with
     /// Extended Synch): an idle link still carries these refreshes. They are background
     /// events: [`FabricSim::run_until_idle`] returns once only they are left. Zero
-    /// turns them off. Default 30 µs.
+    /// turns them off; otherwise 1 µs..=1 ms. Default 30 µs.
     pub fc_update_period: SimDuration,
     /// How long a link retrains (Recovery) after REPLAY_NUM rolls over; neither
     /// direction transmits meanwhile. Default 1 µs.
@@ -280,6 +280,15 @@ fn check(cfg: &SimConfig) -> Result<(), SimError> {
         if !(0.0..1.0).contains(&r) {
             return p(what, r.to_string(), "0 <= p < 1");
         }
+    }
+    let fc = cfg.fc_update_period;
+    if fc != SimDuration::ZERO && !(SimDuration::from_us(1)..=SimDuration::from_ms(1)).contains(&fc)
+    {
+        return p(
+            "fc update period",
+            format!("{} ps", fc.as_ps()),
+            "0 (off) or 1 µs..=1 ms (the spec's 30 µs, 120 µs with Extended Synch)",
+        );
     }
     if let Some(p2p) = cfg.p2p_split {
         if !p2p.is_power_of_two() || !(4..=4096).contains(&p2p) {
