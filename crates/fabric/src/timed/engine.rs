@@ -1318,7 +1318,12 @@ impl Engine {
     fn arrive(&mut self, d: u16, w: Wire, cx: &mut Context<'_, Ev>) {
         let di = d as usize;
         match w {
-            Wire::Dllp { bad: true, .. } => {} // a DLLP with a bad CRC is discarded
+            Wire::Dllp { bad: true, .. } => {
+                // A DLLP with a bad CRC is discarded: Bad DLLP.
+                if let Some(f) = self.dirs[di].rx_func {
+                    self.signal_correctable(f, AER_CORR_BAD_DLLP, cx);
+                }
+            }
             Wire::Dllp { d: dl, .. } => self.dllp_arrived(d ^ 1, dl, cx),
             Wire::Tlp { id, seq, bad } => {
                 let dir = &mut self.dirs[di];
@@ -1329,6 +1334,11 @@ impl Engine {
                         self.queue_dllp(d ^ 1, Dllp::Nak(s), true, cx);
                     }
                     self.release(id);
+                    // A bad LCRC, or a sequence number neither expected nor a duplicate:
+                    // Bad TLP.
+                    if let Some(f) = self.dirs[di].rx_func {
+                        self.signal_correctable(f, AER_CORR_BAD_TLP, cx);
+                    }
                 } else if seq < dir.rx_next {
                     dir.counters.duplicates += 1;
                     let s = dir.rx_next.wrapping_sub(1);
@@ -1441,6 +1451,12 @@ impl Engine {
             }
         }
         self.arm_replay(d, cx);
+        // The transmitter's port (it receives on the other direction) logs the rollover.
+        if retrain {
+            if let Some(f) = self.dirs[(d ^ 1) as usize].rx_func {
+                self.signal_correctable(f, AER_CORR_REPLAY_ROLLOVER, cx);
+            }
+        }
     }
 
     /// (Re)starts the replay timer: the deadline moves; at most one event is pending,
@@ -2077,6 +2093,41 @@ impl Engine {
         let Some(sev) = log_error(&mut self.fabric, f, bit, advisory) else {
             return;
         };
+        self.send_error_message(f, sev, cx);
+    }
+
+    /// Function `f` detected the correctable error `bit` (AER Correctable Error Status:
+    /// Bad TLP, Bad DLLP, REPLAY_NUM Rollover, Replay Timer Timeout): Correctable Error
+    /// Detected in Device Status, and ERR_COR towards the root complex when the error
+    /// is unmasked and Correctable Error Reporting is enabled (PCIe Base Spec 6.2.6).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn signal_correctable(&mut self, f: FnId, bit: u32, cx: &mut Context<'_, Ev>) {
+        let (pcie, aer) = err_caps(&self.fabric, f);
+        let Some(func) = self.fabric.functions.get_mut(f.0 as usize) else {
+            return;
+        };
+        let cs = &mut func.config;
+        if let Some(a) = aer {
+            let v = cs.read_u32(a + 0x10);
+            cs.hw_write(a + 0x10, 4, v | bit);
+        }
+        let Some(p) = pcie else {
+            return;
+        };
+        let sta = p + pcielab_config::caps::pcie_reg::DEVSTA;
+        let v = cs.read_u16(sta) as u32;
+        cs.hw_write(sta, 2, v | 1);
+        let masked = aer.is_some_and(|a| cs.read_u32(a + 0x14) & bit != 0);
+        let enabled = cs.read_u16(p + pcielab_config::caps::pcie_reg::DEVCTL) & 1 != 0;
+        if !masked && enabled {
+            self.send_error_message(f, ErrorSeverity::Correctable, cx);
+        }
+    }
+
+    /// Sends the error message `sev` of function `f` towards the root complex (a
+    /// function of the root complex logs it directly).
+    fn send_error_message(&mut self, f: FnId, sev: ErrorSeverity, cx: &mut Context<'_, Ev>) {
         let me = self.fabric.bdf(f);
         let node = self.fabric.functions[f.0 as usize].node.0;
         if node == self.rc_node {
@@ -3189,6 +3240,14 @@ fn err_caps(fabric: &Fabric, f: FnId) -> (Option<u16>, Option<u16>) {
 
 /// AER Correctable Error Status: Advisory Non-Fatal Error.
 const AER_CORR_ANFE: u32 = 1 << 13;
+/// AER Correctable Error Status: Bad TLP (LCRC or sequence number).
+const AER_CORR_BAD_TLP: u32 = 1 << 6;
+/// AER Correctable Error Status: Bad DLLP (CRC).
+const AER_CORR_BAD_DLLP: u32 = 1 << 7;
+/// AER Correctable Error Status: REPLAY_NUM Rollover.
+const AER_CORR_REPLAY_ROLLOVER: u32 = 1 << 8;
+/// AER Correctable Error Status: Replay Timer Timeout.
+const AER_CORR_REPLAY_TIMEOUT: u32 = 1 << 12;
 
 /// What function `f` records for the uncorrectable error `bit` it detected, and the
 /// message it must send (PCIe Base Spec 6.2.6, the error-logging flow): the AER
@@ -3307,6 +3366,9 @@ impl World for Engine {
                     dir.counters.replay_timeouts += 1;
                     self.start_replay(d, cx);
                     self.try_send(d, cx);
+                    if let Some(f) = self.dirs[(d ^ 1) as usize].rx_func {
+                        self.signal_correctable(f, AER_CORR_REPLAY_TIMEOUT, cx);
+                    }
                 }
             }
             Ev::Forward(id) => self.forward(id, cx),

@@ -496,3 +496,119 @@ fn root_error_command_drives_intx_without_msi() {
     assert_eq!(ev, [true, false, true, false]);
     assert_eq!(sim.cfg_read(rp, 4) >> 16 & 8, 0, "Interrupt Status cleared");
 }
+
+/// A lossy write stream through the switch: (the simulation, ep, its downstream port,
+/// the upstream port, the root port). `setup` configures the fabric first.
+fn lossy_stream(setup: impl Fn(&mut FabricSim, [Bdf; 4])) -> (FabricSim, [Bdf; 4]) {
+    let cfg = SimConfig {
+        error_rate: 0.3,
+        dllp_error_rate: 0.2,
+        ..hand_timing(false)
+    };
+    let mut sim = FabricSim::new(&switch_tree(11, false), &KindRegistry::builtin(), cfg).unwrap();
+    let ep = sim.bdf("ep").unwrap();
+    let down = sim.tree().get(ep).unwrap().parent.unwrap();
+    let up = sim.tree().get(down).unwrap().parent.unwrap();
+    let rp = Bdf::new(0, 1, 0).unwrap();
+    let f = [ep, down, up, rp];
+    setup(&mut sim, f);
+    let base = sim.alloc_dma(1 << 16);
+    let s = DmaStream::new(
+        DmaOpKind::Write,
+        1024,
+        8,
+        64,
+        base,
+        1 << 16,
+        AddrPattern::Sequential,
+    );
+    sim.attach("ep", Box::new(s)).unwrap();
+    sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+    let rep = sim.model("ep").unwrap().report().unwrap();
+    assert_eq!(
+        (rep["dmas"].as_u64(), rep["failed"].as_u64()),
+        (Some(64), Some(0))
+    );
+    (sim, f)
+}
+
+fn correctable(sim: &mut FabricSim, f: Bdf) -> u32 {
+    let (_, a) = caps(sim, f);
+    sim.cfg_read(f, a + 0x10)
+}
+
+#[test]
+fn link_errors_are_logged_as_correctable_errors_where_they_are_detected() {
+    let (mut sim, [ep, down, up, rp]) = lossy_stream(|_, _| {});
+    let c: std::collections::HashMap<String, _> = sim.counters().into_iter().collect();
+    // (direction, its receiver, its transmitter)
+    for (dir, rx, tx) in [
+        ("ep->sw.0", down, ep),
+        ("sw.0->ep", ep, down),
+        ("sw->rc.0", rp, up),
+        ("rc.0->sw", up, rp),
+    ] {
+        let k = &c[dir];
+        let (rs, ts) = (correctable(&mut sim, rx), correctable(&mut sim, tx));
+        // Bad TLP where corrupted TLPs were received, Replay Timer Timeout and
+        // REPLAY_NUM Rollover at the transmitter that had them.
+        assert_eq!(rs & 1 << 6 != 0, k.corrupted > 0, "{dir}: {rs:#x} {k:?}");
+        if k.replay_timeouts > 0 {
+            assert_ne!(ts & 1 << 12, 0, "{dir}: {ts:#x}");
+        }
+        if k.retrains > 0 {
+            assert_ne!(ts & 1 << 8, 0, "{dir}: {ts:#x}");
+        }
+        // DLLPs travel both ways: with a fifth of them lost, every port saw Bad DLLPs.
+        assert_ne!(rs & 1 << 7, 0, "{dir}: Bad DLLP at {rx}");
+        assert_eq!(
+            dev_status(&mut sim, rx) & 1,
+            1,
+            "Correctable Error Detected"
+        );
+    }
+    let total = |f: fn(&pcielab_fabric::timed::DirCounters) -> u64| c.values().map(f).sum::<u64>();
+    assert!(total(|k| k.corrupted) > 10 && total(|k| k.replay_timeouts) > 0);
+    // Reporting is off: nothing was sent.
+    assert!(sim.error_messages().is_empty());
+}
+
+#[test]
+fn correctable_link_errors_send_err_cor_when_enabled_and_unmasked() {
+    // Correctable Error Reporting on the downstream port and the root port; Bad TLP
+    // masked on the downstream port.
+    let enable = |sim: &mut FabricSim, f: Bdf| {
+        let (p, _) = caps(sim, f);
+        let dc = sim.cfg_read(f, p + 8);
+        sim.cfg_write(f, p + 8, (dc & 0xffff) | 1);
+    };
+    let (sim, [_, down, _, rp]) = lossy_stream(|sim, [_, down, _, rp]| {
+        enable(sim, down);
+        enable(sim, rp);
+        let (_, a) = caps(sim, down);
+        sim.cfg_write(down, a + 0x14, 0x2000 | 1 << 6);
+    });
+    let msgs = sim.error_messages().to_vec();
+    assert!(!msgs.is_empty());
+    let from = |f: Bdf| msgs.iter().filter(|(_, m)| m.source == f).count();
+    assert!(msgs
+        .iter()
+        .all(|(_, m)| m.severity == ErrorSeverity::Correctable && m.root_port == rp));
+    assert!(from(down) > 0, "the port's Bad DLLPs and replay errors");
+    assert!(from(rp) > 0, "the root port logs its own");
+    assert_eq!(from(down) + from(rp), msgs.len());
+    // The masked Bad TLP was logged but not reported: unmasked, the port sends many
+    // more messages (one per Bad TLP too).
+    let mut sim = sim;
+    assert_ne!(correctable(&mut sim, down) & 1 << 6, 0);
+    let (unmasked, _) = lossy_stream(|sim, [_, down, _, rp]| {
+        enable(sim, down);
+        enable(sim, rp);
+    });
+    let n = unmasked
+        .error_messages()
+        .iter()
+        .filter(|(_, m)| m.source == down)
+        .count();
+    assert!(n > from(down) + 10, "unmasked {n}, masked {}", from(down));
+}
