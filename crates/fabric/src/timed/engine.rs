@@ -2249,25 +2249,16 @@ impl Engine {
         let cond = (cmd & 1 != 0 && st & 1 != 0)
             || (cmd & 2 != 0 && st & 0x20 != 0)
             || (cmd & 4 != 0 && st & 0x40 != 0);
-        let msi = [
-            pcielab_config::caps::id::MSI,
-            pcielab_config::caps::id::MSIX,
-        ]
-        .into_iter()
-        .any(|id| {
+        // Which message mechanism is on: MSI (Message Control bit 0) or MSI-X (bit 15).
+        let enabled = |id: u8, bit: u16| {
             pcielab_config::caps::walk(cs.bytes())
                 .0
                 .iter()
                 .find(|c| !c.extended && c.id == id as u16)
-                .is_some_and(|c| {
-                    let ctl = cs.read_u16(c.offset + 2);
-                    if id == pcielab_config::caps::id::MSI {
-                        ctl & 1 != 0
-                    } else {
-                        ctl & 0x8000 != 0
-                    }
-                })
-        });
+                .is_some_and(|c| cs.read_u16(c.offset + 2) & bit != 0)
+        };
+        let msix = enabled(pcielab_config::caps::id::MSIX, 0x8000);
+        let msi = msix || enabled(pcielab_config::caps::id::MSI, 1);
         let intx_off = cs.read_u16(reg::COMMAND) & 0x400 != 0;
         let pin = cs.read(reg::INT_PIN, 1) as u8;
         let (was, wire) = self.aer_irq.get(&rp.0).copied().unwrap_or((false, false));
@@ -2288,11 +2279,6 @@ impl Engine {
         if msi && cond && !was {
             let vector = (st >> 27) as u16;
             let before = self.fabric.interrupts.len();
-            let msix =
-                pcielab_config::caps::walk(self.fabric.functions[rp.0 as usize].config.bytes())
-                    .0
-                    .iter()
-                    .any(|c| !c.extended && c.id == pcielab_config::caps::id::MSIX as u16);
             let r = if msix {
                 self.fabric.raise_msix(rp, vector)
             } else {
