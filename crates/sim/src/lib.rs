@@ -19,6 +19,9 @@
 //! * FIFO streams ([`EventQueue::push_fifo`]) obey the same order; a push that would
 //!   go back in time on its stream takes the heap path instead.
 //! * A cancelled event is never delivered; a stale key cancels nothing.
+//! * An event scheduled with a reserved sequence number
+//!   ([`EventQueue::schedule_reserved`]) is delivered exactly where it would have been
+//!   had it been scheduled when the number was reserved.
 //! * Background events ([`EventQueue::schedule_background`]) are ordered like the
 //!   others; they only do not count as pending work
 //!   ([`Simulation::pending_foreground`]).
