@@ -1708,6 +1708,14 @@ impl Engine {
     #[cold]
     #[inline(never)]
     fn discard(&mut self, id: u32, cx: &mut Context<'_, Ev>) {
+        self.leave_ingress(id, cx);
+        self.release(id);
+    }
+
+    /// The TLP leaves the receive buffer it sat in: those credits return. Returns the
+    /// direction it had arrived on (NONE if it held no buffer).
+    #[inline]
+    fn leave_ingress(&mut self, id: u32, cx: &mut Context<'_, Ev>) -> u32 {
         let (ing, c, dc) = {
             let t = &self.tlps[id as usize];
             (t.ingress, t.class(), t.data_credits())
@@ -1716,7 +1724,7 @@ impl Engine {
             self.tlps[id as usize].ingress = NONE;
             self.return_credits(ing as u16, c, dc, cx);
         }
-        self.release(id);
+        ing
     }
 
     /// The root complex splits a peer-to-peer request into `piece`-byte requests (as
@@ -1873,14 +1881,7 @@ impl Engine {
     /// A TLP reached its consumer.
     fn consume(&mut self, id: u32, cx: &mut Context<'_, Ev>) {
         // The consumer frees the receive buffer.
-        let (ing, c, dc) = {
-            let t = &self.tlps[id as usize];
-            (t.ingress, t.class(), t.data_credits())
-        };
-        if ing != NONE {
-            self.tlps[id as usize].ingress = NONE;
-            self.return_credits(ing as u16, c, dc, cx);
-        }
+        let ing = self.leave_ingress(id, cx);
         self.last_rx_func = if ing != NONE {
             self.dirs[ing as usize].rx_func
         } else {
