@@ -271,6 +271,12 @@ impl<E> EventQueue<E> {
     #[inline]
     fn schedule_as(&mut self, time: SimTime, event: E, background: bool) -> EventKey {
         let seq = self.next_seq();
+        self.push_heap_event(time.as_ps(), seq, event, background)
+    }
+
+    /// Puts `event` into a payload slot and its entry `(time, seq)` into the heap.
+    #[inline]
+    fn push_heap_event(&mut self, time: u64, seq: u64, event: E, background: bool) -> EventKey {
         let slot = match self.free.pop() {
             Some(s) => {
                 let sl = &mut self.slots[s as usize];
@@ -290,7 +296,7 @@ impl<E> EventQueue<E> {
         };
         let gen = self.slots[slot as usize].gen;
         self.heap.push(Entry {
-            time: time.as_ps(),
+            time,
             seq,
             slot,
             gen,
@@ -461,31 +467,7 @@ impl<E> EventQueue<E> {
             self.chain.insert(at, (t, seq, event));
             return;
         }
-        let slot = match self.free.pop() {
-            Some(s) => {
-                let sl = &mut self.slots[s as usize];
-                sl.payload = Some(event);
-                sl.background = false;
-                s
-            }
-            None => {
-                let s = self.slots.len() as u32;
-                self.slots.push(Slot {
-                    gen: 0,
-                    background: false,
-                    payload: Some(event),
-                });
-                s
-            }
-        };
-        let gen = self.slots[slot as usize].gen;
-        self.heap.push(Entry {
-            time: t,
-            seq,
-            slot,
-            gen,
-        });
-        self.live += 1;
+        self.push_heap_event(t, seq, event, false);
     }
 
     fn is_stale(&self, e: &Entry) -> bool {
