@@ -4,6 +4,7 @@ use pcielab_fabric::functional::Fabric;
 use pcielab_fabric::host::enumerate::{enumerate, EnumeratedTree, HostConfig};
 use pcielab_fabric::kinds::KindRegistry;
 use pcielab_fabric::topology::Topology;
+use pcielab_wire::Bdf;
 use std::path::PathBuf;
 
 /// The example topologies directory of the repository.
@@ -99,4 +100,48 @@ impl pcielab_fabric::timed::Endpoint for Chatty {
     fn timer(&mut self, _t: u64, cx: &mut pcielab_fabric::timed::EpCx<'_>) {
         cx.complete(pcielab_fabric::timed::ReadTicket(1), vec![0xab; 64]);
     }
+}
+
+/// [`switch_tree`] with [`hand_timing`] (no trace).
+pub fn hand_sim(seed: u64, io: bool) -> pcielab_fabric::timed::FabricSim {
+    pcielab_fabric::timed::FabricSim::new(
+        &switch_tree(seed, io),
+        &KindRegistry::builtin(),
+        hand_timing(false),
+    )
+    .unwrap()
+}
+
+/// The bridge above `bdf` in the enumerated tree.
+pub fn parent(sim: &pcielab_fabric::timed::FabricSim, bdf: Bdf) -> Bdf {
+    sim.tree().get(bdf).unwrap().parent.unwrap()
+}
+
+/// (PCI Express capability, AER capability) offsets of `bdf`, found with config reads.
+pub fn caps(sim: &mut pcielab_fabric::timed::FabricSim, bdf: Bdf) -> (u16, u16) {
+    let mut pcie = 0;
+    let mut at = (sim.cfg_read(bdf, 0x34) & 0xfc) as u16;
+    while at != 0 {
+        let h = sim.cfg_read(bdf, at);
+        if h & 0xff == 0x10 {
+            pcie = at;
+        }
+        at = ((h >> 8) & 0xfc) as u16;
+    }
+    let mut aer = 0x100u16;
+    loop {
+        let h = sim.cfg_read(bdf, aer);
+        if h & 0xffff == 1 {
+            break;
+        }
+        aer = (h >> 20) as u16;
+        assert!(aer != 0, "no AER in {bdf}");
+    }
+    assert!(pcie != 0, "no PCI Express capability in {bdf}");
+    (pcie, aer)
+}
+
+pub fn dev_status(sim: &mut pcielab_fabric::timed::FabricSim, bdf: Bdf) -> u32 {
+    let (p, _) = caps(sim, bdf);
+    sim.cfg_read(bdf, p + 8) >> 16
 }

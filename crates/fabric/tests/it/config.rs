@@ -3,7 +3,7 @@
 //! enumeration over the links giving the same tree as over ECAM, and cached routes
 //! dropped when software reprograms the fabric.
 
-use crate::common::{hand_timing, latency, ser_gen3x4, switch_tree};
+use crate::common::{hand_timing, latency, parent, ser_gen3x4, switch_tree};
 use pcielab_fabric::host::enumerate::{enumerate, HostConfig};
 use pcielab_fabric::host::HostBus;
 use pcielab_fabric::kinds::KindRegistry;
@@ -26,8 +26,8 @@ fn new_sim(trace: bool) -> FabricSim {
 /// The switch's ports from the enumerated tree: (upstream, downstream port 0).
 fn switch_ports(sim: &FabricSim) -> (Bdf, Bdf) {
     let ep = sim.bdf("ep").unwrap();
-    let down = sim.tree().get(ep).unwrap().parent.unwrap();
-    let up = sim.tree().get(down).unwrap().parent.unwrap();
+    let down = parent(sim, ep);
+    let up = parent(sim, down);
     (up, down)
 }
 
@@ -36,7 +36,7 @@ fn config_reads_and_writes_take_the_hand_computed_time() {
     let mut sim = new_sim(false);
     let ep = sim.bdf("ep").unwrap();
     let (up, down) = switch_ports(&sim);
-    let root_port = sim.tree().get(up).unwrap().parent.unwrap();
+    let root_port = parent(&sim, up);
 
     // CfgRd: 12-byte header + 8 bytes of framing, sequence number and LCRC = 20 wire
     // bytes down; the CplD with one DW: 24 up. CfgWr carries the DW down (24), its Cpl

@@ -2,7 +2,7 @@
 //! Status), when it sends ERR_COR/ERR_NONFATAL/ERR_FATAL (masks, severities, reporting
 //! enables), and what the root port logs (Root Error Status, Error Source ID).
 
-use crate::common::{hand_timing, switch_tree, Chatty};
+use crate::common::{caps, dev_status, hand_sim, hand_timing, parent, switch_tree, Chatty};
 use pcielab_fabric::kinds::KindRegistry;
 use pcielab_fabric::timed::{
     AddrPattern, DmaOpKind, DmaStream, ErrorSeverity, FabricSim, HostRead, SimConfig, TraceKind,
@@ -10,35 +10,6 @@ use pcielab_fabric::timed::{
 use pcielab_sim::{SimDuration, SimTime};
 use pcielab_wire::tlp::{MsgCode, MsgRouting, TlpHeader, TlpRepr};
 use pcielab_wire::Bdf;
-
-/// (PCI Express capability, AER capability) offsets of `bdf`, found with config reads.
-fn caps(sim: &mut FabricSim, bdf: Bdf) -> (u16, u16) {
-    let mut pcie = 0;
-    let mut at = (sim.cfg_read(bdf, 0x34) & 0xfc) as u16;
-    while at != 0 {
-        let h = sim.cfg_read(bdf, at);
-        if h & 0xff == 0x10 {
-            pcie = at;
-        }
-        at = ((h >> 8) & 0xfc) as u16;
-    }
-    let mut aer = 0x100u16;
-    loop {
-        let h = sim.cfg_read(bdf, aer);
-        if h & 0xffff == 1 {
-            break;
-        }
-        aer = (h >> 20) as u16;
-        assert!(aer != 0, "no AER in {bdf}");
-    }
-    assert!(pcie != 0, "no PCI Express capability in {bdf}");
-    (pcie, aer)
-}
-
-fn dev_status(sim: &mut FabricSim, bdf: Bdf) -> u32 {
-    let (p, _) = caps(sim, bdf);
-    sim.cfg_read(bdf, p + 8) >> 16
-}
 
 /// A device whose single DMA read outlives the completion timeout: the read times out
 /// (Completion Timeout) and its completion then arrives unexpected.
@@ -239,14 +210,9 @@ fn masks_severity_and_serr_decide_the_message() {
 
 #[test]
 fn a_completer_answering_ur_logs_it_and_may_report_err_cor() {
-    let mut sim = FabricSim::new(
-        &switch_tree(5, false),
-        &KindRegistry::builtin(),
-        hand_timing(false),
-    )
-    .unwrap();
+    let mut sim = hand_sim(5, false);
     let ep = sim.bdf("ep").unwrap();
-    let down = sim.tree().get(ep).unwrap().parent.unwrap();
+    let down = parent(&sim, ep);
     let rp = Bdf::new(0, 1, 0).unwrap();
     // A Type 0 request to device 3 below the downstream port: the port answers UR and
     // logs Unsupported Request Detected (Device Status bit 3) and AER status bit 20.
@@ -299,8 +265,8 @@ fn block_errors(sim: &mut FabricSim, bdf: Bdf) {
 #[test]
 fn bridge_control_serr_enable_gates_forwarding_at_every_bridge() {
     let (sim, ep, rp) = late_completion(true, true);
-    let down = sim.tree().get(ep).unwrap().parent.unwrap();
-    let up = sim.tree().get(down).unwrap().parent.unwrap();
+    let down = parent(&sim, ep);
+    let up = parent(&sim, down);
     assert_eq!(sim.tree().get(up).unwrap().parent, Some(rp));
     // Enumeration set SERR# Enable in every bridge, as Linux does.
     let mut s = sim;
@@ -347,15 +313,10 @@ fn bridge_control_serr_enable_gates_forwarding_at_every_bridge() {
 
 #[test]
 fn a_downstream_ports_own_message_needs_the_upstream_ports_serr_enable() {
-    let mut sim = FabricSim::new(
-        &switch_tree(5, false),
-        &KindRegistry::builtin(),
-        hand_timing(false),
-    )
-    .unwrap();
+    let mut sim = hand_sim(5, false);
     let ep = sim.bdf("ep").unwrap();
-    let down = sim.tree().get(ep).unwrap().parent.unwrap();
-    let up = sim.tree().get(down).unwrap().parent.unwrap();
+    let down = parent(&sim, ep);
+    let up = parent(&sim, down);
     let (p, a) = caps(&mut sim, down);
     let dc = sim.cfg_read(down, p + 8);
     sim.cfg_write(down, p + 8, (dc & 0xffff) | 1);
@@ -507,8 +468,8 @@ fn lossy_stream(setup: impl Fn(&mut FabricSim, [Bdf; 4])) -> (FabricSim, [Bdf; 4
     };
     let mut sim = FabricSim::new(&switch_tree(11, false), &KindRegistry::builtin(), cfg).unwrap();
     let ep = sim.bdf("ep").unwrap();
-    let down = sim.tree().get(ep).unwrap().parent.unwrap();
-    let up = sim.tree().get(down).unwrap().parent.unwrap();
+    let down = parent(&sim, ep);
+    let up = parent(&sim, down);
     let rp = Bdf::new(0, 1, 0).unwrap();
     let f = [ep, down, up, rp];
     setup(&mut sim, f);

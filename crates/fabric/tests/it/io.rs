@@ -2,7 +2,7 @@
 //! hand-computed latencies, Unsupported Request for unclaimed addresses and for devices
 //! without I/O handlers, and traced TLPs that decode with the wire codec.
 
-use crate::common::{hand_timing, latency, ser_gen3x4, switch_tree};
+use crate::common::{hand_sim, hand_timing, latency, ser_gen3x4, switch_tree};
 use pcielab_fabric::kinds::KindRegistry;
 use pcielab_fabric::timed::{EpCx, FabricSim, HostRead, ReadReply, TraceKind};
 use pcielab_sim::SimDuration;
@@ -19,12 +19,7 @@ fn io_base(sim: &FabricSim) -> u32 {
 
 /// (io_write latency, io_read latency, data read) of one run.
 fn round_trip() -> (u64, u64, Vec<u8>, u64) {
-    let mut sim = FabricSim::new(
-        &switch_tree(7, true),
-        &KindRegistry::builtin(),
-        hand_timing(false),
-    )
-    .unwrap();
+    let mut sim = hand_sim(7, true);
     sim.run_for(SimDuration::from_us(5)); // links trained, idle
     let io = io_base(&sim);
     let w = sim.io_write(io + 4, &[0xde, 0xad, 0xbe, 0xef]).unwrap();
@@ -69,12 +64,7 @@ fn io_write_then_read_round_trips_through_a_switch_in_the_hand_computed_time() {
 
 #[test]
 fn partial_dw_accesses_use_byte_enables() {
-    let mut sim = FabricSim::new(
-        &switch_tree(7, true),
-        &KindRegistry::builtin(),
-        hand_timing(false),
-    )
-    .unwrap();
+    let mut sim = hand_sim(7, true);
     let io = io_base(&sim);
     let w = sim.io_write(io + 0x10, &[1, 2, 3, 4]).unwrap();
     assert!(matches!(w, HostRead::Done { .. }), "{w:?}");
@@ -99,12 +89,7 @@ fn partial_dw_accesses_use_byte_enables() {
 
 #[test]
 fn unclaimed_io_addresses_get_unsupported_request() {
-    let mut sim = FabricSim::new(
-        &switch_tree(7, true),
-        &KindRegistry::builtin(),
-        hand_timing(false),
-    )
-    .unwrap();
+    let mut sim = hand_sim(7, true);
     let io = io_base(&sim);
     // Below the host's I/O aperture, and above the only I/O BAR (ep2 has none).
     for a in [0x10u32, io + 0x1000, 0xfff0] {
@@ -152,12 +137,7 @@ impl pcielab_fabric::timed::Endpoint for Slow {
 
 #[test]
 fn device_models_answer_io_with_defaults_tickets_and_ur() {
-    let mut sim = FabricSim::new(
-        &switch_tree(7, true),
-        &KindRegistry::builtin(),
-        hand_timing(false),
-    )
-    .unwrap();
+    let mut sim = hand_sim(7, true);
     let io = io_base(&sim);
     sim.attach("ep", Box::new(NoIo)).unwrap();
     // The default io_read answers UR after the round trip; io_write completes.
@@ -167,12 +147,7 @@ fn device_models_answer_io_with_defaults_tickets_and_ur() {
         HostRead::Done { .. }
     ));
 
-    let mut sim = FabricSim::new(
-        &switch_tree(7, true),
-        &KindRegistry::builtin(),
-        hand_timing(false),
-    )
-    .unwrap();
+    let mut sim = hand_sim(7, true);
     sim.run_for(SimDuration::from_us(5));
     let io = io_base(&sim);
     sim.attach("ep", Box::new(Slow::default())).unwrap();

@@ -3,7 +3,7 @@
 //! receiver does (Type 0: Unsupported Request, Type 1: silently dropped); the bytes on
 //! the wire; bad payloads.
 
-use crate::common::{hand_timing, ser_gen3x4, switch_tree};
+use crate::common::{caps, dev_status, hand_timing, ser_gen3x4, switch_tree};
 use pcielab_fabric::kinds::KindRegistry;
 use pcielab_fabric::timed::{Endpoint, EpCx, FabricSim, TraceKind, VdmRoute, VendorMessage};
 use pcielab_sim::{SimDuration, SimTime};
@@ -44,17 +44,10 @@ fn sim(trace: bool) -> FabricSim {
     sim
 }
 
-/// AER Uncorrectable Error Status of `bdf` (its AER capability found by walking).
+/// AER Uncorrectable Error Status of `bdf`.
 fn uncorrectable(sim: &mut FabricSim, bdf: Bdf) -> u32 {
-    let mut at = 0x100u16;
-    loop {
-        let h = sim.cfg_read(bdf, at);
-        if h & 0xffff == 1 {
-            return sim.cfg_read(bdf, at + 4);
-        }
-        at = (h >> 20) as u16;
-        assert!(at != 0, "no AER in {bdf}");
-    }
+    let (_, aer) = caps(sim, bdf);
+    sim.cfg_read(bdf, aer + 4)
 }
 
 #[test]
@@ -197,11 +190,7 @@ fn an_unsupporting_receiver_reports_type_0_and_drops_type_1() {
         assert_eq!(got.lock().unwrap().len(), 1, "offered to the model");
         assert_eq!(uncorrectable(&mut sim, ep) & (1 << 20), ur, "type1 {type1}");
         // Unsupported Request Detected in Device Status follows the AER bit.
-        let mut at = (sim.cfg_read(ep, 0x34) & 0xfc) as u16;
-        while sim.cfg_read(ep, at) & 0xff != 0x10 {
-            at = ((sim.cfg_read(ep, at) >> 8) & 0xfc) as u16;
-        }
-        assert_eq!(sim.cfg_read(ep, at + 8) >> 16 & 8, ur >> 17, "URD");
+        assert_eq!(dev_status(&mut sim, ep) & 8, ur >> 17, "URD");
     }
 }
 
