@@ -112,6 +112,18 @@ pub fn hand_sim(seed: u64, io: bool) -> pcielab_fabric::timed::FabricSim {
     .unwrap()
 }
 
+/// [`switch_tree`] with [`hand_timing`], run until its links are trained and idle.
+pub fn trained_sim(seed: u64, trace: bool) -> pcielab_fabric::timed::FabricSim {
+    let mut sim = pcielab_fabric::timed::FabricSim::new(
+        &switch_tree(seed, false),
+        &KindRegistry::builtin(),
+        hand_timing(trace),
+    )
+    .unwrap();
+    sim.run_for(pcielab_sim::SimDuration::from_us(5));
+    sim
+}
+
 /// The bridge above `bdf` in the enumerated tree.
 pub fn parent(sim: &pcielab_fabric::timed::FabricSim, bdf: Bdf) -> Bdf {
     sim.tree().get(bdf).unwrap().parent.unwrap()

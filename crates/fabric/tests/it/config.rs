@@ -3,24 +3,16 @@
 //! enumeration over the links giving the same tree as over ECAM, and cached routes
 //! dropped when software reprograms the fabric.
 
-use crate::common::{hand_timing, latency, parent, ser_gen3x4, switch_tree};
+use crate::common::{latency, parent, ser_gen3x4, trained_sim};
 use pcielab_fabric::host::enumerate::{enumerate, HostConfig};
 use pcielab_fabric::host::HostBus;
-use pcielab_fabric::kinds::KindRegistry;
 use pcielab_fabric::timed::{FabricSim, HostRead, SimError, TraceKind};
 use pcielab_sim::SimDuration;
 use pcielab_wire::tlp::{TlpHeader, TlpRepr};
 use pcielab_wire::{Bdf, ByteEnables, CplStatus};
 
 fn new_sim(trace: bool) -> FabricSim {
-    let mut sim = FabricSim::new(
-        &switch_tree(3, false),
-        &KindRegistry::builtin(),
-        hand_timing(trace),
-    )
-    .unwrap();
-    sim.run_for(SimDuration::from_us(5)); // links trained, idle
-    sim
+    trained_sim(3, trace)
 }
 
 /// The switch's ports from the enumerated tree: (upstream, downstream port 0).

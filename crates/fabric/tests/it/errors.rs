@@ -256,6 +256,29 @@ fn message_links(sim: &FabricSim) -> Vec<String> {
         .collect()
 }
 
+/// Runs `count` DMA writes of `size` bytes (`window` in flight) from "ep" to the end
+/// and checks that every one finished without error.
+fn write_stream(sim: &mut FabricSim, size: u64, window: u32, count: u64) {
+    let region = (size * count).next_power_of_two().max(4096);
+    let base = sim.alloc_dma(region);
+    let s = DmaStream::new(
+        DmaOpKind::Write,
+        size,
+        window,
+        count,
+        base,
+        region,
+        AddrPattern::Sequential,
+    );
+    sim.attach("ep", Box::new(s)).unwrap();
+    sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+    let rep = sim.model("ep").unwrap().report().unwrap();
+    assert_eq!(
+        (rep["dmas"].as_u64(), rep["failed"].as_u64()),
+        (Some(count), Some(0))
+    );
+}
+
 /// Clears SERR# Enable (bit 1) in the Bridge Control register of `bdf`.
 fn block_errors(sim: &mut FabricSim, bdf: Bdf) {
     let v = sim.cfg_read(bdf, 0x3c);
@@ -291,23 +314,7 @@ fn bridge_control_serr_enable_gates_forwarding_at_every_bridge() {
         assert_eq!(sim.cfg_read(rp, ra + 0x30) & 0x7f, 0);
         // The dropped messages' credits came back (one posted header credit per port):
         // posted writes still flow through the switch.
-        let base = sim.alloc_dma(4096);
-        let writes = DmaStream::new(
-            DmaOpKind::Write,
-            64,
-            1,
-            4,
-            base,
-            4096,
-            AddrPattern::Sequential,
-        );
-        sim.attach("ep", Box::new(writes)).unwrap();
-        sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
-        let rep = sim.model("ep").unwrap().report().unwrap();
-        assert_eq!(
-            (rep["dmas"].as_u64(), rep["failed"].as_u64()),
-            (Some(4), Some(0))
-        );
+        write_stream(&mut sim, 64, 1, 4);
     }
 }
 
@@ -473,23 +480,7 @@ fn lossy_stream(setup: impl Fn(&mut FabricSim, [Bdf; 4])) -> (FabricSim, [Bdf; 4
     let rp = Bdf::new(0, 1, 0).unwrap();
     let f = [ep, down, up, rp];
     setup(&mut sim, f);
-    let base = sim.alloc_dma(1 << 16);
-    let s = DmaStream::new(
-        DmaOpKind::Write,
-        1024,
-        8,
-        64,
-        base,
-        1 << 16,
-        AddrPattern::Sequential,
-    );
-    sim.attach("ep", Box::new(s)).unwrap();
-    sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
-    let rep = sim.model("ep").unwrap().report().unwrap();
-    assert_eq!(
-        (rep["dmas"].as_u64(), rep["failed"].as_u64()),
-        (Some(64), Some(0))
-    );
+    write_stream(&mut sim, 1024, 8, 64);
     (sim, f)
 }
 

@@ -3,8 +3,7 @@
 //! receiver does (Type 0: Unsupported Request, Type 1: silently dropped); the bytes on
 //! the wire; bad payloads.
 
-use crate::common::{caps, dev_status, hand_timing, ser_gen3x4, switch_tree};
-use pcielab_fabric::kinds::KindRegistry;
+use crate::common::{caps, dev_status, ser_gen3x4, trained_sim};
 use pcielab_fabric::timed::{Endpoint, EpCx, FabricSim, TraceKind, VdmRoute, VendorMessage};
 use pcielab_sim::{SimDuration, SimTime};
 use pcielab_wire::tlp::{MsgCode, MsgRouting, TlpHeader, TlpRepr};
@@ -34,14 +33,7 @@ impl Endpoint for Mctp {
 
 /// The switch tree with its links initialized (the InitFC handshakes done).
 fn sim(trace: bool) -> FabricSim {
-    let mut sim = FabricSim::new(
-        &switch_tree(5, false),
-        &KindRegistry::builtin(),
-        hand_timing(trace),
-    )
-    .unwrap();
-    sim.run_for(SimDuration::from_us(1));
-    sim
+    trained_sim(5, trace)
 }
 
 /// AER Uncorrectable Error Status of `bdf`.
