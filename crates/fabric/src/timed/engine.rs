@@ -356,7 +356,12 @@ impl Dir {
     /// The classes whose receive buffer (of this direction's receiver) is finite in
     /// headers or data: the ones UpdateFC is sent for.
     pub(crate) fn finite_classes(&self) -> impl Iterator<Item = usize> + '_ {
-        (0..3).filter(|&c| self.rx_buf.hdr[c] != 0 || self.rx_buf.data[c] != 0)
+        (0..3).filter(|&c| self.finite(c))
+    }
+
+    /// True if class `c` of this direction's receive buffer is finite.
+    pub(crate) fn finite(&self, c: usize) -> bool {
+        self.rx_buf.hdr[c] != 0 || self.rx_buf.data[c] != 0
     }
 }
 
@@ -1475,7 +1480,7 @@ impl Engine {
     fn return_credits(&mut self, d: u16, c: usize, data: u64, cx: &mut Context<'_, Ev>) {
         let mps_credits = (self.cfg.mps as u64).div_ceil(16);
         let dir = &mut self.dirs[d as usize];
-        if dir.rx_buf.hdr[c] == 0 && dir.rx_buf.data[c] == 0 {
+        if !dir.finite(c) {
             return; // infinite: nothing to advertise
         }
         // Credits the transmitter still had before this release.
@@ -1530,12 +1535,11 @@ impl Engine {
     fn fc_refresh(&mut self, d: u16, cx: &mut Context<'_, Ev>) {
         let period = self.cfg.fc_update_period.as_ps();
         let now = cx.now().as_ps();
-        let due: Vec<usize> = self.dirs[d as usize]
-            .finite_classes()
-            .filter(|&c| self.dirs[d as usize].fc_sent_ps[c] + period <= now)
-            .collect();
-        for c in due {
-            self.send_update_fc(d, c, cx);
+        for c in 0..3 {
+            let dir = &self.dirs[d as usize];
+            if dir.finite(c) && dir.fc_sent_ps[c] + period <= now {
+                self.send_update_fc(d, c, cx);
+            }
         }
         let dir = &self.dirs[d as usize];
         if let Some(next) = dir
