@@ -2114,15 +2114,12 @@ impl Engine {
         };
         let cs = &mut func.config;
         if let Some(a) = aer {
-            let v = cs.read_u32(a + 0x10);
-            cs.hw_write(a + 0x10, 4, v | bit);
+            set_bits(cs, a + 0x10, 4, bit);
         }
         let Some(p) = pcie else {
             return;
         };
-        let sta = p + pcielab_config::caps::pcie_reg::DEVSTA;
-        let v = cs.read_u16(sta) as u32;
-        cs.hw_write(sta, 2, v | 1);
+        set_bits(cs, p + pcielab_config::caps::pcie_reg::DEVSTA, 2, 1);
         let masked = aer.is_some_and(|a| cs.read_u32(a + 0x14) & bit != 0);
         let enabled = cs.read_u16(p + pcielab_config::caps::pcie_reg::DEVCTL) & 1 != 0;
         if !masked && enabled {
@@ -3229,6 +3226,13 @@ fn err_caps(fabric: &Fabric, f: FnId) -> (Option<u16>, Option<u16>) {
     (pcie, aer)
 }
 
+/// Sets `bits` in the `len`-byte register at `off` as the hardware does (status bits
+/// that software clears by writing 1).
+fn set_bits(cs: &mut pcielab_config::ConfigSpace, off: u16, len: usize, bits: u32) {
+    let v = cs.read(off, len);
+    cs.hw_write(off, len, v | bits);
+}
+
 /// AER Correctable Error Status: Advisory Non-Fatal Error.
 const AER_CORR_ANFE: u32 = 1 << 13;
 /// AER Correctable Error Status: Bad TLP (LCRC or sequence number).
@@ -3259,10 +3263,7 @@ pub(crate) fn log_error(
     let (pcie, aer) = err_caps(fabric, f);
     let func = fabric.functions.get_mut(f.0 as usize)?;
     let cs = &mut func.config;
-    let set = |cs: &mut pcielab_config::ConfigSpace, off: u16, len: usize, bits: u32| {
-        let v = cs.read(off, len);
-        cs.hw_write(off, len, v | bits);
-    };
+    let set = set_bits;
     if let Some(a) = aer {
         set(cs, a + 4, 4, bit);
     }
