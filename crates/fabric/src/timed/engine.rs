@@ -3263,9 +3263,8 @@ pub(crate) fn log_error(
     let (pcie, aer) = err_caps(fabric, f);
     let func = fabric.functions.get_mut(f.0 as usize)?;
     let cs = &mut func.config;
-    let set = set_bits;
     if let Some(a) = aer {
-        set(cs, a + 4, 4, bit);
+        set_bits(cs, a + 4, 4, bit);
     }
     let fatal = match aer {
         Some(a) => cs.read_u32(a + 0x0c) & bit != 0,
@@ -3279,15 +3278,15 @@ pub(crate) fn log_error(
     let devsta = pcie.map(|p| p + pcielab_config::caps::pcie_reg::DEVSTA);
     if bit == AER_UNSUPPORTED {
         if let Some(d) = devsta {
-            set(cs, d, 2, 8); // Unsupported Request Detected
+            set_bits(cs, d, 2, 8); // Unsupported Request Detected
         }
     }
     if advisory && !fatal {
         if let Some(d) = devsta {
-            set(cs, d, 2, 1);
+            set_bits(cs, d, 2, 1);
         }
         if let Some(a) = aer {
-            set(cs, a + 0x10, 4, AER_CORR_ANFE);
+            set_bits(cs, a + 0x10, 4, AER_CORR_ANFE);
         }
         let anfe_masked = aer.is_some_and(|a| cs.read_u32(a + 0x14) & AER_CORR_ANFE != 0);
         return (!anfe_masked && devctl & 1 != 0).then_some(ErrorSeverity::Correctable);
@@ -3299,7 +3298,7 @@ pub(crate) fn log_error(
         (2, ErrorSeverity::NonFatal)
     };
     if let Some(d) = devsta {
-        set(cs, d, 2, flag);
+        set_bits(cs, d, 2, flag);
     }
     (!masked && (devctl as u32 & flag != 0 || serr)).then_some(sev)
 }
