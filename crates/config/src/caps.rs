@@ -980,6 +980,8 @@ impl Capability for PcieCap {
         }
         if t == PortType::RootPort {
             cs.define(at + RTCTL, 2, 0x001f, Access::Rw, 0);
+            // PME Requester ID (15:0) and PME Pending (17): set by the port.
+            cs.define(at + RTSTA, 4, 0x0002_ffff, Access::Ro, 0);
             cs.define(at + RTSTA, 4, 0x0001_0000, Access::Rw1c, 0);
         }
         // Device capabilities 2 / control 2.

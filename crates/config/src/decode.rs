@@ -206,10 +206,11 @@ fn describe_cap(s: &mut String, cap: u8, o: u16, rd: &dyn Fn(u16, usize) -> u32)
             let csr = rd(o + 4, 2);
             let _ = writeln!(
                 s,
-                "\tVersion {}, PowerState D{}, PME-Enable{}",
+                "\tVersion {}, PowerState D{}, PME-Enable{} PME{}",
                 pmc & 7,
                 csr & 3,
-                flag(csr & 0x100 != 0)
+                flag(csr & 0x100 != 0),
+                flag(csr & 0x8000 != 0)
             );
         }
         id::MSI => {
@@ -286,6 +287,18 @@ fn describe_cap(s: &mut String, cap: u8, o: u16, rd: &dyn Fn(u16, usize) -> u32)
                     speed_name(ls & 0xf),
                     (ls >> 4) & 0x3f,
                     flag(ls & 0x2000 != 0)
+                );
+            }
+            if PortType::from_raw(t) == Some(PortType::RootPort) {
+                let rc = rd(o + pcie_reg::RTCTL, 2);
+                let rs = rd(o + pcie_reg::RTSTA, 4);
+                let _ = writeln!(s, "\tRootCtl: PMEIntEna{}", flag(rc & 8 != 0));
+                let _ = writeln!(
+                    s,
+                    "\tRootSta: PME ReqID {:04x}, PMEStatus{} PMEPending{}",
+                    rs & 0xffff,
+                    flag(rs & 0x1_0000 != 0),
+                    flag(rs & 0x2_0000 != 0)
                 );
             }
             if caps & 0x100 != 0 {

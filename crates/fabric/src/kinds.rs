@@ -19,6 +19,7 @@
 //! | psmem | `io_size` | 0 or 4..=256 | 0 | I/O BAR size (0: none) |
 //! | psmem | `rom_size` | 0 or a power of two ≥ 2048 | 0 | expansion ROM size (0: none) |
 //! | psmem | `sriov_vfs` | 0..=255 | 0 | TotalVFs of an SR-IOV capability (0: none) |
+//! | psmem | `pme` | bool | false | the PM capability advertises PME from D0 and D3hot (PME_En writable) |
 //!
 //! ```
 //! use pcielab_fabric::kinds::KindRegistry;
@@ -396,6 +397,12 @@ impl KindRegistry {
                 Some(ParamValue::Int(0)),
                 "SR-IOV TotalVFs (0: no SR-IOV)",
             ),
+            key(
+                "pme",
+                KeyType::Bool,
+                Some(ParamValue::Bool(false)),
+                "PM capability advertises PME (D0, D3hot)",
+            ),
         ];
         ps.extend(common_keys(512, device_ids::PSMEM as i64));
         r.register(KindSpec {
@@ -621,7 +628,9 @@ fn build_psmem(ctx: &EndpointCtx<'_>) -> Result<Vec<HwFunction>, KindError> {
     .build()
     .map_err(|e| e.to_string())?;
     let mut list = CapabilityList::new()
-        .with(PmCap::default())
+        .with(PmCap {
+            pme: p.bool("pme").unwrap_or(false),
+        })
         .with(MsiCap {
             vectors: 1,
             addr64: true,

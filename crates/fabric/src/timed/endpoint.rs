@@ -127,6 +127,7 @@ pub(crate) enum EpCmd {
     Msi(u8),
     Intx(bool),
     Vendor(VendorMessage),
+    Pme,
 }
 
 /// What a device sees while the fabric calls it.
@@ -181,6 +182,15 @@ impl EpCx<'_> {
     /// exceeds MPS is not sent (the simulator records the error).
     pub fn vendor_message(&mut self, msg: VendorMessage) {
         self.cmds.push(EpCmd::Vendor(msg));
+    }
+    /// Signals a power-management event (a wake-up request; PCIe Base Spec 5.3.3):
+    /// the function sets PME_Status in its PMCSR. While PME_Status and PME_En are
+    /// both set, a PM_PME message goes to the root complex, and again after every
+    /// PME service timeout (`SimConfig::pme_service_timeout`) until software clears
+    /// PME_Status. A function whose PM capability does not advertise PME support
+    /// (psmem: `pme = true`) signals nothing: the simulator records the error.
+    pub fn pme(&mut self) {
+        self.cmds.push(EpCmd::Pme);
     }
     /// Completes a read answered with [`ReadReply::Later`].
     pub fn complete(&mut self, ticket: ReadTicket, data: Vec<u8>) {

@@ -62,6 +62,10 @@ pub(crate) enum Kind {
     /// (the host bridge for the root complex); `addr`: vendor data << 32 | Vendor ID
     /// << 16 (its low bits zero, so the payload is DW aligned).
     VendorMsg,
+    /// A power-management message routed to the root complex (PM_PME, code 18h in
+    /// `byte_count`): posted, 4DW header, no data; `requester` is the function that
+    /// signalled the event.
+    PmMsg,
 }
 
 /// Who consumes a TLP at its destination.
@@ -130,7 +134,7 @@ impl Tlp {
     pub fn new(kind: Kind, requester: Bdf, addr: u64, len: u32) -> Tlp {
         let hdr_bytes = match kind {
             Kind::MRd | Kind::MWr if addr > u32::MAX as u64 => 16,
-            Kind::Intx | Kind::ErrMsg | Kind::VendorMsg => 16,
+            Kind::Intx | Kind::ErrMsg | Kind::VendorMsg | Kind::PmMsg => 16,
             _ => 12,
         };
         Tlp {
@@ -156,7 +160,7 @@ impl Tlp {
     #[inline]
     pub fn class(&self) -> usize {
         match self.kind {
-            Kind::MWr | Kind::Intx | Kind::ErrMsg | Kind::VendorMsg => P,
+            Kind::MWr | Kind::Intx | Kind::ErrMsg | Kind::VendorMsg | Kind::PmMsg => P,
             Kind::MRd | Kind::IoRd | Kind::IoWr | Kind::CfgRd | Kind::CfgWr => NP,
             Kind::Cpl | Kind::CplD => CPL,
         }
@@ -247,6 +251,9 @@ pub enum Ev {
     HostSend(u32),
     /// A delayed endpoint completion is ready.
     EpComplete(u32),
+    /// A function's PME service timeout: it re-sends PM_PME if its PME is still
+    /// asserted (a background event).
+    PmeResend(u32),
 }
 
 /// Opaque wire item of an [`Ev::Arrive`].
@@ -490,6 +497,26 @@ pub struct ErrorMessage {
     pub severity: ErrorSeverity,
 }
 
+/// A PM_PME message as a root port received it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PmeMessage {
+    /// The root port that received it.
+    pub root_port: Bdf,
+    /// The function that signalled the event (the message's Requester ID).
+    pub requester: Bdf,
+}
+
+/// A root port's interrupt state (see [`Engine::root_port_interrupt`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct RootIrq {
+    /// The AER condition as last evaluated.
+    pub aer: bool,
+    /// The PME condition as last evaluated.
+    pub pme: bool,
+    /// The virtual INTx wire is asserted.
+    pub wire: bool,
+}
+
 /// The result of a host read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HostRead {
@@ -564,10 +591,18 @@ pub struct Engine {
     pub(crate) p2p_tag_map: IntMap<u16, (u64, u32)>,
     pub(crate) p2p_reads: IntMap<u64, P2pRead>,
     pub(crate) p2p_next: u64,
-    /// Per root port (function index): the AER interrupt condition as last evaluated
-    /// (an MSI is sent when it becomes true) and whether its virtual INTx wire is
-    /// asserted.
-    pub(crate) aer_irq: IntMap<u32, (bool, bool)>,
+    /// Per root port (function index): its AER and PME interrupt conditions as last
+    /// evaluated (an MSI is sent when one becomes true) and whether its virtual INTx
+    /// wire is asserted.
+    pub(crate) root_irq: IntMap<u32, RootIrq>,
+    /// PM_PME messages the root ports received.
+    pub pme_messages: Vec<(SimTime, PmeMessage)>,
+    /// Per root port (function index): requesters whose PM_PME arrived while PME
+    /// Status was set (delivered one by one as software clears it).
+    pub(crate) pme_queue: IntMap<u32, VecDeque<Bdf>>,
+    /// Per function signalling PME: asserted (PME_Status and PME_En) as last
+    /// evaluated, and the pending re-send.
+    pub(crate) pme_state: IntMap<u32, (bool, Option<EventKey>)>,
     /// Vendor-defined messages the root complex received: (time, requester, message).
     pub vendor_messages: Vec<(SimTime, Bdf, VendorMessage)>,
 }
@@ -736,7 +771,7 @@ impl Engine {
                     },
                 ))
             }
-            Kind::Intx | Kind::ErrMsg => Ok(TlpRepr::with_header(
+            Kind::Intx | Kind::ErrMsg | Kind::PmMsg => Ok(TlpRepr::with_header(
                 pcielab_wire::tlp::TlpHeader::Msg(pcielab_wire::tlp::MsgHeader {
                     requester_id: t.requester,
                     tag,
@@ -792,7 +827,7 @@ impl Engine {
         };
         let key = match kind {
             // Completions and error messages go to a function by ID (messages: the host bridge).
-            Kind::Cpl | Kind::CplD | Kind::ErrMsg | Kind::VendorMsg => {
+            Kind::Cpl | Kind::CplD | Kind::ErrMsg | Kind::VendorMsg | Kind::PmMsg => {
                 (onode, 1u64 << 63 | dest_id.raw() as u64)
             }
             // I/O BARs are as small as 4 bytes and share pages: one entry per DW. Bit 62
@@ -808,7 +843,7 @@ impl Engine {
             return Ok(*r);
         }
         let (hops, dest_node, dest) = match kind {
-            Kind::Cpl | Kind::CplD | Kind::ErrMsg | Kind::VendorMsg => {
+            Kind::Cpl | Kind::CplD | Kind::ErrMsg | Kind::VendorMsg | Kind::PmMsg => {
                 let r = self.fabric.route_id(origin, dest_id)?;
                 let f = &self.fabric.functions[r.target.0 as usize];
                 let d = if f.role == Role::HostBridge {
@@ -2022,6 +2057,11 @@ impl Engine {
                 Kind::CfgRd | Kind::CfgWr,
             ) => self.config_request(node, func, refuser, id, &t, cx),
             (Dest::Rc | Dest::Dma { .. }, Kind::VendorMsg) => self.vendor_arrived(id, &t, cx),
+            (Dest::Rc, Kind::PmMsg) => {
+                if let Some(rp) = self.last_rx_func {
+                    self.root_pme(rp, t.requester, cx);
+                }
+            }
             _ => {
                 // A completion routed to a BAR, a request to the RC's completion sink…
                 self.errors.push(format!(
@@ -2076,7 +2116,7 @@ impl Engine {
             self.fabric
                 .config_write_fn(f, reg, u32::from_le_bytes(dw), be);
             self.invalidate_routes();
-            self.aer_interrupt(f, cx);
+            self.after_config_write(f, cx);
             self.send_io_completion(origin, completer, t, CplStatus::Sc, None, cx);
         } else {
             let v = self.fabric.functions[func as usize].config.read_u32(reg);
@@ -2221,21 +2261,195 @@ impl Engine {
         }
         cs.hw_write(a + 0x30, 4, st);
         cs.hw_write(a + 0x34, 4, src);
-        self.aer_interrupt(rp, cx);
+        self.root_port_interrupt(rp, cx);
     }
 
-    /// Re-evaluates the AER interrupt of root port `rp` (PCIe Base Spec 6.2.4.1.2):
-    /// the condition holds while an error-reporting enable of Root Error Command is set
-    /// together with its "received" bit of Root Error Status (Correctable ↔ ERR_COR
-    /// Received, Non-Fatal ↔ Non-Fatal Error Messages Received, Fatal ↔ Fatal Error
-    /// Messages Received). With MSI or MSI-X enabled, a message is sent each time the
-    /// condition becomes true (MSI vector: the Advanced Error Interrupt Message
-    /// Number); otherwise the port's virtual INTx wire follows the condition (unless
-    /// Interrupt Disable is set), and so does Interrupt Status. Called after the root
-    /// port logs an error and after every configuration write to it.
+    /// What follows a configuration write to function `f`: a root port delivers its
+    /// next queued PME once software has cleared PME Status, and re-evaluates its
+    /// interrupt (Root Error Command/Status, Root Control/Status, MSI, INTx); a
+    /// function signalling PME re-evaluates PME_Status and PME_En.
+    pub(crate) fn after_config_write(&mut self, f: FnId, cx: &mut Context<'_, Ev>) {
+        let Some(func) = self.fabric.functions.get(f.0 as usize) else {
+            return;
+        };
+        if matches!(func.role, Role::RootPort { .. }) {
+            self.root_port_interrupt(f, cx);
+            // A PME delivered now is a new rising condition (software cleared PME
+            // Status, which the evaluation above saw).
+            if self.pme_deliver_queued(f) {
+                self.root_port_interrupt(f, cx);
+            }
+        }
+        if self.pme_state.contains_key(&f.0) {
+            self.pme_check(f, cx);
+        }
+    }
+
+    /// Function `f` signals a power-management event (PCIe Base Spec 5.3.3): PME_Status
+    /// is set in its PMCSR (whatever PME_En says), then PM_PME goes out if PME_En is
+    /// set. Without PME support in its PM capability (PMC bits 15:11) nothing happens
+    /// but an error record.
     #[cold]
     #[inline(never)]
-    pub(crate) fn aer_interrupt(&mut self, rp: FnId, cx: &mut Context<'_, Ev>) {
+    fn device_pme(&mut self, f: FnId, cx: &mut Context<'_, Ev>) {
+        let me = self.fabric.bdf(f);
+        let Some(pm) = pm_cap(&self.fabric, f) else {
+            self.errors
+                .push(format!("{me}: PME signalled without a PM capability"));
+            return;
+        };
+        let cs = &mut self.fabric.functions[f.0 as usize].config;
+        if cs.read_u16(pm + 2) & 0xf800 == 0 {
+            self.errors.push(format!(
+                "{me}: PME signalled but the PM capability supports PME from no state"
+            ));
+            return;
+        }
+        set_bits(cs, pm + 4, 2, PMCSR_PME_STATUS);
+        // From now on, configuration writes to the function re-evaluate its PME.
+        self.pme_state.entry(f.0).or_insert((false, None));
+        self.pme_check(f, cx);
+    }
+
+    /// Re-evaluates function `f`'s PME: asserted while PME_Status and PME_En are both
+    /// set. When it becomes asserted, PM_PME is sent and the PME service timeout
+    /// starts; when it is no longer asserted, the pending re-send is dropped.
+    fn pme_check(&mut self, f: FnId, cx: &mut Context<'_, Ev>) {
+        let Some(pm) = pm_cap(&self.fabric, f) else {
+            return;
+        };
+        let v = self.fabric.functions[f.0 as usize].config.read_u16(pm + 4) as u32;
+        let asserted = v & (PMCSR_PME_STATUS | PMCSR_PME_EN) == PMCSR_PME_STATUS | PMCSR_PME_EN;
+        let (was, timer) = self.pme_state.get(&f.0).copied().unwrap_or((false, None));
+        if asserted == was {
+            return;
+        }
+        if let Some(k) = timer {
+            cx.cancel(k);
+        }
+        let timer = if asserted {
+            self.send_pm_pme(f, cx);
+            self.arm_pme_resend(f, cx)
+        } else {
+            None
+        };
+        self.pme_state.insert(f.0, (asserted, timer));
+    }
+
+    fn arm_pme_resend(&mut self, f: FnId, cx: &mut Context<'_, Ev>) -> Option<EventKey> {
+        let to = self.cfg.pme_service_timeout;
+        (to > SimDuration::ZERO)
+            .then(|| cx.schedule_background_at(cx.now() + to, Ev::PmeResend(f.0)))
+    }
+
+    /// Function `f`'s PME service timeout expired with its PME still asserted (a
+    /// de-assertion cancels the timer): PM_PME again (PCIe Base Spec 5.3.3.3.1).
+    #[cold]
+    #[inline(never)]
+    fn pme_resend(&mut self, f: FnId, cx: &mut Context<'_, Ev>) {
+        if let Some(&(true, _)) = self.pme_state.get(&f.0) {
+            self.send_pm_pme(f, cx);
+            let timer = self.arm_pme_resend(f, cx);
+            self.pme_state.insert(f.0, (true, timer));
+        }
+    }
+
+    /// Sends PM_PME (Msg, routed to the root complex) from function `f`.
+    fn send_pm_pme(&mut self, f: FnId, cx: &mut Context<'_, Ev>) {
+        let me = self.fabric.bdf(f);
+        let host = self.host_bdf;
+        let t = Tlp {
+            byte_count: MSG_PM_PME as u16,
+            ..Tlp::new(Kind::PmMsg, me, 0, 0)
+        };
+        if let Err(e) = self.inject(Origin::Function(f), t, host, cx) {
+            self.errors.push(format!("{me}: PM_PME not routable: {e}"));
+        }
+    }
+
+    /// Root port `rp` received PM_PME from `requester` (PCIe Base Spec 7.5.3.14): with
+    /// PME Status clear, PME Status is set and PME Requester ID records the requester;
+    /// otherwise the PME waits (PME Pending) until software clears PME Status. A
+    /// requester already recorded or waiting is not queued twice (its re-sends).
+    #[cold]
+    #[inline(never)]
+    fn root_pme(&mut self, rp: FnId, requester: Bdf, cx: &mut Context<'_, Ev>) {
+        let root_port = self.fabric.bdf(rp);
+        self.pme_messages.push((
+            cx.now(),
+            PmeMessage {
+                root_port,
+                requester,
+            },
+        ));
+        let (Some(p), _) = err_caps(&self.fabric, rp) else {
+            return;
+        };
+        let reg = p + pcielab_config::caps::pcie_reg::RTSTA;
+        let cs = &mut self.fabric.functions[rp.0 as usize].config;
+        let st = cs.read_u32(reg);
+        if st & RTSTA_PME_STATUS == 0 {
+            cs.hw_write(
+                reg,
+                4,
+                (st & RTSTA_PME_PENDING) | RTSTA_PME_STATUS | requester.raw() as u32,
+            );
+        } else if st & 0xffff != requester.raw() as u32 {
+            let q = self.pme_queue.entry(rp.0).or_default();
+            if !q.contains(&requester) {
+                q.push_back(requester);
+            }
+            cs.hw_write(reg, 4, st | RTSTA_PME_PENDING);
+        }
+        self.root_port_interrupt(rp, cx);
+    }
+
+    /// Root port `rp`: once software has cleared PME Status, the next queued PME is
+    /// delivered (PME Status set again with its requester; returns true); PME Pending
+    /// stays set while more wait.
+    fn pme_deliver_queued(&mut self, rp: FnId) -> bool {
+        let (Some(p), _) = err_caps(&self.fabric, rp) else {
+            return false;
+        };
+        let reg = p + pcielab_config::caps::pcie_reg::RTSTA;
+        let cs = &mut self.fabric.functions[rp.0 as usize].config;
+        let st = cs.read_u32(reg);
+        if st & RTSTA_PME_STATUS != 0 {
+            return false;
+        }
+        let Some(q) = self.pme_queue.get_mut(&rp.0) else {
+            return false;
+        };
+        let next = q.pop_front();
+        let pending = if q.is_empty() { 0 } else { RTSTA_PME_PENDING };
+        let v = match next {
+            Some(r) => RTSTA_PME_STATUS | pending | r.raw() as u32,
+            None => st & 0xffff,
+        };
+        if v != st {
+            cs.hw_write(reg, 4, v);
+        }
+        next.is_some()
+    }
+
+    /// Re-evaluates the interrupt of root port `rp`. Two conditions share it:
+    ///
+    /// * AER (PCIe Base Spec 6.2.4.1.2): an error-reporting enable of Root Error
+    ///   Command is set together with its "received" bit of Root Error Status
+    ///   (Correctable ↔ ERR_COR Received, Non-Fatal ↔ Non-Fatal Error Messages
+    ///   Received, Fatal ↔ Fatal Error Messages Received);
+    /// * PME (7.5.3.12–14): PME Interrupt Enable in Root Control with PME Status in
+    ///   Root Status.
+    ///
+    /// With MSI or MSI-X enabled, a message is sent each time a condition becomes
+    /// true (AER: vector Advanced Error Interrupt Message Number; PME: the Interrupt
+    /// Message Number of the PCI Express Capabilities register); otherwise the port's
+    /// virtual INTx wire follows either condition (unless Interrupt Disable is set),
+    /// and so does Interrupt Status. Called after the root port logs an error or
+    /// receives a PME, and after every configuration write to it.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn root_port_interrupt(&mut self, rp: FnId, cx: &mut Context<'_, Ev>) {
         use pcielab_config::header::reg;
         let Some(func) = self.fabric.functions.get(rp.0 as usize) else {
             return;
@@ -2243,14 +2457,22 @@ impl Engine {
         if !matches!(func.role, Role::RootPort { .. }) {
             return;
         }
-        let (_, Some(a)) = err_caps(&self.fabric, rp) else {
-            return;
-        };
+        let (pcie, aer) = err_caps(&self.fabric, rp);
         let cs = &self.fabric.functions[rp.0 as usize].config;
-        let (cmd, st) = (cs.read_u32(a + 0x2c), cs.read_u32(a + 0x30));
-        let cond = (cmd & 1 != 0 && st & 1 != 0)
-            || (cmd & 2 != 0 && st & 0x20 != 0)
-            || (cmd & 4 != 0 && st & 0x40 != 0);
+        let aer_st = aer.map_or(0, |a| cs.read_u32(a + 0x30));
+        let aer_cond = aer.is_some_and(|a| {
+            let cmd = cs.read_u32(a + 0x2c);
+            (cmd & 1 != 0 && aer_st & 1 != 0)
+                || (cmd & 2 != 0 && aer_st & 0x20 != 0)
+                || (cmd & 4 != 0 && aer_st & 0x40 != 0)
+        });
+        let pme_cond = pcie.is_some_and(|p| {
+            use pcielab_config::caps::pcie_reg::{RTCTL, RTSTA};
+            cs.read_u16(p + RTCTL) & RTCTL_PME_IE != 0
+                && cs.read_u32(p + RTSTA) & RTSTA_PME_STATUS != 0
+        });
+        let pme_vector = pcie.map_or(0, |p| (cs.read_u16(p + 2) >> 9) & 0x1f);
+        let cond = aer_cond || pme_cond;
         // Which message mechanism is on: MSI (Message Control bit 0) or MSI-X (bit 15).
         let enabled = |id: u8, bit: u16| {
             pcielab_config::caps::walk(cs.bytes())
@@ -2263,7 +2485,7 @@ impl Engine {
         let msi = msix || enabled(pcielab_config::caps::id::MSI, 1);
         let intx_off = cs.read_u16(reg::COMMAND) & 0x400 != 0;
         let pin = cs.read(reg::INT_PIN, 1) as u8;
-        let (was, wire) = self.aer_irq.get(&rp.0).copied().unwrap_or((false, false));
+        let was = self.root_irq.get(&rp.0).copied().unwrap_or_default();
         let me = self.fabric.bdf(rp);
         // Interrupt Status (Status bit 3) reflects a pending INTx, whatever Interrupt
         // Disable says.
@@ -2278,25 +2500,33 @@ impl Engine {
             cs.hw_write(reg::STATUS, 2, want as u32);
         }
         let level = !msi && cond && !intx_off && pin != 0;
-        if msi && cond && !was {
-            let vector = (st >> 27) as u16;
-            let before = self.fabric.interrupts.len();
-            let r = if msix {
-                self.fabric.raise_msix(rp, vector)
-            } else {
-                self.fabric.raise_msi(rp, vector as u8)
-            };
-            if r.is_err() {
-                self.errors.push(format!("{me}: AER interrupt failed"));
+        if msi {
+            let mut vectors = [None, None];
+            if aer_cond && !was.aer {
+                vectors[0] = Some(((aer_st >> 27) as u16, "AER"));
             }
-            // The root port is part of the root complex: its message reaches the
-            // interrupt sink without crossing a link.
-            let new: Vec<Interrupt> = self.fabric.interrupts.drain(before..).collect();
-            for i in new {
-                self.interrupts.push((cx.now(), i));
+            if pme_cond && !was.pme {
+                vectors[1] = Some((pme_vector, "PME"));
+            }
+            for (vector, what) in vectors.into_iter().flatten() {
+                let before = self.fabric.interrupts.len();
+                let r = if msix {
+                    self.fabric.raise_msix(rp, vector)
+                } else {
+                    self.fabric.raise_msi(rp, vector as u8)
+                };
+                if r.is_err() {
+                    self.errors.push(format!("{me}: {what} interrupt failed"));
+                }
+                // The root port is part of the root complex: its message reaches the
+                // interrupt sink without crossing a link.
+                let new: Vec<Interrupt> = self.fabric.interrupts.drain(before..).collect();
+                for i in new {
+                    self.interrupts.push((cx.now(), i));
+                }
             }
         }
-        if level != wire {
+        if level != was.wire {
             self.intx_events.push((
                 cx.now(),
                 IntxEvent {
@@ -2307,7 +2537,14 @@ impl Engine {
                 },
             ));
         }
-        self.aer_irq.insert(rp.0, (cond, level));
+        self.root_irq.insert(
+            rp.0,
+            RootIrq {
+                aer: aer_cond,
+                pme: pme_cond,
+                wire: level,
+            },
+        );
     }
 
     /// Forgets every cached route (after a configuration write: routing may change).
@@ -2529,6 +2766,11 @@ impl Engine {
                 }
             }
             EpCmd::Intx(assert) => self.device_intx(node, assert, cx),
+            EpCmd::Pme => {
+                if let Some(f) = self.nodes[node as usize].func {
+                    self.device_pme(f, cx);
+                }
+            }
             EpCmd::Vendor(msg) => {
                 let Some(f) = self.nodes[node as usize].func else {
                     return;
@@ -3233,6 +3475,29 @@ fn set_bits(cs: &mut pcielab_config::ConfigSpace, off: u16, len: usize, bits: u3
     cs.hw_write(off, len, v | bits);
 }
 
+/// The PM capability of function `f` (its offset).
+fn pm_cap(fabric: &Fabric, f: FnId) -> Option<u16> {
+    let func = fabric.functions.get(f.0 as usize)?;
+    pcielab_config::caps::walk(func.config.bytes())
+        .0
+        .iter()
+        .find(|c| !c.extended && c.id == pcielab_config::caps::id::PM as u16)
+        .map(|c| c.offset)
+}
+
+/// PMCSR: PME_Status (RW1CS).
+const PMCSR_PME_STATUS: u32 = 1 << 15;
+/// PMCSR: PME_En (RWS).
+const PMCSR_PME_EN: u32 = 1 << 8;
+/// Root Control: PME Interrupt Enable.
+const RTCTL_PME_IE: u16 = 1 << 3;
+/// Root Status: PME Status (RW1C); bits 15:0 are the PME Requester ID.
+const RTSTA_PME_STATUS: u32 = 1 << 16;
+/// Root Status: PME Pending (RO).
+const RTSTA_PME_PENDING: u32 = 1 << 17;
+/// Message code of PM_PME.
+const MSG_PM_PME: u8 = 0x18;
+
 /// AER Correctable Error Status: Advisory Non-Fatal Error.
 const AER_CORR_ANFE: u32 = 1 << 13;
 /// AER Correctable Error Status: Bad TLP (LCRC or sequence number).
@@ -3384,6 +3649,7 @@ impl World for Engine {
                 }
             }
             Ev::EpComplete(_) => {}
+            Ev::PmeResend(f) => self.pme_resend(FnId(f), cx),
         }
     }
 }

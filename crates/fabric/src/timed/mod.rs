@@ -58,7 +58,8 @@ pub use endpoint::{
     DmaId, Endpoint, EpCx, PsMemEndpoint, ReadReply, ReadTicket, VdmRoute, VendorMessage,
 };
 pub use engine::{
-    BufferCredits, Engine, ErrorMessage, ErrorSeverity, Ev, HostRead, IntxEvent, WireItem,
+    BufferCredits, Engine, ErrorMessage, ErrorSeverity, Ev, HostRead, IntxEvent, PmeMessage,
+    WireItem,
 };
 pub use iommu::{IommuConfig, IommuFault, IommuStats};
 pub use phy::LinkTiming;
@@ -143,6 +144,11 @@ pub struct SimConfig {
     pub retrain_time: SimDuration,
     /// Completion timeout (host MMIO reads and device DMA reads). Default 10 ms.
     pub completion_timeout: SimDuration,
+    /// PME service timeout (PCIe Base Spec 5.3.3.3.1: 100 ms, +50 %/−5 %): a function
+    /// re-sends PM_PME while software has not cleared its PME_Status for this long.
+    /// The re-sends are background events. Zero: never re-sent; otherwise
+    /// 1 µs..=1 s. Default 100 ms.
+    pub pme_service_timeout: SimDuration,
     /// Tags of each endpoint's DMA engine (1..=768). Default 64.
     pub dma_tags: u16,
     /// The root complex splits peer-to-peer requests between its root ports into
@@ -191,6 +197,7 @@ impl Default for SimConfig {
             fc_update_period: SimDuration::from_us(30),
             retrain_time: SimDuration::from_us(1),
             completion_timeout: SimDuration::from_ms(10),
+            pme_service_timeout: SimDuration::from_ms(100),
             dma_tags: 64,
             p2p_split: None,
             iommu: None,
@@ -288,6 +295,16 @@ fn check(cfg: &SimConfig) -> Result<(), SimError> {
             "fc update period",
             format!("{} ps", fc.as_ps()),
             "0 (off) or 1 µs..=1 ms (the spec's 30 µs, 120 µs with Extended Synch)",
+        );
+    }
+    let pme = cfg.pme_service_timeout;
+    if pme != SimDuration::ZERO
+        && !(SimDuration::from_us(1)..=SimDuration::from_ms(1000)).contains(&pme)
+    {
+        return p(
+            "pme service timeout",
+            format!("{} ps", pme.as_ps()),
+            "0 (never re-sent) or 1 µs..=1 s (the spec's 100 ms)",
         );
     }
     if let Some(p2p) = cfg.p2p_split {
@@ -564,7 +581,10 @@ impl FabricSim {
             p2p_tag_map: Default::default(),
             p2p_reads: Default::default(),
             p2p_next: 0,
-            aer_irq: Default::default(),
+            root_irq: Default::default(),
+            pme_messages: Vec::new(),
+            pme_queue: Default::default(),
+            pme_state: Default::default(),
             vendor_messages: Vec::new(),
         })
         .seed(seed)
@@ -719,9 +739,11 @@ impl FabricSim {
             .config_write(bdf, register & 0xffc, value, pcielab_wire::ByteEnables::ALL);
         // Bus numbers, BARs, windows or enables may have changed.
         e.invalidate_routes();
-        // A root port's AER interrupt may follow (Root Error Command/Status, MSI, INTx).
+        // A root port's interrupt may follow (Root Error Command/Status, Root
+        // Control/Status, MSI, INTx), a queued PME be delivered, or a device's PME be
+        // asserted (PME_En) or withdrawn (PME_Status cleared).
         if let Some(f) = e.fabric.function_at(bdf) {
-            self.sim.process(|e, cx| e.aer_interrupt(f, cx));
+            self.sim.process(|e, cx| e.after_config_write(f, cx));
         }
     }
 
@@ -1128,6 +1150,12 @@ impl FabricSim {
     /// Error Mask (masked at reset).
     pub fn error_messages(&self) -> &[(SimTime, ErrorMessage)] {
         &self.sim.world().error_messages
+    }
+
+    /// PM_PME messages the root ports received, with their arrival times (re-sends
+    /// included; Root Status records what software sees).
+    pub fn pme_messages(&self) -> &[(SimTime, PmeMessage)] {
+        &self.sim.world().pme_messages
     }
 
     /// Interrupts the host received, with arrival times.

@@ -8,6 +8,7 @@ mod errors;
 mod gem5;
 mod intx;
 mod io;
+mod pme;
 mod props;
 mod real_lspci;
 mod timed;
