@@ -19,38 +19,8 @@ use pcielab_fabric::topology::Topology;
 use pcielab_sim::{SimDuration, SimTime};
 use pcielab_wire::Bdf;
 
-const TOPOLOGY: &str = "seed = 3
-[[node]]
-name = \"rc\"
-kind = \"root-complex\"
-[[node]]
-name = \"sw\"
-kind = \"switch\"
-ports = 2
-[[node]]
-name = \"nic\"
-kind = \"psmem\"
-pme = true
-[[node]]
-name = \"nic2\"
-kind = \"psmem\"
-pme = true
-[[link]]
-up = \"rc.0\"
-down = \"sw\"
-gen = 3
-width = 4
-[[link]]
-up = \"sw.0\"
-down = \"nic\"
-gen = 3
-width = 4
-[[link]]
-up = \"sw.1\"
-down = \"nic2\"
-gen = 3
-width = 4
-";
+/// Two wake-capable devices (psmem with `pme = true`) below a switch.
+const TOPOLOGY: &str = include_str!("../../../examples/topologies/wake.toml");
 
 /// A device that wakes the host `after` it is attached.
 #[derive(Debug)]
@@ -82,7 +52,7 @@ fn cap(sim: &mut FabricSim, f: Bdf, id: u32) -> u16 {
 
 fn main() {
     let reg = KindRegistry::builtin();
-    let topo = Topology::parse(TOPOLOGY, "pme.toml", &reg).expect("valid topology");
+    let topo = Topology::parse(TOPOLOGY, "wake.toml", &reg).expect("valid topology");
     let mut sim = FabricSim::new(&topo, &reg, SimConfig::default()).expect("valid fabric");
     let rp = Bdf::new(0, 1, 0).expect("root port");
     let nics = [sim.bdf("nic").expect("nic"), sim.bdf("nic2").expect("nic2")];

@@ -157,3 +157,37 @@ pub fn dev_status(sim: &mut pcielab_fabric::timed::FabricSim, bdf: Bdf) -> u32 {
     let (p, _) = caps(sim, bdf);
     sim.cfg_read(bdf, p + 8) >> 16
 }
+
+/// Offset of capability `id` of `f`, found with config reads.
+pub fn cap_offset(sim: &mut pcielab_fabric::timed::FabricSim, f: Bdf, id: u32) -> u16 {
+    let mut at = (sim.cfg_read(f, 0x34) & 0xfc) as u16;
+    while at != 0 {
+        let h = sim.cfg_read(f, at);
+        if h & 0xff == id {
+            return at;
+        }
+        at = ((h >> 8) & 0xfc) as u16;
+    }
+    panic!("no capability {id:#04x} in {f}");
+}
+
+fn msi_cap(sim: &mut pcielab_fabric::timed::FabricSim, f: Bdf) -> u16 {
+    cap_offset(sim, f, 0x05)
+}
+
+/// (MSI address, MSI data) the enumerator gave `f` (its MSI must be enabled, 64-bit).
+pub fn msi_of(sim: &mut pcielab_fabric::timed::FabricSim, f: Bdf) -> (u64, u32) {
+    let at = msi_cap(sim, f);
+    let h = sim.cfg_read(f, at);
+    assert!(h >> 16 & 1 == 1, "MSI enabled");
+    assert!(h >> 16 & 0x80 != 0, "64-bit");
+    let addr = sim.cfg_read(f, at + 4) as u64 | (sim.cfg_read(f, at + 8) as u64) << 32;
+    (addr, sim.cfg_read(f, at + 0xc) & 0xffff)
+}
+
+/// Turns MSI off in `f` (Message Control's enable bit).
+pub fn disable_msi(sim: &mut pcielab_fabric::timed::FabricSim, f: Bdf) {
+    let at = msi_cap(sim, f);
+    let h = sim.cfg_read(f, at);
+    sim.cfg_write(f, at, h & !(1 << 16));
+}

@@ -2,7 +2,9 @@
 //! Status), when it sends ERR_COR/ERR_NONFATAL/ERR_FATAL (masks, severities, reporting
 //! enables), and what the root port logs (Root Error Status, Error Source ID).
 
-use crate::common::{caps, dev_status, hand_sim, hand_timing, parent, switch_tree, Chatty};
+use crate::common::{
+    caps, dev_status, disable_msi, hand_sim, hand_timing, msi_of, parent, switch_tree, Chatty,
+};
 use pcielab_fabric::kinds::KindRegistry;
 use pcielab_fabric::timed::{
     AddrPattern, DmaOpKind, DmaStream, ErrorSeverity, FabricSim, HostRead, SimConfig, TraceKind,
@@ -347,22 +349,6 @@ fn a_downstream_ports_own_message_needs_the_upstream_ports_serr_enable() {
     assert_eq!(sim.cfg_read(down, a + 0x10) & (1 << 13), 1 << 13);
 }
 
-/// (MSI address, MSI data) the enumerator gave root port `rp`.
-fn msi_of(sim: &mut FabricSim, rp: Bdf) -> (u64, u32) {
-    let mut at = (sim.cfg_read(rp, 0x34) & 0xfc) as u16;
-    while at != 0 {
-        let h = sim.cfg_read(rp, at);
-        if h & 0xff == 0x05 {
-            assert!(h >> 16 & 1 == 1, "MSI enabled");
-            assert!(h >> 16 & 0x80 != 0, "64-bit");
-            let addr = sim.cfg_read(rp, at + 4) as u64 | (sim.cfg_read(rp, at + 8) as u64) << 32;
-            return (addr, sim.cfg_read(rp, at + 0xc) & 0xffff);
-        }
-        at = ((h >> 8) & 0xfc) as u16;
-    }
-    panic!("no MSI capability in {rp}");
-}
-
 fn from(sim: &FabricSim, f: Bdf) -> Vec<(u64, u32)> {
     sim.interrupts()
         .iter()
@@ -424,14 +410,7 @@ fn root_error_command_drives_intx_without_msi() {
     let rp0 = Bdf::new(0, 1, 0).unwrap();
     // MSI off on the root port: the virtual INTx wire follows the condition.
     let (mut sim, _, rp) = late_completion_with(true, false, |sim| {
-        let mut at = (sim.cfg_read(rp0, 0x34) & 0xfc) as u16;
-        while at != 0 {
-            let h = sim.cfg_read(rp0, at);
-            if h & 0xff == 0x05 {
-                sim.cfg_write(rp0, at, h & !(1 << 16));
-            }
-            at = ((h >> 8) & 0xfc) as u16;
-        }
+        disable_msi(sim, rp0);
         let (_, ra) = caps(sim, rp0);
         sim.cfg_write(rp0, ra + 0x2c, 1);
     });

@@ -2,7 +2,7 @@
 //! message and its service-timeout re-sends, the root port's Root Status (PME Status,
 //! PME Requester ID, PME Pending) and its PME interrupt (MSI edges, INTx level).
 
-use crate::common::{caps, hand_timing, ser_gen3x4};
+use crate::common::{cap_offset, caps, disable_msi, hand_timing, msi_of, ser_gen3x4};
 use pcielab_fabric::kinds::KindRegistry;
 use pcielab_fabric::timed::{Endpoint, EpCx, FabricSim, SimConfig, TraceKind};
 use pcielab_fabric::topology::Topology;
@@ -23,6 +23,12 @@ impl Endpoint for Waker {
     fn timer(&mut self, _token: u64, cx: &mut EpCx<'_>) {
         cx.pme();
     }
+}
+
+/// Attaches to `name` a device that signals a PME `ns` nanoseconds later.
+fn wake(sim: &mut FabricSim, name: &str, ns: u64) {
+    let delay = SimDuration::from_ns(ns);
+    sim.attach(name, Box::new(Waker { delay })).unwrap();
 }
 
 const RP: Bdf = match Bdf::new(0, 1, 0) {
@@ -58,17 +64,9 @@ fn sim(pme: bool, tweak: impl FnOnce(&mut SimConfig)) -> FabricSim {
     sim
 }
 
-/// Offset of the PM capability of `bdf`, found with config reads.
+/// Offset of the PM capability of `bdf`.
 fn pm(sim: &mut FabricSim, bdf: Bdf) -> u16 {
-    let mut at = (sim.cfg_read(bdf, 0x34) & 0xfc) as u16;
-    while at != 0 {
-        let h = sim.cfg_read(bdf, at);
-        if h & 0xff == 0x01 {
-            return at;
-        }
-        at = ((h >> 8) & 0xfc) as u16;
-    }
-    panic!("no PM capability in {bdf}");
+    cap_offset(sim, bdf, 0x01)
 }
 
 fn pmcsr(sim: &mut FabricSim, bdf: Bdf) -> u32 {
@@ -109,21 +107,6 @@ fn root_msis(sim: &FabricSim) -> Vec<(SimTime, u64, u32)> {
         .collect()
 }
 
-/// (MSI address, MSI data) the enumerator gave the root port.
-fn root_msi_target(sim: &mut FabricSim) -> (u64, u32) {
-    let mut at = (sim.cfg_read(RP, 0x34) & 0xfc) as u16;
-    while at != 0 {
-        let h = sim.cfg_read(RP, at);
-        if h & 0xff == 0x05 {
-            assert!(h >> 16 & 1 == 1, "MSI enabled");
-            let addr = sim.cfg_read(RP, at + 4) as u64 | (sim.cfg_read(RP, at + 8) as u64) << 32;
-            return (addr, sim.cfg_read(RP, at + 0xc) & 0xffff);
-        }
-        at = ((h >> 8) & 0xfc) as u16;
-    }
-    panic!("no MSI capability in the root port");
-}
-
 #[test]
 fn pm_pme_reaches_the_root_port_after_the_hand_computed_time_and_raises_its_msi() {
     let mut sim = sim(true, |_| {});
@@ -131,13 +114,7 @@ fn pm_pme_reaches_the_root_port_after_the_hand_computed_time_and_raises_its_msi(
     set_pmcsr(&mut sim, ep, PMCSR_EN);
     enable_pme_interrupt(&mut sim);
     let t0 = sim.now();
-    sim.attach(
-        "ep",
-        Box::new(Waker {
-            delay: SimDuration::from_ns(200),
-        }),
-    )
-    .unwrap();
+    wake(&mut sim, "ep", 200);
     sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
     let got = sim.pme_messages().to_vec();
     assert_eq!(got.len(), 1, "{got:?}");
@@ -150,7 +127,7 @@ fn pm_pme_reaches_the_root_port_after_the_hand_computed_time_and_raises_its_msi(
     assert_eq!(root_status(&mut sim), PME_STATUS | ep.raw() as u32);
     // One MSI, at the message's arrival, with the root port's own address and data
     // (the PME vector: Interrupt Message Number 0).
-    let (addr, data) = root_msi_target(&mut sim);
+    let (addr, data) = msi_of(&mut sim, RP);
     assert_eq!(root_msis(&sim), [(got[0].0, addr, data)]);
     // The device's PME_Status is set (and stays set until software clears it).
     assert_eq!(
@@ -182,13 +159,7 @@ fn pm_pme_reaches_the_root_port_after_the_hand_computed_time_and_raises_its_msi(
 fn pme_en_gates_the_message_and_setting_it_while_pme_status_is_set_sends_one() {
     let mut sim = sim(true, |_| {});
     let ep = sim.bdf("ep").unwrap();
-    sim.attach(
-        "ep",
-        Box::new(Waker {
-            delay: SimDuration::from_ns(10),
-        }),
-    )
-    .unwrap();
+    wake(&mut sim, "ep", 10);
     sim.run_for(SimDuration::from_us(5));
     // PME_Status is set whatever PME_En says; no message without PME_En.
     assert_eq!(pmcsr(&mut sim, ep) & PMCSR_STATUS, PMCSR_STATUS);
@@ -225,13 +196,7 @@ fn an_unserviced_pme_is_resent_every_service_timeout_until_software_clears_pme_s
     let ep = sim.bdf("ep").unwrap();
     set_pmcsr(&mut sim, ep, PMCSR_EN);
     enable_pme_interrupt(&mut sim);
-    sim.attach(
-        "ep",
-        Box::new(Waker {
-            delay: SimDuration::from_ns(10),
-        }),
-    )
-    .unwrap();
+    wake(&mut sim, "ep", 10);
     // The re-sends are background work: a run until idle ends after the first message.
     sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
     assert_eq!(sim.pme_messages().len(), 1);
@@ -251,13 +216,7 @@ fn an_unserviced_pme_is_resent_every_service_timeout_until_software_clears_pme_s
     sim.run_for(SimDuration::from_us(50));
     assert_eq!(sim.pme_messages().len(), 4);
     // A new event asserts it again: one more message.
-    sim.attach(
-        "ep",
-        Box::new(Waker {
-            delay: SimDuration::from_ns(10),
-        }),
-    )
-    .unwrap();
+    wake(&mut sim, "ep", 10);
     sim.run_for(SimDuration::from_us(5));
     assert_eq!(sim.pme_messages().len(), 5);
 }
@@ -267,13 +226,7 @@ fn the_default_service_timeout_is_the_spec_100_ms() {
     let mut sim = sim(true, |c| c.fc_update_period = SimDuration::ZERO);
     let ep = sim.bdf("ep").unwrap();
     set_pmcsr(&mut sim, ep, PMCSR_EN);
-    sim.attach(
-        "ep",
-        Box::new(Waker {
-            delay: SimDuration::from_ns(10),
-        }),
-    )
-    .unwrap();
+    wake(&mut sim, "ep", 10);
     sim.run_for(SimDuration::from_ms(250));
     let times: Vec<u64> = sim.pme_messages().iter().map(|(t, _)| t.as_ps()).collect();
     assert_eq!(times.len(), 3, "{times:?}");
@@ -281,28 +234,23 @@ fn the_default_service_timeout_is_the_spec_100_ms() {
     assert_eq!(times[2] - times[1], 100_000_000_000);
 }
 
-#[test]
-fn a_second_pme_waits_as_pending_until_software_clears_pme_status() {
+/// PME enabled in both devices and the root port's PME interrupt; ep signals a PME at
+/// 10 ns, ep2 at 1 µs; run until idle.
+fn two_wake_ups() -> (FabricSim, Bdf, Bdf) {
     let mut sim = sim(true, |_| {});
     let (ep, ep2) = (sim.bdf("ep").unwrap(), sim.bdf("ep2").unwrap());
     set_pmcsr(&mut sim, ep, PMCSR_EN);
     set_pmcsr(&mut sim, ep2, PMCSR_EN);
     enable_pme_interrupt(&mut sim);
-    sim.attach(
-        "ep",
-        Box::new(Waker {
-            delay: SimDuration::from_ns(10),
-        }),
-    )
-    .unwrap();
-    sim.attach(
-        "ep2",
-        Box::new(Waker {
-            delay: SimDuration::from_ns(1000),
-        }),
-    )
-    .unwrap();
+    wake(&mut sim, "ep", 10);
+    wake(&mut sim, "ep2", 1000);
     sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+    (sim, ep, ep2)
+}
+
+#[test]
+fn a_second_pme_waits_as_pending_until_software_clears_pme_status() {
+    let (mut sim, ep, ep2) = two_wake_ups();
     assert_eq!(sim.pme_messages().len(), 2);
     // The first requester is recorded; the second is pending.
     assert_eq!(
@@ -328,23 +276,10 @@ fn the_pme_interrupt_is_an_intx_level_without_msi() {
     let mut sim = sim(true, |_| {});
     let ep = sim.bdf("ep").unwrap();
     // MSI off on the root port.
-    let mut at = (sim.cfg_read(RP, 0x34) & 0xfc) as u16;
-    while at != 0 {
-        let h = sim.cfg_read(RP, at);
-        if h & 0xff == 0x05 {
-            sim.cfg_write(RP, at, h & !(1 << 16));
-        }
-        at = ((h >> 8) & 0xfc) as u16;
-    }
+    disable_msi(&mut sim, RP);
     set_pmcsr(&mut sim, ep, PMCSR_EN);
     enable_pme_interrupt(&mut sim);
-    sim.attach(
-        "ep",
-        Box::new(Waker {
-            delay: SimDuration::from_ns(10),
-        }),
-    )
-    .unwrap();
+    wake(&mut sim, "ep", 10);
     sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
     let arrival = sim.pme_messages()[0].0;
     let wire = |sim: &FabricSim| -> Vec<(SimTime, bool)> {
@@ -370,13 +305,7 @@ fn a_device_without_pme_support_signals_nothing_and_the_error_is_recorded() {
     // PME_En is read-only zero without PME support.
     set_pmcsr(&mut sim, ep, PMCSR_EN);
     assert_eq!(pmcsr(&mut sim, ep) & PMCSR_EN, 0);
-    sim.attach(
-        "ep",
-        Box::new(Waker {
-            delay: SimDuration::from_ns(10),
-        }),
-    )
-    .unwrap();
+    wake(&mut sim, "ep", 10);
     sim.run_for(SimDuration::from_us(5));
     assert!(sim.pme_messages().is_empty());
     assert_eq!(pmcsr(&mut sim, ep) & PMCSR_STATUS, 0);
@@ -408,21 +337,7 @@ fn a_bad_service_timeout_is_rejected() {
 /// space: the root port's Root Control and Root Status, the device's PMCSR.
 #[test]
 fn lspci_decodes_root_status_and_pmcsr_after_a_pme() {
-    let mut sim = sim(true, |_| {});
-    let (ep, ep2) = (sim.bdf("ep").unwrap(), sim.bdf("ep2").unwrap());
-    set_pmcsr(&mut sim, ep, PMCSR_EN);
-    set_pmcsr(&mut sim, ep2, PMCSR_EN);
-    enable_pme_interrupt(&mut sim);
-    for (n, d) in [("ep", 10), ("ep2", 1000)] {
-        sim.attach(
-            n,
-            Box::new(Waker {
-                delay: SimDuration::from_ns(d),
-            }),
-        )
-        .unwrap();
-    }
-    sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+    let (sim, ep, ep2) = two_wake_ups();
     let path = std::env::temp_dir().join(format!("pcielab-{}-pme.lspci", std::process::id()));
     std::fs::write(&path, sim.fabric().lspci_dump()).unwrap();
     let out = std::process::Command::new("lspci")
