@@ -191,3 +191,23 @@ pub fn disable_msi(sim: &mut pcielab_fabric::timed::FabricSim, f: Bdf) {
     let h = sim.cfg_read(f, at);
     sim.cfg_write(f, at, h & !(1 << 16));
 }
+
+/// The TLP records of `t` (DLLPs skipped), each with its bytes decoded by the codec.
+pub fn trace_tlps(
+    t: &pcielab_fabric::timed::Trace,
+) -> impl Iterator<
+    Item = (
+        &pcielab_fabric::timed::TraceRecord,
+        pcielab_wire::tlp::TlpRepr<'_>,
+    ),
+> {
+    t.records
+        .iter()
+        .filter(|r| matches!(r.kind, pcielab_fabric::timed::TraceKind::Tlp { .. }))
+        .map(|r| {
+            let b = t.bytes(r);
+            let p = pcielab_wire::tlp::TlpRepr::parse_bytes(b)
+                .unwrap_or_else(|e| panic!("{e}: {b:02x?}"));
+            (r, p)
+        })
+}

@@ -3,12 +3,12 @@
 //! enumeration over the links giving the same tree as over ECAM, and cached routes
 //! dropped when software reprograms the fabric.
 
-use crate::common::{latency, parent, ser_gen3x4, trained_sim};
+use crate::common::{latency, parent, ser_gen3x4, trace_tlps, trained_sim};
 use pcielab_fabric::host::enumerate::{enumerate, HostConfig};
 use pcielab_fabric::host::HostBus;
-use pcielab_fabric::timed::{FabricSim, HostRead, SimError, TraceKind};
+use pcielab_fabric::timed::{FabricSim, HostRead, SimError};
 use pcielab_sim::SimDuration;
-use pcielab_wire::tlp::{TlpHeader, TlpRepr};
+use pcielab_wire::tlp::TlpHeader;
 use pcielab_wire::{Bdf, ByteEnables, CplStatus};
 
 fn new_sim(trace: bool) -> FabricSim {
@@ -113,11 +113,7 @@ fn traced_config_requests_are_type1_until_the_targets_bus() {
         let t = sim.take_trace().unwrap();
         let mut seen = Vec::new();
         let mut completions = Vec::new();
-        for rec in &t.records {
-            if !matches!(rec.kind, TraceKind::Tlp { .. }) {
-                continue;
-            }
-            let p = TlpRepr::parse_bytes(t.bytes(rec)).unwrap();
+        for (rec, p) in trace_tlps(&t) {
             match p.header {
                 TlpHeader::Cfg(h) => {
                     assert_eq!(h.target, target);
@@ -183,11 +179,8 @@ fn requests_nobody_takes_end_where_routing_stops_with_ur() {
         let t = sim.take_trace().unwrap();
         let mut reqs = Vec::new();
         let mut urs = 0;
-        for rec in &t.records {
-            if !matches!(rec.kind, TraceKind::Tlp { .. }) {
-                continue;
-            }
-            match TlpRepr::parse_bytes(t.bytes(rec)).unwrap().header {
+        for (rec, p) in trace_tlps(&t) {
+            match p.header {
                 TlpHeader::Cfg(h) if !h.write => reqs.push(rec.dir),
                 TlpHeader::Cfg(_) => {}
                 TlpHeader::Cpl(h) => {
@@ -230,16 +223,8 @@ fn enumeration_over_the_links_finds_the_same_tree_and_takes_time() {
             assert_eq!((a.bdf, &a.bars, a.buses), (b.bdf, &b.bars, b.buses));
         }
         let t = sim.take_trace().unwrap();
-        let cfg_tlps = t
-            .records
-            .iter()
-            .filter(|r| matches!(r.kind, TraceKind::Tlp { .. }))
-            .filter(|r| {
-                matches!(
-                    TlpRepr::parse_bytes(t.bytes(r)).unwrap().header,
-                    TlpHeader::Cfg(_)
-                )
-            })
+        let cfg_tlps = trace_tlps(&t)
+            .filter(|(_, p)| matches!(p.header, TlpHeader::Cfg(_)))
             .count();
         // The DMA and MMIO still work on the re-programmed fabric.
         let bar = sim.bar("ep", 0).unwrap();

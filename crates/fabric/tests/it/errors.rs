@@ -3,14 +3,15 @@
 //! enables), and what the root port logs (Root Error Status, Error Source ID).
 
 use crate::common::{
-    caps, dev_status, disable_msi, hand_sim, hand_timing, msi_of, parent, switch_tree, Chatty,
+    caps, dev_status, disable_msi, hand_sim, hand_timing, msi_of, parent, switch_tree, trace_tlps,
+    Chatty,
 };
 use pcielab_fabric::kinds::KindRegistry;
 use pcielab_fabric::timed::{
-    AddrPattern, DmaOpKind, DmaStream, ErrorSeverity, FabricSim, HostRead, SimConfig, TraceKind,
+    AddrPattern, DmaOpKind, DmaStream, ErrorSeverity, FabricSim, HostRead, SimConfig,
 };
 use pcielab_sim::{SimDuration, SimTime};
-use pcielab_wire::tlp::{MsgCode, MsgRouting, TlpHeader, TlpRepr};
+use pcielab_wire::tlp::{MsgCode, MsgRouting, TlpHeader};
 use pcielab_wire::Bdf;
 
 /// A device whose single DMA read outlives the completion timeout: the read times out
@@ -98,11 +99,8 @@ fn late_completion_is_logged_as_advisory_and_reported_with_err_cor() {
     // On the wire: ERR_COR, routed to the root complex, on both links up.
     let t = sim.trace().unwrap();
     let mut seen = Vec::new();
-    for r in &t.records {
-        if !matches!(r.kind, TraceKind::Tlp { .. }) {
-            continue;
-        }
-        if let TlpHeader::Msg(h) = TlpRepr::parse_bytes(t.bytes(r)).unwrap().header {
+    for (r, p) in trace_tlps(t) {
+        if let TlpHeader::Msg(h) = p.header {
             assert_eq!(h.code, MsgCode::ErrCor);
             assert_eq!(h.routing, MsgRouting::ToRc);
             assert_eq!(h.requester_id, ep);
@@ -127,14 +125,7 @@ fn without_reporting_enabled_errors_are_only_logged() {
     let (_, ra) = caps(&mut sim, rp);
     assert_eq!(sim.cfg_read(rp, ra + 0x30) & 0x7f, 0);
     let t = sim.trace().unwrap();
-    assert!(t
-        .records
-        .iter()
-        .filter(|r| matches!(r.kind, TraceKind::Tlp { .. }))
-        .all(|r| !matches!(
-            TlpRepr::parse_bytes(t.bytes(r)).unwrap().header,
-            TlpHeader::Msg(_)
-        )));
+    assert!(trace_tlps(t).all(|(_, p)| !matches!(p.header, TlpHeader::Msg(_))));
 }
 
 /// An MMIO read answered with too much data: the root port receives a Malformed TLP
@@ -245,16 +236,9 @@ fn a_completer_answering_ur_logs_it_and_may_report_err_cor() {
 /// The links an error message (a TLP of the Msg format) was seen on, in order.
 fn message_links(sim: &FabricSim) -> Vec<String> {
     let t = sim.trace().unwrap();
-    t.records
-        .iter()
-        .filter(|r| matches!(r.kind, TraceKind::Tlp { .. }))
-        .filter(|r| {
-            matches!(
-                TlpRepr::parse_bytes(t.bytes(r)).unwrap().header,
-                TlpHeader::Msg(_)
-            )
-        })
-        .map(|r| t.dir_names[r.dir as usize].clone())
+    trace_tlps(t)
+        .filter(|(_, p)| matches!(p.header, TlpHeader::Msg(_)))
+        .map(|(r, _)| t.dir_names[r.dir as usize].clone())
         .collect()
 }
 

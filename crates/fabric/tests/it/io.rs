@@ -2,11 +2,11 @@
 //! hand-computed latencies, Unsupported Request for unclaimed addresses and for devices
 //! without I/O handlers, and traced TLPs that decode with the wire codec.
 
-use crate::common::{hand_sim, hand_timing, latency, ser_gen3x4, switch_tree};
+use crate::common::{hand_sim, hand_timing, latency, ser_gen3x4, switch_tree, trace_tlps};
 use pcielab_fabric::kinds::KindRegistry;
-use pcielab_fabric::timed::{EpCx, FabricSim, HostRead, ReadReply, TraceKind};
+use pcielab_fabric::timed::{EpCx, FabricSim, HostRead, ReadReply};
 use pcielab_sim::SimDuration;
-use pcielab_wire::tlp::{TlpHeader, TlpRepr};
+use pcielab_wire::tlp::TlpHeader;
 use pcielab_wire::CplStatus;
 
 /// psmem's BARs: 0 (64-bit memory, two slots), 2 (MSI-X), 3 (I/O).
@@ -184,12 +184,7 @@ fn traced_io_tlps_decode_as_iord_iowr_cpl_and_cpld() {
     );
     let t = sim.trace().unwrap();
     let (mut iord, mut iowr, mut cpl, mut cpld) = (0, 0, 0, 0);
-    for rec in &t.records {
-        let TraceKind::Tlp { .. } = rec.kind else {
-            continue;
-        };
-        let b = t.bytes(rec);
-        let p = TlpRepr::parse_bytes(b).unwrap_or_else(|e| panic!("{e}: {b:02x?}"));
+    for (_, p) in trace_tlps(t) {
         match p.header {
             TlpHeader::Io(h) => {
                 assert_eq!(h.address, io + 0x20);

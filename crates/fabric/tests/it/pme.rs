@@ -2,12 +2,12 @@
 //! message and its service-timeout re-sends, the root port's Root Status (PME Status,
 //! PME Requester ID, PME Pending) and its PME interrupt (MSI edges, INTx level).
 
-use crate::common::{cap_offset, caps, disable_msi, hand_timing, msi_of, ser_gen3x4};
+use crate::common::{cap_offset, caps, disable_msi, hand_timing, msi_of, ser_gen3x4, trace_tlps};
 use pcielab_fabric::kinds::KindRegistry;
-use pcielab_fabric::timed::{Endpoint, EpCx, FabricSim, SimConfig, TraceKind};
+use pcielab_fabric::timed::{Endpoint, EpCx, FabricSim, SimConfig};
 use pcielab_fabric::topology::Topology;
 use pcielab_sim::{SimDuration, SimTime};
-use pcielab_wire::tlp::{MsgCode, MsgRouting, TlpHeader, TlpRepr};
+use pcielab_wire::tlp::{MsgCode, MsgRouting, TlpHeader};
 use pcielab_wire::Bdf;
 
 /// Signals a PME `delay` after it is attached.
@@ -138,11 +138,7 @@ fn pm_pme_reaches_the_root_port_after_the_hand_computed_time_and_raises_its_msi(
     // complex, from ep, on both links up.
     let tr = sim.trace().unwrap();
     let mut links = 0;
-    for r in tr.records.iter() {
-        if !matches!(r.kind, TraceKind::Tlp { .. }) {
-            continue;
-        }
-        let t = TlpRepr::parse_bytes(tr.bytes(r)).unwrap();
+    for (_, t) in trace_tlps(tr) {
         if let TlpHeader::Msg(m) = t.header {
             if m.code == MsgCode::PmPme {
                 assert_eq!(m.routing, MsgRouting::ToRc);

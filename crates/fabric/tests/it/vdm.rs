@@ -3,10 +3,10 @@
 //! receiver does (Type 0: Unsupported Request, Type 1: silently dropped); the bytes on
 //! the wire; bad payloads.
 
-use crate::common::{caps, dev_status, ser_gen3x4, trained_sim};
-use pcielab_fabric::timed::{Endpoint, EpCx, FabricSim, TraceKind, VdmRoute, VendorMessage};
+use crate::common::{caps, dev_status, ser_gen3x4, trace_tlps, trained_sim};
+use pcielab_fabric::timed::{Endpoint, EpCx, FabricSim, VdmRoute, VendorMessage};
 use pcielab_sim::{SimDuration, SimTime};
-use pcielab_wire::tlp::{MsgCode, MsgRouting, TlpHeader, TlpRepr};
+use pcielab_wire::tlp::{MsgCode, MsgRouting, TlpHeader};
 use pcielab_wire::Bdf;
 use std::sync::{Arc, Mutex};
 
@@ -73,12 +73,7 @@ fn a_device_message_reaches_the_root_complex_after_the_hand_computed_time() {
     // routed to the root complex, with the Vendor ID, vendor data and payload.
     let t = sim.trace().unwrap();
     let mut seen = 0;
-    for r in t
-        .records
-        .iter()
-        .filter(|r| matches!(r.kind, TraceKind::Tlp { .. }))
-    {
-        let p = TlpRepr::parse_bytes(t.bytes(r)).unwrap();
+    for (_, p) in trace_tlps(t) {
         if let TlpHeader::Msg(h) = p.header {
             assert_eq!(h.code, MsgCode::VendorDefinedType1);
             assert_eq!(h.routing, MsgRouting::ToRc);
@@ -139,11 +134,8 @@ fn messages_routed_by_id_reach_the_device_model() {
     assert!(sim.vendor_messages().is_empty());
     // The peer message stayed below the switch (routed by ID, never on the RC link).
     let t = sim.trace().unwrap();
-    let links: Vec<_> = t
-        .records
-        .iter()
-        .filter(|r| matches!(r.kind, TraceKind::Tlp { .. }))
-        .filter_map(|r| match TlpRepr::parse_bytes(t.bytes(r)).unwrap().header {
+    let links: Vec<_> = trace_tlps(t)
+        .filter_map(|(r, p)| match p.header {
             TlpHeader::Msg(h) if h.requester_id == ep => {
                 assert_eq!(
                     (h.routing, h.fields.destination_id()),
