@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 /// hold references to each other; they name their peers by ids that the world resolves.
 pub trait World {
     /// The event (message) type. Keep it small: it is stored once per pending event.
+    /// The scheduling methods take anything that converts into it, so a world may
+    /// store a compact encoding while its models build a readable enum.
     type Event;
     /// Handles one event delivered at `cx.now()`.
     fn handle(&mut self, event: Self::Event, cx: &mut Context<'_, Self::Event>);
@@ -33,23 +35,37 @@ impl<E> Context<'_, E> {
     }
     /// Schedules `event` at absolute time `at` (an `at` in the past is delivered now,
     /// after the events already due now).
-    pub fn schedule_at(&mut self, at: SimTime, event: E) -> EventKey {
-        self.queue.schedule(at.max(self.now), event)
+    pub fn schedule_at<T>(&mut self, at: SimTime, event: T) -> EventKey
+    where
+        E: From<T>,
+    {
+        self.queue.schedule(at.max(self.now), E::from(event))
     }
     /// Schedules a background event at `at` (delivered in order like any other, but
     /// not counted by [`Simulation::pending_foreground`]: periodic maintenance that
     /// re-arms itself forever, such as a link's flow-control refresh).
-    pub fn schedule_background_at(&mut self, at: SimTime, event: E) -> EventKey {
-        self.queue.schedule_background(at.max(self.now), event)
+    pub fn schedule_background_at<T>(&mut self, at: SimTime, event: T) -> EventKey
+    where
+        E: From<T>,
+    {
+        self.queue
+            .schedule_background(at.max(self.now), E::from(event))
     }
     /// Schedules `event` after `delay`.
-    pub fn schedule_in(&mut self, delay: SimDuration, event: E) -> EventKey {
-        self.queue.schedule(self.now + delay, event)
+    pub fn schedule_in<T>(&mut self, delay: SimDuration, event: T) -> EventKey
+    where
+        E: From<T>,
+    {
+        self.queue.schedule(self.now + delay, E::from(event))
     }
     /// Schedules `event` at `at` on a FIFO stream (see [`EventQueue::push_fifo`]). An
     /// event due now takes the zero-delay fast path ([`EventQueue::push_now`]).
     #[inline(always)]
-    pub fn push_fifo(&mut self, fifo: FifoId, at: SimTime, event: E) {
+    pub fn push_fifo<T>(&mut self, fifo: FifoId, at: SimTime, event: T)
+    where
+        E: From<T>,
+    {
+        let event = E::from(event);
         if at <= self.now {
             self.queue.push_now(self.now, event)
         } else {
@@ -60,15 +76,21 @@ impl<E> Context<'_, E> {
     /// `schedule_in(SimDuration::ZERO, event)`, but cannot be cancelled and usually
     /// costs no heap work: see [`EventQueue::push_now`]).
     #[inline]
-    pub fn schedule_now(&mut self, event: E) {
-        self.queue.push_now(self.now, event)
+    pub fn schedule_now<T>(&mut self, event: T)
+    where
+        E: From<T>,
+    {
+        self.queue.push_now(self.now, E::from(event))
     }
     /// Delivers `event` right after the current one, at the current time, before every
     /// other pending event: as if it had been scheduled together with the current event
     /// (see [`EventQueue::push_next`]).
     #[inline]
-    pub fn then(&mut self, event: E) {
-        self.queue.push_next(self.now, event)
+    pub fn then<T>(&mut self, event: T)
+    where
+        E: From<T>,
+    {
+        self.queue.push_next(self.now, E::from(event))
     }
     /// Takes the sequence number an event scheduled now would get, without scheduling
     /// it (see [`EventQueue::reserve_seq`]): the event can be scheduled later in the
@@ -86,8 +108,11 @@ impl<E> Context<'_, E> {
     /// Schedules `event` at `at` with a sequence number from
     /// [`reserve_seq`](Self::reserve_seq); `(at, seq)` must come after the current
     /// event. Cannot be cancelled.
-    pub fn schedule_reserved(&mut self, at: SimTime, seq: u64, event: E) {
-        self.queue.schedule_reserved(at, seq, event)
+    pub fn schedule_reserved<T>(&mut self, at: SimTime, seq: u64, event: T)
+    where
+        E: From<T>,
+    {
+        self.queue.schedule_reserved(at, seq, E::from(event))
     }
     /// Cancels a pending event; false if it was already delivered or cancelled.
     pub fn cancel(&mut self, key: EventKey) -> bool {
@@ -248,8 +273,11 @@ impl<W: World> Simulation<W> {
         self.queue.new_fifo()
     }
     /// Schedules an event from outside the models (an input).
-    pub fn schedule_at(&mut self, at: SimTime, event: W::Event) -> EventKey {
-        self.queue.schedule(at.max(self.now), event)
+    pub fn schedule_at<T>(&mut self, at: SimTime, event: T) -> EventKey
+    where
+        W::Event: From<T>,
+    {
+        self.queue.schedule(at.max(self.now), W::Event::from(event))
     }
     /// Cancels a pending event.
     pub fn cancel(&mut self, key: EventKey) -> bool {

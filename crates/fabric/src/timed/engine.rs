@@ -4,6 +4,7 @@
 use super::endpoint::{
     DmaId, Endpoint, EpCmd, EpCx, ReadReply, ReadTicket, VdmRoute, VendorMessage,
 };
+use super::packed::PackedEv;
 use super::phy::LinkTiming;
 use super::trace::{DirCounters, Trace, TraceKind};
 use super::SimConfig;
@@ -212,18 +213,14 @@ pub(crate) fn widen(near: u64, low: u32) -> u64 {
     near + low.wrapping_sub(near as u32) as u64
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Wire {
     Tlp { id: u32, seq: u32, bad: bool },
     Dllp { d: Dllp, bad: bool },
 }
 
-/// Events of the timed fabric.
-// A word-sized tag puts the payload at offset 8: an event then moves as whole words
-// (an odd-sized copy is done with overlapping loads that stall on the just-written
-// bytes).
-#[derive(Debug, Clone, Copy)]
-#[repr(u64)]
+/// Events of the timed fabric (the queue stores them packed: see [`PackedEv`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ev {
     /// The wire of a direction is free again.
     TxDone(u16),
@@ -262,7 +259,7 @@ pub enum Ev {
 /// more to send, so the arrival stands for the `TxDone` too (the wire's `TxDone` would
 /// have been scheduled right after the arrival, at the same time: it is delivered right
 /// after it with [`Context::then`], without heap work).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WireItem(pub(crate) Wire, pub(crate) bool);
 
 /// Flow-control state of one class: (header, data) counters.
@@ -1005,7 +1002,7 @@ impl Engine {
         origin: Origin,
         mut t: Tlp,
         dest_id: Bdf,
-        cx: &mut Context<'_, Ev>,
+        cx: &mut Context<'_, PackedEv>,
     ) -> Result<u32, RouteError> {
         let (path, hops, dest) = self.route(origin, t.kind, t.addr, dest_id)?;
         t.path = path;
@@ -1024,7 +1021,7 @@ impl Engine {
     }
 
     #[inline]
-    fn enqueue(&mut self, d: u16, id: u32, cx: &mut Context<'_, Ev>) {
+    fn enqueue(&mut self, d: u16, id: u32, cx: &mut Context<'_, PackedEv>) {
         let t = &self.tlps[id as usize];
         let (class, dc) = (t.class(), t.data_credits() as u32);
         let dir = &mut self.dirs[d as usize];
@@ -1093,7 +1090,7 @@ impl Engine {
     /// for the TxDone, which keeps the sequence number it would have been scheduled
     /// with (see [`Engine::resolve_deferred_tx`]), so the event order is unchanged.
     #[inline]
-    fn wake_when_free(&mut self, d: u16, cx: &mut Context<'_, Ev>) {
+    fn wake_when_free(&mut self, d: u16, cx: &mut Context<'_, PackedEv>) {
         let dir = &mut self.dirs[d as usize];
         if !dir.busy {
             dir.busy = true;
@@ -1111,7 +1108,7 @@ impl Engine {
     /// inline when no pending event comes before its place in the order, else it is
     /// scheduled there.
     #[inline]
-    fn resolve_deferred_tx(&mut self, d: u16, cx: &mut Context<'_, Ev>) {
+    fn resolve_deferred_tx(&mut self, d: u16, cx: &mut Context<'_, PackedEv>) {
         let Some((at, seq)) = self.dirs[d as usize].deferred_tx else {
             return;
         };
@@ -1128,7 +1125,7 @@ impl Engine {
         }
     }
 
-    pub(crate) fn try_send(&mut self, d: u16, cx: &mut Context<'_, Ev>) {
+    pub(crate) fn try_send(&mut self, d: u16, cx: &mut Context<'_, PackedEv>) {
         let di = d as usize;
         if self.dirs[di].busy {
             return;
@@ -1240,7 +1237,14 @@ impl Engine {
         }
     }
 
-    fn send_tlp(&mut self, d: u16, seq: u32, id: u32, replay: bool, cx: &mut Context<'_, Ev>) {
+    fn send_tlp(
+        &mut self,
+        d: u16,
+        seq: u32,
+        id: u32,
+        replay: bool,
+        cx: &mut Context<'_, PackedEv>,
+    ) {
         let di = d as usize;
         let bytes = self.dirs[di]
             .timing
@@ -1281,7 +1285,7 @@ impl Engine {
     }
 
     #[inline(always)]
-    fn transmit(&mut self, d: u16, bytes: u64, w: Wire, cx: &mut Context<'_, Ev>) {
+    fn transmit(&mut self, d: u16, bytes: u64, w: Wire, cx: &mut Context<'_, PackedEv>) {
         let dir = &mut self.dirs[d as usize];
         let now_ps = cx.now().as_ps();
         let now_u = dir.timing.ps_to_units(now_ps);
@@ -1331,7 +1335,7 @@ impl Engine {
         }
     }
 
-    fn queue_dllp(&mut self, d: u16, dl: Dllp, front: bool, cx: &mut Context<'_, Ev>) {
+    fn queue_dllp(&mut self, d: u16, dl: Dllp, front: bool, cx: &mut Context<'_, PackedEv>) {
         if self.dirs[d as usize].timing.dllp_wire_bytes() == 0 {
             // Flit mode: DLLPs ride in every flit's DLP bytes; deliver them directly.
             let arrive = cx.now() + SimDuration::from_ps(self.dirs[d as usize].prop_ps);
@@ -1355,7 +1359,7 @@ impl Engine {
     }
 
     // ---------------------------------------------------------------- receiver
-    fn arrive(&mut self, d: u16, w: Wire, cx: &mut Context<'_, Ev>) {
+    fn arrive(&mut self, d: u16, w: Wire, cx: &mut Context<'_, PackedEv>) {
         let di = d as usize;
         match w {
             Wire::Dllp { bad: true, .. } => {
@@ -1407,7 +1411,7 @@ impl Engine {
     }
 
     /// A DLLP for the transmitter of direction `d` (it arrived on `d ^ 1`).
-    fn dllp_arrived(&mut self, d: u16, dl: Dllp, cx: &mut Context<'_, Ev>) {
+    fn dllp_arrived(&mut self, d: u16, dl: Dllp, cx: &mut Context<'_, PackedEv>) {
         let di = d as usize;
         match dl {
             Dllp::Ack(s) | Dllp::Nak(s) => {
@@ -1470,7 +1474,7 @@ impl Engine {
         }
     }
 
-    fn start_replay(&mut self, d: u16, cx: &mut Context<'_, Ev>) {
+    fn start_replay(&mut self, d: u16, cx: &mut Context<'_, PackedEv>) {
         let dir = &mut self.dirs[d as usize];
         dir.replay_pos = Some(0);
         dir.replay_num += 1;
@@ -1501,7 +1505,7 @@ impl Engine {
 
     /// (Re)starts the replay timer: the deadline moves; at most one event is pending,
     /// and it re-arms itself when it finds the deadline later than its own time.
-    fn arm_replay(&mut self, d: u16, cx: &mut Context<'_, Ev>) {
+    fn arm_replay(&mut self, d: u16, cx: &mut Context<'_, PackedEv>) {
         let dir = &mut self.dirs[d as usize];
         let at = cx.now() + SimDuration::from_ps(dir.replay_ps);
         dir.replay_deadline = Some(at);
@@ -1512,7 +1516,7 @@ impl Engine {
     }
 
     /// The receiver of `d` frees credits of class `c`.
-    fn return_credits(&mut self, d: u16, c: usize, data: u64, cx: &mut Context<'_, Ev>) {
+    fn return_credits(&mut self, d: u16, c: usize, data: u64, cx: &mut Context<'_, PackedEv>) {
         let mps_credits = (self.cfg.mps as u64).div_ceil(16);
         let dir = &mut self.dirs[d as usize];
         if !dir.finite(c) {
@@ -1538,7 +1542,7 @@ impl Engine {
         }
     }
 
-    fn send_update_fc(&mut self, d: u16, c: usize, cx: &mut Context<'_, Ev>) {
+    fn send_update_fc(&mut self, d: u16, c: usize, cx: &mut Context<'_, PackedEv>) {
         self.dirs[d as usize].fc_sent_ps[c] = cx.now().as_ps();
         let dir = &self.dirs[d as usize];
         let dl = Dllp::Fc {
@@ -1567,7 +1571,7 @@ impl Engine {
     /// class's period ends.
     #[cold]
     #[inline(never)]
-    fn fc_refresh(&mut self, d: u16, cx: &mut Context<'_, Ev>) {
+    fn fc_refresh(&mut self, d: u16, cx: &mut Context<'_, PackedEv>) {
         let period = self.cfg.fc_update_period.as_ps();
         let now = cx.now().as_ps();
         for c in 0..3 {
@@ -1587,7 +1591,7 @@ impl Engine {
     }
 
     /// A TLP passed the data-link checks at the receiver of `d`.
-    fn accepted(&mut self, d: u16, id: u32, cx: &mut Context<'_, Ev>) {
+    fn accepted(&mut self, d: u16, id: u32, cx: &mut Context<'_, PackedEv>) {
         let node = self.dirs[d as usize].to;
         let t = &mut self.tlps[id as usize];
         t.ingress = d as u32;
@@ -1688,7 +1692,7 @@ impl Engine {
         }
     }
 
-    fn forward(&mut self, id: u32, cx: &mut Context<'_, Ev>) {
+    fn forward(&mut self, id: u32, cx: &mut Context<'_, PackedEv>) {
         let t = &self.tlps[id as usize];
         let node = self.dirs[t.path[t.at as usize - 1] as usize].to;
         if t.kind == Kind::ErrMsg && !self.switch_forwards_error(node, t.ingress) {
@@ -1746,7 +1750,7 @@ impl Engine {
     /// receive-buffer credits return and its record is freed.
     #[cold]
     #[inline(never)]
-    fn discard(&mut self, id: u32, cx: &mut Context<'_, Ev>) {
+    fn discard(&mut self, id: u32, cx: &mut Context<'_, PackedEv>) {
         self.leave_ingress(id, cx);
         self.release(id);
     }
@@ -1754,7 +1758,7 @@ impl Engine {
     /// The TLP leaves the receive buffer it sat in: those credits return. Returns the
     /// direction it had arrived on (NONE if it held no buffer).
     #[inline]
-    fn leave_ingress(&mut self, id: u32, cx: &mut Context<'_, Ev>) -> u32 {
+    fn leave_ingress(&mut self, id: u32, cx: &mut Context<'_, PackedEv>) -> u32 {
         let (ing, c, dc) = {
             let t = &self.tlps[id as usize];
             (t.ingress, t.class(), t.data_credits())
@@ -1769,7 +1773,7 @@ impl Engine {
     /// The root complex splits a peer-to-peer request into `piece`-byte requests (as
     /// NetTLP observed on an Intel root complex: a 512-byte MRd became eight 64-byte
     /// MRds with new tags, and the completions were rebuilt into MPS-sized ones).
-    fn p2p_split(&mut self, id: u32, piece: u32, cx: &mut Context<'_, Ev>) {
+    fn p2p_split(&mut self, id: u32, piece: u32, cx: &mut Context<'_, PackedEv>) {
         let t = self.tlps[id as usize].clone();
         // The original leaves the root port's receive buffer.
         if t.ingress != NONE {
@@ -1830,7 +1834,7 @@ impl Engine {
     }
 
     /// A completion for a split peer read came back to the root complex.
-    fn p2p_completion(&mut self, id: u32, cx: &mut Context<'_, Ev>) {
+    fn p2p_completion(&mut self, id: u32, cx: &mut Context<'_, PackedEv>) {
         let t = self.tlps[id as usize].clone();
         let Some((key, off)) = self.p2p_tag_map.get(&t.tag).copied() else {
             return;
@@ -1871,7 +1875,7 @@ impl Engine {
 
     /// A posted write reached host memory (or the MSI address range).
     #[inline]
-    fn host_write(&mut self, id: u32, cx: &mut Context<'_, Ev>) {
+    fn host_write(&mut self, id: u32, cx: &mut Context<'_, PackedEv>) {
         let (addr, len, req, pd) = {
             let t = &self.tlps[id as usize];
             (t.addr, t.len, t.requester, t.data)
@@ -1918,7 +1922,7 @@ impl Engine {
     }
 
     /// A TLP reached its consumer.
-    fn consume(&mut self, id: u32, cx: &mut Context<'_, Ev>) {
+    fn consume(&mut self, id: u32, cx: &mut Context<'_, PackedEv>) {
         // The consumer frees the receive buffer.
         let ing = self.leave_ingress(id, cx);
         self.last_rx_func = if ing != NONE {
@@ -2085,7 +2089,7 @@ impl Engine {
         refuser: u32,
         id: u32,
         t: &Tlp,
-        cx: &mut Context<'_, Ev>,
+        cx: &mut Context<'_, PackedEv>,
     ) {
         // Who answers: the target function, or the refusing function.
         let answerer = match (func, refuser) {
@@ -2133,7 +2137,7 @@ impl Engine {
         f: FnId,
         bit: u32,
         advisory: bool,
-        cx: &mut Context<'_, Ev>,
+        cx: &mut Context<'_, PackedEv>,
     ) {
         let Some(sev) = log_error(&mut self.fabric, f, bit, advisory) else {
             return;
@@ -2147,7 +2151,7 @@ impl Engine {
     /// is unmasked and Correctable Error Reporting is enabled (PCIe Base Spec 6.2.6).
     #[cold]
     #[inline(never)]
-    pub(crate) fn signal_correctable(&mut self, f: FnId, bit: u32, cx: &mut Context<'_, Ev>) {
+    pub(crate) fn signal_correctable(&mut self, f: FnId, bit: u32, cx: &mut Context<'_, PackedEv>) {
         let (pcie, aer) = err_caps(&self.fabric, f);
         let Some(func) = self.fabric.functions.get_mut(f.0 as usize) else {
             return;
@@ -2169,7 +2173,7 @@ impl Engine {
 
     /// Sends the error message `sev` of function `f` towards the root complex (a
     /// function of the root complex logs it directly).
-    fn send_error_message(&mut self, f: FnId, sev: ErrorSeverity, cx: &mut Context<'_, Ev>) {
+    fn send_error_message(&mut self, f: FnId, sev: ErrorSeverity, cx: &mut Context<'_, PackedEv>) {
         let me = self.fabric.bdf(f);
         let node = self.fabric.functions[f.0 as usize].node.0;
         if node == self.rc_node {
@@ -2204,7 +2208,7 @@ impl Engine {
     /// logs the error (Unsupported Request Detected in Device Status, AER status bit
     /// 20); a completer sending a UR completion is an Advisory Non-Fatal case (PCIe
     /// Base Spec 6.2.3.2.4.1) while the severity is Non-Fatal.
-    fn completer_ur(&mut self, node: u32, cx: &mut Context<'_, Ev>) {
+    fn completer_ur(&mut self, node: u32, cx: &mut Context<'_, PackedEv>) {
         if let Some(f) = self.nodes[node as usize].func {
             self.signal_error(f, AER_UNSUPPORTED, true, cx);
         }
@@ -2215,7 +2219,7 @@ impl Engine {
     /// Multiple bits) and the simulator records it.
     #[cold]
     #[inline(never)]
-    fn root_error(&mut self, rp: FnId, source: Bdf, code: u8, cx: &mut Context<'_, Ev>) {
+    fn root_error(&mut self, rp: FnId, source: Bdf, code: u8, cx: &mut Context<'_, PackedEv>) {
         let Some(sev) = ErrorSeverity::from_code(code) else {
             return;
         };
@@ -2268,7 +2272,7 @@ impl Engine {
     /// next queued PME once software has cleared PME Status, and re-evaluates its
     /// interrupt (Root Error Command/Status, Root Control/Status, MSI, INTx); a
     /// function signalling PME re-evaluates PME_Status and PME_En.
-    pub(crate) fn after_config_write(&mut self, f: FnId, cx: &mut Context<'_, Ev>) {
+    pub(crate) fn after_config_write(&mut self, f: FnId, cx: &mut Context<'_, PackedEv>) {
         let Some(func) = self.fabric.functions.get(f.0 as usize) else {
             return;
         };
@@ -2291,7 +2295,7 @@ impl Engine {
     /// but an error record.
     #[cold]
     #[inline(never)]
-    fn device_pme(&mut self, f: FnId, cx: &mut Context<'_, Ev>) {
+    fn device_pme(&mut self, f: FnId, cx: &mut Context<'_, PackedEv>) {
         let me = self.fabric.bdf(f);
         let Some(pm) = pm_cap(&self.fabric, f) else {
             self.errors
@@ -2314,7 +2318,7 @@ impl Engine {
     /// Re-evaluates function `f`'s PME: asserted while PME_Status and PME_En are both
     /// set. When it becomes asserted, PM_PME is sent and the PME service timeout
     /// starts; when it is no longer asserted, the pending re-send is dropped.
-    fn pme_check(&mut self, f: FnId, cx: &mut Context<'_, Ev>) {
+    fn pme_check(&mut self, f: FnId, cx: &mut Context<'_, PackedEv>) {
         let Some(pm) = pm_cap(&self.fabric, f) else {
             return;
         };
@@ -2336,7 +2340,7 @@ impl Engine {
         self.pme_state.insert(f.0, (asserted, timer));
     }
 
-    fn arm_pme_resend(&mut self, f: FnId, cx: &mut Context<'_, Ev>) -> Option<EventKey> {
+    fn arm_pme_resend(&mut self, f: FnId, cx: &mut Context<'_, PackedEv>) -> Option<EventKey> {
         let to = self.cfg.pme_service_timeout;
         (to > SimDuration::ZERO)
             .then(|| cx.schedule_background_at(cx.now() + to, Ev::PmeResend(f.0)))
@@ -2346,7 +2350,7 @@ impl Engine {
     /// de-assertion cancels the timer): PM_PME again (PCIe Base Spec 5.3.3.3.1).
     #[cold]
     #[inline(never)]
-    fn pme_resend(&mut self, f: FnId, cx: &mut Context<'_, Ev>) {
+    fn pme_resend(&mut self, f: FnId, cx: &mut Context<'_, PackedEv>) {
         if let Some(&(true, _)) = self.pme_state.get(&f.0) {
             self.send_pm_pme(f, cx);
             let timer = self.arm_pme_resend(f, cx);
@@ -2355,7 +2359,7 @@ impl Engine {
     }
 
     /// Sends PM_PME (Msg, routed to the root complex) from function `f`.
-    fn send_pm_pme(&mut self, f: FnId, cx: &mut Context<'_, Ev>) {
+    fn send_pm_pme(&mut self, f: FnId, cx: &mut Context<'_, PackedEv>) {
         let me = self.fabric.bdf(f);
         let host = self.host_bdf;
         let t = Tlp {
@@ -2373,7 +2377,7 @@ impl Engine {
     /// requester already recorded or waiting is not queued twice (its re-sends).
     #[cold]
     #[inline(never)]
-    fn root_pme(&mut self, rp: FnId, requester: Bdf, cx: &mut Context<'_, Ev>) {
+    fn root_pme(&mut self, rp: FnId, requester: Bdf, cx: &mut Context<'_, PackedEv>) {
         let root_port = self.fabric.bdf(rp);
         self.pme_messages.push((
             cx.now(),
@@ -2449,7 +2453,7 @@ impl Engine {
     /// receives a PME, and after every configuration write to it.
     #[cold]
     #[inline(never)]
-    pub(crate) fn root_port_interrupt(&mut self, rp: FnId, cx: &mut Context<'_, Ev>) {
+    pub(crate) fn root_port_interrupt(&mut self, rp: FnId, cx: &mut Context<'_, PackedEv>) {
         use pcielab_config::header::reg;
         let Some(func) = self.fabric.functions.get(rp.0 as usize) else {
             return;
@@ -2587,7 +2591,7 @@ impl Engine {
         req: &Tlp,
         status: CplStatus,
         data: &[u8],
-        cx: &mut Context<'_, Ev>,
+        cx: &mut Context<'_, PackedEv>,
     ) {
         let base = Tlp {
             completer,
@@ -2640,7 +2644,7 @@ impl Engine {
         req: &Tlp,
         status: CplStatus,
         data: Option<&[u8]>,
-        cx: &mut Context<'_, Ev>,
+        cx: &mut Context<'_, PackedEv>,
     ) {
         let mut t = Tlp {
             completer,
@@ -2668,7 +2672,7 @@ impl Engine {
     pub(crate) fn call_ep<R>(
         &mut self,
         node: u32,
-        cx: &mut Context<'_, Ev>,
+        cx: &mut Context<'_, PackedEv>,
         f: impl FnOnce(&mut dyn Endpoint, &mut EpCx<'_>) -> R,
     ) -> Option<R> {
         let mut cmds = std::mem::take(&mut self.cmds);
@@ -2703,7 +2707,7 @@ impl Engine {
         Some(r)
     }
 
-    fn apply(&mut self, node: u32, c: EpCmd, cx: &mut Context<'_, Ev>) {
+    fn apply(&mut self, node: u32, c: EpCmd, cx: &mut Context<'_, PackedEv>) {
         match c {
             EpCmd::Timer { at, token } => {
                 cx.schedule_at(at, Ev::EpTimer(node, token));
@@ -2794,7 +2798,7 @@ impl Engine {
         requester: Bdf,
         msg: &VendorMessage,
         delay: SimDuration,
-        cx: &mut Context<'_, Ev>,
+        cx: &mut Context<'_, PackedEv>,
     ) -> Result<(), String> {
         msg.check(self.cfg.mps as u32)?;
         let (dest, routing) = match msg.route {
@@ -2841,7 +2845,7 @@ impl Engine {
     /// of the function it was routed to, and a Type 1 message is dropped.
     #[cold]
     #[inline(never)]
-    fn vendor_arrived(&mut self, id: u32, t: &Tlp, cx: &mut Context<'_, Ev>) {
+    fn vendor_arrived(&mut self, id: u32, t: &Tlp, cx: &mut Context<'_, PackedEv>) {
         let payload = self.payload(id);
         let msg = VendorMessage {
             type1: t.byte_count as u8 == 0x7f,
@@ -2876,7 +2880,7 @@ impl Engine {
 
     /// Sends an INTx message (`code` 0x20–0x27) from `from` to its upstream neighbour,
     /// as `requester`.
-    fn send_intx(&mut self, from: u32, requester: Bdf, code: u8, cx: &mut Context<'_, Ev>) {
+    fn send_intx(&mut self, from: u32, requester: Bdf, code: u8, cx: &mut Context<'_, PackedEv>) {
         let Some(d) = (0..self.dirs.len())
             .find(|&d| d % 2 == 1 && self.dirs[d].from == from)
             .map(|d| d as u16)
@@ -2910,7 +2914,7 @@ impl Engine {
         ing: u32,
         requester: Bdf,
         code: u8,
-        cx: &mut Context<'_, Ev>,
+        cx: &mut Context<'_, PackedEv>,
     ) {
         if !(0x20..=0x27).contains(&code) || ing == NONE {
             return;
@@ -2978,7 +2982,7 @@ impl Engine {
     /// A device asserts (or deasserts) its INTx pin: the Interrupt Status bit follows
     /// the request; the message goes out unless Interrupt Disable is set (a pending
     /// assertion is withdrawn with Deassert when the device deasserts).
-    fn device_intx(&mut self, node: u32, assert: bool, cx: &mut Context<'_, Ev>) {
+    fn device_intx(&mut self, node: u32, assert: bool, cx: &mut Context<'_, PackedEv>) {
         let Some(f) = self.nodes[node as usize].func else {
             return;
         };
@@ -3017,7 +3021,7 @@ impl Engine {
         }
     }
 
-    fn send_msi(&mut self, node: u32, f: FnId, v: u32, msix: bool, cx: &mut Context<'_, Ev>) {
+    fn send_msi(&mut self, node: u32, f: FnId, v: u32, msix: bool, cx: &mut Context<'_, PackedEv>) {
         // Let the functional fabric decide address/data (and pending bits), capturing
         // the write it would make instead of delivering it instantly.
         let before = self.fabric.interrupts.len();
@@ -3055,7 +3059,7 @@ impl Engine {
         addr: u64,
         len: u64,
         data: Vec<u8>,
-        cx: &mut Context<'_, Ev>,
+        cx: &mut Context<'_, PackedEv>,
     ) {
         let now = cx.now();
         let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
@@ -3106,7 +3110,7 @@ impl Engine {
         }
     }
 
-    fn issue_writes(&mut self, node: u32, oi: u32, cx: &mut Context<'_, Ev>) {
+    fn issue_writes(&mut self, node: u32, oi: u32, cx: &mut Context<'_, PackedEv>) {
         let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
             return;
         };
@@ -3142,7 +3146,7 @@ impl Engine {
         }
     }
 
-    fn dma_write_left(&mut self, node: u32, oi: u32, cx: &mut Context<'_, Ev>) {
+    fn dma_write_left(&mut self, node: u32, oi: u32, cx: &mut Context<'_, PackedEv>) {
         if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
             let l = ep.ops[oi as usize].len;
             ep.ops[oi as usize].done_bytes = l;
@@ -3150,7 +3154,7 @@ impl Engine {
         self.finish_dma(node, oi, cx);
     }
 
-    fn issue_reads(&mut self, node: u32, cx: &mut Context<'_, Ev>) {
+    fn issue_reads(&mut self, node: u32, cx: &mut Context<'_, PackedEv>) {
         let Some(f) = self.nodes[node as usize].func else {
             return;
         };
@@ -3206,7 +3210,7 @@ impl Engine {
         }
     }
 
-    fn dma_completion(&mut self, node: u32, id: u32, cx: &mut Context<'_, Ev>) {
+    fn dma_completion(&mut self, node: u32, id: u32, cx: &mut Context<'_, PackedEv>) {
         let now = cx.now();
         let (tag, status, addr, len) = {
             let t = &self.tlps[id as usize];
@@ -3282,7 +3286,7 @@ impl Engine {
 
     /// The endpoint's completion-timeout sweep: one pending timer per endpoint (at the
     /// earliest deadline), so DMAs add no heap entries of their own.
-    fn dma_timeout(&mut self, node: u32, cx: &mut Context<'_, Ev>) {
+    fn dma_timeout(&mut self, node: u32, cx: &mut Context<'_, PackedEv>) {
         let to = self.cfg.completion_timeout;
         let now = cx.now();
         let tags = self.cfg.dma_tags;
@@ -3339,7 +3343,7 @@ impl Engine {
         }
     }
 
-    fn finish_dma(&mut self, node: u32, oi: u32, cx: &mut Context<'_, Ev>) {
+    fn finish_dma(&mut self, node: u32, oi: u32, cx: &mut Context<'_, PackedEv>) {
         let (id, ok, data) = {
             let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
                 return;
@@ -3368,7 +3372,7 @@ impl Engine {
     }
 
     // ---------------------------------------------------------------- host
-    fn host_completion(&mut self, id: u32, cx: &mut Context<'_, Ev>) {
+    fn host_completion(&mut self, id: u32, cx: &mut Context<'_, PackedEv>) {
         if self.p2p_tag_map.contains_key(&self.tlps[id as usize].tag) {
             self.p2p_completion(id, cx);
             return;
@@ -3569,9 +3573,9 @@ pub(crate) fn log_error(
 }
 
 impl World for Engine {
-    type Event = Ev;
-    fn handle(&mut self, ev: Ev, cx: &mut Context<'_, Ev>) {
-        match ev {
+    type Event = PackedEv;
+    fn handle(&mut self, ev: PackedEv, cx: &mut Context<'_, PackedEv>) {
+        match ev.unpack() {
             Ev::TxDone(d) => {
                 self.dirs[d as usize].busy = false;
                 self.try_send(d, cx);

@@ -49,6 +49,7 @@
 mod endpoint;
 mod engine;
 mod iommu;
+mod packed;
 mod phy;
 mod trace;
 mod wire_bus;
@@ -62,6 +63,7 @@ pub use engine::{
     WireItem,
 };
 pub use iommu::{IommuConfig, IommuFault, IommuStats};
+pub use packed::PackedEv;
 pub use phy::LinkTiming;
 pub use trace::{DirCounters, Trace, TraceKind, TraceRecord};
 pub use wire_bus::{WireBus, WireBusStats};
@@ -362,7 +364,7 @@ pub fn bytes_per_inflight_tlp() -> usize {
     core::mem::size_of::<Tlp>()
         + core::mem::size_of::<(u64, u32)>()
         + core::mem::size_of::<(u32, u32)>()
-        + core::mem::size_of::<Ev>()
+        + core::mem::size_of::<PackedEv>()
         + 24
 }
 

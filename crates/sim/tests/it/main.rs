@@ -85,7 +85,7 @@ fn step_until_and_stop() {
         ..Log::default()
     })
     .build();
-    for i in 0..5 {
+    for i in 0..5u32 {
         sim.schedule_at(SimTime::from_ps(1000 * i as u64), i);
     }
     assert_eq!(sim.step_until(SimTime::from_ps(999)), 2); // events 0 and 10 (d < 100)
@@ -98,7 +98,7 @@ fn step_until_and_stop() {
     assert_eq!(sim.pending(), 0);
     // Time never goes backwards: scheduling in the past delivers now.
     let now = sim.now();
-    sim.schedule_at(SimTime::ZERO, 7);
+    sim.schedule_at(SimTime::ZERO, 7u32);
     sim.step();
     assert_eq!(sim.world().seen.last().unwrap(), &(now.as_ps(), 7));
 }
@@ -107,7 +107,7 @@ fn step_until_and_stop() {
 fn same_seed_same_run_other_seed_differs() {
     let run = |seed| {
         let mut sim = SimBuilder::new(Log::default()).seed(seed).build();
-        for i in 0..3 {
+        for i in 0..3u32 {
             sim.schedule_at(SimTime::ZERO, i);
         }
         sim.run();
@@ -123,10 +123,10 @@ fn paced_clock_does_not_run_ahead_of_wall_time() {
     let mut sim = SimBuilder::new(Log::default())
         .clock(Clock::Paced { ratio: 1.0 })
         .build();
-    sim.schedule_at(SimTime::from_ps(20_000_000_000), 9);
+    sim.schedule_at(SimTime::from_ps(20_000_000_000), 9u32);
     let t0 = std::time::Instant::now();
     sim.process(|_, _| ()); // no-op input
-    sim.schedule_at(SimTime::ZERO, 8);
+    sim.schedule_at(SimTime::ZERO, 8u32);
     sim.run();
     assert!(t0.elapsed() >= std::time::Duration::from_millis(20));
 }
