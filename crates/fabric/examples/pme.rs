@@ -9,7 +9,9 @@
 //! 4. the "PME driver" reads the requester ID, clears the device's PME_Status and the
 //!    port's PME Status, which delivers the second PME and a second MSI;
 //! 5. a device whose PME_Status software forgets to clear re-sends PM_PME every PME
-//!    service timeout (100 ms).
+//!    service timeout (100 ms);
+//! 6. before removing power, the root port sends PME_Turn_Off: the switch copies it
+//!    to both devices and answers with one PME_TO_Ack once both have answered.
 //!
 //! Run: `cargo run -p pcielab-fabric --example pme`
 
@@ -134,5 +136,19 @@ fn main() {
         .collect();
     println!("unserviced PME of {}: PM_PME at {again:.3?} ms", nics[0]);
     assert_eq!(again.len(), 3, "sent, then re-sent at 100 ms and 200 ms");
+
+    // 6. The system suspends: PME_Turn_Off, answered (gathered by the switch) by one
+    // PME_TO_Ack from the switch's upstream port.
+    let took = sim
+        .pme_turn_off(rp, SimDuration::from_ms(10))
+        .expect("a root port")
+        .expect("acknowledged within 10 ms");
+    let (_, ack) = sim.pme_to_acks()[0];
+    println!(
+        "PME_Turn_Off from {rp}: PME_TO_Ack from {} after {:.0} ns",
+        ack.requester,
+        took.as_ps() as f64 / 1e3
+    );
+    assert_eq!(ack.requester, sim.bdf("sw").expect("switch"));
     assert!(sim.errors().is_empty(), "{:?}", sim.errors());
 }

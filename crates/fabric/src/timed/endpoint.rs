@@ -128,6 +128,7 @@ pub(crate) enum EpCmd {
     Intx(bool),
     Vendor(VendorMessage),
     Pme,
+    PmeToAck,
 }
 
 /// What a device sees while the fabric calls it.
@@ -191,6 +192,12 @@ impl EpCx<'_> {
     /// (psmem: `pme = true`) signals nothing: the simulator records the error.
     pub fn pme(&mut self) {
         self.cmds.push(EpCmd::Pme);
+    }
+    /// Acknowledges the PME_Turn_Off that [`Endpoint::pme_turn_off`] held (returned
+    /// false for): PME_TO_Ack goes up from the device's upstream port. Without one
+    /// held, nothing is sent and the simulator records the error.
+    pub fn pme_to_ack(&mut self) {
+        self.cmds.push(EpCmd::PmeToAck);
     }
     /// Completes a read answered with [`ReadReply::Later`].
     pub fn complete(&mut self, ticket: ReadTicket, data: Vec<u8>) {
@@ -266,6 +273,12 @@ pub trait Endpoint: core::fmt::Debug {
     /// it was routed to) and drops a Type 1 message silently.
     fn vendor_message(&mut self, _from: Bdf, _msg: &VendorMessage, _cx: &mut EpCx<'_>) -> bool {
         false
+    }
+    /// PME_Turn_Off reached the device (the root complex prepares to remove power):
+    /// return true (the default) to answer PME_TO_Ack at once, or false to finish
+    /// first (outstanding DMA, say) and answer later with [`EpCx::pme_to_ack`].
+    fn pme_turn_off(&mut self, _cx: &mut EpCx<'_>) -> bool {
+        true
     }
     /// A summary for reports (workload results), if the device has one.
     fn report(&self) -> Option<serde_json::Value> {

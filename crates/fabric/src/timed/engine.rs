@@ -67,6 +67,12 @@ pub(crate) enum Kind {
     /// `byte_count`): posted, 4DW header, no data; `requester` is the function that
     /// signalled the event.
     PmMsg,
+    /// A power-management message handled hop by hop (code in `byte_count`):
+    /// PME_Turn_Off (19h, broadcast from the root complex: a switch sends a copy down
+    /// every downstream port) and PME_TO_Ack (1Bh, gathered to the root complex: a
+    /// switch sends one upstream once every downstream port has acknowledged). Posted,
+    /// 4DW header, no data; one link per TLP (`dest` is [`Dest::Hop`]).
+    PmHop,
 }
 
 /// Who consumes a TLP at its destination.
@@ -87,6 +93,10 @@ pub(crate) enum Dest {
     },
     /// The receiver of an INTx message (a switch's upstream port or the root complex).
     Intx {
+        node: u32,
+    },
+    /// The receiver of a hop-by-hop power-management message (see [`Kind::PmHop`]).
+    Hop {
         node: u32,
     },
     /// The node where a configuration request ends: `func` is the target function, or
@@ -135,7 +145,7 @@ impl Tlp {
     pub fn new(kind: Kind, requester: Bdf, addr: u64, len: u32) -> Tlp {
         let hdr_bytes = match kind {
             Kind::MRd | Kind::MWr if addr > u32::MAX as u64 => 16,
-            Kind::Intx | Kind::ErrMsg | Kind::VendorMsg | Kind::PmMsg => 16,
+            Kind::Intx | Kind::ErrMsg | Kind::VendorMsg | Kind::PmMsg | Kind::PmHop => 16,
             _ => 12,
         };
         Tlp {
@@ -161,7 +171,9 @@ impl Tlp {
     #[inline]
     pub fn class(&self) -> usize {
         match self.kind {
-            Kind::MWr | Kind::Intx | Kind::ErrMsg | Kind::VendorMsg | Kind::PmMsg => P,
+            Kind::MWr | Kind::Intx | Kind::ErrMsg | Kind::VendorMsg | Kind::PmMsg | Kind::PmHop => {
+                P
+            }
             Kind::MRd | Kind::IoRd | Kind::IoWr | Kind::CfgRd | Kind::CfgWr => NP,
             Kind::Cpl | Kind::CplD => CPL,
         }
@@ -503,6 +515,16 @@ pub struct PmeMessage {
     pub requester: Bdf,
 }
 
+/// A PME_TO_Ack as a root port received it: the answer to its PME_Turn_Off once
+/// every device below has acknowledged (switches gather their ports' answers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PmeToAck {
+    /// The root port that received it.
+    pub root_port: Bdf,
+    /// The Requester ID: the upstream port of the device or switch below it.
+    pub requester: Bdf,
+}
+
 /// A root port's interrupt state (see [`Engine::root_port_interrupt`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct RootIrq {
@@ -602,6 +624,13 @@ pub struct Engine {
     pub(crate) pme_state: IntMap<u32, (bool, Option<EventKey>)>,
     /// Vendor-defined messages the root complex received: (time, requester, message).
     pub vendor_messages: Vec<(SimTime, Bdf, VendorMessage)>,
+    /// PME_TO_Ack messages the root ports received.
+    pub pme_to_acks: Vec<(SimTime, PmeToAck)>,
+    /// Per switch node that forwarded PME_Turn_Off: the directions (upstream, from its
+    /// downstream ports) whose PME_TO_Ack it still waits for.
+    pub(crate) turn_off_wait: IntMap<u32, Vec<u16>>,
+    /// Endpoint nodes that received PME_Turn_Off and have not acknowledged it yet.
+    pub(crate) turn_off_held: HashSet<u32>,
 }
 
 /// A peer read the root complex split.
@@ -768,15 +797,16 @@ impl Engine {
                     },
                 ))
             }
-            Kind::Intx | Kind::ErrMsg | Kind::PmMsg => Ok(TlpRepr::with_header(
+            Kind::Intx | Kind::ErrMsg | Kind::PmMsg | Kind::PmHop => Ok(TlpRepr::with_header(
                 pcielab_wire::tlp::TlpHeader::Msg(pcielab_wire::tlp::MsgHeader {
                     requester_id: t.requester,
                     tag,
                     code: pcielab_wire::tlp::MsgCode::from_raw(t.byte_count as u8),
-                    routing: if t.kind == Kind::Intx {
-                        pcielab_wire::tlp::MsgRouting::Local
-                    } else {
-                        pcielab_wire::tlp::MsgRouting::ToRc
+                    routing: match (t.kind, t.byte_count as u8) {
+                        (Kind::Intx, _) => pcielab_wire::tlp::MsgRouting::Local,
+                        (Kind::PmHop, MSG_PME_TURN_OFF) => pcielab_wire::tlp::MsgRouting::Broadcast,
+                        (Kind::PmHop, _) => pcielab_wire::tlp::MsgRouting::Gathered,
+                        _ => pcielab_wire::tlp::MsgRouting::ToRc,
                     },
                     fields: pcielab_wire::tlp::MsgFields([0; 8]),
                 }),
@@ -2061,6 +2091,9 @@ impl Engine {
                 Kind::CfgRd | Kind::CfgWr,
             ) => self.config_request(node, func, refuser, id, &t, cx),
             (Dest::Rc | Dest::Dma { .. }, Kind::VendorMsg) => self.vendor_arrived(id, &t, cx),
+            (Dest::Hop { node }, Kind::PmHop) => {
+                self.pm_hop_arrived(node, ing, t.requester, t.byte_count as u8, cx)
+            }
             (Dest::Rc, Kind::PmMsg) => {
                 if let Some(rp) = self.last_rx_func {
                     self.root_pme(rp, t.requester, cx);
@@ -2775,6 +2808,15 @@ impl Engine {
                     self.device_pme(f, cx);
                 }
             }
+            EpCmd::PmeToAck => {
+                if self.turn_off_held.remove(&node) {
+                    self.send_pme_to_ack(node, cx);
+                } else {
+                    let me = self.ep_bdf(node);
+                    self.errors
+                        .push(format!("{me}: PME_TO_Ack without a PME_Turn_Off to answer"));
+                }
+            }
             EpCmd::Vendor(msg) => {
                 let Some(f) = self.nodes[node as usize].func else {
                     return;
@@ -2876,6 +2918,137 @@ impl Engine {
                 self.signal_error(f, AER_UNSUPPORTED, false, cx);
             }
         }
+    }
+
+    /// Sends a hop-by-hop power-management message (`code`) as `requester` over
+    /// direction `d` (to its receiver).
+    fn send_pm_hop(&mut self, d: u16, requester: Bdf, code: u8, cx: &mut Context<'_, PackedEv>) {
+        let id = self.alloc_tlp(self.pm_hop(d, requester, code));
+        self.enqueue(d, id, cx);
+    }
+
+    /// The TLP of a hop-by-hop power-management message over direction `d`.
+    pub(crate) fn pm_hop(&self, d: u16, requester: Bdf, code: u8) -> Tlp {
+        let mut path = [0u16; MAX_PATH];
+        path[0] = d;
+        Tlp {
+            byte_count: code as u16,
+            path,
+            hops: 1,
+            dest: Dest::Hop {
+                node: self.dirs[d as usize].to,
+            },
+            ..Tlp::new(Kind::PmHop, requester, 0, 0)
+        }
+    }
+
+    /// Device `node` acknowledges PME_Turn_Off: PME_TO_Ack from its upstream port
+    /// (function 0).
+    fn send_pme_to_ack(&mut self, node: u32, cx: &mut Context<'_, PackedEv>) {
+        let NodeKind::Ep(ep) = &self.nodes[node as usize].kind else {
+            return;
+        };
+        let (d, me) = (ep.up_dir, self.ep_bdf(node));
+        self.send_pm_hop(d, me, MSG_PME_TO_ACK, cx);
+    }
+
+    /// A hop-by-hop power-management message (`code`) from `requester` reached `node`
+    /// through direction `ing` (PCIe Base Spec 5.3.3.2.1):
+    /// - PME_Turn_Off at a switch: a copy goes down every downstream port with a link
+    ///   (the Requester ID unchanged: the message is forwarded), and the switch then
+    ///   waits for each of those ports' PME_TO_Ack; with no link below it answers at
+    ///   once.
+    /// - PME_Turn_Off at a device: its model's [`Endpoint::pme_turn_off`] decides
+    ///   whether PME_TO_Ack goes up now or when the model calls
+    ///   [`EpCx::pme_to_ack`](super::endpoint::EpCx::pme_to_ack).
+    /// - PME_TO_Ack at a switch: once the last awaited port has answered, one
+    ///   PME_TO_Ack goes up from the switch's upstream port.
+    /// - PME_TO_Ack at the root complex: the root port records it.
+    #[cold]
+    #[inline(never)]
+    fn pm_hop_arrived(
+        &mut self,
+        node: u32,
+        ing: u32,
+        requester: Bdf,
+        code: u8,
+        cx: &mut Context<'_, PackedEv>,
+    ) {
+        if ing == NONE {
+            return;
+        }
+        let upstream = ing % 2 == 1;
+        match (&self.nodes[node as usize].kind, code, upstream) {
+            (NodeKind::Switch, MSG_PME_TURN_OFF, false) => {
+                let down: Vec<u16> = (0..self.dirs.len())
+                    .filter(|&d| d % 2 == 0 && self.dirs[d].from == node)
+                    .map(|d| d as u16)
+                    .collect();
+                self.turn_off_wait
+                    .insert(node, down.iter().map(|&d| d ^ 1).collect());
+                if down.is_empty() {
+                    self.switch_acks(node, cx);
+                }
+                for d in down {
+                    self.send_pm_hop(d, requester, MSG_PME_TURN_OFF, cx);
+                }
+            }
+            (NodeKind::Ep(_), MSG_PME_TURN_OFF, false) => {
+                let held = !self.is_functional(node)
+                    && self
+                        .call_ep(node, cx, |m, cx| m.pme_turn_off(cx))
+                        .is_some_and(|ack| !ack);
+                if held {
+                    self.turn_off_held.insert(node);
+                } else {
+                    self.send_pme_to_ack(node, cx);
+                }
+            }
+            (NodeKind::Switch, MSG_PME_TO_ACK, true) => {
+                let Some(w) = self.turn_off_wait.get_mut(&node) else {
+                    return; // no PME_Turn_Off outstanding: nothing to gather
+                };
+                w.retain(|&d| d as u32 != ing);
+                if w.is_empty() {
+                    self.turn_off_wait.remove(&node);
+                    self.switch_acks(node, cx);
+                }
+            }
+            (NodeKind::Rc, MSG_PME_TO_ACK, true) => {
+                let root_port = self.dirs[ing as usize]
+                    .rx_func
+                    .map_or(self.host_bdf, |f| self.fabric.bdf(f));
+                self.pme_to_acks.push((
+                    cx.now(),
+                    PmeToAck {
+                        root_port,
+                        requester,
+                    },
+                ));
+            }
+            _ => {
+                let name = self.nodes[node as usize].name.clone();
+                self.errors.push(format!(
+                    "{name}: power-management message {code:#04x} from {requester} \
+                     arrived in the wrong direction; dropped"
+                ));
+            }
+        }
+    }
+
+    /// Switch `node` has PME_TO_Ack from every downstream port: one goes up from its
+    /// upstream port.
+    fn switch_acks(&mut self, node: u32, cx: &mut Context<'_, PackedEv>) {
+        let Some(d) = (0..self.dirs.len())
+            .find(|&d| d % 2 == 1 && self.dirs[d].from == node)
+            .map(|d| d as u16)
+        else {
+            return;
+        };
+        let me = self.nodes[node as usize]
+            .func
+            .map_or(self.host_bdf, |f| self.fabric.bdf(f));
+        self.send_pm_hop(d, me, MSG_PME_TO_ACK, cx);
     }
 
     /// Sends an INTx message (`code` 0x20–0x27) from `from` to its upstream neighbour,
@@ -3501,6 +3674,8 @@ const RTSTA_PME_STATUS: u32 = 1 << 16;
 const RTSTA_PME_PENDING: u32 = 1 << 17;
 /// Message code of PM_PME.
 const MSG_PM_PME: u8 = 0x18;
+const MSG_PME_TURN_OFF: u8 = 0x19;
+const MSG_PME_TO_ACK: u8 = 0x1b;
 
 /// AER Correctable Error Status: Advisory Non-Fatal Error.
 const AER_CORR_ANFE: u32 = 1 << 13;

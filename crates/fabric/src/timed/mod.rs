@@ -60,7 +60,7 @@ pub use endpoint::{
 };
 pub use engine::{
     BufferCredits, Engine, ErrorMessage, ErrorSeverity, Ev, HostRead, IntxEvent, PmeMessage,
-    WireItem,
+    PmeToAck, WireItem,
 };
 pub use iommu::{IommuConfig, IommuFault, IommuStats};
 pub use packed::PackedEv;
@@ -588,6 +588,9 @@ impl FabricSim {
             pme_queue: Default::default(),
             pme_state: Default::default(),
             vendor_messages: Vec::new(),
+            pme_to_acks: Vec::new(),
+            turn_off_wait: Default::default(),
+            turn_off_held: Default::default(),
         })
         .seed(seed)
         .capacity(4096)
@@ -1158,6 +1161,76 @@ impl FabricSim {
     /// included; Root Status records what software sees).
     pub fn pme_messages(&self) -> &[(SimTime, PmeMessage)] {
         &self.sim.world().pme_messages
+    }
+
+    /// Sends PME_Turn_Off from root port `root_port` (after the root complex's
+    /// latency) and runs until its PME_TO_Ack arrives or `timeout` has passed: the
+    /// first step of removing main power (PCIe Base Spec 5.3.3.2.1). Switches copy the
+    /// message down every downstream port and answer once all of theirs have; a
+    /// device answers at once unless its model holds the answer
+    /// ([`Endpoint::pme_turn_off`]). Returns the time the acknowledgement took, or
+    /// `None` on timeout (the spec lets the root complex go on after 1–10 ms).
+    ///
+    /// Link power states (L2/L3 Ready) are not modelled: the links stay usable.
+    ///
+    /// ```
+    /// # use pcielab_fabric::{kinds::KindRegistry, topology::Topology};
+    /// use pcielab_fabric::timed::{FabricSim, SimConfig};
+    /// use pcielab_sim::SimDuration;
+    /// # let t = Topology::parse("[[node]]\nname=\"rc\"\nkind=\"root-complex\"\n[[node]]\nname=\"m\"\nkind=\"psmem\"\n[[link]]\nup=\"rc.0\"\ndown=\"m\"\ngen=3\nwidth=4\n", "t.toml", &KindRegistry::builtin()).unwrap();
+    /// let mut sim = FabricSim::new(&t, &KindRegistry::builtin(), SimConfig::default()).unwrap();
+    /// let rp = pcielab_wire::Bdf::new(0, 1, 0).unwrap(); // the root port (00:01.0)
+    /// let took = sim.pme_turn_off(rp, SimDuration::from_ms(10)).unwrap();
+    /// assert!(took.is_some());
+    /// assert_eq!(sim.pme_to_acks()[0].1.requester, sim.bdf("m").unwrap());
+    /// ```
+    pub fn pme_turn_off(
+        &mut self,
+        root_port: Bdf,
+        timeout: SimDuration,
+    ) -> Result<Option<SimDuration>, SimError> {
+        let e = self.sim.world();
+        let is_rp = e.fabric.function_at(root_port).is_some_and(|f| {
+            matches!(e.fabric.functions[f.0 as usize].role, Role::RootPort { .. })
+        });
+        if !is_rp {
+            return Err(SimError::Route(format!(
+                "PME_Turn_Off: {root_port} is not a root port"
+            )));
+        }
+        let Some(down) = (0..e.dirs.len())
+            .filter(|&d| d % 2 == 1)
+            .find(|&d| {
+                e.dirs[d]
+                    .rx_func
+                    .is_some_and(|f| e.fabric.bdf(f) == root_port)
+            })
+            .map(|d| (d ^ 1) as u16)
+        else {
+            return Err(SimError::Route(format!(
+                "PME_Turn_Off: root port {root_port} has no link below it"
+            )));
+        };
+        let before = e.pme_to_acks.len();
+        let delay = e.cfg.rc_latency;
+        let t0 = self.sim.now();
+        self.sim.process(|e, cx| {
+            // The root port sends it (its ID is the Requester ID; switches forward it
+            // unchanged).
+            let id = e.alloc_tlp(e.pm_hop(down, root_port, 0x19));
+            cx.schedule_in(delay, engine::Ev::HostSend(id));
+        });
+        let got = self.run_while(t0 + timeout, |s| {
+            s.pme_to_acks()[before..]
+                .iter()
+                .any(|(_, a)| a.root_port == root_port)
+        });
+        Ok(got.then(|| self.sim.now() - t0))
+    }
+
+    /// PME_TO_Ack messages the root ports received, with their arrival times.
+    pub fn pme_to_acks(&self) -> &[(SimTime, PmeToAck)] {
+        &self.sim.world().pme_to_acks
     }
 
     /// Interrupts the host received, with arrival times.

@@ -375,3 +375,153 @@ fn lspci_decodes_root_status_and_pmcsr_after_a_pme() {
         );
     }
 }
+
+// ------------------------------------------------------------ PME_Turn_Off / PME_TO_Ack
+
+/// Holds its PME_TO_Ack for `hold` (as a device finishing its work would), or forever
+/// with `None`.
+#[derive(Debug)]
+struct Holder {
+    hold: Option<SimDuration>,
+}
+
+impl Endpoint for Holder {
+    fn pme_turn_off(&mut self, cx: &mut EpCx<'_>) -> bool {
+        if let Some(h) = self.hold {
+            cx.timer(h, 7);
+        }
+        false
+    }
+    fn timer(&mut self, token: u64, cx: &mut EpCx<'_>) {
+        assert_eq!(token, 7);
+        cx.pme_to_ack();
+    }
+}
+
+/// One hop of a 4 DW message without data on Gen3 x4 (16 bytes + 8 of framing) plus
+/// the 5 ns of propagation, in ps.
+fn msg_hop() -> u64 {
+    ser_gen3x4(24) + 5_000
+}
+
+#[test]
+fn pme_turn_off_is_copied_down_both_ports_and_the_switch_sends_one_gathered_ack() {
+    let mut sim = sim(false, |_| {});
+    let (ep, ep2) = (sim.bdf("ep").unwrap(), sim.bdf("ep2").unwrap());
+    let took = sim
+        .pme_turn_off(RP, SimDuration::from_ms(1))
+        .unwrap()
+        .expect("acknowledged");
+    // The root complex (100 ns), down to the switch (150 ns), down to each device
+    // (which answers at once), up to the switch (150 ns), up to the root complex
+    // (100 ns): four hops in all, the two device links in parallel.
+    assert_eq!(
+        took.as_ps(),
+        100_000 + 4 * msg_hop() + 150_000 + 150_000 + 100_000
+    );
+    let acks = sim.pme_to_acks().to_vec();
+    let usp = sim.bdf("sw").unwrap();
+    assert_eq!(acks.len(), 1, "{acks:?}");
+    assert_eq!((acks[0].1.root_port, acks[0].1.requester), (RP, usp));
+    // On the wire, decoded by the codec: three PME_Turn_Off (root port to switch,
+    // switch to each device), broadcast, all with the root port's ID; three
+    // PME_TO_Ack, gathered, from each device and then from the switch's upstream port.
+    let mut offs = 0;
+    let mut ack_from = Vec::new();
+    for (_, t) in trace_tlps(sim.trace().unwrap()) {
+        let TlpHeader::Msg(m) = t.header else {
+            continue;
+        };
+        assert!(t.payload.is_empty());
+        match m.code {
+            MsgCode::PmeTurnOff => {
+                assert_eq!((m.routing, m.requester_id), (MsgRouting::Broadcast, RP));
+                offs += 1;
+            }
+            MsgCode::PmeToAck => {
+                assert_eq!(m.routing, MsgRouting::Gathered);
+                ack_from.push(m.requester_id);
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(offs, 3);
+    ack_from.sort();
+    let mut want = vec![ep, ep2, usp];
+    want.sort();
+    assert_eq!(ack_from, want);
+    assert!(sim.errors().is_empty(), "{:?}", sim.errors());
+}
+
+#[test]
+fn the_switch_waits_for_its_slowest_port_and_a_device_may_hold_its_ack() {
+    let mut sim = sim(false, |_| {});
+    sim.attach(
+        "ep2",
+        Box::new(Holder {
+            hold: Some(SimDuration::from_us(2)),
+        }),
+    )
+    .unwrap();
+    let took = sim
+        .pme_turn_off(RP, SimDuration::from_ms(1))
+        .unwrap()
+        .expect("acknowledged");
+    // ep answers at once, ep2 2 µs later: the switch's answer waits for ep2's.
+    assert_eq!(
+        took.as_ps(),
+        100_000 + 4 * msg_hop() + 150_000 + 150_000 + 100_000 + 2_000_000
+    );
+    assert_eq!(sim.pme_to_acks().len(), 1);
+}
+
+#[test]
+fn a_device_that_never_acknowledges_times_the_turn_off_out() {
+    let mut sim = sim(false, |_| {});
+    sim.attach("ep", Box::new(Holder { hold: None })).unwrap();
+    let t0 = sim.now();
+    let to = SimDuration::from_us(50);
+    assert_eq!(sim.pme_turn_off(RP, to).unwrap(), None);
+    assert!(sim.now() - t0 <= to);
+    assert!(sim.pme_to_acks().is_empty());
+}
+
+/// Acknowledges without having been asked.
+#[derive(Debug)]
+struct Eager;
+
+impl Endpoint for Eager {
+    fn start(&mut self, cx: &mut EpCx<'_>) {
+        cx.pme_to_ack();
+    }
+}
+
+#[test]
+fn bad_turn_off_requests_are_refused_with_the_reason() {
+    let mut sim = sim(false, |_| {});
+    let ep = sim.bdf("ep").unwrap();
+    let e = sim
+        .pme_turn_off(ep, SimDuration::from_us(10))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("not a root port") && e.contains(&ep.to_string()),
+        "{e}"
+    );
+    // A PME_TO_Ack with no PME_Turn_Off to answer is not sent; the error names the
+    // device.
+    sim.attach("ep2", Box::new(Eager)).unwrap();
+    sim.run_for(SimDuration::from_us(5));
+    let ep2 = sim.bdf("ep2").unwrap();
+    assert!(
+        sim.errors().iter().any(
+            |x| x.contains("PME_TO_Ack without a PME_Turn_Off") && x.contains(&ep2.to_string())
+        ),
+        "{:?}",
+        sim.errors()
+    );
+    let acks = trace_tlps(sim.trace().unwrap())
+        .filter(|(_, t)| matches!(t.header, TlpHeader::Msg(m) if m.code == MsgCode::PmeToAck))
+        .count();
+    assert_eq!(acks, 0);
+}
