@@ -58,6 +58,14 @@ pub enum VdmRoute {
     /// Routed by ID to the function with this ID (routing 010b): an endpoint, a port,
     /// or the host bridge (the root complex).
     Id(Bdf),
+    /// Broadcast from the root complex (routing 011b): down every root port, and
+    /// copied by each switch down every downstream port, to every device. Only the
+    /// root complex sends it.
+    Broadcast,
+    /// Local, terminating at the receiver (routing 100b): from a device to the port
+    /// above it (a root port: the root complex takes it; a switch's downstream port
+    /// supports none). Only devices send it.
+    Local,
 }
 
 /// A Vendor_Defined message (PCIe Base Spec 2.2.8.6): posted, 4 DW header with the

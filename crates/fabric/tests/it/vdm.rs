@@ -211,3 +211,158 @@ fn bad_payloads_and_destinations_are_errors() {
         .iter()
         .any(|e| e.contains("ep: vendor-defined message payload of 6 bytes")));
 }
+
+#[test]
+fn a_broadcast_reaches_every_device_copied_by_the_switch() {
+    let mut sim = sim(true);
+    let (ep, ep2) = (sim.bdf("ep").unwrap(), sim.bdf("ep2").unwrap());
+    let host = Bdf::new(0, 0, 0).unwrap();
+    let (got, got2) = (Arc::default(), Arc::default());
+    for (name, g) in [("ep", &got), ("ep2", &got2)] {
+        let m = Mctp {
+            takes: true,
+            got: Arc::clone(g),
+            ..Mctp::default()
+        };
+        sim.attach(name, Box::new(m)).unwrap();
+    }
+    // An MCTP-style discovery broadcast with one DW of payload.
+    let msg = VendorMessage::new(VdmRoute::Broadcast, 0x1ab4, 0x0a0b_0c0d, vec![1, 2, 3, 4]);
+    let t0 = sim.now();
+    sim.send_vendor_message(&msg).unwrap();
+    sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+    // The root complex (100 ns), a hop, the switch (150 ns), a hop: 4 DW header + 1 DW
+    // payload + 8 bytes of framing per hop, 5 ns propagation.
+    let want = 100_000 + 2 * (ser_gen3x4(28) + 5_000) + 150_000;
+    for (g, dev) in [(&got, ep), (&got2, ep2)] {
+        let g = g.lock().unwrap().clone();
+        assert_eq!(g.len(), 1, "{dev}: {g:?}");
+        assert_eq!((g[0].1, &g[0].2), (host, &msg), "{dev}");
+        assert_eq!((g[0].0 - t0).as_ps(), want, "{dev}");
+    }
+    // On the wire: three copies (root port to switch, switch to each device), each a
+    // MsgD routed "broadcast from the root complex" with the same fields and payload.
+    let mut copies = 0;
+    for (_, p) in trace_tlps(sim.trace().unwrap()) {
+        if let TlpHeader::Msg(h) = p.header {
+            assert_eq!(h.code, MsgCode::VendorDefinedType1);
+            assert_eq!((h.routing, h.requester_id), (MsgRouting::Broadcast, host));
+            assert_eq!(&h.fields.0[2..8], &[0x1a, 0xb4, 0x0a, 0x0b, 0x0c, 0x0d]);
+            assert_eq!(p.payload, &[1, 2, 3, 4]);
+            copies += 1;
+        }
+    }
+    assert_eq!(copies, 3);
+    assert!(sim.vendor_messages().is_empty(), "the root complex sent it");
+}
+
+#[test]
+fn an_unsupported_type_0_broadcast_is_logged_by_each_device() {
+    let mut sim = sim(false);
+    let m = VendorMessage {
+        type1: false,
+        ..VendorMessage::new(VdmRoute::Broadcast, 0x1ab4, 0, vec![])
+    };
+    sim.send_vendor_message(&m).unwrap();
+    sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+    for name in ["ep", "ep2"] {
+        let b = sim.bdf(name).unwrap();
+        assert_eq!(uncorrectable(&mut sim, b) & (1 << 20), 1 << 20, "{name}");
+    }
+    // The switch forwards it without taking it.
+    let sw = sim.bdf("sw").unwrap();
+    assert_eq!(uncorrectable(&mut sim, sw) & (1 << 20), 0);
+}
+
+#[test]
+fn a_local_message_ends_at_the_port_above_the_device() {
+    for type1 in [true, false] {
+        let mut sim = sim(true);
+        let ep = sim.bdf("ep").unwrap();
+        let port = crate::common::parent(&sim, ep);
+        let m = VendorMessage {
+            type1,
+            ..VendorMessage::new(VdmRoute::Local, 0x1ab4, 5, vec![])
+        };
+        sim.attach(
+            "ep",
+            Box::new(Mctp {
+                send: Some(m),
+                ..Mctp::default()
+            }),
+        )
+        .unwrap();
+        sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+        // One link only: the switch's downstream port receives it and supports none.
+        let on_wire: Vec<_> = trace_tlps(sim.trace().unwrap())
+            .filter_map(|(_, p)| match p.header {
+                TlpHeader::Msg(h) => Some((h.routing, h.requester_id)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(on_wire, [(MsgRouting::Local, ep)], "type1 {type1}");
+        assert!(sim.vendor_messages().is_empty());
+        let ur = if type1 { 0 } else { 1 << 20 };
+        assert_eq!(
+            uncorrectable(&mut sim, port) & (1 << 20),
+            ur,
+            "type1 {type1}"
+        );
+        assert!(sim.errors().is_empty(), "{:?}", sim.errors());
+    }
+}
+
+#[test]
+fn a_local_message_below_a_root_port_reaches_the_root_complex() {
+    let text = "[[node]]\nname=\"rc\"\nkind=\"root-complex\"\n\
+                [[node]]\nname=\"m\"\nkind=\"psmem\"\n\
+                [[link]]\nup=\"rc.0\"\ndown=\"m\"\ngen=3\nwidth=4\n";
+    let reg = pcielab_fabric::kinds::KindRegistry::builtin();
+    let topo = pcielab_fabric::topology::Topology::parse(text, "t.toml", &reg).unwrap();
+    let mut sim = FabricSim::new(&topo, &reg, crate::common::hand_timing(false)).unwrap();
+    sim.run_for(SimDuration::from_us(5));
+    let m = VendorMessage::new(VdmRoute::Local, 0x1ab4, 9, vec![0; 8]);
+    let t0 = sim.now();
+    sim.attach(
+        "m",
+        Box::new(Mctp {
+            send: Some(m.clone()),
+            ..Mctp::default()
+        }),
+    )
+    .unwrap();
+    sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+    let got = sim.vendor_messages().to_vec();
+    assert_eq!(got.len(), 1);
+    assert_eq!((got[0].1, &got[0].2), (sim.bdf("m").unwrap(), &m));
+    assert_eq!((got[0].0 - t0).as_ps(), ser_gen3x4(32) + 5_000 + 100_000);
+}
+
+#[test]
+fn broadcast_and_local_are_refused_from_the_wrong_side() {
+    let mut sim = sim(false);
+    let e = sim
+        .send_vendor_message(&VendorMessage::new(VdmRoute::Local, 1, 0, vec![]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("local vendor-defined message from the root complex"),
+        "{e}"
+    );
+    sim.attach(
+        "ep",
+        Box::new(Mctp {
+            send: Some(VendorMessage::new(VdmRoute::Broadcast, 1, 0, vec![])),
+            ..Mctp::default()
+        }),
+    )
+    .unwrap();
+    sim.run_for(SimDuration::from_us(1));
+    assert!(
+        sim.errors()
+            .iter()
+            .any(|e| e.contains("ep: only the root complex sends broadcast")),
+        "{:?}",
+        sim.errors()
+    );
+}
