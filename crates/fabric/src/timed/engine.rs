@@ -2848,19 +2848,11 @@ impl Engine {
                 return self.send_vendor_hop(origin, requester, msg, delay, cx);
             }
         };
-        let code = if msg.type1 { 0x7f } else { 0x7e };
-        let addr = (msg.vendor_data as u64) << 32 | (msg.vendor_id as u64) << 16;
-        let p = if msg.payload.is_empty() {
-            NONE
-        } else {
-            self.alloc_payload(&msg.payload)
-        };
         let t = Tlp {
             completer: dest,
-            byte_count: code | routing << 8,
-            data: p,
-            ..Tlp::new(Kind::VendorMsg, requester, addr, msg.payload.len() as u32)
+            ..self.vendor_tlp(requester, msg, routing)
         };
+        let (addr, p) = (t.addr, t.data);
         let routed = if delay == SimDuration::ZERO {
             self.inject(origin, t, dest, cx).map(|_| ())
         } else {
@@ -2936,6 +2928,22 @@ impl Engine {
     /// A vendor-defined message TLP over direction `d` only (`routing` 3: broadcast,
     /// 4: local), with its own copy of the payload.
     fn vendor_hop_tlp(&mut self, d: u16, requester: Bdf, msg: &VendorMessage, routing: u16) -> u32 {
+        let mut path = [0u16; MAX_PATH];
+        path[0] = d;
+        let t = Tlp {
+            path,
+            hops: 1,
+            dest: Dest::Hop {
+                node: self.dirs[d as usize].to,
+            },
+            ..self.vendor_tlp(requester, msg, routing)
+        };
+        self.alloc_tlp(t)
+    }
+
+    /// The TLP of vendor-defined message `msg` from `requester` (`routing`: its r[2:0]),
+    /// with its own copy of the payload, not yet routed.
+    fn vendor_tlp(&mut self, requester: Bdf, msg: &VendorMessage, routing: u16) -> Tlp {
         let code = if msg.type1 { 0x7f } else { 0x7e };
         let addr = (msg.vendor_data as u64) << 32 | (msg.vendor_id as u64) << 16;
         let p = if msg.payload.is_empty() {
@@ -2943,18 +2951,11 @@ impl Engine {
         } else {
             self.alloc_payload(&msg.payload)
         };
-        let mut path = [0u16; MAX_PATH];
-        path[0] = d;
-        self.alloc_tlp(Tlp {
+        Tlp {
             byte_count: code | routing << 8,
             data: p,
-            path,
-            hops: 1,
-            dest: Dest::Hop {
-                node: self.dirs[d as usize].to,
-            },
             ..Tlp::new(Kind::VendorMsg, requester, addr, msg.payload.len() as u32)
-        })
+        }
     }
 
     /// A broadcast or local vendor-defined message reached `node` through direction

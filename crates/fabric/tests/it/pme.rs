@@ -404,21 +404,24 @@ fn msg_hop() -> u64 {
     ser_gen3x4(24) + 5_000
 }
 
+/// Turns the root port's tree off; the round trip in ps.
+fn turn_off(sim: &mut FabricSim) -> u64 {
+    let took = sim.pme_turn_off(RP, SimDuration::from_ms(1)).unwrap();
+    took.expect("acknowledged").as_ps()
+}
+
+/// The round trip when every device answers at once: the root complex (100 ns), down
+/// to the switch (150 ns), down to each device, up to the switch (150 ns), up to the
+/// root complex (100 ns): four hops in all, the two device links in parallel.
+fn prompt_round_trip() -> u64 {
+    100_000 + 4 * msg_hop() + 150_000 + 150_000 + 100_000
+}
+
 #[test]
 fn pme_turn_off_is_copied_down_both_ports_and_the_switch_sends_one_gathered_ack() {
     let mut sim = sim(false, |_| {});
     let (ep, ep2) = (sim.bdf("ep").unwrap(), sim.bdf("ep2").unwrap());
-    let took = sim
-        .pme_turn_off(RP, SimDuration::from_ms(1))
-        .unwrap()
-        .expect("acknowledged");
-    // The root complex (100 ns), down to the switch (150 ns), down to each device
-    // (which answers at once), up to the switch (150 ns), up to the root complex
-    // (100 ns): four hops in all, the two device links in parallel.
-    assert_eq!(
-        took.as_ps(),
-        100_000 + 4 * msg_hop() + 150_000 + 150_000 + 100_000
-    );
+    assert_eq!(turn_off(&mut sim), prompt_round_trip());
     let acks = sim.pme_to_acks().to_vec();
     let usp = sim.bdf("sw").unwrap();
     assert_eq!(acks.len(), 1, "{acks:?}");
@@ -463,15 +466,8 @@ fn the_switch_waits_for_its_slowest_port_and_a_device_may_hold_its_ack() {
         }),
     )
     .unwrap();
-    let took = sim
-        .pme_turn_off(RP, SimDuration::from_ms(1))
-        .unwrap()
-        .expect("acknowledged");
     // ep answers at once, ep2 2 µs later: the switch's answer waits for ep2's.
-    assert_eq!(
-        took.as_ps(),
-        100_000 + 4 * msg_hop() + 150_000 + 150_000 + 100_000 + 2_000_000
-    );
+    assert_eq!(turn_off(&mut sim), prompt_round_trip() + 2_000_000);
     assert_eq!(sim.pme_to_acks().len(), 1);
 }
 
