@@ -2887,10 +2887,7 @@ impl Engine {
         cx: &mut Context<'_, PackedEv>,
     ) -> Result<(), String> {
         let dirs: Vec<u16> = match (origin, msg.route) {
-            (Origin::Host, VdmRoute::Broadcast) => (0..self.dirs.len())
-                .filter(|&d| d % 2 == 0 && self.dirs[d].from == self.rc_node)
-                .map(|d| d as u16)
-                .collect(),
+            (Origin::Host, VdmRoute::Broadcast) => self.down_dirs(self.rc_node),
             (Origin::Function(f), VdmRoute::Local) => {
                 let node = self.fabric.functions[f.0 as usize].node.0;
                 match &self.nodes[node as usize].kind {
@@ -2978,10 +2975,7 @@ impl Engine {
         match &self.nodes[node as usize].kind {
             NodeKind::Switch if broadcast => {
                 let msg = self.vendor_message_of(id, t);
-                let down: Vec<u16> = (0..self.dirs.len())
-                    .filter(|&d| d % 2 == 0 && self.dirs[d].from == node)
-                    .map(|d| d as u16)
-                    .collect();
+                let down = self.down_dirs(node);
                 for d in down {
                     let c = self.vendor_hop_tlp(d, t.requester, &msg, 3);
                     self.enqueue(d, c, cx);
@@ -3049,6 +3043,21 @@ impl Engine {
         }
     }
 
+    /// The directions down from `node` (one per downstream link).
+    fn down_dirs(&self, node: u32) -> Vec<u16> {
+        (0..self.dirs.len())
+            .filter(|&d| d % 2 == 0 && self.dirs[d].from == node)
+            .map(|d| d as u16)
+            .collect()
+    }
+
+    /// The direction up from `node` (to its upstream neighbour), if it has one.
+    fn up_dir(&self, node: u32) -> Option<u16> {
+        (0..self.dirs.len())
+            .find(|&d| d % 2 == 1 && self.dirs[d].from == node)
+            .map(|d| d as u16)
+    }
+
     /// Sends a hop-by-hop power-management message (`code`) as `requester` over
     /// direction `d` (to its receiver).
     fn send_pm_hop(&mut self, d: u16, requester: Bdf, code: u8, cx: &mut Context<'_, PackedEv>) {
@@ -3109,10 +3118,7 @@ impl Engine {
         let upstream = ing % 2 == 1;
         match (&self.nodes[node as usize].kind, code, upstream) {
             (NodeKind::Switch, MSG_PME_TURN_OFF, false) => {
-                let down: Vec<u16> = (0..self.dirs.len())
-                    .filter(|&d| d % 2 == 0 && self.dirs[d].from == node)
-                    .map(|d| d as u16)
-                    .collect();
+                let down = self.down_dirs(node);
                 self.turn_off_wait
                     .insert(node, down.iter().map(|&d| d ^ 1).collect());
                 if down.is_empty() {
@@ -3168,10 +3174,7 @@ impl Engine {
     /// Switch `node` has PME_TO_Ack from every downstream port: one goes up from its
     /// upstream port.
     fn switch_acks(&mut self, node: u32, cx: &mut Context<'_, PackedEv>) {
-        let Some(d) = (0..self.dirs.len())
-            .find(|&d| d % 2 == 1 && self.dirs[d].from == node)
-            .map(|d| d as u16)
-        else {
+        let Some(d) = self.up_dir(node) else {
             return;
         };
         let me = self.nodes[node as usize]
@@ -3183,10 +3186,7 @@ impl Engine {
     /// Sends an INTx message (`code` 0x20–0x27) from `from` to its upstream neighbour,
     /// as `requester`.
     fn send_intx(&mut self, from: u32, requester: Bdf, code: u8, cx: &mut Context<'_, PackedEv>) {
-        let Some(d) = (0..self.dirs.len())
-            .find(|&d| d % 2 == 1 && self.dirs[d].from == from)
-            .map(|d| d as u16)
-        else {
+        let Some(d) = self.up_dir(from) else {
             return;
         };
         let mut path = [0u16; MAX_PATH];
@@ -3803,7 +3803,7 @@ const RTSTA_PME_STATUS: u32 = 1 << 16;
 const RTSTA_PME_PENDING: u32 = 1 << 17;
 /// Message code of PM_PME.
 const MSG_PM_PME: u8 = 0x18;
-const MSG_PME_TURN_OFF: u8 = 0x19;
+pub(crate) const MSG_PME_TURN_OFF: u8 = 0x19;
 const MSG_PME_TO_ACK: u8 = 0x1b;
 
 /// AER Correctable Error Status: Advisory Non-Fatal Error.

@@ -1217,7 +1217,7 @@ impl FabricSim {
         self.sim.process(|e, cx| {
             // The root port sends it (its ID is the Requester ID; switches forward it
             // unchanged).
-            let id = e.alloc_tlp(e.pm_hop(down, root_port, 0x19));
+            let id = e.alloc_tlp(e.pm_hop(down, root_port, engine::MSG_PME_TURN_OFF));
             cx.schedule_in(delay, engine::Ev::HostSend(id));
         });
         let got = self.run_while(t0 + timeout, |s| {
