@@ -781,9 +781,10 @@ pub fn size_from_code(code: u8) -> u16 {
 /// +04 | Device Capabilities: FLR(28) RBER(15) ExtTag(5) MPS(2:0)             |
 /// +08 | Device Status (RW1C 3:0)  | Device Control: MRRS(14:12) NoSnoop(11)   |
 /// |   |                           | ExtTag(8) MPS(7:5) RO(4) ErrRep(3:0)      |
-/// +0C | Link Capabilities: Port#(31:24) BWNot(21) DLLActRep(20) Width(9:4)  |
-/// |   |                    MaxSpeed(3:0)                                      |
-/// +10 | Link Status: DLLAct(13) SlotClk(12) Width(9:4) Speed(3:0) | Link Ctl  |
+/// +0C | Link Capabilities: Port#(31:24) BWNot(21) DLLActRep(20) L1Exit(17:15)|
+/// |   |            L0sExit(14:12) ASPM(11:10) Width(9:4) MaxSpeed(3:0)        |
+/// +10 | Link Status: DLLAct(13) SlotClk(12) Width(9:4) Speed(3:0) | Link Ctl: |
+/// |   |                                                 ASPM Control(1:0)     |
 /// +14 | Slot Capabilities: Slot#(31:19) NoCmdCpl(18) PowerLimit(16:7)       |
 /// +18 | Slot Status: PresDet(6)      | Slot Control                           |
 /// +1C | Root Capabilities            | Root Control (root ports)              |
@@ -821,11 +822,60 @@ pub struct PcieCap {
     pub atomics: bool,
     /// LTR mechanism supported.
     pub ltr: bool,
+    /// Active State Power Management support (Link Capabilities bits 11:10):
+    /// [`ASPM_L0S`] and/or [`ASPM_L1`].
+    pub aspm: u8,
+    /// L0s Exit Latency field (bits 14:12): see [`l0s_exit_code`].
+    pub l0s_exit: u8,
+    /// L1 Exit Latency field (bits 17:15): see [`l1_exit_code`].
+    pub l1_exit: u8,
+}
+
+/// ASPM L0s (in [`PcieCap::aspm`], and in Link Control's ASPM Control field).
+pub const ASPM_L0S: u8 = 1;
+/// ASPM L1 (in [`PcieCap::aspm`], and in Link Control's ASPM Control field).
+pub const ASPM_L1: u8 = 2;
+
+/// The Link Capabilities L0s Exit Latency code of an exit taking `ps` picoseconds:
+/// 0 is less than 64 ns, then 64–128 ns, 128–256 ns, 256–512 ns, 512 ns–1 µs,
+/// 1–2 µs, 2–4 µs (6), and 7 is 4 µs or more.
+///
+/// ```
+/// use pcielab_config::caps::l0s_exit_code;
+/// assert_eq!(l0s_exit_code(63_999), 0);
+/// assert_eq!(l0s_exit_code(64_000), 1);
+/// assert_eq!(l0s_exit_code(1_072_500), 5); // 1 µs to less than 2 µs
+/// assert_eq!(l0s_exit_code(4_000_000), 7);
+/// ```
+pub fn l0s_exit_code(ps: u64) -> u8 {
+    exit_code(ps, &[64, 128, 256, 512, 1_000, 2_000, 4_000])
+}
+
+/// The Link Capabilities L1 Exit Latency code of an exit taking `ps` picoseconds: 0
+/// is less than 1 µs, each code up to 6 doubles the bound (6: 32 µs to less than
+/// 64 µs), and 7 is 64 µs or more.
+///
+/// ```
+/// use pcielab_config::caps::l1_exit_code;
+/// assert_eq!(l1_exit_code(999_999), 0);
+/// assert_eq!(l1_exit_code(2_000_000), 2); // 2 µs to less than 4 µs
+/// assert_eq!(l1_exit_code(64_000_000), 7);
+/// ```
+pub fn l1_exit_code(ps: u64) -> u8 {
+    exit_code(ps, &[1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 64_000])
+}
+
+/// The first code whose upper bound (in ns) `ps` is below; 7 past the last.
+fn exit_code(ps: u64, bounds_ns: &[u64; 7]) -> u8 {
+    bounds_ns
+        .iter()
+        .position(|&b| ps < b * 1000)
+        .map_or(7, |c| c as u8)
 }
 
 impl PcieCap {
     /// A capability of the given type with defaults (256-byte MPS, extended and 10-bit
-    /// tags, Gen3 x16 supported, no link).
+    /// tags, Gen3 x16 supported, no link, no ASPM).
     pub fn new(port_type: PortType) -> PcieCap {
         PcieCap {
             port_type,
@@ -840,6 +890,9 @@ impl PcieCap {
             slot: None,
             atomics: false,
             ltr: true,
+            aspm: 0,
+            l0s_exit: 0,
+            l1_exit: 0,
         }
     }
 }
@@ -932,6 +985,9 @@ impl Capability for PcieCap {
             let ds = t.is_downstream();
             let lnkcap = speed
                 | width << 4
+                | ((self.aspm & 3) as u32) << 10
+                | ((self.l0s_exit & 7) as u32) << 12
+                | ((self.l1_exit & 7) as u32) << 15
                 | if ds { (1 << 20) | (1 << 21) } else { 0 }
                 | 1 << 22
                 | (self.port_number as u32) << 24;

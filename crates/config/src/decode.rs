@@ -48,6 +48,54 @@ fn speed_name(code: u32) -> &'static str {
     }
 }
 
+/// ASPM support (Link Capabilities) or control (Link Control) bits: L0s (1), L1 (2).
+fn aspm_name(bits: u32, none: &'static str) -> String {
+    match bits & 3 {
+        0 => none.to_string(),
+        1 => "L0s".to_string() + if none == "Disabled" { " Enabled" } else { "" },
+        2 => "L1".to_string() + if none == "Disabled" { " Enabled" } else { "" },
+        _ => "L0s L1".to_string() + if none == "Disabled" { " Enabled" } else { "" },
+    }
+}
+
+/// The exit latencies of the ASPM states Link Capabilities `lc` supports, in the
+/// wording of the field's ranges: ", Exit Latency L0s <1us, L1 <4us".
+fn exit_latencies(lc: u32) -> String {
+    const L0S: [&str; 8] = [
+        "<64ns",
+        "<128ns",
+        "<256ns",
+        "<512ns",
+        "<1us",
+        "<2us",
+        "<4us",
+        "unlimited",
+    ];
+    const L1: [&str; 8] = [
+        "<1us",
+        "<2us",
+        "<4us",
+        "<8us",
+        "<16us",
+        "<32us",
+        "<64us",
+        "unlimited",
+    ];
+    let support = (lc >> 10) & 3;
+    let mut parts = Vec::new();
+    if support & 1 != 0 {
+        parts.push(format!("L0s {}", L0S[((lc >> 12) & 7) as usize]));
+    }
+    if support & 2 != 0 {
+        parts.push(format!("L1 {}", L1[((lc >> 15) & 7) as usize]));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(", Exit Latency {}", parts.join(", "))
+    }
+}
+
 fn flag(b: bool) -> char {
     if b {
         '+'
@@ -276,11 +324,15 @@ fn describe_cap(s: &mut String, cap: u8, o: u16, rd: &dyn Fn(u16, usize) -> u32)
                 let ls = rd(o + pcie_reg::LNKSTA, 2);
                 let _ = writeln!(
                     s,
-                    "\tLnkCap: Port #{}, Speed {}, Width x{}",
+                    "\tLnkCap: Port #{}, Speed {}, Width x{}, ASPM {}{}",
                     lc >> 24,
                     speed_name(lc & 0xf),
-                    (lc >> 4) & 0x3f
+                    (lc >> 4) & 0x3f,
+                    aspm_name((lc >> 10) & 3, "not supported"),
+                    exit_latencies(lc)
                 );
+                let lctl = rd(o + pcie_reg::LNKCTL, 2);
+                let _ = writeln!(s, "\tLnkCtl: ASPM {}", aspm_name(lctl & 3, "Disabled"));
                 let _ = writeln!(
                     s,
                     "\tLnkSta: Speed {}, Width x{}, DLActive{}",
@@ -389,11 +441,36 @@ mod tests {
         let t = describe(cs.bytes());
         assert!(t.contains("Capabilities: [40] PCI Express"), "{t}");
         assert!(
-            t.contains("LnkCap: Port #0, Speed 16GT/s, Width x16"),
+            t.contains("LnkCap: Port #0, Speed 16GT/s, Width x16, ASPM not supported\n"),
             "{t}"
         );
+        assert!(t.contains("LnkCtl: ASPM Disabled"), "{t}");
         assert!(t.contains("LnkSta: Speed 8GT/s, Width x4"), "{t}");
         assert!(t.contains("MaxReadReq 512 bytes"), "{t}");
+    }
+
+    #[test]
+    fn describes_aspm() {
+        let mut cs = Type0::default().build().unwrap();
+        let mut pcie = PcieCap::new(PortType::Endpoint);
+        pcie.aspm = 3;
+        pcie.l0s_exit = 5;
+        pcie.l1_exit = 2;
+        let list = CapabilityList::new().with(pcie);
+        list.install(&mut cs).unwrap();
+        let t = describe(cs.bytes());
+        assert!(
+            t.contains("Width x16, ASPM L0s L1, Exit Latency L0s <2us, L1 <4us\n"),
+            "{t}"
+        );
+        // Link Control sits 0x10 into the capability (at 0x40 here).
+        cs.write_u16(0x50, 2);
+        assert!(describe(cs.bytes()).contains("LnkCtl: ASPM L1 Enabled"));
+        pcie.aspm = 2;
+        let mut cs = Type0::default().build().unwrap();
+        CapabilityList::new().with(pcie).install(&mut cs).unwrap();
+        let t = describe(cs.bytes());
+        assert!(t.contains("ASPM L1, Exit Latency L1 <4us\n"), "{t}");
     }
 
     #[test]

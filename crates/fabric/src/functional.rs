@@ -42,7 +42,10 @@
 
 use crate::kinds::{device_ids, EndpointCtx, KindRegistry, KindRole};
 use crate::topology::{Link, NodeId, Topology, TopologyError};
-use pcielab_config::caps::{CapabilityList, MsiCap, MsixTable, PcieCap, PmCap, PortType};
+use pcielab_config::caps::{
+    l0s_exit_code, l1_exit_code, CapabilityList, MsiCap, MsixTable, PcieCap, PmCap, PortType,
+    ASPM_L0S, ASPM_L1,
+};
 use pcielab_config::ext_caps::{AcsCap, AerCap};
 use pcielab_config::header::{command, reg};
 use pcielab_config::{Bar, BridgeWindows, ConfigSpace, Ids, Type0, Type1, PCIELAB_VENDOR_ID};
@@ -381,6 +384,20 @@ fn port_cap(
         .unwrap_or(16);
     c.max_payload = params.int("mps").unwrap_or(256) as u16;
     c.link = link.map(|l| (l.gen, l.width));
+    // ASPM: the states the node supports, with the exit latencies of the timed
+    // simulator's defaults (it rewrites them from its own configuration).
+    c.aspm = match params.str("aspm") {
+        Some("none") => 0,
+        Some("l0s") => ASPM_L0S,
+        Some("l1") => ASPM_L1,
+        _ => ASPM_L0S | ASPM_L1,
+    };
+    let timing = crate::timed::LinkTiming::new(
+        link.map_or(c.max_speed, |l| l.gen),
+        link.map_or(c.max_width, |l| l.width),
+    );
+    c.l0s_exit = l0s_exit_code(timing.l0s_exit_ps(crate::timed::aspm::DEFAULT_N_FTS));
+    c.l1_exit = l1_exit_code(crate::timed::aspm::DEFAULT_L1_EXIT.as_ps());
     c.port_number = port_number;
     c.slot = slot;
     c

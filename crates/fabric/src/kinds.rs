@@ -122,6 +122,8 @@ pub enum KeyType {
     },
     /// A PCIe generation 1..=6.
     Gen,
+    /// One of the listed strings.
+    Choice(&'static [&'static str]),
     /// A link width: 1, 2, 4, 8, 16 or 32.
     Width,
 }
@@ -150,6 +152,11 @@ impl KeyType {
             ),
             KeyType::Gen => "1..=6".into(),
             KeyType::Width => "1, 2, 4, 8, 16, 32".into(),
+            KeyType::Choice(names) => names
+                .iter()
+                .map(|n| format!("{n:?}"))
+                .collect::<Vec<_>>()
+                .join(", "),
         }
     }
 }
@@ -249,6 +256,10 @@ fn key(name: &'static str, ty: KeyType, default: Option<ParamValue>, doc: &'stat
     }
 }
 
+/// The values of the `aspm` key: the Active State Power Management states a node's
+/// ports support.
+pub const ASPM_CHOICES: &[&str] = &["none", "l0s", "l1", "l0s-l1"];
+
 /// The keys every kind accepts, with the kind's default MPS and device ID.
 pub fn common_keys(mps: i64, device_id: i64) -> Vec<KeySpec> {
     vec![
@@ -273,6 +284,12 @@ pub fn common_keys(mps: i64, device_id: i64) -> Vec<KeySpec> {
             },
             Some(ParamValue::Int(mps)),
             "largest Max_Payload_Size supported, in bytes",
+        ),
+        key(
+            "aspm",
+            KeyType::Choice(ASPM_CHOICES),
+            Some(ParamValue::Str("l0s-l1".into())),
+            "ASPM states the ports support (Link Capabilities); software enables them",
         ),
         key(
             "vendor_id",

@@ -247,6 +247,17 @@ fn typed(ctx: &Ctx<'_>, t: &Table, key: &str, ty: KeyType) -> Result<ParamValue,
         }
         KeyType::Bool => Ok(ParamValue::Bool(v.as_bool().ok_or_else(bad)?)),
         KeyType::Str => Ok(ParamValue::Str(v.as_str().ok_or_else(bad)?.to_string())),
+        KeyType::Choice(names) => {
+            let s = v.as_str().ok_or_else(bad)?;
+            if !names.contains(&s) {
+                return Err(ctx.err(
+                    span,
+                    Some(key),
+                    format!("{s:?} is not allowed; allowed: {}", ty.describe()),
+                ));
+            }
+            Ok(ParamValue::Str(s.to_string()))
+        }
         KeyType::Size { min, max, pow2 } => {
             let n = match v {
                 Value::Integer(i) => u64::try_from(*i.value()).map_err(|_| bad())?,
@@ -751,7 +762,7 @@ width = 8
     fn errors_name_file_line_key_and_allowed_values() {
         let rows: &[(&str, &str, &str)] = &[
             ("kind = \"switch\"", "kind = \"sw\"", "t.toml:8: key \"kind\": unknown kind \"sw\"; allowed: root-complex, switch, psmem"),
-            ("ports = 3", "ports = 3\ncolour = 1", "t.toml:10: key \"colour\": unknown key for kind \"switch\"; allowed: name, kind, ports, max_gen, max_width, mps, vendor_id, device_id"),
+            ("ports = 3", "ports = 3\ncolour = 1", "t.toml:10: key \"colour\": unknown key for kind \"switch\"; allowed: name, kind, ports, max_gen, max_width, mps, aspm, vendor_id, device_id"),
             ("name = \"mem0\"", "name = \"sw0\"", "t.toml:11: key \"name\": duplicate node name \"sw0\" (first defined on line 6)"),
             ("up = \"sw0.1\"", "up = \"rc.0\"", "t.toml:19: key \"up\": port \"rc.0\" is already used by the link on line 13"),
             ("up = \"sw0.1\"", "up = \"sw9.1\"", "t.toml:19: key \"up\": no node named \"sw9\"; nodes: rc, sw0, mem0"),
@@ -761,6 +772,8 @@ width = 8
             ("width = 8\n[[link]]\nup = \"sw0.1\"", "width = 3\n[[link]]\nup = \"sw0.1\"", "t.toml:17: key \"width\": 3 is not a link width; allowed: 1, 2, 4, 8, 16, 32"),
             ("kind = \"psmem\"", "kind = \"psmem\"\nmax_width = 4", "t.toml:23: key \"width\": width 8 is above what down node \"mem0\" supports (max_width = 4, line 10); allowed: 1, 2, 4"),
             ("kind = \"psmem\"", "kind = \"psmem\"\nmax_gen = 2", "t.toml:22: key \"gen\": gen 3 is above what down node \"mem0\" supports (max_gen = 2, line 10); allowed: 1..=2"),
+            ("kind = \"psmem\"", "kind = \"psmem\"\naspm = \"l2\"", "t.toml:13: key \"aspm\": \"l2\" is not allowed; allowed: \"none\", \"l0s\", \"l1\", \"l0s-l1\""),
+            ("kind = \"psmem\"", "kind = \"psmem\"\naspm = 1", "t.toml:13: key \"aspm\": 1 is not allowed; allowed: \"none\", \"l0s\", \"l1\", \"l0s-l1\""),
             ("kind = \"psmem\"", "kind = \"psmem\"\nbar_size = \"3KiB\"", "t.toml:13: key \"bar_size\": 3072 is not allowed; allowed: a power of two from 16 B to 1 TiB (e.g. \"64KiB\", \"16MiB\")"),
         ];
         for (from, to, want) in rows {

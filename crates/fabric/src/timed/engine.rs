@@ -322,6 +322,11 @@ pub(crate) struct Dir {
     pub ack_ps: u64,
     pub fc_ps: u64,
     pub replay_ps: u64,
+    /// ASPM states enabled: L0s for this direction's transmitter, L1 for the link
+    /// (`ASPM_L0S`, `ASPM_L1`; see the `aspm` module).
+    pub aspm: u8,
+    /// How long this transmitter takes to leave L0s.
+    pub l0s_exit_ps: u64,
     pub up: bool,
     pub init_seen: u8,
     // transaction-layer egress queues: (order, tlp)
@@ -1168,6 +1173,9 @@ impl Engine {
         }
         // 1. DLLPs.
         if let Some(dl) = self.dirs[di].dllq.pop_front() {
+            if self.dirs[di].aspm != 0 {
+                self.aspm_wake(d, now.as_ps());
+            }
             // The InitFC handshake repeats until it succeeds: modelled as never lost.
             let init = matches!(dl, Dllp::Fc { kind, .. } if kind != FcKind::UpdateFc);
             let bad = !init
@@ -1181,7 +1189,8 @@ impl Engine {
             }
             if let Some(tr) = self.trace.as_mut() {
                 let raw = dllp_repr(dl).to_bytes().unwrap_or([0; 6]);
-                tr.push(now, d, TraceKind::Dllp, &raw);
+                let start = now.max(SimTime::from_ps(self.dirs[di].free_at_ps));
+                tr.push(start, d, TraceKind::Dllp, &raw);
             }
             self.transmit(d, bytes, Wire::Dllp { d: dl, bad }, cx);
             return;
@@ -1195,6 +1204,9 @@ impl Engine {
                     None
                 };
                 self.dirs[di].counters.replays += 1;
+                if self.dirs[di].aspm != 0 {
+                    self.aspm_wake(d, now.as_ps());
+                }
                 self.send_tlp(d, seq, id, true, cx);
                 return;
             }
@@ -1239,8 +1251,13 @@ impl Engine {
                     NP => dir.counters.non_posted += 1,
                     _ => dir.counters.completions += 1,
                 }
-                if dir.replay_deadline.is_none() {
-                    self.arm_replay(d, cx);
+                if dir.aspm != 0 {
+                    self.aspm_wake(d, now.as_ps());
+                }
+                if self.dirs[di].replay_deadline.is_none() {
+                    // The timer runs from the transmission (after any ASPM exit).
+                    let start = now.max(SimTime::from_ps(self.dirs[di].free_at_ps));
+                    self.arm_replay_at(d, start, cx);
                 }
                 // Put it on the wire first (the direction is then busy, so anything the
                 // follow-ups below queue here waits its turn).
@@ -1533,8 +1550,13 @@ impl Engine {
     /// (Re)starts the replay timer: the deadline moves; at most one event is pending,
     /// and it re-arms itself when it finds the deadline later than its own time.
     fn arm_replay(&mut self, d: u16, cx: &mut Context<'_, PackedEv>) {
+        self.arm_replay_at(d, cx.now(), cx);
+    }
+
+    /// (Re)starts the replay timer from `from`.
+    fn arm_replay_at(&mut self, d: u16, from: SimTime, cx: &mut Context<'_, PackedEv>) {
         let dir = &mut self.dirs[d as usize];
-        let at = cx.now() + SimDuration::from_ps(dir.replay_ps);
+        let at = from + SimDuration::from_ps(dir.replay_ps);
         dir.replay_deadline = Some(at);
         if !dir.replay_armed {
             dir.replay_armed = true;
@@ -1601,6 +1623,12 @@ impl Engine {
     fn fc_refresh(&mut self, d: u16, cx: &mut Context<'_, PackedEv>) {
         let period = self.cfg.fc_update_period.as_ps();
         let now = cx.now().as_ps();
+        // UpdateFC goes out on the other direction; it waits while that one sleeps.
+        let up = (d ^ 1) as usize;
+        if self.dirs[up].aspm != 0 && self.low_power(up, now).any() {
+            cx.schedule_background_at(SimTime::from_ps(now + period), Ev::FcRefresh(d));
+            return;
+        }
         for c in 0..3 {
             let dir = &self.dirs[d as usize];
             if dir.finite(c) && dir.fc_sent_ps[c] + period <= now {
@@ -2317,6 +2345,9 @@ impl Engine {
         }
         if self.pme_state.contains_key(&f.0) {
             self.pme_check(f, cx);
+        }
+        if self.is_link_port(f) {
+            self.refresh_aspm();
         }
     }
 
@@ -3739,10 +3770,23 @@ impl Engine {
         }
     }
 
-    pub(crate) fn dir_counters(&self) -> Vec<(String, DirCounters)> {
-        self.dirs
-            .iter()
-            .map(|d| (d.name.clone(), d.counters))
+    /// Every direction's counters at `now` (ps): a low-power state still going on
+    /// counts as entered, with its residency so far.
+    pub(crate) fn dir_counters(&self, now: u64) -> Vec<(String, DirCounters)> {
+        (0..self.dirs.len())
+            .map(|d| {
+                let mut c = self.dirs[d].counters;
+                let st = self.low_power(d, now);
+                if let Some(l0s_at) = st.l0s {
+                    c.l0s_entries += 1;
+                    c.l0s_ps += st.l1.unwrap_or(now) - l0s_at;
+                }
+                if let Some(l1_at) = st.l1 {
+                    c.l1_entries += 1;
+                    c.l1_ps += now - l1_at;
+                }
+                (self.dirs[d].name.clone(), c)
+            })
             .collect()
     }
 }
@@ -3783,11 +3827,16 @@ fn set_bits(cs: &mut pcielab_config::ConfigSpace, off: u16, len: usize, bits: u3
 
 /// The PM capability of function `f` (its offset).
 fn pm_cap(fabric: &Fabric, f: FnId) -> Option<u16> {
+    std_cap(fabric, f, pcielab_config::caps::id::PM)
+}
+
+/// The offset of function `f`'s standard (not extended) capability `id`.
+pub(crate) fn std_cap(fabric: &Fabric, f: FnId, id: u8) -> Option<u16> {
     let func = fabric.functions.get(f.0 as usize)?;
     pcielab_config::caps::walk(func.config.bytes())
         .0
         .iter()
-        .find(|c| !c.extended && c.id == pcielab_config::caps::id::PM as u16)
+        .find(|c| !c.extended && c.id == id as u16)
         .map(|c| c.offset)
 }
 

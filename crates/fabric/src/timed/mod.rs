@@ -46,6 +46,7 @@
 //! }
 //! ```
 
+pub(crate) mod aspm;
 mod endpoint;
 mod engine;
 mod iommu;
@@ -151,6 +152,28 @@ pub struct SimConfig {
     /// The re-sends are background events. Zero: never re-sent; otherwise
     /// 1 µs..=1 s. Default 100 ms.
     pub pme_service_timeout: SimDuration,
+    /// Active State Power Management the host enables when the simulation starts:
+    /// [`ASPM_L0S`](pcielab_config::caps::ASPM_L0S) and/or
+    /// [`ASPM_L1`](pcielab_config::caps::ASPM_L1), written to the ASPM Control field of
+    /// Link Control at both ends of every link whose two ends support the state (as
+    /// Linux's `powersave` policy does). 0 leaves Link Control at its reset value,
+    /// ASPM disabled; software may also write Link Control itself at any time.
+    /// Default 0.
+    pub aspm: u8,
+    /// Idle time after which a transmitter whose port enables L0s enters L0s (PCIe
+    /// Base Spec 5.4.1.1: no more than 7 µs); 1 ns..=1 s. Default 7 µs.
+    pub aspm_l0s_entry: SimDuration,
+    /// Fast Training Sequences a transmitter sends to leave L0s (N_FTS, which the
+    /// receiver asks for in training): see [`LinkTiming::l0s_exit_ps`]. Default 64.
+    pub n_fts: u8,
+    /// Idle time (nothing sent either way) after which a link whose two ends enable
+    /// L1 enters L1. Implementation-specific (the spec sets no value; this default is
+    /// an assumption); 1 ns..=1 s. A value above `fc_update_period` lets the periodic
+    /// UpdateFC keep an idle link in L0 unless its directions sleep in L0s. Default 8 µs.
+    pub aspm_l1_entry: SimDuration,
+    /// How long a link takes to leave L1 (through Recovery, both directions), which
+    /// the ports advertise as their L1 Exit Latency; 0..=1 ms. Default 2 µs.
+    pub aspm_l1_exit: SimDuration,
     /// Tags of each endpoint's DMA engine (1..=768). Default 64.
     pub dma_tags: u16,
     /// The root complex splits peer-to-peer requests between its root ports into
@@ -200,6 +223,11 @@ impl Default for SimConfig {
             retrain_time: SimDuration::from_us(1),
             completion_timeout: SimDuration::from_ms(10),
             pme_service_timeout: SimDuration::from_ms(100),
+            aspm: 0,
+            aspm_l0s_entry: aspm::DEFAULT_L0S_ENTRY,
+            n_fts: aspm::DEFAULT_N_FTS,
+            aspm_l1_entry: aspm::DEFAULT_L1_ENTRY,
+            aspm_l1_exit: aspm::DEFAULT_L1_EXIT,
             dma_tags: 64,
             p2p_split: None,
             iommu: None,
@@ -307,6 +335,32 @@ fn check(cfg: &SimConfig) -> Result<(), SimError> {
             "pme service timeout",
             format!("{} ps", pme.as_ps()),
             "0 (never re-sent) or 1 µs..=1 s (the spec's 100 ms)",
+        );
+    }
+    if cfg.aspm > 3 {
+        return p(
+            "aspm",
+            cfg.aspm.to_string(),
+            "0 (off), 1 (L0s), 2 (L1) or 3 (L0s and L1)",
+        );
+    }
+    for (what, v) in [
+        ("aspm l0s entry", cfg.aspm_l0s_entry),
+        ("aspm l1 entry", cfg.aspm_l1_entry),
+    ] {
+        if !(SimDuration::from_ns(1)..=SimDuration::from_ms(1000)).contains(&v) {
+            return p(
+                what,
+                format!("{} ps", v.as_ps()),
+                "1 ns..=1 s (L0s: the spec's at most 7 µs)",
+            );
+        }
+    }
+    if cfg.aspm_l1_exit > SimDuration::from_ms(1) {
+        return p(
+            "aspm l1 exit",
+            format!("{} ps", cfg.aspm_l1_exit.as_ps()),
+            "0..=1 ms",
         );
     }
     if let Some(p2p) = cfg.p2p_split {
@@ -510,6 +564,8 @@ impl FabricSim {
                     ack_ps: timing.symbols_ps(timing.ack_limit_symbols(cfg.mps)),
                     fc_ps: timing.symbols_ps(timing.ack_limit_symbols(cfg.mps)),
                     replay_ps: timing.replay_timeout_ps(cfg.mps),
+                    aspm: 0,
+                    l0s_exit_ps: timing.l0s_exit_ps(cfg.n_fts),
                     up: false,
                     init_seen: 0,
                     q: Default::default(),
@@ -607,6 +663,7 @@ impl FabricSim {
             let f = sim.new_fifo();
             sim.world_mut().nodes[n].fifo = f;
         }
+        sim.world_mut().init_aspm();
         // Link training ends in the InitFC handshake: every receiver advertises its
         // buffers with InitFC1 and InitFC2 for P, NP and Cpl (0 = infinite).
         sim.process(|e, cx| {
@@ -1246,7 +1303,7 @@ impl FabricSim {
 
     /// Counters of every link direction, by name (`rc.0->sw0`, `sw0->rc.0`, …).
     pub fn counters(&self) -> Vec<(String, DirCounters)> {
-        self.sim.world().dir_counters()
+        self.sim.world().dir_counters(self.sim.now().as_ps())
     }
 
     /// The trace (when `SimConfig::trace` is set).

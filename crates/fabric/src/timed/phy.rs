@@ -152,6 +152,29 @@ impl LinkTiming {
         (ACK_LIMIT_GEN1[wi][mi] + extra) as u64
     }
 
+    /// How long this transmitter takes to leave L0s with `n_fts` Fast Training
+    /// Sequences, in picoseconds (rounded up). At 8b/10b (Gen1/2) it sends `n_fts` FTS
+    /// ordered sets and then one SKP ordered set, 4 symbols each; at 128b/130b (Gen3–5)
+    /// an EIEOS, `n_fts` FTS ordered sets and an SDS, one 130-bit block each. All lanes
+    /// send in parallel, so the width does not matter. Flit mode (Gen6) has no L0s: 0.
+    ///
+    /// ```
+    /// use pcielab_fabric::timed::LinkTiming;
+    /// use pcielab_wire::Generation;
+    /// // Gen1: 65 ordered sets × 4 symbols × 4 ns.
+    /// assert_eq!(LinkTiming::new(Generation::Gen1, 4).l0s_exit_ps(64), 1_040_000);
+    /// // Gen3: 66 blocks × 130 bits × 125 ps.
+    /// assert_eq!(LinkTiming::new(Generation::Gen3, 8).l0s_exit_ps(64), 1_072_500);
+    /// ```
+    pub fn l0s_exit_ps(&self, n_fts: u8) -> u64 {
+        let n = n_fts as u64;
+        match self.gen {
+            Generation::Gen1 | Generation::Gen2 => self.symbols_ps((n + 1) * 4),
+            Generation::Gen6 => 0,
+            _ => ((n + 2) * 130 * bit_units(self.gen)).div_ceil(256),
+        }
+    }
+
     /// The replay timeout in picoseconds: the spec formula (quoted in seed 002)
     /// `((MPS + TLPOverhead) / Width × AckFactor + InternalDelay) × 3 + RxL0sAdjustment`
     /// symbol times, i.e. three times the ACK latency limit with RxL0sAdjustment 0.

@@ -171,4 +171,12 @@ pub struct DirCounters {
     pub replay_stall_ps: u64,
     /// Picoseconds the wire was busy.
     pub busy_ps: u64,
+    /// Times this direction's transmitter entered ASPM L0s.
+    pub l0s_entries: u64,
+    /// Picoseconds this direction's transmitter spent in L0s.
+    pub l0s_ps: u64,
+    /// Times the link entered ASPM L1 (shown on both of its directions).
+    pub l1_entries: u64,
+    /// Picoseconds the link spent in L1 (shown on both of its directions).
+    pub l1_ps: u64,
 }

@@ -525,7 +525,7 @@ fn registered_kind_with_two_functions() {
                 [[link]]\nup = \"rc.0\"\ndown = \"d\"\ngen = 2\nwidth = 1\n";
     let topo = Topology::parse(text, "t.toml", &reg).unwrap();
     let e = Topology::parse(&text.replace("window", "windw"), "t.toml", &reg).unwrap_err();
-    assert_eq!(e.to_string(), "t.toml:7: key \"windw\": unknown key for kind \"dual\"; allowed: name, kind, window, max_gen, max_width, mps, vendor_id, device_id");
+    assert_eq!(e.to_string(), "t.toml:7: key \"windw\": unknown key for kind \"dual\"; allowed: name, kind, window, max_gen, max_width, mps, aspm, vendor_id, device_id");
     let mut fabric = Fabric::build(&topo, &reg).unwrap();
     let tree = enumerate(&mut fabric, &HostConfig::default()).unwrap();
     let f0 = tree.get(b("01:00.0")).unwrap();

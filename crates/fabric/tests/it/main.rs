@@ -1,6 +1,7 @@
 //! Integration tests of pcielab-fabric: enumeration of the example topologies, routing,
 //! the real `lspci` reading our dumps, and random topologies.
 
+mod aspm;
 mod common;
 mod config;
 mod enumerate;

@@ -93,6 +93,7 @@ fn check(tag: &str, text: &str) {
             let want = format!("LnkSta:\tSpeed {}, Width x{}", speed(g.number()), w);
             assert!(b.contains(&want), "{tag} {name}: want {want:?} in\n{b}");
         }
+        aspm_agrees(tag, &name, b, func.config.bytes());
         // Links in the file drive the endpoints' LnkSta.
         if let (Some(n), None) = (node, f.buses) {
             if let Some(l) = topo.uplink(n) {
@@ -157,6 +158,60 @@ fn check(tag: &str, text: &str) {
             }
         }
     }
+    let _ = std::fs::remove_file(&path);
+}
+
+/// Our decoder and lspci say the same of ASPM support, exit latencies and control
+/// (our "ASPM …" phrases of LnkCap and LnkCtl appear in lspci's lines).
+fn aspm_agrees(tag: &str, name: &str, lspci_block: &str, bytes: &[u8]) {
+    let ours = pcielab_config::decode::describe(bytes);
+    for reg in ["LnkCap:", "LnkCtl:"] {
+        let Some(our_line) = ours.lines().find(|l| l.trim_start().starts_with(reg)) else {
+            continue;
+        };
+        let phrase = &our_line[our_line.find("ASPM").expect("our line names ASPM")..];
+        let theirs = lspci_block
+            .lines()
+            .find(|l| l.starts_with(reg))
+            .unwrap_or_else(|| panic!("{tag} {name}: lspci shows no {reg}\n{lspci_block}"));
+        assert!(
+            theirs.contains(phrase),
+            "{tag} {name}: we say {phrase:?}, lspci says {theirs:?}"
+        );
+    }
+}
+
+/// With the timed simulator's ASPM policy on, lspci reads the enabled states and the
+/// exit latencies the simulator advertises (N_FTS 255: more than 4 µs; L1 40 µs:
+/// below 64 µs).
+#[test]
+fn lspci_reads_the_aspm_the_simulator_programs() {
+    use pcielab_fabric::kinds::KindRegistry;
+    use pcielab_fabric::timed::{FabricSim, SimConfig};
+    let topo = crate::common::switch_tree(1, false);
+    let cfg = SimConfig {
+        aspm: 3,
+        n_fts: 255,
+        aspm_l1_exit: pcielab_sim::SimDuration::from_us(40),
+        ..SimConfig::default()
+    };
+    let sim = FabricSim::new(&topo, &KindRegistry::builtin(), cfg).unwrap();
+    let path = dump_to_temp("aspm", &sim.fabric().lspci_dump());
+    let bl = blocks(&lspci(&path, &["-vvv"]));
+    let ep = sim.bdf("ep").unwrap().to_string();
+    let b = &bl[&ep];
+    assert!(
+        b.contains("ASPM L0s L1, Exit Latency L0s unlimited, L1 <64us"),
+        "{b}"
+    );
+    assert!(b.contains("LnkCtl:\tASPM L0s L1 Enabled"), "{b}");
+    let f = sim.fabric().function_at(sim.bdf("ep").unwrap()).unwrap();
+    aspm_agrees(
+        "aspm",
+        "ep",
+        b,
+        sim.fabric().functions[f.0 as usize].config.bytes(),
+    );
     let _ = std::fs::remove_file(&path);
 }
 

@@ -1,0 +1,221 @@
+//! Active State Power Management (PCIe Base Spec 5.4.1): L0s per transmitter, L1 per
+//! link.
+//!
+//! ```text
+//!   transmitter idle ≥ aspm_l0s_entry ──► L0s ──(something to send)──► L0 after
+//!                                                   EIEOS + N_FTS × FTS + SDS (Gen3–5)
+//!                                                   or N_FTS × FTS + SKP (Gen1/2)
+//!   both directions idle ≥ aspm_l1_entry ──► L1 ──(either side sends)──► L0 after
+//!                                                   aspm_l1_exit, both directions
+//! ```
+//!
+//! The states are evaluated lazily: whether a direction is in L0s or its link in L1 is
+//! a function of how long the wires have been idle, so it is computed only when a
+//! transmission is about to start (and for the counters). Entering a state schedules no
+//! event; an idle link costs nothing, and a busy one pays one test of a flag. The
+//! entry handshakes (EIOS, PM_Active_State_Request_L1 and PM_Request_Ack) are not on
+//! the wire or in the trace: their time is part of the entry idle time.
+//!
+//! What enables a state is the ASPM Control field of Link Control, masked by the ASPM
+//! Support of Link Capabilities:
+//! * L0s for a direction when the port that transmits on it enables L0s (Flit mode,
+//!   Gen6, has no L0s);
+//! * L1 for the link when both of its ports enable L1.
+//!
+//! A device's function 0 governs it (the rule for ARI devices; a non-ARI multi-function
+//! device would take what all its functions enable). With L0s enabled on the other
+//! direction, a transmitter's replay timeout grows by that direction's L0s exit time,
+//! the spec formula's RxL0sAdjustment: an ACK may have to wake its wire first.
+//! The periodic UpdateFC (`fc_update_period`) is deferred while its direction is in a
+//! low-power state, so an idle link stays asleep.
+
+use super::engine::Engine;
+use crate::functional::FnId;
+use pcielab_config::caps::{self, l0s_exit_code, l1_exit_code, pcie_reg, ASPM_L0S, ASPM_L1};
+use pcielab_sim::SimDuration;
+use pcielab_wire::Generation;
+
+/// Default [`SimConfig::aspm_l0s_entry`](super::SimConfig::aspm_l0s_entry): the spec's
+/// upper bound.
+pub(crate) const DEFAULT_L0S_ENTRY: SimDuration = SimDuration::from_us(7);
+/// Default [`SimConfig::n_fts`](super::SimConfig::n_fts).
+pub(crate) const DEFAULT_N_FTS: u8 = 64;
+/// Default [`SimConfig::aspm_l1_entry`](super::SimConfig::aspm_l1_entry).
+pub(crate) const DEFAULT_L1_ENTRY: SimDuration = SimDuration::from_us(8);
+/// Default [`SimConfig::aspm_l1_exit`](super::SimConfig::aspm_l1_exit).
+pub(crate) const DEFAULT_L1_EXIT: SimDuration = SimDuration::from_us(2);
+
+/// Where a direction stands at some time: since when its transmitter is in L0s, and
+/// since when its link is in L1 (picoseconds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LowPower {
+    pub l0s: Option<u64>,
+    pub l1: Option<u64>,
+}
+
+impl LowPower {
+    pub(crate) fn any(&self) -> bool {
+        self.l0s.is_some() || self.l1.is_some()
+    }
+}
+
+/// The PCI Express capability's offset in function `f`'s configuration space.
+pub(crate) fn pcie_cap(fabric: &crate::functional::Fabric, f: FnId) -> Option<u16> {
+    super::engine::std_cap(fabric, f, caps::id::PCIE)
+}
+
+impl Engine {
+    /// When the last bit sent either way on the link of `d` arrived (or the link's
+    /// wires are free again, whichever is later).
+    fn link_idle_since(&self, d: usize) -> u64 {
+        let (a, b) = (&self.dirs[d], &self.dirs[d ^ 1]);
+        a.free_at_ps
+            .max(a.last_arrive_ps)
+            .max(b.free_at_ps)
+            .max(b.last_arrive_ps)
+    }
+
+    /// The low-power states of direction `d` at `now` (ps).
+    pub(crate) fn low_power(&self, d: usize, now: u64) -> LowPower {
+        let dir = &self.dirs[d];
+        let l1 = if dir.aspm & ASPM_L1 != 0 {
+            let at = self.link_idle_since(d) + self.cfg.aspm_l1_entry.as_ps();
+            (at <= now).then_some(at)
+        } else {
+            None
+        };
+        let l0s = if dir.aspm & ASPM_L0S != 0 {
+            let at = dir.free_at_ps + self.cfg.aspm_l0s_entry.as_ps();
+            (at <= now && l1.map_or(true, |l| at < l)).then_some(at)
+        } else {
+            None
+        };
+        LowPower { l0s, l1 }
+    }
+
+    /// Direction `d` is about to transmit at `now`: if it is in L0s, or its link in
+    /// L1, the state ends now (counted) and the wire is held for the exit latency.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn aspm_wake(&mut self, d: u16, now: u64) {
+        let di = d as usize;
+        let st = self.low_power(di, now);
+        if let Some(l1_at) = st.l1 {
+            // Recovery brings both directions back.
+            let other = self.low_power(di ^ 1, now);
+            for (x, s) in [(di, st), (di ^ 1, other)] {
+                let c = &mut self.dirs[x].counters;
+                if let Some(l0s_at) = s.l0s {
+                    c.l0s_entries += 1;
+                    c.l0s_ps += l1_at - l0s_at;
+                }
+                c.l1_entries += 1;
+                c.l1_ps += now - l1_at;
+            }
+            let until = now + self.cfg.aspm_l1_exit.as_ps();
+            self.hold_wire(di, until);
+            self.hold_wire(di ^ 1, until);
+        } else if let Some(l0s_at) = st.l0s {
+            let dir = &mut self.dirs[di];
+            dir.counters.l0s_entries += 1;
+            dir.counters.l0s_ps += now - l0s_at;
+            let until = now + dir.l0s_exit_ps;
+            self.hold_wire(di, until);
+        }
+    }
+
+    /// The wire of `d` carries nothing before `ps`.
+    fn hold_wire(&mut self, d: usize, ps: u64) {
+        let t = &mut self.dirs[d];
+        let u = t.timing.ps_to_units(ps);
+        if u > t.free_at {
+            t.free_at = u;
+            t.free_at_ps = t.timing.units_to_ps_ceil(u);
+        }
+    }
+
+    /// The ASPM states port function `f` enables (ASPM Control of Link Control, masked
+    /// by the ASPM Support of Link Capabilities).
+    fn port_aspm(&self, f: FnId) -> u8 {
+        let Some(o) = pcie_cap(&self.fabric, f) else {
+            return 0;
+        };
+        let cs = &self.fabric.functions[f.0 as usize].config;
+        let support = (cs.read_u32(o + pcie_reg::LNKCAP) >> 10) as u8 & 3;
+        cs.read_u16(o + pcie_reg::LNKCTL) as u8 & support
+    }
+
+    /// Re-reads what every link's ports enable: which directions may enter L0s and
+    /// which links L1, and the replay timeouts (with their RxL0sAdjustment).
+    pub(crate) fn refresh_aspm(&mut self) {
+        for d in 0..self.dirs.len() {
+            let tx = self.dirs[d ^ 1].rx_func.map_or(0, |f| self.port_aspm(f));
+            let rx = self.dirs[d].rx_func.map_or(0, |f| self.port_aspm(f));
+            let dir = &mut self.dirs[d];
+            let mut bits = 0;
+            if tx & ASPM_L0S != 0 && dir.timing.gen != Generation::Gen6 {
+                bits |= ASPM_L0S;
+            }
+            if tx & rx & ASPM_L1 != 0 {
+                bits |= ASPM_L1;
+            }
+            dir.aspm = bits;
+            dir.l0s_exit_ps = dir.timing.l0s_exit_ps(self.cfg.n_fts);
+        }
+        for d in 0..self.dirs.len() {
+            let rev = &self.dirs[d ^ 1];
+            let adjust = if rev.aspm & ASPM_L0S != 0 {
+                rev.l0s_exit_ps
+            } else {
+                0
+            };
+            let dir = &mut self.dirs[d];
+            dir.replay_ps = dir.timing.replay_timeout_ps(self.cfg.mps) + adjust;
+        }
+    }
+
+    /// True if `f` is a port of a link (its ASPM Control matters).
+    pub(crate) fn is_link_port(&self, f: FnId) -> bool {
+        self.dirs.iter().any(|x| x.rx_func == Some(f))
+    }
+
+    /// At start: every link's ports advertise the exit latencies this configuration
+    /// gives them (Link Capabilities), and the host enables `cfg.aspm` where both
+    /// ends support it.
+    pub(crate) fn init_aspm(&mut self) {
+        let l1 = l1_exit_code(self.cfg.aspm_l1_exit.as_ps()) as u32;
+        for d in (0..self.dirs.len()).step_by(2) {
+            let l0s = l0s_exit_code(self.dirs[d].timing.l0s_exit_ps(self.cfg.n_fts)) as u32;
+            let ports = [self.dirs[d].rx_func, self.dirs[d ^ 1].rx_func];
+            for f in ports.into_iter().flatten() {
+                if let Some(o) = pcie_cap(&self.fabric, f) {
+                    let cs = &mut self.fabric.functions[f.0 as usize].config;
+                    cs.hw_update(o + pcie_reg::LNKCAP, 4, 0x3f000, l0s << 12 | l1 << 15);
+                }
+            }
+            let want = self.cfg.aspm & 3;
+            if want == 0 {
+                continue;
+            }
+            let support = |e: &Engine, f: Option<FnId>| {
+                f.and_then(|f| Some((f, pcie_cap(&e.fabric, f)?)))
+                    .map_or(0, |(f, o)| {
+                        (e.fabric.functions[f.0 as usize]
+                            .config
+                            .read_u32(o + pcie_reg::LNKCAP)
+                            >> 10) as u8
+                            & 3
+                    })
+            };
+            let both = support(self, ports[0]) & support(self, ports[1]) & want;
+            for f in ports.into_iter().flatten() {
+                if let Some(o) = pcie_cap(&self.fabric, f) {
+                    let cs = &mut self.fabric.functions[f.0 as usize].config;
+                    let v = cs.read_u16(o + pcie_reg::LNKCTL);
+                    cs.write_u16(o + pcie_reg::LNKCTL, (v & !3) | both as u16);
+                }
+            }
+        }
+        self.refresh_aspm();
+    }
+}
