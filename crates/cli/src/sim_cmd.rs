@@ -38,6 +38,31 @@ pub enum Op {
     Rw,
 }
 
+/// Active State Power Management the host enables.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Aspm {
+    /// Disabled (Link Control's reset value).
+    Off,
+    /// L0s on every transmitter whose link supports it at both ends.
+    L0s,
+    /// L1 on every link whose two ends support it.
+    L1,
+    /// Both.
+    #[value(name = "l0s-l1")]
+    L0sL1,
+}
+
+impl Aspm {
+    fn bits(self) -> u8 {
+        match self {
+            Aspm::Off => 0,
+            Aspm::L0s => 1,
+            Aspm::L1 => 2,
+            Aspm::L0sL1 => 3,
+        }
+    }
+}
+
 /// Address pattern.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pattern {
@@ -120,6 +145,14 @@ pub struct SimArgs {
     /// Switches forward cut-through (from the header) instead of store-and-forward.
     #[arg(long)]
     cut_through: bool,
+    /// Active State Power Management the host enables on every link whose two ends
+    /// support it (links go to L0s after 7 µs idle, to L1 after 8 µs).
+    #[arg(long, value_enum, default_value = "off")]
+    aspm: Aspm,
+    /// Idle time before each MMIO read in µs (mmio-lat), long enough for --aspm
+    /// links to fall asleep (0..=1000000).
+    #[arg(long, default_value_t = 0)]
+    gap_us: u64,
     /// The root complex splits peer-to-peer requests into pieces of this many bytes.
     #[arg(long)]
     p2p_split: Option<u32>,
@@ -284,6 +317,8 @@ fn dma_row(
                 "replay_timeouts": k.replay_timeouts, "retrains": k.retrains,
                 "credit_stall_ns": k.credit_stall_ps as f64 / 1000.0,
                 "busy_ns": k.busy_ps as f64 / 1000.0,
+                "l0s_entries": k.l0s_entries, "l0s_ns": k.l0s_ps as f64 / 1000.0,
+                "l1_entries": k.l1_entries, "l1_ns": k.l1_ps as f64 / 1000.0,
                 "utilization": (k.busy_ps as f64 / sim.now().as_ps().max(1) as f64),
             })
         })
@@ -358,6 +393,9 @@ fn mmio_rows(ctx: &Ctx, a: &SimArgs, cap: &mut Option<SimCapture>) -> Result<Vec
         let Some(bar) = sim.bar(&ep, 0) else { continue };
         let (mut sum, mut min, mut max, mut n) = (0u64, u64::MAX, 0u64, 0u64);
         for _ in 0..a.count.clamp(1, 100_000) {
+            if a.gap_us > 0 {
+                sim.run_for(SimDuration::from_us(a.gap_us));
+            }
             match sim
                 .mmio_read(bar, size)
                 .map_err(|e| fail(format!("{ep}: {e}")))?
@@ -687,6 +725,9 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
     if a.count == 0 {
         return Err(fail("--count 0: allowed 1 or more"));
     }
+    if a.gap_us > 1_000_000 {
+        return Err(fail(format!("--gap-us {}: allowed 0..=1000000", a.gap_us)));
+    }
     let cfg = SimConfig {
         seed: a.seed,
         mps: a.mps,
@@ -703,6 +744,7 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         cut_through: a.cut_through,
         p2p_split: a.p2p_split,
         dma_tags: a.tags,
+        aspm: a.aspm.bits(),
         ..SimConfig::default()
     };
     let mut cfg = cfg;
@@ -727,8 +769,17 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         }
         None => eps[0].clone(),
     };
+    let aspm = match a.aspm {
+        Aspm::Off => String::new(),
+        x => format!(
+            ", ASPM {}",
+            x.to_possible_value()
+                .map(|v| v.get_name().to_string())
+                .unwrap_or_default()
+        ),
+    };
     let header = format!(
-        "{}: MPS {} MRRS {} RCB {}, switch {} ns, root complex {} ns, memory {} ns, window {}, tags {}, seed {}\n\n",
+        "{}: MPS {} MRRS {} RCB {}, switch {} ns, root complex {} ns, memory {} ns, window {}, tags {}, seed {}{aspm}\n\n",
         topo_name(a), a.mps, a.mrrs, a.rcb, a.switch_ns, a.rc_ns, a.mem_ns, a.window, a.tags,
         a.seed.unwrap_or(ctx.topo.seed)
     );
@@ -845,6 +896,8 @@ impl SimArgs {
             error_rate: self.error_rate,
             ber: self.ber,
             cut_through: self.cut_through,
+            aspm: self.aspm,
+            gap_us: self.gap_us,
             p2p_split: self.p2p_split,
             seed: self.seed,
             json: self.json,

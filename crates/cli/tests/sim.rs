@@ -86,6 +86,7 @@ fn bad_input_exits_2_with_one_line() {
             "fc update period",
         ),
         (vec!["sim", "no-such-file.toml"], "no-such-file.toml"),
+        (vec!["sim", &f, "--gap-us", "2000000"], "--gap-us 2000000"),
     ] {
         let (rc, out, err) = pcielab(&args);
         assert_eq!(rc, 2, "{args:?}: {out}{err}");
@@ -176,4 +177,62 @@ fn enumerate_over_the_links_reports_the_tree_and_the_requests() {
     assert_eq!(rc, 0, "{err}");
     assert!(out.starts_with("workload,bdf,parent,type,"), "{out}");
     assert_eq!(out.lines().count(), 1 + 12, "{out}");
+}
+
+#[test]
+fn aspm_adds_the_exit_latencies_of_the_sleeping_links_to_mmio_reads() {
+    // Reads after 20 µs of idle: past the 7 µs L0s and 8 µs L1 entry times.
+    let mean = |aspm: &str| -> Vec<f64> {
+        let (rc, out, err) = pcielab(&[
+            "sim",
+            "--workload",
+            "mmio-lat",
+            "--count",
+            "3",
+            "--gap-us",
+            "20",
+            "--aspm",
+            aspm,
+            "--json",
+        ]);
+        assert_eq!(rc, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["mean_latency_ns"].as_f64().unwrap())
+            .collect()
+    };
+    let off = mean("off");
+    let added = |aspm: &str| -> Vec<f64> {
+        mean(aspm)
+            .iter()
+            .zip(&off)
+            .map(|(a, b)| ((a - b) * 10.0).round() / 10.0)
+            .collect()
+    };
+    // mem0..mem2 sit behind the switch (two links), mem3 on root port 1 (one link);
+    // L1 exit 2 µs per sleeping link.
+    assert_eq!(added("l1"), [4000.0, 4000.0, 4000.0, 2000.0]);
+    // L0s exit with N_FTS 64: Gen3 66 blocks × 16.25 ns = 1072.5 ns, Gen4 536.25 ns,
+    // Gen2 65 × 4 symbols × 2 ns = 520 ns. Behind the switch, three transmitters wake
+    // (RC, switch down, device up); the switch's transmitter towards the RC was woken
+    // by its ACK of the request before the completion came. mem3: two.
+    assert_eq!(
+        added("l0s"),
+        [
+            3.0 * 1072.5,
+            3.0 * 1072.5,
+            1072.5 + 2.0 * 520.0,
+            2.0 * 536.25
+        ]
+    );
+    // With both, the links are in L1 by then.
+    assert_eq!(added("l0s-l1"), added("l1"));
+    let (rc, _, err) = pcielab(&["sim", "--aspm", "l2"]);
+    assert_eq!(rc, 2);
+    assert!(
+        err.contains("[possible values: off, l0s, l1, l0s-l1]"),
+        "{err}"
+    );
 }
