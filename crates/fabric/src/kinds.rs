@@ -9,6 +9,7 @@
 //! | all | `max_gen` | 1..=6 | the link's | highest generation the node's ports support |
 //! | all | `max_width` | 1,2,4,8,16,32 | the link's | widest link the node's ports support |
 //! | all | `mps` | 128..=4096 | 256 (psmem 512) | Max_Payload_Size supported, bytes |
+//! | all | `aspm` | "none", "l0s", "l1", "l0s-l1" | "l0s-l1" | ASPM states the node's ports support (software enables them in Link Control) |
 //! | all | `vendor_id`, `device_id` | 0..=0xffff | 0x1fee, per kind | identification |
 //! | root-complex | `ports` | 1..=31 | 1 | root ports (devices 1..=ports on bus 0) |
 //! | switch | `ports` | 1..=32 | 1 | downstream ports |
