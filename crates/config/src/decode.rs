@@ -48,14 +48,10 @@ fn speed_name(code: u32) -> &'static str {
     }
 }
 
-/// ASPM support (Link Capabilities) or control (Link Control) bits: L0s (1), L1 (2).
-fn aspm_name(bits: u32, none: &'static str) -> String {
-    match bits & 3 {
-        0 => none.to_string(),
-        1 => "L0s".to_string() + if none == "Disabled" { " Enabled" } else { "" },
-        2 => "L1".to_string() + if none == "Disabled" { " Enabled" } else { "" },
-        _ => "L0s L1".to_string() + if none == "Disabled" { " Enabled" } else { "" },
-    }
+/// The ASPM states in support (Link Capabilities) or control (Link Control) bits:
+/// L0s (1), L1 (2); `None` for neither.
+fn aspm_states(bits: u32) -> Option<&'static str> {
+    [None, Some("L0s"), Some("L1"), Some("L0s L1")][(bits & 3) as usize]
 }
 
 /// The exit latencies of the ASPM states Link Capabilities `lc` supports, in the
@@ -328,11 +324,12 @@ fn describe_cap(s: &mut String, cap: u8, o: u16, rd: &dyn Fn(u16, usize) -> u32)
                     lc >> 24,
                     speed_name(lc & 0xf),
                     (lc >> 4) & 0x3f,
-                    aspm_name((lc >> 10) & 3, "not supported"),
+                    aspm_states(lc >> 10).unwrap_or("not supported"),
                     exit_latencies(lc)
                 );
                 let lctl = rd(o + pcie_reg::LNKCTL, 2);
-                let _ = writeln!(s, "\tLnkCtl: ASPM {}", aspm_name(lctl & 3, "Disabled"));
+                let ctl = aspm_states(lctl).map_or("Disabled".into(), |x| format!("{x} Enabled"));
+                let _ = writeln!(s, "\tLnkCtl: ASPM {ctl}");
                 let _ = writeln!(
                     s,
                     "\tLnkSta: Speed {}, Width x{}, DLActive{}",

@@ -141,8 +141,15 @@ impl Engine {
             return 0;
         };
         let cs = &self.fabric.functions[f.0 as usize].config;
-        let support = (cs.read_u32(o + pcie_reg::LNKCAP) >> 10) as u8 & 3;
-        cs.read_u16(o + pcie_reg::LNKCTL) as u8 & support
+        cs.read_u16(o + pcie_reg::LNKCTL) as u8 & self.port_support(f)
+    }
+
+    /// The ASPM states port function `f` supports (Link Capabilities; 0 without one).
+    fn port_support(&self, f: FnId) -> u8 {
+        pcie_cap(&self.fabric, f).map_or(0, |o| {
+            let cs = &self.fabric.functions[f.0 as usize].config;
+            (cs.read_u32(o + pcie_reg::LNKCAP) >> 10) as u8 & 3
+        })
     }
 
     /// Re-reads what every link's ports enable: which directions may enter L0s and
@@ -197,17 +204,8 @@ impl Engine {
             if want == 0 {
                 continue;
             }
-            let support = |e: &Engine, f: Option<FnId>| {
-                f.and_then(|f| Some((f, pcie_cap(&e.fabric, f)?)))
-                    .map_or(0, |(f, o)| {
-                        (e.fabric.functions[f.0 as usize]
-                            .config
-                            .read_u32(o + pcie_reg::LNKCAP)
-                            >> 10) as u8
-                            & 3
-                    })
-            };
-            let both = support(self, ports[0]) & support(self, ports[1]) & want;
+            let support = |f: Option<FnId>| f.map_or(0, |f| self.port_support(f));
+            let both = support(ports[0]) & support(ports[1]) & want;
             for f in ports.into_iter().flatten() {
                 if let Some(o) = pcie_cap(&self.fabric, f) {
                     let cs = &mut self.fabric.functions[f.0 as usize].config;
