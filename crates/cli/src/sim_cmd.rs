@@ -142,6 +142,10 @@ pub struct SimArgs {
     /// Probability of an LCRC error per TLP (0 <= p < 1).
     #[arg(long, default_value_t = 0.0)]
     error_rate: f64,
+    /// Probability that a TLP with data leaves its source poisoned (EP set; 0 <= p <= 1):
+    /// receivers log Poisoned TLP Received, DMA reads that get one fail.
+    #[arg(long, default_value_t = 0.0)]
+    poison_rate: f64,
     /// Switches forward cut-through (from the header) instead of store-and-forward.
     #[arg(long)]
     cut_through: bool,
@@ -315,6 +319,7 @@ fn dma_row(
                 "wire_bytes": k.wire_bytes, "acks": k.acks, "naks": k.naks,
                 "fc_dllps": k.fc_dllps, "replays": k.replays,
                 "replay_timeouts": k.replay_timeouts, "retrains": k.retrains,
+                "poisoned": k.poisoned,
                 "credit_stall_ns": k.credit_stall_ps as f64 / 1000.0,
                 "busy_ns": k.busy_ps as f64 / 1000.0,
                 "l0s_entries": k.l0s_entries, "l0s_ns": k.l0s_ps as f64 / 1000.0,
@@ -740,6 +745,7 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         propagation: SimDuration::from_ns(a.prop_ns),
         fc_update_period: SimDuration::from_ps(a.fc_update_us.saturating_mul(1_000_000)),
         error_rate: a.error_rate,
+        poison_rate: a.poison_rate,
         ber: a.ber,
         cut_through: a.cut_through,
         p2p_split: a.p2p_split,
@@ -894,6 +900,7 @@ impl SimArgs {
             replay_buffer: self.replay_buffer,
             fc_update_us: self.fc_update_us,
             error_rate: self.error_rate,
+            poison_rate: self.poison_rate,
             ber: self.ber,
             cut_through: self.cut_through,
             aspm: self.aspm,

@@ -1030,3 +1030,42 @@ fn enumeration_capture_shows_type0_type1_config_requests_in_dump_and_tshark() {
     let (checked, _) = compare_with_tshark(&pcap, dump.len());
     assert!(checked > 1000, "{checked}");
 }
+
+#[test]
+fn poisoned_tlps_of_a_simulation_show_ep_in_dump_and_tshark() {
+    let (out, pcap, _) = sim_capture("sim-poison", &["--poison-rate", "0.3"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let runs = v.as_array().map_or(vec![&v], |a| a.iter().collect());
+    let counted: u64 = runs
+        .iter()
+        .flat_map(|r| r["links"].as_array().unwrap())
+        .map(|l| l["poisoned"].as_u64().unwrap())
+        .sum();
+    assert!(counted > 0, "{out}");
+    // Every first transmission the simulator counted as poisoned has EP in the capture.
+    let dump = dump_json(&pcap);
+    let ep = |o: &&Value| o["ep"] == true;
+    let firsts = dump
+        .iter()
+        .filter(|o| o.get("dll_replay").is_none())
+        .filter(ep)
+        .count();
+    assert_eq!(firsts as u64, counted);
+    let all = dump.iter().filter(ep).count();
+    if !tshark_wanted() {
+        return;
+    }
+    let p = pcap.to_str().unwrap();
+    let (lines, err) = tshark(&[
+        "-r",
+        p,
+        "-Y",
+        "pcielab.tlp.ep == 1",
+        "-T",
+        "fields",
+        "-e",
+        "frame.number",
+    ]);
+    assert!(!err.contains("Lua"), "{err}");
+    assert_eq!(lines.lines().count(), all);
+}

@@ -81,6 +81,7 @@ fn bad_input_exits_2_with_one_line() {
             "--size 5000",
         ),
         (vec!["sim", &f, "--error-rate", "2"], "error rate 2"),
+        (vec!["sim", &f, "--poison-rate", "1.5"], "poison rate 1.5"),
         (
             vec!["sim", &f, "--fc-update-us", "5000"],
             "fc update period",

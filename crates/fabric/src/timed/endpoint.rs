@@ -48,6 +48,9 @@ pub enum ReadReply {
     Later(ReadTicket),
     /// The access is not supported: Completion with Unsupported Request status.
     Unsupported,
+    /// `buf` holds the data, known to be bad: the completions leave poisoned (EP set;
+    /// for an I/O write, the same as [`ReadReply::Now`]).
+    Poisoned,
 }
 
 /// Where a vendor-defined message goes.
@@ -127,10 +130,26 @@ impl VendorMessage {
 /// A command a device gave through its context (applied by the fabric afterwards).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum EpCmd {
-    DmaRead { id: DmaId, addr: u64, len: u64 },
-    DmaWrite { id: DmaId, addr: u64, data: Vec<u8> },
-    Complete { ticket: ReadTicket, data: Vec<u8> },
-    Timer { at: SimTime, token: u64 },
+    DmaRead {
+        id: DmaId,
+        addr: u64,
+        len: u64,
+    },
+    DmaWrite {
+        id: DmaId,
+        addr: u64,
+        data: Vec<u8>,
+        poisoned: bool,
+    },
+    Complete {
+        ticket: ReadTicket,
+        data: Vec<u8>,
+        poisoned: bool,
+    },
+    Timer {
+        at: SimTime,
+        token: u64,
+    },
     Msix(u16),
     Msi(u8),
     Intx(bool),
@@ -184,7 +203,25 @@ impl EpCx<'_> {
     /// called once the last MWr has left the device.
     pub fn dma_write(&mut self, addr: u64, data: Vec<u8>) -> DmaId {
         let id = self.dma_id();
-        self.cmds.push(EpCmd::DmaWrite { id, addr, data });
+        self.cmds.push(EpCmd::DmaWrite {
+            id,
+            addr,
+            data,
+            poisoned: false,
+        });
+        id
+    }
+    /// Like [`EpCx::dma_write`], with data the device knows to be bad: every MWr
+    /// carries the EP bit (data poisoning, PCIe Base Spec 2.7.2). The device sets
+    /// Master Data Parity Error when its Parity Error Response bit is set.
+    pub fn dma_write_poisoned(&mut self, addr: u64, data: Vec<u8>) -> DmaId {
+        let id = self.dma_id();
+        self.cmds.push(EpCmd::DmaWrite {
+            id,
+            addr,
+            data,
+            poisoned: true,
+        });
         id
     }
     /// Sends a vendor-defined message (posted). A payload that is not whole DWs or
@@ -209,7 +246,20 @@ impl EpCx<'_> {
     }
     /// Completes a read answered with [`ReadReply::Later`].
     pub fn complete(&mut self, ticket: ReadTicket, data: Vec<u8>) {
-        self.cmds.push(EpCmd::Complete { ticket, data });
+        self.cmds.push(EpCmd::Complete {
+            ticket,
+            data,
+            poisoned: false,
+        });
+    }
+    /// Completes a read answered with [`ReadReply::Later`] with data known to be bad:
+    /// the completions carry the EP bit.
+    pub fn complete_poisoned(&mut self, ticket: ReadTicket, data: Vec<u8>) {
+        self.cmds.push(EpCmd::Complete {
+            ticket,
+            data,
+            poisoned: true,
+        });
     }
     /// Calls [`Endpoint::timer`] with `token` after `delay`.
     pub fn timer(&mut self, delay: SimDuration, token: u64) {
@@ -270,8 +320,9 @@ pub trait Endpoint: core::fmt::Debug {
     fn io_write(&mut self, _bar: u8, _offset: u64, _data: &[u8], _cx: &mut EpCx<'_>) -> ReadReply {
         ReadReply::Now
     }
-    /// A DMA finished: `ok` false after a completion timeout or an error completion;
-    /// `data` holds a read's bytes (empty for writes).
+    /// A DMA finished: `ok` false after a completion timeout, an error completion or
+    /// a poisoned completion; `data` holds a read's bytes (empty for writes; the bytes
+    /// of a failed read are zero where no good data came).
     fn dma_done(&mut self, _id: DmaId, _ok: bool, _data: &[u8], _cx: &mut EpCx<'_>) {}
     /// A timer set with [`EpCx::timer`] fired.
     fn timer(&mut self, _token: u64, _cx: &mut EpCx<'_>) {}

@@ -6,6 +6,7 @@ use super::endpoint::{
 };
 use super::packed::PackedEv;
 use super::phy::LinkTiming;
+use super::poison::Poison;
 use super::trace::{DirCounters, Trace, TraceKind};
 use super::SimConfig;
 use crate::functional::{Fabric, FnId, Interrupt, Origin, Role, RouteError, Target, MSI_RANGE};
@@ -135,6 +136,8 @@ pub(crate) struct Tlp {
     /// (node, dma op) to notify when the last TLP of a DMA write leaves, or NONE.
     pub dma_last: (u32, u32),
     pub hdr_bytes: u8,
+    /// EP: the data is poisoned (PCIe Base Spec 2.7.2).
+    pub poisoned: bool,
 }
 
 impl Tlp {
@@ -166,6 +169,7 @@ impl Tlp {
             ingress: NONE,
             dma_last: (NONE, NONE),
             hdr_bytes,
+            poisoned: false,
         }
     }
     #[inline]
@@ -403,6 +407,16 @@ pub(crate) struct Node {
     pub func: Option<FnId>,
 }
 
+/// What a new DMA does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DmaDir {
+    Read,
+    /// A write; `poisoned`: its TLPs carry EP.
+    Write {
+        poisoned: bool,
+    },
+}
+
 #[derive(Debug)]
 pub(crate) struct DmaOp {
     pub id: DmaId,
@@ -417,6 +431,8 @@ pub(crate) struct DmaOp {
     pub live: bool,
     /// Read requests in flight.
     pub outstanding: u32,
+    /// A write whose TLPs carry poisoned data.
+    pub poisoned: bool,
 }
 
 #[derive(Debug)]
@@ -453,6 +469,8 @@ pub(crate) struct HostReq {
     pub data: Vec<u8>,
     pub got: u32,
     pub timer: Option<EventKey>,
+    /// A completion of it was poisoned.
+    pub poisoned: bool,
 }
 
 /// A change of a root port's INTx virtual wire, as the root complex sees it.
@@ -553,6 +571,16 @@ pub enum HostRead {
         /// Completion time.
         done: SimTime,
     },
+    /// Every completion came back, at least one with poisoned data (EP): the bytes as
+    /// they came, with the times (the root port logged Poisoned TLP Received).
+    Poisoned {
+        /// The bytes.
+        data: Vec<u8>,
+        /// Issue time.
+        issued: SimTime,
+        /// Completion time.
+        done: SimTime,
+    },
     /// A completion with a non-successful status.
     Failed(CplStatus),
     /// No completion before the completion timeout.
@@ -609,6 +637,8 @@ pub struct Engine {
     pub(crate) rc_posted_last: SimTime,
     /// Cached host-memory lines (LLC / DDIO model).
     pub(crate) llc_set: std::collections::HashSet<u64, IntBuild>,
+    /// Poisoned 64-byte lines of host memory (line numbers; see the `poison` module).
+    pub(crate) poison_lines: std::collections::HashSet<u64, IntBuild>,
     pub(crate) llc_fifo: VecDeque<u64>,
     /// Tags the root complex uses for split peer reads (256..512), and their state.
     pub(crate) p2p_tags: Vec<u16>,
@@ -644,6 +674,8 @@ pub(crate) struct P2pRead {
     pub orig: Tlp,
     pub data: Vec<u8>,
     pub pending: u32,
+    /// A completion of a piece was poisoned.
+    pub poisoned: bool,
 }
 
 fn dllp_repr(d: Dllp) -> DllpRepr {
@@ -838,7 +870,11 @@ impl Engine {
                 ))
             }
         };
-        r.and_then(|r| r.to_vec()).unwrap_or_default()
+        r.and_then(|mut r| {
+            r.ep = t.poisoned;
+            r.to_vec()
+        })
+        .unwrap_or_default()
     }
 
     // ---------------------------------------------------------------- routing
@@ -1037,6 +1073,7 @@ impl Engine {
         cx: &mut Context<'_, PackedEv>,
     ) -> Result<u32, RouteError> {
         let (path, hops, dest) = self.route(origin, t.kind, t.addr, dest_id)?;
+        self.maybe_poison(&mut t);
         t.path = path;
         t.hops = hops;
         t.at = 0;
@@ -1246,6 +1283,7 @@ impl Engine {
                 let dir = &mut self.dirs[di];
                 dir.counters.tlps += 1;
                 dir.counters.payload_bytes += payload;
+                dir.counters.poisoned += self.tlps[id as usize].poisoned as u64;
                 match c {
                     P => dir.counters.posted += 1,
                     NP => dir.counters.non_posted += 1,
@@ -1648,6 +1686,9 @@ impl Engine {
     /// A TLP passed the data-link checks at the receiver of `d`.
     fn accepted(&mut self, d: u16, id: u32, cx: &mut Context<'_, PackedEv>) {
         let node = self.dirs[d as usize].to;
+        if self.tlps[id as usize].poisoned {
+            self.parity_detected(d);
+        }
         let t = &mut self.tlps[id as usize];
         t.ingress = d as u32;
         t.at += 1;
@@ -1846,6 +1887,7 @@ impl Engine {
                     orig: t.clone(),
                     data: vec![0; t.len as usize],
                     pending: 0,
+                    poisoned: false,
                 },
             );
         }
@@ -1903,6 +1945,7 @@ impl Engine {
         let Some(r) = self.p2p_reads.get_mut(&key) else {
             return;
         };
+        r.poisoned |= t.poisoned;
         let piece_off = off as usize + (t.addr.wrapping_sub(r.orig.addr + off as u64)) as usize;
         let n = payload.len().min(t.len as usize);
         if t.status == CplStatus::Sc {
@@ -1923,7 +1966,14 @@ impl Engine {
                     t.status
                 };
                 let data = r.data;
-                self.send_completions(Origin::Host, t.completer, &r.orig, status, &data, cx);
+                // The rebuilt completions carry the poison of any piece.
+                let poison = if r.poisoned {
+                    Poison::All
+                } else {
+                    Poison::Clean
+                };
+                let (c, orig) = (t.completer, &r.orig);
+                self.send_completions(Origin::Host, c, orig, status, &data, poison, cx);
             }
         }
     }
@@ -1931,10 +1981,13 @@ impl Engine {
     /// A posted write reached host memory (or the MSI address range).
     #[inline]
     fn host_write(&mut self, id: u32, cx: &mut Context<'_, PackedEv>) {
-        let (addr, len, req, pd) = {
+        let (addr, len, req, pd, poisoned) = {
             let t = &self.tlps[id as usize];
-            (t.addr, t.len, t.requester, t.data)
+            (t.addr, t.len, t.requester, t.data, t.poisoned)
         };
+        if poisoned {
+            self.poisoned_received(self.last_rx_func, false, "memory write", cx);
+        }
         let data: &[u8] = if pd == NONE {
             &[]
         } else {
@@ -1942,6 +1995,9 @@ impl Engine {
         };
         let n = (len as usize).min(data.len());
         if (MSI_RANGE.0..=MSI_RANGE.1).contains(&addr) {
+            if poisoned {
+                return; // no interrupt from poisoned data
+            }
             let mut v = [0u8; 4];
             for (x, y) in v.iter_mut().zip(data) {
                 *x = *y;
@@ -1959,6 +2015,9 @@ impl Engine {
             None => Some(addr),
         } {
             self.fabric.host_memory.write(phys, &data[..n]);
+            if poisoned || !self.poison_lines.is_empty() {
+                self.host_written(phys, n as u64, poisoned);
+            }
             if self.cfg.llc_lines > 0 {
                 let (a, n) = (addr, n as u64);
                 for l in a / 64..(a + n.max(1)).div_ceil(64) {
@@ -2006,7 +2065,20 @@ impl Engine {
                         let mut buf = std::mem::take(&mut self.scratch);
                         buf.resize(t.len as usize, 0);
                         self.fabric.host_memory.read(p, &mut buf);
-                        self.send_completions(Origin::Host, host, &t, CplStatus::Sc, &buf, cx);
+                        let poison = if self.poison_lines.is_empty() {
+                            Poison::Clean
+                        } else {
+                            Poison::HostLines(p)
+                        };
+                        self.send_completions(
+                            Origin::Host,
+                            host,
+                            &t,
+                            CplStatus::Sc,
+                            &buf,
+                            poison,
+                            cx,
+                        );
                         self.scratch = buf;
                     }
                     None => {
@@ -2014,7 +2086,15 @@ impl Engine {
                             "IOMMU fault: read by {} at {:#x}",
                             t.requester, t.addr
                         ));
-                        self.send_completions(Origin::Host, host, &t, CplStatus::Ur, &[], cx);
+                        self.send_completions(
+                            Origin::Host,
+                            host,
+                            &t,
+                            CplStatus::Ur,
+                            &[],
+                            Poison::Clean,
+                            cx,
+                        );
                     }
                 }
             }
@@ -2023,6 +2103,11 @@ impl Engine {
             }
             (Dest::Rc, Kind::Cpl | Kind::CplD) => self.host_completion(id, cx),
             (Dest::Dma { node }, Kind::Cpl | Kind::CplD) => self.dma_completion(node, id, cx),
+            (Dest::Bar { node, .. }, Kind::MWr) if t.poisoned => {
+                // The device drops poisoned data and logs it.
+                let f = self.nodes[node as usize].func;
+                self.poisoned_received(f, false, "memory write", cx);
+            }
             (Dest::Bar { node, bar, offset }, Kind::MWr) => {
                 let data = self.payload(id).to_vec();
                 let n = (t.len as usize).min(data.len());
@@ -2048,15 +2133,27 @@ impl Engine {
                 let me = self.ep_bdf(node);
                 let origin = self.origin_of(node);
                 match reply {
-                    Some(ReadReply::Now) => {
-                        self.send_completions(origin, me, &t, CplStatus::Sc, &buf, cx)
+                    Some(r @ (ReadReply::Now | ReadReply::Poisoned)) => {
+                        let poison = if r == ReadReply::Poisoned {
+                            Poison::All
+                        } else {
+                            Poison::Clean
+                        };
+                        self.send_completions(origin, me, &t, CplStatus::Sc, &buf, poison, cx)
                     }
                     Some(ReadReply::Later(ReadTicket(k))) => self.park_ticket(node, k, &t),
                     _ => {
                         self.completer_ur(node, cx);
-                        self.send_completions(origin, me, &t, CplStatus::Ur, &[], cx)
+                        let clean = Poison::Clean;
+                        self.send_completions(origin, me, &t, CplStatus::Ur, &[], clean, cx)
                     }
                 }
+            }
+            (Dest::Bar { node, .. }, Kind::IoWr) if t.poisoned => {
+                // A poisoned I/O write is discarded: Unsupported Request.
+                let (me, origin) = (self.ep_bdf(node), self.origin_of(node));
+                self.completer_ur(node, cx);
+                self.send_io_completion(origin, me, &t, CplStatus::Ur, None, false, cx)
             }
             (Dest::Bar { node, bar, offset }, Kind::IoRd | Kind::IoWr) => {
                 let write = t.kind == Kind::IoWr;
@@ -2086,14 +2183,15 @@ impl Engine {
                 let me = self.ep_bdf(node);
                 let origin = self.origin_of(node);
                 match reply {
-                    Some(ReadReply::Now) => {
+                    Some(r @ (ReadReply::Now | ReadReply::Poisoned)) => {
                         let data = (!write).then_some(&buf[..]);
-                        self.send_io_completion(origin, me, &t, CplStatus::Sc, data, cx)
+                        let ep = r == ReadReply::Poisoned && !write;
+                        self.send_io_completion(origin, me, &t, CplStatus::Sc, data, ep, cx)
                     }
                     Some(ReadReply::Later(ReadTicket(k))) => self.park_ticket(node, k, &t),
                     _ => {
                         self.completer_ur(node, cx);
-                        self.send_io_completion(origin, me, &t, CplStatus::Ur, None, cx)
+                        self.send_io_completion(origin, me, &t, CplStatus::Ur, None, false, cx)
                     }
                 }
             }
@@ -2161,11 +2259,12 @@ impl Engine {
             Some(f) if node != self.rc_node => Origin::Function(f),
             _ => Origin::Host,
         };
-        if func == NONE {
+        // A poisoned configuration write is discarded: Unsupported Request (2.7.2.2).
+        if func == NONE || (t.kind == Kind::CfgWr && t.poisoned) {
             if let Some(f) = answerer {
                 self.signal_error(f, AER_UNSUPPORTED, true, cx);
             }
-            self.send_io_completion(origin, completer, t, CplStatus::Ur, None, cx);
+            self.send_io_completion(origin, completer, t, CplStatus::Ur, None, false, cx);
             return;
         }
         let f = FnId(func);
@@ -2180,11 +2279,11 @@ impl Engine {
                 .config_write_fn(f, reg, u32::from_le_bytes(dw), be);
             self.invalidate_routes();
             self.after_config_write(f, cx);
-            self.send_io_completion(origin, completer, t, CplStatus::Sc, None, cx);
+            self.send_io_completion(origin, completer, t, CplStatus::Sc, None, false, cx);
         } else {
             let v = self.fabric.functions[func as usize].config.read_u32(reg);
             let v = v.to_le_bytes();
-            self.send_io_completion(origin, completer, t, CplStatus::Sc, Some(&v), cx);
+            self.send_io_completion(origin, completer, t, CplStatus::Sc, Some(&v), false, cx);
         }
     }
 
@@ -2646,6 +2745,7 @@ impl Engine {
     }
 
     /// Answers read request `req` with completions split at RCB/MPS.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn send_completions(
         &mut self,
         origin: Origin,
@@ -2653,6 +2753,7 @@ impl Engine {
         req: &Tlp,
         status: CplStatus,
         data: &[u8],
+        poison: Poison,
         cx: &mut Context<'_, PackedEv>,
     ) {
         let base = Tlp {
@@ -2690,6 +2791,7 @@ impl Engine {
             t.len = ch.len;
             t.byte_count = ch.byte_count;
             t.data = p;
+            t.poisoned = self.completion_poisoned(poison, s as u64, ch.len as u64);
             if let Err(e) = self.inject(origin, t, req.requester, cx) {
                 self.errors.push(format!("completion not routable: {e}"));
             }
@@ -2699,6 +2801,7 @@ impl Engine {
     /// Answers I/O request `req`: a Cpl (IOWr, or an error status) or a CplD of one DW
     /// with `data` in its byte lanes (IORd). Byte Count is 4 and Lower Address 0, as
     /// for every completion of a request other than a memory read.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn send_io_completion(
         &mut self,
         origin: Origin,
@@ -2706,6 +2809,7 @@ impl Engine {
         req: &Tlp,
         status: CplStatus,
         data: Option<&[u8]>,
+        poisoned: bool,
         cx: &mut Context<'_, PackedEv>,
     ) {
         let mut t = Tlp {
@@ -2724,6 +2828,7 @@ impl Engine {
             t.kind = Kind::CplD;
             t.len = 4;
             t.data = self.alloc_payload(&dw);
+            t.poisoned = poisoned;
         }
         if let Err(e) = self.inject(origin, t, req.requester, cx) {
             self.errors.push(format!("completion not routable: {e}"));
@@ -2775,13 +2880,23 @@ impl Engine {
                 cx.schedule_at(at, Ev::EpTimer(node, token));
             }
             EpCmd::DmaRead { id, addr, len } => {
-                self.new_dma(node, id, false, addr, len, Vec::new(), cx)
+                self.new_dma(node, id, DmaDir::Read, addr, len, Vec::new(), cx)
             }
-            EpCmd::DmaWrite { id, addr, data } => {
+            EpCmd::DmaWrite {
+                id,
+                addr,
+                data,
+                poisoned,
+            } => {
                 let len = data.len() as u64;
-                self.new_dma(node, id, true, addr, len, data, cx)
+                let dir = DmaDir::Write { poisoned };
+                self.new_dma(node, id, dir, addr, len, data, cx);
             }
-            EpCmd::Complete { ticket, data } => {
+            EpCmd::Complete {
+                ticket,
+                data,
+                poisoned,
+            } => {
                 let tk = match &mut self.nodes[node as usize].kind {
                     NodeKind::Ep(ep) => ep.tickets.remove(&ticket.0),
                     _ => None,
@@ -2798,7 +2913,8 @@ impl Engine {
                     };
                     if matches!(kind, Kind::IoRd | Kind::IoWr) {
                         let d = (kind == Kind::IoRd).then_some(&data[..]);
-                        self.send_io_completion(origin, me, &t, CplStatus::Sc, d, cx);
+                        let ep = poisoned && kind == Kind::IoRd;
+                        self.send_io_completion(origin, me, &t, CplStatus::Sc, d, ep, cx);
                     } else if data.len() > len as usize {
                         // A device bug: more data than asked. Send it as one CplD; the
                         // requester classifies it as Malformed.
@@ -2808,13 +2924,15 @@ impl Engine {
                         c.len = data.len() as u32;
                         c.byte_count = len.min(4096) as u16;
                         c.data = p;
+                        c.poisoned = poisoned;
                         if let Err(e) = self.inject(origin, c, req, cx) {
                             self.errors.push(format!("completion not routable: {e}"));
                         }
                     } else {
                         let mut d = data;
                         d.resize(len as usize, 0);
-                        self.send_completions(origin, me, &t, CplStatus::Sc, &d, cx);
+                        let poison = if poisoned { Poison::All } else { Poison::Clean };
+                        self.send_completions(origin, me, &t, CplStatus::Sc, &d, poison, cx);
                     }
                 } else {
                     self.errors
@@ -3388,7 +3506,7 @@ impl Engine {
         &mut self,
         node: u32,
         id: DmaId,
-        write: bool,
+        dir: DmaDir,
         addr: u64,
         len: u64,
         data: Vec<u8>,
@@ -3398,9 +3516,14 @@ impl Engine {
         let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
             return;
         };
+        let (write, poisoned) = match dir {
+            DmaDir::Read => (false, false),
+            DmaDir::Write { poisoned } => (true, poisoned),
+        };
         let op = DmaOp {
             id,
             write,
+            poisoned,
             addr,
             len,
             issued: 0,
@@ -3448,6 +3571,7 @@ impl Engine {
             return;
         };
         let (addr, len) = (ep.ops[oi as usize].addr, ep.ops[oi as usize].len);
+        let poisoned = ep.ops[oi as usize].poisoned;
         let buf = std::mem::take(&mut ep.ops[oi as usize].buf);
         let me = ep.bdf;
         let Some(f) = self.nodes[node as usize].func else {
@@ -3458,6 +3582,9 @@ impl Engine {
                 .push(format!("DMA write at {addr:#x} len {len} cannot be split"));
             return;
         };
+        if poisoned {
+            self.master_data_parity(f);
+        }
         let mut chunks = split.peekable();
         while let Some(ch) = chunks.next() {
             let last = chunks.peek().is_none();
@@ -3466,6 +3593,7 @@ impl Engine {
             let t = Tlp {
                 data: p,
                 dma_last: if last { (node, oi) } else { (NONE, NONE) },
+                poisoned,
                 ..Tlp::new(Kind::MWr, me, ch.addr, ch.len)
             };
             if let Err(e) = self.inject(Origin::Function(f), t, me, cx) {
@@ -3545,9 +3673,9 @@ impl Engine {
 
     fn dma_completion(&mut self, node: u32, id: u32, cx: &mut Context<'_, PackedEv>) {
         let now = cx.now();
-        let (tag, status, addr, len) = {
+        let (tag, status, addr, len, poisoned) = {
             let t = &self.tlps[id as usize];
-            (t.tag, t.status, t.addr, t.len)
+            (t.tag, t.status, t.addr, t.len, t.poisoned)
         };
         let pd = self.tlps[id as usize].data;
         let payload: &[u8] = if pd == NONE {
@@ -3592,7 +3720,12 @@ impl Engine {
             let n = (len as usize).min(payload.len());
             let dst = (off as usize + start).min(op.buf.len());
             let end = (dst + n).min(op.buf.len());
-            op.buf[dst..end].copy_from_slice(&payload[..end - dst]);
+            if poisoned {
+                // The request runs to its end; the DMA fails and keeps no bad data.
+                op.ok = false;
+            } else {
+                op.buf[dst..end].copy_from_slice(&payload[..end - dst]);
+            }
             let g = got + n as u32;
             op.done_bytes += n as u64;
             if g >= clen {
@@ -3601,6 +3734,15 @@ impl Engine {
                 ep.tag_map[tag as usize] = Some((oi, off, clen, g));
             }
         }
+        if poisoned {
+            if let Some(f) = self.nodes[node as usize].func {
+                self.master_data_parity(f);
+                self.poisoned_received(Some(f), true, "completion", cx);
+            }
+        }
+        let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
+            return;
+        };
         if done_req {
             ep.tag_map[tag as usize] = None;
             ep.free_tags.push(tag);
@@ -3750,6 +3892,13 @@ impl Engine {
         let g = req.got as usize;
         req.data[g..g + n].copy_from_slice(&payload[..n]);
         req.got += t.len;
+        if t.poisoned {
+            req.poisoned = true;
+            self.poisoned_received(self.last_rx_func, false, "completion", cx);
+        }
+        let Some(req) = self.host_reqs.get_mut(&t.tag) else {
+            return;
+        };
         if req.got >= req.len {
             if let Some(r) = self.host_reqs.remove(&t.tag) {
                 if let Some(k) = r.timer {
@@ -3757,14 +3906,13 @@ impl Engine {
                 }
                 let mut data = r.data;
                 data.truncate(r.len as usize);
-                self.host_done.insert(
-                    t.tag,
-                    HostRead::Done {
-                        data,
-                        issued: r.issued,
-                        done: cx.now(),
-                    },
-                );
+                let (issued, done) = (r.issued, cx.now());
+                let read = if r.poisoned {
+                    HostRead::Poisoned { data, issued, done }
+                } else {
+                    HostRead::Done { data, issued, done }
+                };
+                self.host_done.insert(t.tag, read);
             }
             self.host_tags.push(t.tag);
         }

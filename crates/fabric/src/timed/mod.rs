@@ -52,6 +52,7 @@ mod engine;
 mod iommu;
 mod packed;
 mod phy;
+pub(crate) mod poison;
 mod trace;
 mod wire_bus;
 mod workload;
@@ -136,6 +137,11 @@ pub struct SimConfig {
     /// Probability that a DLLP's CRC is corrupted (InitFC excepted: the handshake
     /// repeats until it succeeds). Default 0.
     pub dllp_error_rate: f64,
+    /// Probability that a TLP with data (memory, I/O and configuration writes, and
+    /// completions with data; not messages) leaves its source poisoned: the EP bit set,
+    /// as for data found bad inside a device (see [`FabricSim::poison_host_memory`] and
+    /// the `poison` notes in the crate README for what receivers do). Default 0.
+    pub poison_rate: f64,
     /// The longest time a receiver goes without sending UpdateFC for a class with
     /// finite credits (PCIe Base Spec 2.6.1.2: at least every 30 µs, 120 µs with
     /// Extended Synch): an idle link still carries these refreshes. They are background
@@ -219,6 +225,7 @@ impl Default for SimConfig {
             error_rate: 0.0,
             ber: 0.0,
             dllp_error_rate: 0.0,
+            poison_rate: 0.0,
             fc_update_period: SimDuration::from_us(30),
             retrain_time: SimDuration::from_us(1),
             completion_timeout: SimDuration::from_ms(10),
@@ -317,6 +324,9 @@ fn check(cfg: &SimConfig) -> Result<(), SimError> {
         if !(0.0..1.0).contains(&r) {
             return p(what, r.to_string(), "0 <= p < 1");
         }
+    }
+    if !(0.0..=1.0).contains(&cfg.poison_rate) {
+        return p("poison rate", cfg.poison_rate.to_string(), "0 <= p <= 1");
     }
     let fc = cfg.fc_update_period;
     if fc != SimDuration::ZERO && !(SimDuration::from_us(1)..=SimDuration::from_ms(1)).contains(&fc)
@@ -634,6 +644,7 @@ impl FabricSim {
             iommu: cfg.iommu.map(iommu::Iommu::new),
             rc_posted_last: SimTime::ZERO,
             llc_set: Default::default(),
+            poison_lines: Default::default(),
             llc_fifo: VecDeque::new(),
             p2p_tags: (256..512u16).rev().collect(),
             p2p_tag_map: Default::default(),
@@ -896,6 +907,7 @@ impl FabricSim {
             if kind == Kind::CfgWr {
                 t.data = e.alloc_payload(&value.to_le_bytes());
             }
+            e.maybe_poison(&mut t);
             let id = e.alloc_tlp(t);
             cx.schedule_in(delay, engine::Ev::HostSend(id));
             Ok(())
@@ -914,6 +926,7 @@ impl FabricSim {
         len: u32,
         data: &[u8],
         tag: u16,
+        poisoned: bool,
     ) -> Result<(), SimError> {
         let host = self.sim.world().host_bdf;
         let delay = self.sim.world().cfg.rc_latency;
@@ -926,7 +939,7 @@ impl FabricSim {
             let (path, hops, dest) = e
                 .route(Origin::Host, kind, addr, host)
                 .map_err(|err| SimError::Route(err.to_string()))?;
-            let t = Tlp {
+            let mut t = Tlp {
                 kind,
                 requester: host,
                 completer: host,
@@ -951,7 +964,9 @@ impl FabricSim {
                 ingress: NONE,
                 dma_last: (NONE, NONE),
                 hdr_bytes: if addr > u32::MAX as u64 { 16 } else { 12 },
+                poisoned,
             };
+            e.maybe_poison(&mut t);
             let id = e.alloc_tlp(t);
             cx.schedule_in(delay, engine::Ev::HostSend(id));
             Ok(())
@@ -971,7 +986,7 @@ impl FabricSim {
             });
         }
         let tag = self.host_tag()?;
-        if let Err(e) = self.host_tlp(Kind::MRd, addr, len, &[], tag) {
+        if let Err(e) = self.host_tlp(Kind::MRd, addr, len, &[], tag, false) {
             self.sim.world_mut().host_tags.push(tag);
             return Err(e);
         }
@@ -981,6 +996,34 @@ impl FabricSim {
     /// An MMIO write (posted): MWr TLPs of at most MPS bytes leave the root complex after
     /// its latency. Returns at once (the simulation does not advance).
     pub fn mmio_write(&mut self, addr: u64, data: &[u8]) -> Result<(), SimError> {
+        self.host_mem_write(addr, data, false)
+    }
+
+    /// Like [`FabricSim::mmio_write`], with data the host knows to be bad: every MWr
+    /// carries the EP bit. The device that receives one logs Poisoned TLP Received and
+    /// drops the data (its model never sees it); every link receiver on the way sets
+    /// Detected Parity Error.
+    ///
+    /// ```
+    /// # use pcielab_fabric::{kinds::KindRegistry, topology::Topology};
+    /// # use pcielab_fabric::timed::{FabricSim, SimConfig};
+    /// # use pcielab_sim::SimTime;
+    /// let t = Topology::parse(
+    ///     "[[node]]\nname=\"rc\"\nkind=\"root-complex\"\n[[node]]\nname=\"m\"\nkind=\"psmem\"\n\
+    ///      [[link]]\nup=\"rc.0\"\ndown=\"m\"\ngen=3\nwidth=4\n",
+    ///     "doc.toml", &KindRegistry::builtin()).unwrap();
+    /// let mut sim = FabricSim::new(&t, &KindRegistry::builtin(), SimConfig::default()).unwrap();
+    /// let bar = sim.bar("m", 0).unwrap();
+    /// sim.mmio_write_poisoned(bar, &[1, 2, 3, 4]).unwrap();
+    /// sim.run_until_idle(SimTime::from_ps(100_000_000));
+    /// // The device logged it: AER Uncorrectable Error Status bit 12.
+    /// assert!(sim.errors().iter().any(|e| e.contains("poisoned memory write")));
+    /// ```
+    pub fn mmio_write_poisoned(&mut self, addr: u64, data: &[u8]) -> Result<(), SimError> {
+        self.host_mem_write(addr, data, true)
+    }
+
+    fn host_mem_write(&mut self, addr: u64, data: &[u8], poisoned: bool) -> Result<(), SimError> {
         let mps = self.sim.world().cfg.mps as u32;
         let split = pcielab_wire::split_write(
             addr,
@@ -991,7 +1034,8 @@ impl FabricSim {
         .map_err(|e| SimError::Route(format!("MMIO write at {addr:#x}: {e}")))?;
         for ch in split {
             let s = ch.offset as usize;
-            self.host_tlp(Kind::MWr, ch.addr, ch.len, &data[s..s + ch.len as usize], 0)?;
+            let d = &data[s..s + ch.len as usize];
+            self.host_tlp(Kind::MWr, ch.addr, ch.len, d, 0, poisoned)?;
         }
         Ok(())
     }
@@ -1023,6 +1067,7 @@ impl FabricSim {
                 data: vec![0; len as usize],
                 got: 0,
                 timer: Some(key),
+                poisoned: false,
             },
         );
         self.wait_host(tag)
@@ -1070,7 +1115,7 @@ impl FabricSim {
             Err(e) => return Err(SimError::Route(e.to_string())),
         }
         let tag = self.host_tag()?;
-        if let Err(e) = self.host_tlp(kind, addr as u64, len, data, tag) {
+        if let Err(e) = self.host_tlp(kind, addr as u64, len, data, tag, false) {
             self.sim.world_mut().host_tags.push(tag);
             return Err(e);
         }
@@ -1118,7 +1163,25 @@ impl FabricSim {
 
     /// Writes host memory directly (the CPU filling a buffer; no simulated time).
     pub fn host_write(&mut self, addr: u64, data: &[u8]) {
-        self.sim.world_mut().fabric.host_memory.write(addr, data);
+        let e = self.sim.world_mut();
+        e.fabric.host_memory.write(addr, data);
+        // Whole lines written are good again.
+        e.host_written(addr, data.len() as u64, false);
+    }
+
+    /// Poisons host memory: the 64-byte lines that `[addr, addr + len)` touches hold
+    /// data known to be bad (an uncorrectable ECC error, say). A DMA read that touches
+    /// one gets poisoned completions (those carrying its bytes); a write that covers a
+    /// whole line clears it (DMA or [`FabricSim::host_write`]); a poisoned DMA write
+    /// poisons the lines it touches.
+    pub fn poison_host_memory(&mut self, addr: u64, len: u64) {
+        self.sim.world_mut().poison_host(addr, len);
+    }
+
+    /// True if any 64-byte line of host memory that `[addr, addr + len)` touches is
+    /// poisoned.
+    pub fn host_memory_poisoned(&self, addr: u64, len: u64) -> bool {
+        self.sim.world().host_poisoned(addr, len)
     }
 
     /// Reads host memory directly.

@@ -163,6 +163,8 @@ pub struct DirCounters {
     pub retrains: u64,
     /// TLPs whose LCRC error injection corrupted.
     pub corrupted: u64,
+    /// TLPs transmitted with poisoned data (EP set; first transmissions).
+    pub poisoned: u64,
     /// TLPs the receiver discarded as duplicates.
     pub duplicates: u64,
     /// Picoseconds during which a TLP was waiting for flow-control credits.

@@ -129,6 +129,9 @@ impl HostBus for WireBus<'_> {
             let n = (buf.len() - done).min((4096 - (a & 0xfff)) as usize);
             match self.sim.mmio_read(a, n as u32).map_err(|e| e.to_string())? {
                 HostRead::Done { data, .. } => buf[done..done + n].copy_from_slice(&data[..n]),
+                HostRead::Poisoned { .. } => {
+                    return Err(format!("memory read at {a:#x}: poisoned data"))
+                }
                 HostRead::Failed(s) => return Err(format!("memory read at {a:#x}: {s:?}")),
                 HostRead::Timeout => return Err(format!("memory read at {a:#x}: timeout")),
             }

@@ -10,6 +10,7 @@ mod gem5;
 mod intx;
 mod io;
 mod pme;
+mod poison;
 mod props;
 mod real_lspci;
 mod timed;
