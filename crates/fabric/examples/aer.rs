@@ -7,7 +7,11 @@
 //!    root port, which logs them and raises one MSI;
 //! 4. the "AER driver" reads Root Error Status and Error Source ID, then clears it;
 //! 5. a Type 0 vendor-defined message to a device that does not support it comes back as
-//!    an Unsupported Request the device logs.
+//!    an Unsupported Request the device logs;
+//! 6. data poisoning: a line of host memory goes bad (an uncorrectable ECC error, say);
+//!    the device's DMA read of it gets a poisoned completion and fails, and the device
+//!    logs Poisoned TLP Received as an Advisory Non-Fatal Error; a poisoned MMIO write
+//!    is dropped by the device, which sends ERR_NONFATAL.
 //!
 //! Run: `cargo run -p pcielab-fabric --example aer`
 
@@ -178,8 +182,57 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ur = sim.cfg_read(nic, na + 4) & 1 << 20 != 0;
     println!("  vendor-defined message (Type 0) to {nic}: Unsupported Request logged: {ur}");
 
+    // 6. Data poisoning. The device reports Non-Fatal errors (Device Control bit 1).
+    let (np, _) = caps(&mut sim, nic);
+    let dc = sim.cfg_read(nic, np + 8);
+    sim.cfg_write(nic, np + 8, (dc & 0xffff) | 2);
+    sim.host_write(base, &[0x11; 4096]);
+    sim.poison_host_memory(base + 0x100, 64);
+    let read = DmaStream::new(
+        DmaOpKind::Read,
+        4096,
+        1,
+        1,
+        base,
+        4096,
+        AddrPattern::Sequential,
+    );
+    sim.attach("nic", Box::new(read))?;
+    sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+    let rep = sim
+        .model("nic")
+        .and_then(|m| m.report())
+        .ok_or("no report")?;
+    // Poisoned completions on the device's own link (the same one crossed the link
+    // above it too).
+    let poisoned_cpls: u64 = sim
+        .counters()
+        .iter()
+        .filter(|(l, _)| l.ends_with("->nic"))
+        .map(|(_, c)| c.poisoned)
+        .sum();
+    let unc = sim.cfg_read(nic, na + 4);
+    println!(
+        "  DMA read over a poisoned line: {} of {} failed; poisoned completions {poisoned_cpls}; \
+         Poisoned TLP Received logged: {}, correctable: {}",
+        rep["failed"],
+        rep["dmas"],
+        unc & 1 << 12 != 0,
+        correctable_names(sim.cfg_read(nic, na + 0x10))
+    );
+    let before = sim.error_messages().len();
+    let bar = sim.bar("nic", 0).ok_or("no BAR")?;
+    sim.mmio_write_poisoned(bar, &[0xde, 0xad, 0xbe, 0xef])?;
+    sim.run_for(SimDuration::from_us(5));
+    let nonfatal: Vec<String> = sim.error_messages()[before..]
+        .iter()
+        .map(|(t, m)| format!("{:?} from {} at {t}", m.severity, m.source))
+        .collect();
+    println!("  poisoned MMIO write to {nic}: dropped; messages: {nonfatal:?}");
+
     // The walkthrough doubles as a check (it runs in CI).
-    if msgs == 0 || from_port == 0 || irqs.len() != 1 || st & 1 == 0 || !ur {
+    let poison_ok = rep["failed"] == 1 && poisoned_cpls == 1 && nonfatal.len() == 1;
+    if msgs == 0 || from_port == 0 || irqs.len() != 1 || st & 1 == 0 || !ur || !poison_ok {
         return Err("the error-reporting walkthrough did not go as described".into());
     }
     Ok(())
