@@ -44,6 +44,9 @@ pub(crate) const DEFAULT_N_FTS: u8 = 64;
 pub(crate) const DEFAULT_L1_ENTRY: SimDuration = SimDuration::from_us(8);
 /// Default [`SimConfig::aspm_l1_exit`](super::SimConfig::aspm_l1_exit).
 pub(crate) const DEFAULT_L1_EXIT: SimDuration = SimDuration::from_us(2);
+/// Default [`SimConfig::aspm_l1_propagation`](super::SimConfig::aspm_l1_propagation):
+/// the spec's bound.
+pub(crate) const DEFAULT_L1_PROPAGATION: SimDuration = SimDuration::from_us(1);
 
 /// Where a direction stands at some time: since when its transmitter is in L0s, and
 /// since when its link is in L1 (picoseconds).
@@ -100,27 +103,54 @@ impl Engine {
     pub(crate) fn aspm_wake(&mut self, d: u16, now: u64) {
         let di = d as usize;
         let st = self.low_power(di, now);
-        if let Some(l1_at) = st.l1 {
-            // Recovery brings both directions back.
-            let other = self.low_power(di ^ 1, now);
-            for (x, s) in [(di, st), (di ^ 1, other)] {
-                let c = &mut self.dirs[x].counters;
-                if let Some(l0s_at) = s.l0s {
-                    c.l0s_entries += 1;
-                    c.l0s_ps += l1_at - l0s_at;
-                }
-                c.l1_entries += 1;
-                c.l1_ps += now - l1_at;
-            }
-            let until = now + self.cfg.aspm_l1_exit.as_ps();
-            self.hold_wire(di, until);
-            self.hold_wire(di ^ 1, until);
+        if st.l1.is_some() {
+            self.l1_exit(di, now);
         } else if let Some(l0s_at) = st.l0s {
             let dir = &mut self.dirs[di];
             dir.counters.l0s_entries += 1;
             dir.counters.l0s_ps += now - l0s_at;
             let until = now + dir.l0s_exit_ps;
             self.hold_wire(di, until);
+        }
+    }
+
+    /// The link of direction `d` leaves L1, beginning at `now` (it is in L1 then):
+    /// Recovery brings both directions back after `aspm_l1_exit`. Below a switch, the
+    /// switch begins the exit of its upstream link `aspm_l1_propagation` later if that
+    /// link is in L1 then (and so on up the tree).
+    fn l1_exit(&mut self, di: usize, now: u64) {
+        let (st, other) = (self.low_power(di, now), self.low_power(di ^ 1, now));
+        let Some(l1_at) = st.l1 else {
+            return;
+        };
+        for (x, s) in [(di, st), (di ^ 1, other)] {
+            let c = &mut self.dirs[x].counters;
+            if let Some(l0s_at) = s.l0s {
+                c.l0s_entries += 1;
+                c.l0s_ps += l1_at - l0s_at;
+            }
+            c.l1_entries += 1;
+            c.l1_ps += now - l1_at;
+        }
+        let until = now + self.cfg.aspm_l1_exit.as_ps();
+        self.hold_wire(di, until);
+        self.hold_wire(di ^ 1, until);
+        // The switch above, if the link hangs off one of its downstream ports.
+        let below_switch = [di, di ^ 1].into_iter().find(|&x| {
+            self.dirs[x].rx_func.is_some_and(|f| {
+                matches!(
+                    self.fabric.functions[f.0 as usize].role,
+                    crate::functional::Role::SwitchDownstream { .. }
+                )
+            })
+        });
+        if let Some(x) = below_switch {
+            if let Some(up) = self.up_dir(self.dirs[x].to) {
+                let at = now + self.cfg.aspm_l1_propagation.as_ps();
+                if self.low_power(up as usize, at).l1.is_some() {
+                    self.l1_exit(up as usize, at);
+                }
+            }
         }
     }
 

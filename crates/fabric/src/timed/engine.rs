@@ -3201,7 +3201,7 @@ impl Engine {
     }
 
     /// The direction up from `node` (to its upstream neighbour), if it has one.
-    fn up_dir(&self, node: u32) -> Option<u16> {
+    pub(crate) fn up_dir(&self, node: u32) -> Option<u16> {
         (0..self.dirs.len())
             .find(|&d| d % 2 == 1 && self.dirs[d].from == node)
             .map(|d| d as u16)

@@ -180,6 +180,12 @@ pub struct SimConfig {
     /// How long a link takes to leave L1 (through Recovery, both directions), which
     /// the ports advertise as their L1 Exit Latency; 0..=1 ms. Default 2 µs.
     pub aspm_l1_exit: SimDuration,
+    /// How long after an L1 exit begins on a link below a switch the switch begins one
+    /// on its upstream link, so that a device's request does not meet the links above
+    /// it asleep one after the other (PCIe Base Spec 5.4.1.2.2: at most 1 µs, per
+    /// switch); 0..=1 µs. Exits are not propagated downstream (nor does the spec ask
+    /// it). Default 1 µs.
+    pub aspm_l1_propagation: SimDuration,
     /// Tags of each endpoint's DMA engine (1..=768). Default 64.
     pub dma_tags: u16,
     /// The root complex splits peer-to-peer requests between its root ports into
@@ -235,6 +241,7 @@ impl Default for SimConfig {
             n_fts: aspm::DEFAULT_N_FTS,
             aspm_l1_entry: aspm::DEFAULT_L1_ENTRY,
             aspm_l1_exit: aspm::DEFAULT_L1_EXIT,
+            aspm_l1_propagation: aspm::DEFAULT_L1_PROPAGATION,
             dma_tags: 64,
             p2p_split: None,
             iommu: None,
@@ -371,6 +378,13 @@ fn check(cfg: &SimConfig) -> Result<(), SimError> {
             "aspm l1 exit",
             format!("{} ps", cfg.aspm_l1_exit.as_ps()),
             "0..=1 ms",
+        );
+    }
+    if cfg.aspm_l1_propagation > SimDuration::from_us(1) {
+        return p(
+            "aspm l1 propagation",
+            format!("{} ps", cfg.aspm_l1_propagation.as_ps()),
+            "0..=1 µs (the spec's bound)",
         );
     }
     if let Some(p2p) = cfg.p2p_split {

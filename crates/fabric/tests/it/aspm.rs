@@ -265,4 +265,114 @@ fn bad_aspm_parameters_are_refused_with_the_allowed_values() {
         e.to_string(),
         "aspm l1 exit 2000000000 ps is not allowed; allowed: 0..=1 ms"
     );
+    let e = build(&|c| c.aspm_l1_propagation = SimDuration::from_ns(1001));
+    assert_eq!(
+        e.to_string(),
+        "aspm l1 propagation 1001000 ps is not allowed; allowed: 0..=1 µs (the spec's bound)"
+    );
+}
+
+/// A device's one 64-byte DMA read after 100 µs of idle: (when it was issued, when its
+/// MRd started on each link of `links`, in ps).
+fn dma_read_starts(
+    topo: &Topology,
+    tweak: impl FnOnce(&mut SimConfig),
+    links: &[&str],
+) -> (u64, Vec<u64>) {
+    let mut s = sim_with(topo, |c| {
+        c.trace = true;
+        tweak(c)
+    });
+    s.run_for(SimDuration::from_us(100));
+    let t0 = s.now().as_ps();
+    let base = s.alloc_dma(4096);
+    s.attach(
+        "ep",
+        Box::new(pcielab_fabric::timed::DmaStream::new(
+            pcielab_fabric::timed::DmaOpKind::Read,
+            64,
+            1,
+            1,
+            base,
+            4096,
+            pcielab_fabric::timed::AddrPattern::Sequential,
+        )),
+    )
+    .unwrap();
+    s.run_until_idle(pcielab_sim::SimTime::from_ps(u64::MAX / 2));
+    let t = s.trace().unwrap();
+    let starts = links
+        .iter()
+        .map(|l| {
+            crate::common::trace_tlps(t)
+                .find(|(r, p)| {
+                    t.dir_names[r.dir as usize] == *l
+                        && matches!(&p.header, pcielab_wire::tlp::TlpHeader::Mem(_))
+                })
+                .unwrap_or_else(|| panic!("no MRd on {l}"))
+                .0
+                .time_ps
+        })
+        .collect();
+    (t0, starts)
+}
+
+#[test]
+fn a_switch_starts_waking_its_upstream_link_when_a_link_below_it_wakes() {
+    let topo = switch_tree(1, false);
+    let links = ["ep->sw.0", "sw->rc.0"];
+    // Awake: the MRd crosses the device's link and the switch.
+    let (t0, awake) = dma_read_starts(&topo, |_| {}, &links);
+    let hop = awake[1] - awake[0];
+    assert!(hop < 400_000, "{hop}");
+    for (prop, gap) in [
+        (None, 1_000_000),        // the default: the spec's bound, 1 µs
+        (Some(400_000), 400_000), // the upstream exit ends after the MRd is ready
+        (Some(0), hop),           // both exits together: the switch is the wait
+    ] {
+        let (t1, st) = dma_read_starts(
+            &topo,
+            |c| {
+                c.aspm = ASPM_L1;
+                if let Some(p) = prop {
+                    c.aspm_l1_propagation = SimDuration::from_ps(p);
+                }
+            },
+            &links,
+        );
+        assert_eq!(t1, t0);
+        // The device's link wakes first (the device's own awake start is at t0 too).
+        assert_eq!(awake[0], t0, "{prop:?}");
+        assert_eq!(st[0], t0 + L1_EXIT, "{prop:?}");
+        // The link above began its exit `prop` after: the MRd waits for whichever of
+        // the two comes last. Without propagation it would be L1_EXIT + hop.
+        assert_eq!(st[1] - st[0], gap, "{prop:?}");
+    }
+}
+
+#[test]
+fn the_exit_propagates_up_through_each_switch_of_a_nested_tree() {
+    let topo = Topology::parse(
+        "seed = 1\n[[node]]\nname=\"rc\"\nkind=\"root-complex\"\n\
+         [[node]]\nname=\"top\"\nkind=\"switch\"\nports=1\n\
+         [[node]]\nname=\"mid\"\nkind=\"switch\"\nports=1\n\
+         [[node]]\nname=\"ep\"\nkind=\"psmem\"\n\
+         [[link]]\nup=\"rc.0\"\ndown=\"top\"\ngen=3\nwidth=4\n\
+         [[link]]\nup=\"top.0\"\ndown=\"mid\"\ngen=3\nwidth=4\n\
+         [[link]]\nup=\"mid.0\"\ndown=\"ep\"\ngen=3\nwidth=4\n",
+        "nested.toml",
+        &KindRegistry::builtin(),
+    )
+    .unwrap();
+    let links = ["ep->mid.0", "mid->top.0", "top->rc.0"];
+    let (t0, st) = dma_read_starts(&topo, |c| c.aspm = ASPM_L1, &links);
+    // 1 µs per switch: the links above begin their exits at t0 + 1 µs and t0 + 2 µs.
+    assert_eq!(
+        st,
+        [
+            t0 + L1_EXIT,
+            t0 + L1_EXIT + 1_000_000,
+            t0 + L1_EXIT + 2_000_000
+        ]
+    );
 }
