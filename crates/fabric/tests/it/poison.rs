@@ -64,6 +64,17 @@ fn sim(trace: bool) -> FabricSim {
     .unwrap()
 }
 
+/// A traced [`sim`], Parity Error Response set in the device, with the functions on
+/// its path: [device, switch downstream port, switch upstream port, root port].
+fn traced_with_parity() -> (FabricSim, [Bdf; 4]) {
+    let mut s = sim(true);
+    let ep = s.bdf("ep").unwrap();
+    let dp = parent(&s, ep);
+    let up = parent(&s, dp);
+    parity_response(&mut s, ep);
+    (s, [ep, dp, up, Bdf::new(0, 1, 0).unwrap()])
+}
+
 fn counters(sim: &FabricSim, link: &str) -> pcielab_fabric::timed::DirCounters {
     sim.counters()
         .into_iter()
@@ -93,11 +104,7 @@ fn one_read(sim: &mut FabricSim, base: u64) -> serde_json::Value {
 
 #[test]
 fn poisoned_host_memory_fails_the_read_and_only_the_completion_carrying_it_is_poisoned() {
-    let mut s = sim(true);
-    let ep = s.bdf("ep").unwrap();
-    let (dp, rp) = (parent(&s, ep), Bdf::new(0, 1, 0).unwrap());
-    let up = parent(&s, dp);
-    parity_response(&mut s, ep);
+    let (mut s, [ep, dp, up, rp]) = traced_with_parity();
     let base = s.alloc_dma(4096);
     s.host_write(base, &[0x5a; 4096]);
     s.poison_host_memory(base + 0x840, 1);
@@ -210,11 +217,7 @@ impl Endpoint for PoisonWriter {
 
 #[test]
 fn a_poisoned_dma_write_poisons_host_memory_and_the_root_port_logs_it() {
-    let mut s = sim(true);
-    let ep = s.bdf("ep").unwrap();
-    let (dp, rp) = (parent(&s, ep), Bdf::new(0, 1, 0).unwrap());
-    let up = parent(&s, dp);
-    parity_response(&mut s, ep);
+    let (mut s, [ep, dp, up, rp]) = traced_with_parity();
     report_all(&mut s, rp);
     let base = s.alloc_dma(4096);
     s.attach(
