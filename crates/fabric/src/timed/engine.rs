@@ -1967,11 +1967,7 @@ impl Engine {
                 };
                 let data = r.data;
                 // The rebuilt completions carry the poison of any piece.
-                let poison = if r.poisoned {
-                    Poison::All
-                } else {
-                    Poison::Clean
-                };
+                let poison = Poison::all_if(r.poisoned);
                 let (c, orig) = (t.completer, &r.orig);
                 self.send_completions(Origin::Host, c, orig, status, &data, poison, cx);
             }
@@ -2015,6 +2011,7 @@ impl Engine {
             None => Some(addr),
         } {
             self.fabric.host_memory.write(phys, &data[..n]);
+            // Nothing to track while no line is poisoned (the usual case).
             if poisoned || !self.poison_lines.is_empty() {
                 self.host_written(phys, n as u64, poisoned);
             }
@@ -2065,6 +2062,8 @@ impl Engine {
                         let mut buf = std::mem::take(&mut self.scratch);
                         buf.resize(t.len as usize, 0);
                         self.fabric.host_memory.read(p, &mut buf);
+                        // Without poisoned lines (the usual case) the completions
+                        // need no line lookups.
                         let poison = if self.poison_lines.is_empty() {
                             Poison::Clean
                         } else {
@@ -2134,11 +2133,7 @@ impl Engine {
                 let origin = self.origin_of(node);
                 match reply {
                     Some(r @ (ReadReply::Now | ReadReply::Poisoned)) => {
-                        let poison = if r == ReadReply::Poisoned {
-                            Poison::All
-                        } else {
-                            Poison::Clean
-                        };
+                        let poison = Poison::all_if(r == ReadReply::Poisoned);
                         self.send_completions(origin, me, &t, CplStatus::Sc, &buf, poison, cx)
                     }
                     Some(ReadReply::Later(ReadTicket(k))) => self.park_ticket(node, k, &t),
@@ -2931,7 +2926,7 @@ impl Engine {
                     } else {
                         let mut d = data;
                         d.resize(len as usize, 0);
-                        let poison = if poisoned { Poison::All } else { Poison::Clean };
+                        let poison = Poison::all_if(poisoned);
                         self.send_completions(origin, me, &t, CplStatus::Sc, &d, poison, cx);
                     }
                 } else {
@@ -3892,14 +3887,12 @@ impl Engine {
         let g = req.got as usize;
         req.data[g..g + n].copy_from_slice(&payload[..n]);
         req.got += t.len;
+        req.poisoned |= t.poisoned;
+        let finished = req.got >= req.len;
         if t.poisoned {
-            req.poisoned = true;
             self.poisoned_received(self.last_rx_func, false, "completion", cx);
         }
-        let Some(req) = self.host_reqs.get_mut(&t.tag) else {
-            return;
-        };
-        if req.got >= req.len {
+        if finished {
             if let Some(r) = self.host_reqs.remove(&t.tag) {
                 if let Some(k) = r.timer {
                     cx.cancel(k);
@@ -3968,7 +3961,7 @@ fn err_caps(fabric: &Fabric, f: FnId) -> (Option<u16>, Option<u16>) {
 
 /// Sets `bits` in the `len`-byte register at `off` as the hardware does (status bits
 /// that software clears by writing 1).
-fn set_bits(cs: &mut pcielab_config::ConfigSpace, off: u16, len: usize, bits: u32) {
+pub(crate) fn set_bits(cs: &mut pcielab_config::ConfigSpace, off: u16, len: usize, bits: u32) {
     let v = cs.read(off, len);
     cs.hw_write(off, len, v | bits);
 }

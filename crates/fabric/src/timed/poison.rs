@@ -37,7 +37,7 @@
 //! complex and on bridges' secondary sides, and a switch logging poisoned TLPs it
 //! forwards in AER (optional in the spec).
 
-use super::engine::{Engine, Kind, Tlp};
+use super::engine::{set_bits, Engine, Kind, Tlp};
 use super::packed::PackedEv;
 use crate::functional::{FnId, Role};
 use pcielab_config::header::{command, reg, status};
@@ -59,6 +59,17 @@ pub(crate) enum Poison {
     /// Those whose bytes touch a poisoned line of host memory; the read's first byte
     /// is at this (physical) address.
     HostLines(u64),
+}
+
+impl Poison {
+    /// [`Poison::All`] if `poisoned`, else [`Poison::Clean`].
+    pub(crate) fn all_if(poisoned: bool) -> Poison {
+        if poisoned {
+            Poison::All
+        } else {
+            Poison::Clean
+        }
+    }
 }
 
 impl Engine {
@@ -129,9 +140,7 @@ impl Engine {
             Role::RootPort { .. } | Role::SwitchDownstream { .. } => reg::SEC_STATUS,
             _ => reg::STATUS,
         };
-        let v = func.config.read_u16(off);
-        func.config
-            .hw_write(off, 2, (v | status::DETECTED_PARITY) as u32);
+        set_bits(&mut func.config, off, 2, status::DETECTED_PARITY as u32);
     }
 
     /// Requester `f` received a poisoned completion or sent a poisoned write: Master
@@ -143,9 +152,12 @@ impl Engine {
         if func.config.read_u16(reg::COMMAND) & command::PARITY == 0 {
             return;
         }
-        let v = func.config.read_u16(reg::STATUS);
-        func.config
-            .hw_write(reg::STATUS, 2, (v | status::MASTER_PARITY) as u32);
+        set_bits(
+            &mut func.config,
+            reg::STATUS,
+            2,
+            status::MASTER_PARITY as u32,
+        );
     }
 
     /// The ultimate receiver `f` (if any) of a poisoned TLP logs Poisoned TLP

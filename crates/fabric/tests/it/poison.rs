@@ -56,12 +56,12 @@ fn parity_response(sim: &mut FabricSim, f: Bdf) {
 }
 
 fn sim(trace: bool) -> FabricSim {
-    FabricSim::new(
-        &switch_tree(3, false),
-        &KindRegistry::builtin(),
-        hand_timing(trace),
-    )
-    .unwrap()
+    sim_with(hand_timing(trace))
+}
+
+/// [`switch_tree`] with `cfg`.
+fn sim_with(cfg: SimConfig) -> FabricSim {
+    FabricSim::new(&switch_tree(3, false), &KindRegistry::builtin(), cfg).unwrap()
 }
 
 /// A traced [`sim`], Parity Error Response set in the device, with the functions on
@@ -363,11 +363,10 @@ fn a_device_answering_with_poisoned_data_makes_the_host_read_poisoned() {
 
 #[test]
 fn poison_rate_one_poisons_every_tlp_with_data_and_nothing_else() {
-    let cfg = SimConfig {
+    let mut s = sim_with(SimConfig {
         poison_rate: 1.0,
         ..hand_timing(false)
-    };
-    let mut s = FabricSim::new(&switch_tree(3, false), &KindRegistry::builtin(), cfg).unwrap();
+    });
     let base = s.alloc_dma(1 << 16);
     s.attach(
         "ep",
@@ -413,7 +412,7 @@ fn poison_rate_is_seeded_and_validated() {
             seed: Some(seed),
             ..hand_timing(true)
         };
-        let mut s = FabricSim::new(&switch_tree(3, false), &KindRegistry::builtin(), cfg).unwrap();
+        let mut s = sim_with(cfg);
         let base = s.alloc_dma(1 << 16);
         let r = one_read(&mut s, base);
         let t = s.take_trace().unwrap();
@@ -437,11 +436,10 @@ fn poison_rate_is_seeded_and_validated() {
 
 #[test]
 fn a_poisoned_configuration_write_is_refused() {
-    let cfg = SimConfig {
+    let mut s = sim_with(SimConfig {
         poison_rate: 1.0,
         ..hand_timing(false)
-    };
-    let mut s = FabricSim::new(&switch_tree(3, false), &KindRegistry::builtin(), cfg).unwrap();
+    });
     let ep = s.bdf("ep").unwrap();
     let before = s.cfg_read(ep, 0x3c) & 0xff;
     let r = s
