@@ -388,6 +388,20 @@ fn describe_ext(s: &mut String, cap: u16, o: u16, rd: &dyn Fn(u16, usize) -> u32
                 rd(o + 0x10, 4),
                 rd(o + 0x14, 4)
             );
+            // As lspci words them: the first error's bit and its TLP's header.
+            let _ = writeln!(
+                s,
+                "\tAERCap: First Error Pointer: {:02x}",
+                rd(o + 0x18, 4) & 0x1f
+            );
+            let _ = writeln!(
+                s,
+                "\tHeaderLog: {:08x} {:08x} {:08x} {:08x}",
+                rd(o + 0x1c, 4),
+                rd(o + 0x20, 4),
+                rd(o + 0x24, 4),
+                rd(o + 0x28, 4)
+            );
         }
         id::EXT_DSN => {
             let sn = (rd(o + 8, 4) as u64) << 32 | rd(o + 4, 4) as u64;

@@ -7,7 +7,8 @@
 //!    root port, which logs them and raises one MSI;
 //! 4. the "AER driver" reads Root Error Status and Error Source ID, then clears it;
 //! 5. a Type 0 vendor-defined message to a device that does not support it comes back as
-//!    an Unsupported Request the device logs;
+//!    an Unsupported Request the device logs, with the message's header in its AER
+//!    Header Log (First Error Pointer: Unsupported Request);
 //! 6. data poisoning: a line of host memory goes bad (an uncorrectable ECC error, say);
 //!    the device's DMA read of it gets a poisoned completion and fails, and the device
 //!    logs Poisoned TLP Received as an Advisory Non-Fatal Error; a poisoned MMIO write
@@ -181,6 +182,28 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (_, na) = caps(&mut sim, nic);
     let ur = sim.cfg_read(nic, na + 4) & 1 << 20 != 0;
     println!("  vendor-defined message (Type 0) to {nic}: Unsupported Request logged: {ur}");
+    // The "AER driver" reads which error came first and the header of its TLP, as
+    // Linux prints "TLP Header: …".
+    let fep = sim.cfg_read(nic, na + 0x18) & 0x1f;
+    let log: Vec<u32> = (0..4u16)
+        .map(|i| sim.cfg_read(nic, na + 0x1c + 4 * i))
+        .collect();
+    let hdr: Vec<u8> = log.iter().flat_map(|w| w.to_be_bytes()).collect();
+    let p = pcielab_wire::tlp::TlpPacket::new_unchecked(&hdr[..]);
+    // The message carries data: MsgD, a 4-DW header.
+    let logged_vdm = p.kind() == Some(pcielab_wire::tlp::TlpKind::MsgD)
+        && p.header_len() == 16
+        && p.msg_code().raw() == 0x7e;
+    println!(
+        "    First Error Pointer {fep}; Header Log {:08x} {:08x} {:08x} {:08x}: {:?} {:?} from {}",
+        log[0],
+        log[1],
+        log[2],
+        log[3],
+        p.kind(),
+        p.msg_code(),
+        p.requester_id()
+    );
 
     // 6. Data poisoning. The device reports Non-Fatal errors (Device Control bit 1).
     let (np, _) = caps(&mut sim, nic);
@@ -232,7 +255,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // The walkthrough doubles as a check (it runs in CI).
     let poison_ok = rep["failed"] == 1 && poisoned_cpls == 1 && nonfatal.len() == 1;
-    if msgs == 0 || from_port == 0 || irqs.len() != 1 || st & 1 == 0 || !ur || !poison_ok {
+    let log_ok = fep == 20 && logged_vdm;
+    if msgs == 0 || from_port == 0 || irqs.len() != 1 || st & 1 == 0 || !ur || !log_ok || !poison_ok
+    {
         return Err("the error-reporting walkthrough did not go as described".into());
     }
     Ok(())

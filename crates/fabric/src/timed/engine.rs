@@ -757,6 +757,23 @@ impl Engine {
         }
     }
 
+    /// The header of TLP `id` as it travels (3 or 4 DWs; a 3-DW header is followed by
+    /// zeros), for the AER Header Log.
+    #[cold]
+    fn tlp_header(&self, id: u32) -> [u8; 16] {
+        let raw = self.tlp_bytes_raw(id);
+        // Fmt bit 0 (byte 0, bit 5): a 4-DW header.
+        let n = if raw.first().is_some_and(|b| b & 0x20 != 0) {
+            16
+        } else {
+            12
+        };
+        let mut h = [0u8; 16];
+        let n = n.min(raw.len());
+        h[..n].copy_from_slice(&raw[..n]);
+        h
+    }
+
     /// Raw bytes of a TLP for the trace.
     fn tlp_bytes_raw(&self, id: u32) -> Vec<u8> {
         let t = &self.tlps[id as usize];
@@ -1982,7 +1999,7 @@ impl Engine {
             (t.addr, t.len, t.requester, t.data, t.poisoned)
         };
         if poisoned {
-            self.poisoned_received(self.last_rx_func, false, "memory write", cx);
+            self.poisoned_received(self.last_rx_func, false, "memory write", id, cx);
         }
         let data: &[u8] = if pd == NONE {
             &[]
@@ -2105,7 +2122,7 @@ impl Engine {
             (Dest::Bar { node, .. }, Kind::MWr) if t.poisoned => {
                 // The device drops poisoned data and logs it.
                 let f = self.nodes[node as usize].func;
-                self.poisoned_received(f, false, "memory write", cx);
+                self.poisoned_received(f, false, "memory write", id, cx);
             }
             (Dest::Bar { node, bar, offset }, Kind::MWr) => {
                 let data = self.payload(id).to_vec();
@@ -2138,7 +2155,7 @@ impl Engine {
                     }
                     Some(ReadReply::Later(ReadTicket(k))) => self.park_ticket(node, k, &t),
                     _ => {
-                        self.completer_ur(node, cx);
+                        self.completer_ur(node, id, cx);
                         let clean = Poison::Clean;
                         self.send_completions(origin, me, &t, CplStatus::Ur, &[], clean, cx)
                     }
@@ -2147,7 +2164,7 @@ impl Engine {
             (Dest::Bar { node, .. }, Kind::IoWr) if t.poisoned => {
                 // A poisoned I/O write is discarded: Unsupported Request.
                 let (me, origin) = (self.ep_bdf(node), self.origin_of(node));
-                self.completer_ur(node, cx);
+                self.completer_ur(node, id, cx);
                 self.send_io_completion(origin, me, &t, CplStatus::Ur, None, false, cx)
             }
             (Dest::Bar { node, bar, offset }, Kind::IoRd | Kind::IoWr) => {
@@ -2185,7 +2202,7 @@ impl Engine {
                     }
                     Some(ReadReply::Later(ReadTicket(k))) => self.park_ticket(node, k, &t),
                     _ => {
-                        self.completer_ur(node, cx);
+                        self.completer_ur(node, id, cx);
                         self.send_io_completion(origin, me, &t, CplStatus::Ur, None, false, cx)
                     }
                 }
@@ -2257,7 +2274,7 @@ impl Engine {
         // A poisoned configuration write is discarded: Unsupported Request (2.7.2.2).
         if func == NONE || (t.kind == Kind::CfgWr && t.poisoned) {
             if let Some(f) = answerer {
-                self.signal_error(f, AER_UNSUPPORTED, true, cx);
+                self.signal_error(f, AER_UNSUPPORTED, true, Some(id), cx);
             }
             self.send_io_completion(origin, completer, t, CplStatus::Ur, None, false, cx);
             return;
@@ -2290,9 +2307,11 @@ impl Engine {
         f: FnId,
         bit: u32,
         advisory: bool,
+        tlp: Option<u32>,
         cx: &mut Context<'_, PackedEv>,
     ) {
-        let Some(sev) = log_error(&mut self.fabric, f, bit, advisory) else {
+        let header = tlp.map(|id| self.tlp_header(id));
+        let Some(sev) = log_error(&mut self.fabric, f, bit, advisory, header) else {
             return;
         };
         self.send_error_message(f, sev, cx);
@@ -2357,13 +2376,13 @@ impl Engine {
         }
     }
 
-    /// The device at `node` answers a request with Unsupported Request: its function
+    /// The device at `node` answers request `id` with Unsupported Request: its function
     /// logs the error (Unsupported Request Detected in Device Status, AER status bit
     /// 20); a completer sending a UR completion is an Advisory Non-Fatal case (PCIe
     /// Base Spec 6.2.3.2.4.1) while the severity is Non-Fatal.
-    fn completer_ur(&mut self, node: u32, cx: &mut Context<'_, PackedEv>) {
+    fn completer_ur(&mut self, node: u32, id: u32, cx: &mut Context<'_, PackedEv>) {
         if let Some(f) = self.nodes[node as usize].func {
-            self.signal_error(f, AER_UNSUPPORTED, true, cx);
+            self.signal_error(f, AER_UNSUPPORTED, true, Some(id), cx);
         }
     }
 
@@ -3128,7 +3147,7 @@ impl Engine {
             NodeKind::Switch => {
                 if t.byte_count as u8 == 0x7e && ing != NONE {
                     if let Some(f) = self.dirs[ing as usize].rx_func {
-                        self.signal_error(f, AER_UNSUPPORTED, false, cx);
+                        self.signal_error(f, AER_UNSUPPORTED, false, Some(id), cx);
                     }
                 }
             }
@@ -3182,7 +3201,7 @@ impl Engine {
                 _ => self.fabric.function_at(t.completer),
             };
             if let Some(f) = f {
-                self.signal_error(f, AER_UNSUPPORTED, false, cx);
+                self.signal_error(f, AER_UNSUPPORTED, false, Some(id), cx);
             }
         }
     }
@@ -3688,7 +3707,7 @@ impl Engine {
             self.errors
                 .push(format!("{name}: unexpected completion for tag {tag}"));
             if let Some(f) = self.nodes[node as usize].func {
-                self.signal_error(f, AER_UNEXPECTED_CPL, true, cx);
+                self.signal_error(f, AER_UNEXPECTED_CPL, true, Some(id), cx);
             }
             return;
         };
@@ -3700,7 +3719,7 @@ impl Engine {
                 clen - got
             ));
             if let Some(f) = self.nodes[node as usize].func {
-                self.signal_error(f, AER_MALFORMED, false, cx);
+                self.signal_error(f, AER_MALFORMED, false, Some(id), cx);
             }
             return;
         }
@@ -3732,7 +3751,7 @@ impl Engine {
         if poisoned {
             if let Some(f) = self.nodes[node as usize].func {
                 self.master_data_parity(f);
-                self.poisoned_received(Some(f), true, "completion", cx);
+                self.poisoned_received(Some(f), true, "completion", id, cx);
             }
         }
         let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
@@ -3807,7 +3826,7 @@ impl Engine {
             self.errors
                 .push(format!("{name}: DMA read completion timeout"));
             if let Some(f) = self.nodes[node as usize].func {
-                self.signal_error(f, AER_COMPLETION_TIMEOUT, true, cx);
+                self.signal_error(f, AER_COMPLETION_TIMEOUT, true, None, cx);
             }
             self.finish_dma(node, oi, cx);
         }
@@ -3855,7 +3874,7 @@ impl Engine {
                 t.tag
             ));
             if let Some(f) = self.last_rx_func {
-                self.signal_error(f, AER_UNEXPECTED_CPL, true, cx);
+                self.signal_error(f, AER_UNEXPECTED_CPL, true, Some(id), cx);
             }
             return;
         };
@@ -3877,7 +3896,7 @@ impl Engine {
                 req.len - req.got.min(req.len)
             ));
             if let Some(f) = self.last_rx_func {
-                self.signal_error(f, AER_MALFORMED, false, cx);
+                self.signal_error(f, AER_MALFORMED, false, Some(id), cx);
             }
             return;
         }
@@ -3890,7 +3909,7 @@ impl Engine {
         req.poisoned |= t.poisoned;
         let finished = req.got >= req.len;
         if t.poisoned {
-            self.poisoned_received(self.last_rx_func, false, "completion", cx);
+            self.poisoned_received(self.last_rx_func, false, "completion", id, cx);
         }
         if finished {
             if let Some(r) = self.host_reqs.remove(&t.tag) {
@@ -4022,11 +4041,13 @@ pub(crate) fn log_error(
     f: FnId,
     bit: u32,
     advisory: bool,
+    header: Option<[u8; 16]>,
 ) -> Option<ErrorSeverity> {
     let (pcie, aer) = err_caps(fabric, f);
     let func = fabric.functions.get_mut(f.0 as usize)?;
     let cs = &mut func.config;
     if let Some(a) = aer {
+        record_first_error(cs, a, bit, header);
         set_bits(cs, a + 4, 4, bit);
     }
     let fatal = match aer {
@@ -4064,6 +4085,34 @@ pub(crate) fn log_error(
         set_bits(cs, d, 2, flag);
     }
     (!masked && (devctl as u32 & flag != 0 || serr)).then_some(sev)
+}
+
+/// First Error Pointer and Header Log (PCIe Base Spec 7.8.4.7–7.8.4.8): an unmasked
+/// uncorrectable error `bit` becomes the first error when the Uncorrectable Error
+/// Status bit the pointer names is clear (software has serviced the last first error,
+/// or there was none); its TLP's header is then logged, the byte holding Fmt/Type in
+/// bits 31:24 of the first Header Log DW. An error without a header (Completion
+/// Timeout: this model does not set Completion Timeout Prefix/Header Log Capable)
+/// leaves zeros. A masked error is recorded in neither. Without Multiple Header
+/// Recording, the log stays locked until the first error's status bit is cleared.
+fn record_first_error(
+    cs: &mut pcielab_config::ConfigSpace,
+    aer: u16,
+    bit: u32,
+    header: Option<[u8; 16]>,
+) {
+    let status = cs.read_u32(aer + 4);
+    let masked = cs.read_u32(aer + 8) & bit != 0;
+    let ctl = cs.read_u32(aer + 0x18);
+    if masked || status & (1 << (ctl & 0x1f)) != 0 {
+        return;
+    }
+    cs.hw_write(aer + 0x18, 4, (ctl & !0x1f) | bit.trailing_zeros());
+    let h = header.unwrap_or([0; 16]);
+    for (i, dw) in h.chunks_exact(4).enumerate() {
+        let v = u32::from_be_bytes([dw[0], dw[1], dw[2], dw[3]]);
+        cs.hw_write(aer + 0x1c + 4 * i as u16, 4, v);
+    }
 }
 
 impl World for Engine {

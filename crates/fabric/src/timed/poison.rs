@@ -160,8 +160,8 @@ impl Engine {
         );
     }
 
-    /// The ultimate receiver `f` (if any) of a poisoned TLP logs Poisoned TLP
-    /// Received; `advisory`: it deals with the data and goes on.
+    /// The ultimate receiver `f` (if any) of poisoned TLP `id` logs Poisoned TLP
+    /// Received (its header in the Header Log); `advisory`: it deals with the data and goes on.
     #[cold]
     #[inline(never)]
     pub(crate) fn poisoned_received(
@@ -169,6 +169,7 @@ impl Engine {
         f: Option<FnId>,
         advisory: bool,
         what: &str,
+        id: u32,
         cx: &mut Context<'_, PackedEv>,
     ) {
         let who = f.map_or_else(
@@ -177,7 +178,7 @@ impl Engine {
         );
         self.errors.push(format!("{who}: poisoned {what} received"));
         if let Some(f) = f {
-            self.signal_error(f, AER_POISONED, advisory, cx);
+            self.signal_error(f, AER_POISONED, advisory, Some(id), cx);
         }
     }
 }

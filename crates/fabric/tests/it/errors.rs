@@ -527,3 +527,101 @@ fn correctable_link_errors_send_err_cor_when_enabled_and_unmasked() {
         .count();
     assert!(n > from(down) + 10, "unmasked {n}, masked {}", from(down));
 }
+
+/// The four Header Log DWs and the First Error Pointer of `f`.
+fn header_log(sim: &mut FabricSim, f: Bdf) -> ([u32; 4], u32) {
+    let (_, a) = caps(sim, f);
+    let log = std::array::from_fn(|i| sim.cfg_read(f, a + 0x1c + 4 * i as u16));
+    (log, sim.cfg_read(f, a + 0x18) & 0x1f)
+}
+
+/// The configuration request a Header Log holds: (type 1, target, register).
+fn logged_cfg(log: [u32; 4]) -> (bool, Bdf, u16) {
+    let bytes: Vec<u8> = log.iter().flat_map(|w| w.to_be_bytes()).collect();
+    // A 3-DW header: the wire codec reads it from the first 12 bytes.
+    let p = pcielab_wire::tlp::TlpRepr::parse_bytes(&bytes[..12])
+        .unwrap_or_else(|e| panic!("{e}: {log:08x?}"));
+    let TlpHeader::Cfg(h) = p.header else {
+        panic!("not a configuration request: {:?}", p.header)
+    };
+    (h.type1, h.target, h.register)
+}
+
+#[test]
+fn the_header_log_keeps_the_first_error_until_software_clears_it() {
+    let cfg = hand_timing(true);
+    let mut sim = FabricSim::new(&switch_tree(5, false), &KindRegistry::builtin(), cfg).unwrap();
+    let ep = sim.bdf("ep").unwrap();
+    let down = parent(&sim, ep);
+    let (_, a) = caps(&mut sim, down);
+    assert_eq!(
+        header_log(&mut sim, down),
+        ([0; 4], 0),
+        "nothing logged yet"
+    );
+    let absent = |dev| Bdf::new(ep.bus(), dev, 0).unwrap();
+    // The downstream port answers UR for device 3 below it: First Error Pointer 20
+    // (Unsupported Request) and the header of the request it refused.
+    sim.config_read(absent(3), 0x10).unwrap();
+    let (log, fep) = header_log(&mut sim, down);
+    assert_eq!(fep, 20);
+    assert_eq!(logged_cfg(log), (true, absent(3), 0x10 >> 2));
+    // The logged header is the request's header as it crossed the link into the switch.
+    let t = sim.trace().unwrap();
+    let (r, _) = trace_tlps(t)
+        .filter(|(_, p)| matches!(p.header, TlpHeader::Cfg(h) if h.target == absent(3)))
+        .last()
+        .expect("the request is in the trace");
+    let wire: Vec<u8> = log.iter().flat_map(|w| w.to_be_bytes()).collect();
+    assert_eq!(&wire[..12], &t.bytes(r)[..12]);
+    assert_eq!(
+        &wire[12..],
+        [0; 4],
+        "a 3-DW header leaves the fourth DW zero"
+    );
+    // A second UR while bit 20 is still set: status unchanged, the log locked.
+    sim.config_read(absent(4), 0x14).unwrap();
+    assert_eq!(header_log(&mut sim, down), (log, 20));
+    // Software clears Unsupported Request (RW1C): the next error takes the log.
+    sim.cfg_write(down, a + 4, 1 << 20);
+    assert_eq!(sim.cfg_read(down, a + 4) & (1 << 20), 0);
+    sim.config_read(absent(5), 0x18).unwrap();
+    let (log, fep) = header_log(&mut sim, down);
+    assert_eq!((fep, logged_cfg(log)), (20, (true, absent(5), 0x18 >> 2)));
+    // Masked: the status bit is set, but neither the pointer nor the log moves.
+    sim.cfg_write(down, a + 4, 1 << 20);
+    sim.cfg_write(down, a + 8, 1 << 20);
+    sim.config_read(absent(6), 0x1c).unwrap();
+    assert_eq!(sim.cfg_read(down, a + 4) & (1 << 20), 1 << 20);
+    assert_eq!(header_log(&mut sim, down), (log, 20));
+}
+
+#[test]
+fn an_error_without_a_header_points_first_and_leaves_the_log_empty() {
+    // Completion Timeout (bit 14) comes first and has no header; the Unexpected
+    // Completion (bit 16) that follows finds the log taken.
+    let (mut sim, ep, _) = late_completion(false, false);
+    let (_, a) = caps(&mut sim, ep);
+    assert_eq!(
+        sim.cfg_read(ep, a + 4) & (1 << 14 | 1 << 16),
+        1 << 14 | 1 << 16
+    );
+    assert_eq!(header_log(&mut sim, ep), ([0; 4], 14));
+    // Without the timeout's status bit the pointer is free again: the late completion
+    // of a second run is then logged with its header (a CplD to the endpoint).
+    let (mut sim, ep, _) = late_completion_with(false, false, |sim| {
+        let ep = sim.bdf("ep").unwrap();
+        let (_, a) = caps(sim, ep);
+        sim.cfg_write(ep, a + 8, 1 << 14); // Completion Timeout masked
+    });
+    let (log, fep) = header_log(&mut sim, ep);
+    assert_eq!(fep, 16);
+    // A header without its payload: read with the packet view's field accessors.
+    let bytes: Vec<u8> = log.iter().flat_map(|w| w.to_be_bytes()).collect();
+    let p = pcielab_wire::tlp::TlpPacket::new_unchecked(&bytes[..]);
+    assert_eq!(p.kind(), Some(pcielab_wire::tlp::TlpKind::CplD));
+    assert_eq!(p.header_len(), 12);
+    assert_eq!(p.requester_id(), ep);
+    assert_eq!(p.status(), pcielab_wire::CplStatus::Sc);
+    assert_eq!(p.length_dw(), 16, "the 64-byte read's completion");
+}

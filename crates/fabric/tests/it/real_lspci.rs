@@ -243,3 +243,61 @@ fn lspci_tree_of_the_design_example() {
     assert_eq!(t, want);
     let _ = std::fs::remove_file(&path);
 }
+
+/// After a refused configuration request, lspci reads the port's First Error Pointer
+/// (Unsupported Request, bit 20 = 0x14) and its Header Log; the words it prints are
+/// the request's header as the wire codec encodes it.
+#[test]
+fn lspci_reads_the_first_error_pointer_and_header_log() {
+    use pcielab_fabric::kinds::KindRegistry;
+    use pcielab_fabric::timed::{FabricSim, SimConfig};
+    let topo = crate::common::switch_tree(1, false);
+    let mut sim = FabricSim::new(&topo, &KindRegistry::builtin(), SimConfig::default()).unwrap();
+    let ep = sim.bdf("ep").unwrap();
+    let down = sim.tree().get(ep).unwrap().parent.unwrap();
+    let absent = pcielab_wire::Bdf::new(ep.bus(), 7, 0).unwrap();
+    sim.config_read(absent, 0x24).unwrap();
+    let path = dump_to_temp("aer-log", &sim.fabric().lspci_dump());
+    let bl = blocks(&lspci(&path, &["-vvv"]));
+    let b = &bl[&down.to_string()];
+    assert!(b.contains("AERCap:\tFirst Error Pointer: 14"), "{b}");
+    assert!(b.contains("UnsupReq+"), "{b}");
+    let line = b
+        .lines()
+        .find(|l| l.starts_with("HeaderLog:"))
+        .unwrap_or_else(|| panic!("lspci shows no HeaderLog\n{b}"));
+    let words: Vec<u32> = line["HeaderLog:".len()..]
+        .split_whitespace()
+        .map(|w| u32::from_str_radix(w, 16).expect("hex words"))
+        .collect();
+    assert_eq!(words.len(), 4, "{line}");
+    // The request the host sent, encoded independently by the wire codec: a Type 1
+    // CfgRd from the host (00:00.0), tag not compared.
+    let host = pcielab_wire::Bdf::new(0, 0, 0).unwrap();
+    let want = pcielab_wire::tlp::TlpRepr::with_header(
+        pcielab_wire::tlp::TlpHeader::Cfg(pcielab_wire::tlp::CfgHeader {
+            write: false,
+            type1: true,
+            requester_id: host,
+            tag: pcielab_wire::Tag::new(0).unwrap(),
+            first_be: pcielab_wire::ByteEnables::from_bits_truncate(0xf),
+            target: absent,
+            register: 0x24 >> 2,
+        }),
+        &[],
+    )
+    .to_vec()
+    .unwrap();
+    let got: Vec<u8> = words.iter().flat_map(|w| w.to_be_bytes()).collect();
+    // DW1 holds the requester ID (bytes 4-5), the tag (byte 6) and the byte enables.
+    let tagless = |b: &[u8]| [&b[..6], &b[7..12]].concat();
+    assert_eq!(tagless(&got[..12]), tagless(&want), "{line}");
+    assert_eq!(&got[12..], [0; 4]);
+    // Our decoder prints the same line.
+    let f = sim.fabric().function_at(down).unwrap();
+    let ours =
+        pcielab_config::decode::describe(sim.fabric().functions[f.0 as usize].config.bytes());
+    assert!(ours.contains(line), "{ours}");
+    assert!(ours.contains("AERCap: First Error Pointer: 14"), "{ours}");
+    let _ = std::fs::remove_file(&path);
+}
