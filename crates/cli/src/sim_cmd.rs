@@ -146,6 +146,14 @@ pub struct SimArgs {
     /// receivers log Poisoned TLP Received, DMA reads that get one fail.
     #[arg(long, default_value_t = 0.0)]
     poison_rate: f64,
+    /// ECRC on: every function with AER generates and checks the end-to-end TLP digest
+    /// (4 more bytes per TLP).
+    #[arg(long)]
+    ecrc: bool,
+    /// Probability that a switch corrupts the data of a TLP it forwards (0 <= p <= 1):
+    /// only ECRC catches it; without --ecrc the data arrives corrupted.
+    #[arg(long, default_value_t = 0.0)]
+    switch_error_rate: f64,
     /// Switches forward cut-through (from the header) instead of store-and-forward.
     #[arg(long)]
     cut_through: bool,
@@ -319,7 +327,7 @@ fn dma_row(
                 "wire_bytes": k.wire_bytes, "acks": k.acks, "naks": k.naks,
                 "fc_dllps": k.fc_dllps, "replays": k.replays,
                 "replay_timeouts": k.replay_timeouts, "retrains": k.retrains,
-                "poisoned": k.poisoned,
+                "poisoned": k.poisoned, "internal_errors": k.internal_errors,
                 "credit_stall_ns": k.credit_stall_ps as f64 / 1000.0,
                 "busy_ns": k.busy_ps as f64 / 1000.0,
                 "l0s_entries": k.l0s_entries, "l0s_ns": k.l0s_ps as f64 / 1000.0,
@@ -746,6 +754,8 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         fc_update_period: SimDuration::from_ps(a.fc_update_us.saturating_mul(1_000_000)),
         error_rate: a.error_rate,
         poison_rate: a.poison_rate,
+        ecrc: a.ecrc,
+        switch_error_rate: a.switch_error_rate,
         ber: a.ber,
         cut_through: a.cut_through,
         p2p_split: a.p2p_split,
@@ -901,6 +911,8 @@ impl SimArgs {
             fc_update_us: self.fc_update_us,
             error_rate: self.error_rate,
             poison_rate: self.poison_rate,
+            ecrc: self.ecrc,
+            switch_error_rate: self.switch_error_rate,
             ber: self.ber,
             cut_through: self.cut_through,
             aspm: self.aspm,

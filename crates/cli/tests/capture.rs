@@ -1069,3 +1069,52 @@ fn poisoned_tlps_of_a_simulation_show_ep_in_dump_and_tshark() {
     assert!(!err.contains("Lua"), "{err}");
     assert_eq!(lines.lines().count(), all);
 }
+
+#[test]
+fn tlps_a_switch_corrupted_fail_their_ecrc_in_dump_and_tshark() {
+    let (out, pcap, _) = sim_capture(
+        "sim-ecrc",
+        &["--ecrc", "--switch-error-rate", "0.3", "--seed", "7"],
+    );
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let runs = v.as_array().map_or(vec![&v], |a| a.iter().collect());
+    let counted: u64 = runs
+        .iter()
+        .flat_map(|r| r["links"].as_array().unwrap())
+        .map(|l| l["internal_errors"].as_u64().unwrap())
+        .sum();
+    assert!(counted > 0, "{out}");
+    let dump = dump_json(&pcap);
+    // ECRC on: every TLP of the capture carries a digest (TD set).
+    let tlps: Vec<&Value> = dump.iter().filter(|o| o.get("td").is_some()).collect();
+    assert!(tlps.len() > 100, "{}", tlps.len());
+    assert!(tlps
+        .iter()
+        .all(|o| o["td"] == true && o.get("ecrc_ok").is_some()));
+    // The first transmissions whose digest fails are exactly the TLPs the switch
+    // corrupted (the digest is the original data's).
+    let bad = |o: &&&Value| o["ecrc_ok"] == false;
+    let firsts = tlps
+        .iter()
+        .filter(|o| o.get("dll_replay").is_none())
+        .filter(bad)
+        .count();
+    assert_eq!(firsts as u64, counted);
+    let all_bad = tlps.iter().filter(bad).count();
+    if !tshark_wanted() {
+        return;
+    }
+    let p = pcap.to_str().unwrap();
+    let (lines, err) = tshark(&[
+        "-r",
+        p,
+        "-Y",
+        "pcielab.tlp.ecrc_ok == 0",
+        "-T",
+        "fields",
+        "-e",
+        "frame.number",
+    ]);
+    assert!(!err.contains("Lua"), "{err}");
+    assert_eq!(lines.lines().count(), all_bad);
+}

@@ -83,6 +83,10 @@ fn bad_input_exits_2_with_one_line() {
         (vec!["sim", &f, "--error-rate", "2"], "error rate 2"),
         (vec!["sim", &f, "--poison-rate", "1.5"], "poison rate 1.5"),
         (
+            vec!["sim", &f, "--switch-error-rate", "2"],
+            "switch error rate 2",
+        ),
+        (
             vec!["sim", &f, "--fc-update-us", "5000"],
             "fc update period",
         ),

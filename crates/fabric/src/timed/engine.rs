@@ -138,6 +138,10 @@ pub(crate) struct Tlp {
     pub hdr_bytes: u8,
     /// EP: the data is poisoned (PCIe Base Spec 2.7.2).
     pub poisoned: bool,
+    /// TD: the TLP carries an ECRC digest (4 bytes after the data; see `ecrc`).
+    pub td: bool,
+    /// A switch corrupted the data on the way (after the digest was computed).
+    pub corrupted: bool,
 }
 
 impl Tlp {
@@ -170,6 +174,8 @@ impl Tlp {
             dma_last: (NONE, NONE),
             hdr_bytes,
             poisoned: false,
+            td: false,
+            corrupted: false,
         }
     }
     #[inline]
@@ -202,7 +208,7 @@ impl Tlp {
     }
     #[inline]
     pub fn tlp_bytes(&self) -> u64 {
-        self.hdr_bytes as u64 + self.payload_bytes() as u64
+        self.hdr_bytes as u64 + self.payload_bytes() as u64 + 4 * self.td as u64
     }
 }
 
@@ -639,6 +645,10 @@ pub struct Engine {
     pub(crate) llc_set: std::collections::HashSet<u64, IntBuild>,
     /// Poisoned 64-byte lines of host memory (line numbers; see the `poison` module).
     pub(crate) poison_lines: std::collections::HashSet<u64, IntBuild>,
+    /// Per function: ECRC generation (1) and check (2) enabled (see `ecrc`).
+    pub(crate) ecrc: Vec<u8>,
+    /// Some function has an ECRC enable set.
+    pub(crate) ecrc_any: bool,
     pub(crate) llc_fifo: VecDeque<u64>,
     /// Tags the root complex uses for split peer reads (256..512), and their state.
     pub(crate) p2p_tags: Vec<u16>,
@@ -787,6 +797,12 @@ impl Engine {
             let n = payload.len().min(data.len() - front);
             data[front..front + n].copy_from_slice(&payload[..n]);
         }
+        // A switch flipped the lowest bit of the first payload byte after the digest
+        // was computed: the digest is that of the original data.
+        let corrupted = t.td && t.corrupted && !data.is_empty();
+        if corrupted {
+            data[front] ^= 1;
+        }
         let shape = pcielab_wire::request_shape(t.addr, t.len.clamp(1, 4096)).ok();
         let set_be = |r: &mut TlpRepr<'_>| {
             if let (Some(sh), pcielab_wire::tlp::TlpHeader::Mem(h)) = (shape, &mut r.header) {
@@ -889,7 +905,18 @@ impl Engine {
         };
         r.and_then(|mut r| {
             r.ep = t.poisoned;
+            r.td = t.td;
             r.to_vec()
+        })
+        .map(|mut out| {
+            if corrupted {
+                // Now the bit flips, after the digest of the original was computed.
+                let hdr = if out[0] & 0x20 != 0 { 16 } else { 12 };
+                if let Some(b) = out.get_mut(hdr + front) {
+                    *b ^= 1;
+                }
+            }
+            out
         })
         .unwrap_or_default()
     }
@@ -1091,6 +1118,9 @@ impl Engine {
     ) -> Result<u32, RouteError> {
         let (path, hops, dest) = self.route(origin, t.kind, t.addr, dest_id)?;
         self.maybe_poison(&mut t);
+        if self.ecrc_any {
+            self.ecrc_mark(origin, &mut t, (hops > 0).then_some(path[0]));
+        }
         t.path = path;
         t.hops = hops;
         t.at = 0;
@@ -1824,6 +1854,11 @@ impl Engine {
             }
         }
         let d = t.path[t.at as usize];
+        if self.cfg.switch_error_rate > 0.0
+            && matches!(self.nodes[node as usize].kind, NodeKind::Switch)
+        {
+            self.maybe_corrupt_inside(id, d);
+        }
         self.enqueue(d, id, cx);
     }
 
@@ -2058,6 +2093,11 @@ impl Engine {
         } else {
             None
         };
+        // Data corrupted on the way: the ECRC check (if any) fails here.
+        if self.tlps[id as usize].corrupted && self.ecrc_failed(id, cx) {
+            self.release(id);
+            return;
+        }
         if let (Dest::HostMemory, Kind::MWr) = {
             let t = &self.tlps[id as usize];
             (t.dest, t.kind)
@@ -2462,6 +2502,7 @@ impl Engine {
         if self.is_link_port(f) {
             self.refresh_aspm();
         }
+        self.refresh_ecrc(f);
     }
 
     /// Function `f` signals a power-management event (PCIe Base Spec 5.3.3): PME_Status
@@ -2744,14 +2785,14 @@ impl Engine {
         self.fabric.functions.get_mut(f.0 as usize)?.model.as_mut()
     }
 
-    fn origin_of(&self, node: u32) -> Origin {
+    pub(crate) fn origin_of(&self, node: u32) -> Origin {
         match self.nodes[node as usize].func {
             Some(f) => Origin::Function(f),
             None => Origin::Host,
         }
     }
 
-    fn ep_bdf(&self, node: u32) -> Bdf {
+    pub(crate) fn ep_bdf(&self, node: u32) -> Bdf {
         match &self.nodes[node as usize].kind {
             NodeKind::Ep(ep) => ep.bdf,
             _ => self.host_bdf,
@@ -3962,7 +4003,7 @@ pub(crate) const AER_MALFORMED: u32 = 1 << 18;
 
 /// Sets an AER Uncorrectable Error Status bit of function `f` (if it has AER).
 /// Offsets of the PCI Express capability and the AER extended capability of `f`.
-fn err_caps(fabric: &Fabric, f: FnId) -> (Option<u16>, Option<u16>) {
+pub(crate) fn err_caps(fabric: &Fabric, f: FnId) -> (Option<u16>, Option<u16>) {
     let Some(func) = fabric.functions.get(f.0 as usize) else {
         return (None, None);
     };

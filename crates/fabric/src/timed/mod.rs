@@ -47,6 +47,7 @@
 //! ```
 
 pub(crate) mod aspm;
+mod ecrc;
 mod endpoint;
 mod engine;
 mod iommu;
@@ -142,6 +143,15 @@ pub struct SimConfig {
     /// as for data found bad inside a device (see [`FabricSim::poison_host_memory`] and
     /// the `poison` notes in the crate README for what receivers do). Default 0.
     pub poison_rate: f64,
+    /// ECRC on: after enumeration every function with AER gets ECRC Generation Enable
+    /// and ECRC Check Enable set (as Linux's `pci=ecrc=on`); software may change them
+    /// later with configuration writes. Every TLP then carries a 4-byte digest. Default
+    /// false.
+    pub ecrc: bool,
+    /// Probability that a switch corrupts the data of a TLP it forwards (an internal
+    /// error that the per-link LCRC cannot see; only ECRC catches it, see the `ecrc`
+    /// notes in the crate README). Default 0.
+    pub switch_error_rate: f64,
     /// The longest time a receiver goes without sending UpdateFC for a class with
     /// finite credits (PCIe Base Spec 2.6.1.2: at least every 30 µs, 120 µs with
     /// Extended Synch): an idle link still carries these refreshes. They are background
@@ -232,6 +242,8 @@ impl Default for SimConfig {
             ber: 0.0,
             dllp_error_rate: 0.0,
             poison_rate: 0.0,
+            ecrc: false,
+            switch_error_rate: 0.0,
             fc_update_period: SimDuration::from_us(30),
             retrain_time: SimDuration::from_us(1),
             completion_timeout: SimDuration::from_ms(10),
@@ -334,6 +346,13 @@ fn check(cfg: &SimConfig) -> Result<(), SimError> {
     }
     if !(0.0..=1.0).contains(&cfg.poison_rate) {
         return p("poison rate", cfg.poison_rate.to_string(), "0 <= p <= 1");
+    }
+    if !(0.0..=1.0).contains(&cfg.switch_error_rate) {
+        return p(
+            "switch error rate",
+            cfg.switch_error_rate.to_string(),
+            "0 <= p <= 1",
+        );
     }
     let fc = cfg.fc_update_period;
     if fc != SimDuration::ZERO && !(SimDuration::from_us(1)..=SimDuration::from_ms(1)).contains(&fc)
@@ -659,6 +678,8 @@ impl FabricSim {
             rc_posted_last: SimTime::ZERO,
             llc_set: Default::default(),
             poison_lines: Default::default(),
+            ecrc: Vec::new(),
+            ecrc_any: false,
             llc_fifo: VecDeque::new(),
             p2p_tags: (256..512u16).rev().collect(),
             p2p_tag_map: Default::default(),
@@ -689,6 +710,9 @@ impl FabricSim {
             sim.world_mut().nodes[n].fifo = f;
         }
         sim.world_mut().init_aspm();
+        if cfg.ecrc {
+            sim.world_mut().enable_ecrc();
+        }
         // Link training ends in the InitFC handshake: every receiver advertises its
         // buffers with InitFC1 and InitFC2 for P, NP and Cpl (0 = infinite).
         sim.process(|e, cx| {
@@ -922,6 +946,9 @@ impl FabricSim {
                 t.data = e.alloc_payload(&value.to_le_bytes());
             }
             e.maybe_poison(&mut t);
+            if e.ecrc_any {
+                e.ecrc_mark(Origin::Host, &mut t, (hops > 0).then_some(path[0]));
+            }
             let id = e.alloc_tlp(t);
             cx.schedule_in(delay, engine::Ev::HostSend(id));
             Ok(())
@@ -979,8 +1006,13 @@ impl FabricSim {
                 dma_last: (NONE, NONE),
                 hdr_bytes: if addr > u32::MAX as u64 { 16 } else { 12 },
                 poisoned,
+                td: false,
+                corrupted: false,
             };
             e.maybe_poison(&mut t);
+            if e.ecrc_any {
+                e.ecrc_mark(Origin::Host, &mut t, (hops > 0).then_some(path[0]));
+            }
             let id = e.alloc_tlp(t);
             cx.schedule_in(delay, engine::Ev::HostSend(id));
             Ok(())

@@ -165,6 +165,9 @@ pub struct DirCounters {
     pub corrupted: u64,
     /// TLPs transmitted with poisoned data (EP set; first transmissions).
     pub poisoned: u64,
+    /// TLPs whose data the switch sending them on this direction corrupted
+    /// (`SimConfig::switch_error_rate`).
+    pub internal_errors: u64,
     /// TLPs the receiver discarded as duplicates.
     pub duplicates: u64,
     /// Picoseconds during which a TLP was waiting for flow-control credits.

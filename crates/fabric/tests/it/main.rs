@@ -4,6 +4,7 @@
 mod aspm;
 mod common;
 mod config;
+mod ecrc;
 mod enumerate;
 mod errors;
 mod gem5;
