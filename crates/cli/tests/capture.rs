@@ -1031,16 +1031,28 @@ fn enumeration_capture_shows_type0_type1_config_requests_in_dump_and_tshark() {
     assert!(checked > 1000, "{checked}");
 }
 
+/// The sum over every run's links of the per-link counter `field` of `pcielab sim --json`.
+fn links_sum(out: &str, field: &str) -> u64 {
+    let v: Value = serde_json::from_str(out).unwrap();
+    let runs = v.as_array().map_or(vec![&v], |a| a.iter().collect());
+    runs.iter()
+        .flat_map(|r| r["links"].as_array().unwrap())
+        .map(|l| l[field].as_u64().unwrap())
+        .sum()
+}
+
+/// How many frames of `pcap` real tshark (with our dissector) matches with `filter`.
+fn tshark_count(pcap: &Path, filter: &str) -> usize {
+    let p = pcap.to_str().unwrap();
+    let (lines, err) = tshark(&["-r", p, "-Y", filter, "-T", "fields", "-e", "frame.number"]);
+    assert!(!err.contains("Lua"), "{err}");
+    lines.lines().count()
+}
+
 #[test]
 fn poisoned_tlps_of_a_simulation_show_ep_in_dump_and_tshark() {
     let (out, pcap, _) = sim_capture("sim-poison", &["--poison-rate", "0.3"]);
-    let v: Value = serde_json::from_str(&out).unwrap();
-    let runs = v.as_array().map_or(vec![&v], |a| a.iter().collect());
-    let counted: u64 = runs
-        .iter()
-        .flat_map(|r| r["links"].as_array().unwrap())
-        .map(|l| l["poisoned"].as_u64().unwrap())
-        .sum();
+    let counted = links_sum(&out, "poisoned");
     assert!(counted > 0, "{out}");
     // Every first transmission the simulator counted as poisoned has EP in the capture.
     let dump = dump_json(&pcap);
@@ -1055,19 +1067,7 @@ fn poisoned_tlps_of_a_simulation_show_ep_in_dump_and_tshark() {
     if !tshark_wanted() {
         return;
     }
-    let p = pcap.to_str().unwrap();
-    let (lines, err) = tshark(&[
-        "-r",
-        p,
-        "-Y",
-        "pcielab.tlp.ep == 1",
-        "-T",
-        "fields",
-        "-e",
-        "frame.number",
-    ]);
-    assert!(!err.contains("Lua"), "{err}");
-    assert_eq!(lines.lines().count(), all);
+    assert_eq!(tshark_count(&pcap, "pcielab.tlp.ep == 1"), all);
 }
 
 #[test]
@@ -1076,13 +1076,7 @@ fn tlps_a_switch_corrupted_fail_their_ecrc_in_dump_and_tshark() {
         "sim-ecrc",
         &["--ecrc", "--switch-error-rate", "0.3", "--seed", "7"],
     );
-    let v: Value = serde_json::from_str(&out).unwrap();
-    let runs = v.as_array().map_or(vec![&v], |a| a.iter().collect());
-    let counted: u64 = runs
-        .iter()
-        .flat_map(|r| r["links"].as_array().unwrap())
-        .map(|l| l["internal_errors"].as_u64().unwrap())
-        .sum();
+    let counted = links_sum(&out, "internal_errors");
     assert!(counted > 0, "{out}");
     let dump = dump_json(&pcap);
     // ECRC on: every TLP of the capture carries a digest (TD set).
@@ -1104,17 +1098,5 @@ fn tlps_a_switch_corrupted_fail_their_ecrc_in_dump_and_tshark() {
     if !tshark_wanted() {
         return;
     }
-    let p = pcap.to_str().unwrap();
-    let (lines, err) = tshark(&[
-        "-r",
-        p,
-        "-Y",
-        "pcielab.tlp.ecrc_ok == 0",
-        "-T",
-        "fields",
-        "-e",
-        "frame.number",
-    ]);
-    assert!(!err.contains("Lua"), "{err}");
-    assert_eq!(lines.lines().count(), all_bad);
+    assert_eq!(tshark_count(&pcap, "pcielab.tlp.ecrc_ok == 0"), all_bad);
 }
