@@ -88,9 +88,19 @@ impl Engine {
             .unwrap_or(0)
     }
 
+    /// What a TLP gets where it is made: poison (`poison_rate`) and, when its
+    /// originator generates ECRC, TD; `first`: the first direction of its path.
+    #[inline(always)]
+    pub(crate) fn at_source(&mut self, origin: Origin, t: &mut Tlp, first: Option<u16>) {
+        self.maybe_poison(t);
+        if self.ecrc_any {
+            self.ecrc_mark(origin, t, first);
+        }
+    }
+
     /// Sets TD on `t` when its originator generates ECRC; `first`: the first direction
     /// of its path (the root complex generates by its root port's enable).
-    pub(crate) fn ecrc_mark(&self, origin: Origin, t: &mut Tlp, first: Option<u16>) {
+    fn ecrc_mark(&self, origin: Origin, t: &mut Tlp, first: Option<u16>) {
         let f = match origin {
             Origin::Function(f) => Some(f),
             Origin::Host => first.and_then(|d| self.dirs[(d ^ 1) as usize].rx_func),

@@ -1117,10 +1117,7 @@ impl Engine {
         cx: &mut Context<'_, PackedEv>,
     ) -> Result<u32, RouteError> {
         let (path, hops, dest) = self.route(origin, t.kind, t.addr, dest_id)?;
-        self.maybe_poison(&mut t);
-        if self.ecrc_any {
-            self.ecrc_mark(origin, &mut t, (hops > 0).then_some(path[0]));
-        }
+        self.at_source(origin, &mut t, (hops > 0).then_some(path[0]));
         t.path = path;
         t.hops = hops;
         t.at = 0;

@@ -945,10 +945,7 @@ impl FabricSim {
             if kind == Kind::CfgWr {
                 t.data = e.alloc_payload(&value.to_le_bytes());
             }
-            e.maybe_poison(&mut t);
-            if e.ecrc_any {
-                e.ecrc_mark(Origin::Host, &mut t, (hops > 0).then_some(path[0]));
-            }
+            e.at_source(Origin::Host, &mut t, (hops > 0).then_some(path[0]));
             let id = e.alloc_tlp(t);
             cx.schedule_in(delay, engine::Ev::HostSend(id));
             Ok(())
@@ -1009,10 +1006,7 @@ impl FabricSim {
                 td: false,
                 corrupted: false,
             };
-            e.maybe_poison(&mut t);
-            if e.ecrc_any {
-                e.ecrc_mark(Origin::Host, &mut t, (hops > 0).then_some(path[0]));
-            }
+            e.at_source(Origin::Host, &mut t, (hops > 0).then_some(path[0]));
             let id = e.alloc_tlp(t);
             cx.schedule_in(delay, engine::Ev::HostSend(id));
             Ok(())

@@ -178,15 +178,23 @@ impl Endpoint for Reader {
     }
 }
 
-#[test]
-fn a_corrupted_completion_is_dropped_and_the_read_times_out() {
+/// One 1 KiB DMA read through a switch that corrupts everything, ECRC on; `setup`
+/// runs first. Returns the simulation and whether the read succeeded.
+fn read_run(setup: impl Fn(&mut FabricSim)) -> (FabricSim, serde_json::Value) {
     let mut s = sim(true, 1.0);
+    setup(&mut s);
     let base = s.alloc_dma(4096);
     s.host_write(base, &pattern());
     s.attach("ep", Box::new(Reader { base, ok: None })).unwrap();
     s.run_until_idle(SimTime::from_ps(u64::MAX / 2));
-    let r = s.model("ep").unwrap().report().unwrap();
-    assert_eq!(r["ok"], serde_json::json!(false));
+    let ok = s.model("ep").unwrap().report().unwrap()["ok"].clone();
+    (s, ok)
+}
+
+#[test]
+fn a_corrupted_completion_is_dropped_and_the_read_times_out() {
+    let (mut s, ok) = read_run(|_| {});
+    assert_eq!(ok, serde_json::json!(false));
     assert!(internal_errors(&s, "sw.0->ep") > 0);
     // The device logs the ECRC Error first (with a CplD's header), then the timeout.
     let ep = s.bdf("ep").unwrap();
@@ -200,16 +208,12 @@ fn a_corrupted_completion_is_dropped_and_the_read_times_out() {
     let dw0 = s.cfg_read(ep, a + 0x1c);
     assert_eq!(dw0 >> 24, 0x4a, "CplD: Fmt 010, Type 01010");
     // Checking off at the device: the same run delivers the corrupted data.
-    let mut s = sim(true, 1.0);
-    let (_, a) = caps(&mut s, ep);
-    let ctl = s.cfg_read(ep, a + 0x18);
-    s.cfg_write(ep, a + 0x18, ctl & !(1 << 8));
-    let base = s.alloc_dma(4096);
-    s.host_write(base, &pattern());
-    s.attach("ep", Box::new(Reader { base, ok: None })).unwrap();
-    s.run_until_idle(SimTime::from_ps(u64::MAX / 2));
-    let r = s.model("ep").unwrap().report().unwrap();
-    assert_eq!(r["ok"], serde_json::json!(true));
+    let (mut s, ok) = read_run(|s| {
+        let (_, a) = caps(s, ep);
+        let ctl = s.cfg_read(ep, a + 0x18);
+        s.cfg_write(ep, a + 0x18, ctl & !(1 << 8));
+    });
+    assert_eq!(ok, serde_json::json!(true));
     assert_eq!(s.cfg_read(ep, a + 4) & ECRC_ERROR, 0);
 }
 
