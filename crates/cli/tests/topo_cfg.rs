@@ -101,10 +101,14 @@ fn cfg_decode_reads_our_own_dump_back() {
         text.contains("00:01.0 (4096 bytes) PCI bridge: pcielab rc.0"),
         "{text}"
     );
-    // mem-c: AER at 0x100 (0x48 bytes), DSN 0x148 (12), LTR 0x154 (8), ARI 0x15c (8),
-    // SR-IOV 0x164.
+    // mem-c: AER at 0x100 (0x48 bytes), DSN 0x148 (12), LTR 0x154 (8), ATS 0x15c (8),
+    // ARI 0x164 (8), SR-IOV 0x16c.
     assert!(
-        text.contains("Capabilities: [164 v1] Single Root I/O Virtualization"),
+        text.contains("Capabilities: [16c v1] Single Root I/O Virtualization"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Capabilities: [15c v1] Address Translation Services\n\t\tATSCap:\tInvalidate Queue Depth: 00\n\t\tATSCtl:\tEnable-, Smallest Translation Unit: 00"),
         "{text}"
     );
     assert!(

@@ -213,6 +213,8 @@ pub mod id {
     pub const EXT_ACS: u16 = 0x000d;
     /// Extended: Alternative Routing-ID Interpretation.
     pub const EXT_ARI: u16 = 0x000e;
+    /// Extended: Address Translation Services.
+    pub const EXT_ATS: u16 = 0x000f;
     /// Extended: Single Root I/O Virtualization.
     pub const EXT_SRIOV: u16 = 0x0010;
     /// Extended: Latency Tolerance Reporting.

@@ -431,6 +431,21 @@ fn describe_ext(s: &mut String, cap: u16, o: u16, rd: &dyn Fn(u16, usize) -> u32
         id::EXT_ARI => {
             let _ = writeln!(s, "\tNext function: {}", (rd(o + 4, 2) >> 8) & 0xff);
         }
+        id::EXT_ATS => {
+            // As lspci words them.
+            let _ = writeln!(
+                s,
+                "\tATSCap:\tInvalidate Queue Depth: {:02x}",
+                rd(o + 4, 2) & 0x1f
+            );
+            let ctl = rd(o + 6, 2);
+            let _ = writeln!(
+                s,
+                "\tATSCtl:\tEnable{}, Smallest Translation Unit: {:02x}",
+                flag(ctl & 0x8000 != 0),
+                ctl & 0x1f
+            );
+        }
         _ => {}
     }
 }
@@ -482,6 +497,31 @@ mod tests {
         CapabilityList::new().with(pcie).install(&mut cs).unwrap();
         let t = describe(cs.bytes());
         assert!(t.contains("ASPM L1, Exit Latency L1 <4us\n"), "{t}");
+    }
+
+    #[test]
+    fn describes_ats() {
+        use crate::ext_caps::AtsCap;
+        let mut cs = Type0::default().build().unwrap();
+        let placed = CapabilityList::new()
+            .with_ext(AtsCap {
+                invalidate_queue_depth: 5,
+            })
+            .install(&mut cs)
+            .unwrap();
+        let t = describe(cs.bytes());
+        assert!(t.contains("Address Translation Services"), "{t}");
+        assert!(t.contains("\tATSCap:\tInvalidate Queue Depth: 05\n"), "{t}");
+        assert!(
+            t.contains("\tATSCtl:\tEnable-, Smallest Translation Unit: 00\n"),
+            "{t}"
+        );
+        cs.write_u16(placed[0].offset + 6, 0x8003);
+        let t = describe(cs.bytes());
+        assert!(
+            t.contains("\tATSCtl:\tEnable+, Smallest Translation Unit: 03\n"),
+            "{t}"
+        );
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! Extended capabilities (0x100 and above): AER, SR-IOV, ARI, ACS, DSN, LTR.
+//! Extended capabilities (0x100 and above): AER, SR-IOV, ARI, ACS, DSN, LTR, ATS.
 //!
 //! Each type documents its register map; offsets are from the capability header.
 
@@ -285,6 +285,58 @@ impl ExtCapability for LtrCap {
     fn install(&self, cs: &mut ConfigSpace, at: u16) {
         cs.define(at + 4, 4, 0xffff_ffff, Access::RsvdP, 0);
         cs.define(at + 4, 4, 0x1fff_1fff, Access::Rw, 0);
+    }
+}
+
+/// ATS Control: Enable (bit 15 of the register at +06).
+pub const ATS_CTL_ENABLE: u16 = 0x8000;
+
+/// Address Translation Services (ID 0x000f, version 1), 8 bytes (PCIe Base Spec,
+/// ATS Extended Capability).
+///
+/// ```text
+/// +00 | Next | Ver | ID                                                        |
+/// +04 | ATS Control: Enable(15,RW) STU(4:0,RW) | ATS Capability: Page Aligned   |
+/// |   |                                        | Request(5) Invalidate Queue     |
+/// |   |                                        | Depth(4:0; 0 means 32)          |
+/// ```
+///
+/// The Smallest Translation Unit is 4 KiB << STU: the unit of Translation Requests,
+/// Translation Completions and Invalidate Requests.
+///
+/// ```
+/// use pcielab_config::caps::CapabilityList;
+/// use pcielab_config::ext_caps::{AtsCap, ATS_CTL_ENABLE};
+/// use pcielab_config::header::Type0;
+/// let mut cs = Type0::default().build().unwrap();
+/// let placed = CapabilityList::new().with_ext(AtsCap { invalidate_queue_depth: 0 }).install(&mut cs).unwrap();
+/// let at = placed[0].offset;
+/// assert_eq!(cs.read_u16(at + 4), 0x0020); // Page Aligned Request, 32 invalidations
+/// cs.write_u16(at + 6, 0x801f); // Enable, STU 31
+/// assert_eq!(cs.read_u16(at + 6), ATS_CTL_ENABLE | 0x1f);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AtsCap {
+    /// Invalidate Requests the function accepts before it throttles the link
+    /// (0 means 32).
+    pub invalidate_queue_depth: u8,
+}
+
+impl ExtCapability for AtsCap {
+    fn id(&self) -> u16 {
+        id::EXT_ATS
+    }
+    fn version(&self) -> u8 {
+        1
+    }
+    fn size(&self) -> u16 {
+        8
+    }
+    fn install(&self, cs: &mut ConfigSpace, at: u16) {
+        let cap = 0x0020 | (self.invalidate_queue_depth as u32 & 0x1f);
+        cs.define(at + 4, 2, 0xffff, Access::Ro, cap);
+        cs.define(at + 6, 2, 0xffff, Access::RsvdP, 0);
+        cs.define(at + 6, 2, ATS_CTL_ENABLE as u32 | 0x1f, Access::Rw, 0);
     }
 }
 

@@ -30,7 +30,7 @@
 
 use crate::functional::{FunctionModel, HwFunction, Unsupported};
 use pcielab_config::caps::{CapabilityList, MsiCap, MsixCap, MsixTable, PcieCap, PmCap};
-use pcielab_config::ext_caps::{AerCap, AriCap, DsnCap, LtrCap, SriovCap};
+use pcielab_config::ext_caps::{AerCap, AriCap, AtsCap, DsnCap, LtrCap, SriovCap};
 use pcielab_config::{Bar, Ids, Type0, PCIELAB_VENDOR_ID};
 use std::collections::BTreeMap;
 
@@ -664,7 +664,8 @@ fn build_psmem(ctx: &EndpointCtx<'_>) -> Result<Vec<HwFunction>, KindError> {
         .with(ctx.pcie)
         .with_ext(AerCap::default())
         .with_ext(DsnCap { serial: ctx.serial })
-        .with_ext(LtrCap);
+        .with_ext(LtrCap)
+        .with_ext(AtsCap::default());
     if vfs > 0 {
         list = list
             .with_ext(AriCap { next_function: 0 })

@@ -74,6 +74,19 @@ pub(crate) enum Kind {
     /// switch sends one upstream once every downstream port has acknowledged). Posted,
     /// 4DW header, no data; one link per TLP (`dest` is [`Dest::Hop`]).
     PmHop,
+    /// An ATS Translation Request (a memory read with AT = 01b) from a device's DMA
+    /// engine to the root complex's translation agent: non-posted, no data; `addr` is
+    /// the untranslated page, `len` 8 (one Translation Completion entry). Routed to
+    /// the root complex whatever its address (see `ats`).
+    TransReq,
+    /// An ATS Invalidate Request (MsgD 01h, routed by ID) from the root complex to a
+    /// device: posted, 4DW header and 8 bytes of data (the untranslated range);
+    /// `completer` is the device, `byte_count` the ITag.
+    AtsInv,
+    /// An ATS Invalidate Completion (Msg 02h, routed by ID) from a device to the root
+    /// complex: posted, 4DW header, no data; `completer` is the host bridge,
+    /// `byte_count` the ITag whose bit the ITag vector sets.
+    AtsInvCpl,
 }
 
 /// Who consumes a TLP at its destination.
@@ -142,6 +155,8 @@ pub(crate) struct Tlp {
     pub td: bool,
     /// A switch corrupted the data on the way (after the digest was computed).
     pub corrupted: bool,
+    /// The AT field of a memory request: 0 untranslated, 2 translated (ATS).
+    pub addr_type: u8,
 }
 
 impl Tlp {
@@ -152,7 +167,14 @@ impl Tlp {
     pub fn new(kind: Kind, requester: Bdf, addr: u64, len: u32) -> Tlp {
         let hdr_bytes = match kind {
             Kind::MRd | Kind::MWr if addr > u32::MAX as u64 => 16,
-            Kind::Intx | Kind::ErrMsg | Kind::VendorMsg | Kind::PmMsg | Kind::PmHop => 16,
+            Kind::TransReq if addr > u32::MAX as u64 => 16,
+            Kind::Intx
+            | Kind::ErrMsg
+            | Kind::VendorMsg
+            | Kind::PmMsg
+            | Kind::PmHop
+            | Kind::AtsInv
+            | Kind::AtsInvCpl => 16,
             _ => 12,
         };
         Tlp {
@@ -176,15 +198,21 @@ impl Tlp {
             poisoned: false,
             td: false,
             corrupted: false,
+            addr_type: 0,
         }
     }
     #[inline]
     pub fn class(&self) -> usize {
         match self.kind {
-            Kind::MWr | Kind::Intx | Kind::ErrMsg | Kind::VendorMsg | Kind::PmMsg | Kind::PmHop => {
-                P
-            }
-            Kind::MRd | Kind::IoRd | Kind::IoWr | Kind::CfgRd | Kind::CfgWr => NP,
+            Kind::MWr
+            | Kind::Intx
+            | Kind::ErrMsg
+            | Kind::VendorMsg
+            | Kind::PmMsg
+            | Kind::PmHop
+            | Kind::AtsInv
+            | Kind::AtsInvCpl => P,
+            Kind::MRd | Kind::IoRd | Kind::IoWr | Kind::CfgRd | Kind::CfgWr | Kind::TransReq => NP,
             Kind::Cpl | Kind::CplD => CPL,
         }
     }
@@ -194,6 +222,7 @@ impl Tlp {
         match self.kind {
             Kind::MWr | Kind::CplD | Kind::IoWr | Kind::CfgWr => self.dw_span() * 4,
             Kind::VendorMsg if self.len > 0 => self.dw_span() * 4,
+            Kind::AtsInv => 8,
             _ => 0,
         }
     }
@@ -439,6 +468,10 @@ pub(crate) struct DmaOp {
     pub outstanding: u32,
     /// A write whose TLPs carry poisoned data.
     pub poisoned: bool,
+    /// ATS translations the DMA uses: (untranslated base, translated base, size).
+    pub xlate: Vec<(u64, u64, u64)>,
+    /// Translations it still waits for before it starts.
+    pub xlate_wait: u32,
 }
 
 #[derive(Debug)]
@@ -649,6 +682,12 @@ pub struct Engine {
     pub(crate) ecrc: Vec<u8>,
     /// Some function has an ECRC enable set.
     pub(crate) ecrc_any: bool,
+    /// ATS state of devices with ATS enabled, by node (see `ats`).
+    pub(crate) ats: IntMap<u32, super::ats::AtsDevice>,
+    /// Some device has ATS enabled.
+    pub(crate) ats_any: bool,
+    /// Invalidations the root complex sent, in order.
+    pub(crate) ats_invals: Vec<super::ats::AtsInvalidation>,
     pub(crate) llc_fifo: VecDeque<u64>,
     /// Tags the root complex uses for split peer reads (256..512), and their state.
     pub(crate) p2p_tags: Vec<u16>,
@@ -816,6 +855,11 @@ impl Engine {
                     set_be(&mut r);
                     r
                 }),
+            Kind::TransReq => TlpRepr::mem_read(t.requester, tag, t.addr, 2).map(|mut r| {
+                r.at = pcielab_wire::AddressType::TranslationRequest;
+                r
+            }),
+            Kind::AtsInv | Kind::AtsInvCpl => Ok(super::ats::message_repr(t, tag, &data)),
             Kind::MWr => TlpRepr::mem_write(t.requester, tag, t.addr, &data).map(|mut r| {
                 set_be(&mut r);
                 r
@@ -906,6 +950,9 @@ impl Engine {
         r.and_then(|mut r| {
             r.ep = t.poisoned;
             r.td = t.td;
+            if t.addr_type == 2 {
+                r.at = pcielab_wire::AddressType::Translated;
+            }
             r.to_vec()
         })
         .map(|mut out| {
@@ -936,9 +983,14 @@ impl Engine {
         };
         let key = match kind {
             // Completions and error messages go to a function by ID (messages: the host bridge).
-            Kind::Cpl | Kind::CplD | Kind::ErrMsg | Kind::VendorMsg | Kind::PmMsg => {
-                (onode, 1u64 << 63 | dest_id.raw() as u64)
-            }
+            Kind::Cpl
+            | Kind::CplD
+            | Kind::ErrMsg
+            | Kind::VendorMsg
+            | Kind::PmMsg
+            | Kind::TransReq
+            | Kind::AtsInv
+            | Kind::AtsInvCpl => (onode, 1u64 << 63 | dest_id.raw() as u64),
             // I/O BARs are as small as 4 bytes and share pages: one entry per DW. Bit 62
             // keeps the keys apart from memory pages (at most 2^52) and completions.
             Kind::IoRd | Kind::IoWr => (onode, 1u64 << 62 | (addr & 0xffff_fffc)),
@@ -952,7 +1004,14 @@ impl Engine {
             return Ok(*r);
         }
         let (hops, dest_node, dest) = match kind {
-            Kind::Cpl | Kind::CplD | Kind::ErrMsg | Kind::VendorMsg | Kind::PmMsg => {
+            Kind::Cpl
+            | Kind::CplD
+            | Kind::ErrMsg
+            | Kind::VendorMsg
+            | Kind::PmMsg
+            | Kind::TransReq
+            | Kind::AtsInv
+            | Kind::AtsInvCpl => {
                 let r = self.fabric.route_id(origin, dest_id)?;
                 let f = &self.fabric.functions[r.target.0 as usize];
                 let d = if f.role == Role::HostBridge {
@@ -1744,8 +1803,10 @@ impl Engine {
         };
         if last {
             let (dest, kind, addr, len, req) = (t.dest, t.kind, t.addr, t.len as u64, t.requester);
+            let translated = t.addr_type == 2;
             let extra = match (dest, kind) {
                 (Dest::HostMemory, Kind::MRd) => self.memory_read_latency(addr, len),
+                (Dest::Rc, Kind::TransReq) => self.translation_latency(req, addr),
                 (Dest::Bar { .. }, Kind::MRd | Kind::IoRd | Kind::IoWr) => self.cfg.ep_latency,
                 (Dest::Config { node, .. }, _)
                     if matches!(self.nodes[node as usize].kind, NodeKind::Ep(_)) =>
@@ -1757,7 +1818,8 @@ impl Engine {
             let mut at = cx.now() + lat + extra;
             if dest == Dest::HostMemory && !(MSI_RANGE.0..=MSI_RANGE.1).contains(&addr) {
                 let posted = kind == Kind::MWr;
-                if let Some(m) = self.iommu.as_mut() {
+                // A translated request (ATS) passes the IOMMU without a lookup.
+                if let (Some(m), false) = (self.iommu.as_mut(), translated) {
                     at += m.lookup_latency(req, addr);
                 }
                 if posted {
@@ -2055,10 +2117,12 @@ impl Engine {
                     data: u32::from_le_bytes(v),
                 },
             ));
-        } else if let Some(phys) = match self.iommu.as_mut() {
-            Some(m) => m.translate(cx.now(), req, addr),
-            None => Some(addr),
-        } {
+        } else if let Some(phys) = self.dma_target(id, cx.now()) {
+            let data: &[u8] = if pd == NONE {
+                &[]
+            } else {
+                &self.payloads[pd as usize]
+            };
             self.fabric.host_memory.write(phys, &data[..n]);
             // Nothing to track while no line is poisoned (the usual case).
             if poisoned || !self.poison_lines.is_empty() {
@@ -2107,10 +2171,7 @@ impl Engine {
         match (t.dest, t.kind) {
             (Dest::HostMemory, Kind::MRd) => {
                 let host = self.host_bdf;
-                let phys = match self.iommu.as_mut() {
-                    Some(m) => m.translate(cx.now(), t.requester, t.addr),
-                    None => Some(t.addr),
-                };
+                let phys = self.dma_target(id, cx.now());
                 match phys {
                     Some(p) => {
                         let mut buf = std::mem::take(&mut self.scratch);
@@ -2267,6 +2328,9 @@ impl Engine {
             (Dest::Hop { node }, Kind::PmHop) => {
                 self.pm_hop_arrived(node, ing, t.requester, t.byte_count as u8, cx)
             }
+            (Dest::Rc, Kind::TransReq) => self.translation_request(&t, cx),
+            (Dest::Dma { node }, Kind::AtsInv) => self.ats_invalidate_request(node, id, cx),
+            (Dest::Rc, Kind::AtsInvCpl) => self.ats_invalidate_completion(&t, cx),
             (Dest::Rc, Kind::PmMsg) => {
                 if let Some(rp) = self.last_rx_func {
                     self.root_pme(rp, t.requester, cx);
@@ -2500,6 +2564,7 @@ impl Engine {
             self.refresh_aspm();
         }
         self.refresh_ecrc(f);
+        self.refresh_ats(f, cx);
     }
 
     /// Function `f` signals a power-management event (PCIe Base Spec 5.3.3): PME_Status
@@ -3585,6 +3650,8 @@ impl Engine {
             ok: true,
             live: true,
             outstanding: 0,
+            xlate: Vec::new(),
+            xlate_wait: 0,
         };
         let oi = match ep.free_ops.pop() {
             Some(i) => {
@@ -3600,6 +3667,19 @@ impl Engine {
             self.finish_dma(node, oi, cx);
             return;
         }
+        // With ATS on, the DMA starts once the device holds its translations.
+        if self.ats_any && self.ats_gate(node, oi, cx) {
+            return;
+        }
+        self.dma_go(node, oi, cx);
+    }
+
+    /// Starts DMA `oi` of `node`: its writes go out, its reads join the read queue.
+    pub(crate) fn dma_go(&mut self, node: u32, oi: u32, cx: &mut Context<'_, PackedEv>) {
+        let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
+            return;
+        };
+        let (write, len) = (ep.ops[oi as usize].write, ep.ops[oi as usize].len);
         if write {
             self.issue_writes(node, oi, cx);
         } else {
@@ -3642,11 +3722,13 @@ impl Engine {
             let last = chunks.peek().is_none();
             let s = ch.offset as usize;
             let p = self.alloc_payload(&buf[s..s + ch.len as usize]);
+            let (addr, addr_type) = self.dma_address(node, oi, ch.addr);
             let t = Tlp {
                 data: p,
                 dma_last: if last { (node, oi) } else { (NONE, NONE) },
                 poisoned,
-                ..Tlp::new(Kind::MWr, me, ch.addr, ch.len)
+                addr_type,
+                ..Tlp::new(Kind::MWr, me, addr, ch.len)
             };
             if let Err(e) = self.inject(Origin::Function(f), t, me, cx) {
                 self.errors.push(format!("DMA write not routable: {e}"));
@@ -3705,9 +3787,11 @@ impl Engine {
             ep.tag_map[tag as usize] = Some((oi, off, ch.len, 0));
             ep.ops[oi as usize].outstanding += 1;
             let me = ep.bdf;
+            let (addr, addr_type) = self.dma_address(node, oi, ch.addr);
             let t = Tlp {
                 tag,
-                ..Tlp::new(Kind::MRd, me, ch.addr, ch.len)
+                addr_type,
+                ..Tlp::new(Kind::MRd, me, addr, ch.len)
             };
             if let Err(e) = self.inject(Origin::Function(f), t, me, cx) {
                 self.errors.push(format!("DMA read not routable: {e}"));
@@ -3724,6 +3808,9 @@ impl Engine {
     }
 
     fn dma_completion(&mut self, node: u32, id: u32, cx: &mut Context<'_, PackedEv>) {
+        if self.ats_any && self.translation_completion(node, id, cx) {
+            return;
+        }
         let now = cx.now();
         let (tag, status, addr, len, poisoned) = {
             let t = &self.tlps[id as usize];
@@ -3870,7 +3957,7 @@ impl Engine {
         }
     }
 
-    fn finish_dma(&mut self, node: u32, oi: u32, cx: &mut Context<'_, PackedEv>) {
+    pub(crate) fn finish_dma(&mut self, node: u32, oi: u32, cx: &mut Context<'_, PackedEv>) {
         let (id, ok, data) = {
             let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
                 return;
@@ -3886,6 +3973,7 @@ impl Engine {
                 std::mem::take(&mut op.buf)
             };
             let (id, ok) = (op.id, op.ok);
+            op.xlate.clear();
             ep.free_ops.push(oi);
             if ep.timeout_armed && !ep.ops.iter().any(|o| o.live && !o.write) {
                 if let Some(k) = ep.timeout_key.take() {
@@ -3895,6 +3983,9 @@ impl Engine {
             }
             (id, ok, data)
         };
+        if self.ats_any {
+            self.ats_dma_finished(node, cx);
+        }
         self.call_ep(node, cx, |m, cx| m.dma_done(id, ok, &data, cx));
     }
 

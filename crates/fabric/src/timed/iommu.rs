@@ -55,6 +55,8 @@ pub struct IommuStats {
     pub misses: u64,
     /// Faults.
     pub faults: u64,
+    /// ATS Translation Requests answered (see the `ats` module).
+    pub translation_requests: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -90,6 +92,37 @@ impl Iommu {
         }
     }
 
+    /// Removes the mapping of `[iova, iova + len)` of `bdf` (whole pages) and its
+    /// IOTLB entries.
+    pub fn unmap(&mut self, bdf: Bdf, iova: u64, len: u64) {
+        let ps = self.cfg.page_size;
+        let first = iova >> self.shift;
+        let pages = (iova % ps + len.max(1)).div_ceil(ps);
+        for i in 0..pages {
+            self.tables.remove(&(bdf.raw(), first + i));
+        }
+        let key = bdf.raw();
+        self.iotlb
+            .retain(|&(b, p)| b != key || p < first || p >= first + pages);
+    }
+
+    /// The translated base of the page holding `iova`, without recording anything.
+    pub fn peek(&self, bdf: Bdf, iova: u64) -> Option<u64> {
+        self.tables
+            .get(&(bdf.raw(), iova >> self.shift))
+            .map(|&p| p << self.shift)
+    }
+
+    /// Records a blocked request as a fault.
+    pub fn fault(&mut self, now: SimTime, bdf: Bdf, iova: u64) {
+        self.stats.faults += 1;
+        self.faults.push(IommuFault {
+            time: now,
+            requester: bdf,
+            iova,
+        });
+    }
+
     /// Looks the page up in the IOTLB (filling it on a miss): the added latency.
     pub fn lookup_latency(&mut self, bdf: Bdf, iova: u64) -> SimDuration {
         let key = (bdf.raw(), iova >> self.shift);
@@ -115,12 +148,7 @@ impl Iommu {
         match self.tables.get(&(bdf.raw(), iova >> self.shift)) {
             Some(&p) => Some((p << self.shift) | (iova & (self.cfg.page_size - 1))),
             None => {
-                self.stats.faults += 1;
-                self.faults.push(IommuFault {
-                    time: now,
-                    requester: bdf,
-                    iova,
-                });
+                self.fault(now, bdf, iova);
                 None
             }
         }

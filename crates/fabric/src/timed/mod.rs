@@ -47,6 +47,7 @@
 //! ```
 
 pub(crate) mod aspm;
+mod ats;
 mod ecrc;
 mod endpoint;
 mod engine;
@@ -58,6 +59,7 @@ mod trace;
 mod wire_bus;
 mod workload;
 
+pub use ats::{AtsInvalidation, AtsStats};
 pub use endpoint::{
     DmaId, Endpoint, EpCx, PsMemEndpoint, ReadReply, ReadTicket, VdmRoute, VendorMessage,
 };
@@ -204,6 +206,15 @@ pub struct SimConfig {
     pub p2p_split: Option<u32>,
     /// The root complex's IOMMU (None: DMA addresses are physical). Default None.
     pub iommu: Option<IommuConfig>,
+    /// ATS on: every function with the ATS capability gets ATS Enable set when the
+    /// simulation starts (software may change it later with configuration writes).
+    /// A device with ATS enabled asks the root complex's translation agent (the
+    /// IOMMU) for translations, caches them in its ATC and sends translated requests,
+    /// which pass the IOMMU without a lookup (see the `ats` notes in the crate
+    /// README). Needs `iommu`. Default false.
+    pub ats: bool,
+    /// Entries of each device's Address Translation Cache (LRU); 1..=65536. Default 64.
+    pub atc_entries: usize,
     /// Record every TLP/DLLP with its bytes. Default false.
     pub trace: bool,
     /// Record host-memory writes (requester, address, length) in order. Default false.
@@ -257,6 +268,8 @@ impl Default for SimConfig {
             dma_tags: 64,
             p2p_split: None,
             iommu: None,
+            ats: false,
+            atc_entries: 64,
             trace: false,
             log_writes: false,
         }
@@ -414,6 +427,16 @@ fn check(cfg: &SimConfig) -> Result<(), SimError> {
                 "a power of two, 4..=4096 bytes",
             );
         }
+    }
+    if cfg.ats && cfg.iommu.is_none() {
+        return p(
+            "ats",
+            "true without an IOMMU".into(),
+            "SimConfig::iommu set: the IOMMU is the translation agent",
+        );
+    }
+    if !(1..=65536).contains(&cfg.atc_entries) {
+        return p("atc entries", cfg.atc_entries.to_string(), "1..=65536");
     }
     if let Some(m) = cfg.iommu {
         if !m.page_size.is_power_of_two() || !(4096..=1 << 30).contains(&m.page_size) {
@@ -680,6 +703,9 @@ impl FabricSim {
             poison_lines: Default::default(),
             ecrc: Vec::new(),
             ecrc_any: false,
+            ats: Default::default(),
+            ats_any: false,
+            ats_invals: Vec::new(),
             llc_fifo: VecDeque::new(),
             p2p_tags: (256..512u16).rev().collect(),
             p2p_tag_map: Default::default(),
@@ -712,6 +738,9 @@ impl FabricSim {
         sim.world_mut().init_aspm();
         if cfg.ecrc {
             sim.world_mut().enable_ecrc();
+        }
+        if cfg.ats {
+            sim.world_mut().enable_ats();
         }
         // Link training ends in the InitFC handshake: every receiver advertises its
         // buffers with InitFC1 and InitFC2 for P, NP and Cpl (0 = infinite).
@@ -1004,6 +1033,7 @@ impl FabricSim {
                 hdr_bytes: if addr > u32::MAX as u64 { 16 } else { 12 },
                 poisoned,
                 td: false,
+                addr_type: 0,
                 corrupted: false,
             };
             e.at_source(Origin::Host, &mut t, (hops > 0).then_some(path[0]));
@@ -1457,6 +1487,43 @@ impl FabricSim {
                 allowed: "SimConfig::iommu set to Some(IommuConfig)",
             }),
         }
+    }
+
+    /// Removes the IOMMU mapping of `[iova, iova + len)` of endpoint `name`'s DMA (whole
+    /// pages, with their IOTLB entries). When the device has ATS enabled, the root
+    /// complex also sends it an ATS Invalidate Request now; its progress is in
+    /// [`FabricSim::ats_invalidations`]. Fails when no IOMMU is configured.
+    pub fn iommu_unmap(&mut self, name: &str, iova: u64, len: u64) -> Result<(), SimError> {
+        let n = self.node(name)?;
+        let bdf = self
+            .bdf(name)
+            .ok_or_else(|| SimError::UnknownNode(name.into()))?;
+        match self.sim.world_mut().iommu.as_mut() {
+            Some(m) => m.unmap(bdf, iova, len),
+            None => {
+                return Err(SimError::Param {
+                    what: "iommu",
+                    value: "none".into(),
+                    allowed: "SimConfig::iommu set to Some(IommuConfig)",
+                })
+            }
+        }
+        self.sim.process(|e, cx| {
+            e.send_ats_invalidate(n, iova, len, cx);
+        });
+        Ok(())
+    }
+
+    /// The ATS counters of endpoint `name` (None when it has no ATS enabled).
+    pub fn ats_stats(&self, name: &str) -> Option<AtsStats> {
+        let n = self.node(name).ok()?;
+        self.sim.world().ats_stats(n)
+    }
+
+    /// The ATS Invalidate Requests the root complex sent, in order, with the time each
+    /// completed.
+    pub fn ats_invalidations(&self) -> &[AtsInvalidation] {
+        &self.sim.world().ats_invals
     }
 
     /// IOMMU counters and faults (None without an IOMMU).

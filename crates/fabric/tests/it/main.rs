@@ -2,6 +2,7 @@
 //! the real `lspci` reading our dumps, and random topologies.
 
 mod aspm;
+mod ats;
 mod common;
 mod config;
 mod ecrc;

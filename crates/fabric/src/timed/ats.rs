@@ -1,0 +1,746 @@
+//! Address Translation Services (PCIe Base Spec, ATS chapter): a device asks the
+//! root complex's translation agent for translations, keeps them in its Address
+//! Translation Cache (ATC) and sends translated requests, which pass the IOMMU
+//! without a lookup; the host takes translations back with Invalidate Requests.
+//!
+//! ```text
+//!   device (ATS Enable set)                         root complex (IOMMU = translation agent)
+//!   DMA at untranslated address A
+//!     ATC miss ── Translation Request (MRd, AT=01b, 2 DW) ──►  IOTLB lookup / page walk
+//!              ◄── Translation Completion (CplD, 8 bytes) ──   entry: translated page, S, R, W
+//!     MRd/MWr at the translated address, AT=10b ─────────────►  no IOMMU lookup
+//!   host unmaps: ◄── Invalidate Request (MsgD 01h, ITag) ──
+//!     drops the ATC entries, waits for its DMAs that use them,
+//!              ── Invalidate Completion (Msg 02h) ───────────►  recorded with its time
+//! ```
+//!
+//! * **Enable.** [`SimConfig::ats`](super::SimConfig) sets ATS Enable on every function
+//!   with the capability when the simulation starts; a configuration write that
+//!   clears it turns the device's ATS off (its ATC is dropped), one that changes the
+//!   Smallest Translation Unit (STU) drops the ATC too.
+//! * **Translation.** A DMA starts once its device holds a translation for every
+//!   STU-sized unit it touches: units that miss the ATC are requested (one
+//!   Translation Request per unit, tags 768..1023 of the device, so the DMA tags stay
+//!   free); DMAs that need a unit already requested wait for the same completion.
+//!   The request reaches the root complex whatever its address; the IOMMU answers
+//!   after its IOTLB hit or miss latency with one Translation Completion entry of the
+//!   IOMMU's page size. An unmapped page gets an entry with neither Read nor Write
+//!   access: the DMA fails (counted as `denied`; it is not an IOMMU fault).
+//! * **Translated requests** carry AT = 10b and the translated address (visible in
+//!   traces and captures). The root complex passes them untranslated when their
+//!   requester has ATS enabled; from any other function they are blocked and recorded
+//!   as IOMMU faults.
+//! * **Invalidation.** [`FabricSim::iommu_unmap`](super::FabricSim::iommu_unmap)
+//!   removes the mapping and, for a device with ATS enabled, sends an Invalidate
+//!   Request for the smallest aligned power-of-two range (at least the STU) that
+//!   covers it. The device drops the entries it overlaps and marks translations it is
+//!   still waiting for as stale (their completions are not cached: the unit is
+//!   requested again); it sends the Invalidate Completion once no running DMA uses a
+//!   translation in the range. Being posted, the completion cannot pass the device's
+//!   earlier writes.
+//!
+//! Entry and range encoding: a 64-bit value sent as two big-endian DWs (bits 63:32
+//! first): address bits 63:12, S (bit 11), and for entries W (bit 1) and R (bit 0).
+//! With S set, the size is 8 KiB << (the number of ones from bit 12 up).
+//!
+//! Not modelled: the Page Request Interface, PASID, Global Invalidate, the Execute,
+//! Privileged and No-Snoop attributes, translation-request timeouts, an Invalidate
+//! Queue Depth limit, and ATS for peer-to-peer DMA.
+
+use super::engine::{Engine, Kind, NodeKind, Tlp, NONE};
+use super::packed::PackedEv;
+use super::poison::Poison;
+use crate::functional::{FnId, Origin};
+use pcielab_config::ext_caps::ATS_CTL_ENABLE;
+use pcielab_sim::{Context, SimDuration, SimTime};
+use pcielab_wire::tlp::{MsgCode, MsgFields, MsgHeader, MsgRouting, TlpHeader, TlpRepr};
+use pcielab_wire::{Bdf, CplStatus, Tag};
+use std::collections::VecDeque;
+
+/// The first tag a device uses for Translation Requests (its DMA tags are below 768).
+pub(crate) const ATS_TAG_BASE: u16 = 768;
+/// Translation Requests a device may have outstanding.
+const ATS_TAGS: u16 = 256;
+/// The smallest translation: 4 KiB.
+const PAGE: u64 = 4096;
+
+/// An Invalidate Request the root complex sent, and when its completion came back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AtsInvalidation {
+    /// The device it went to.
+    pub device: Bdf,
+    /// The untranslated range it invalidates: base (aligned to `size`) …
+    pub base: u64,
+    /// … and size (a power of two, at least the device's STU).
+    pub size: u64,
+    /// Its ITag (0..32).
+    pub itag: u8,
+    /// When it was sent.
+    pub sent: SimTime,
+    /// When its Invalidate Completion reached the root complex.
+    pub completed: Option<SimTime>,
+}
+
+/// A device's ATS counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AtsStats {
+    /// Translation units of DMAs found in the ATC.
+    pub atc_hits: u64,
+    /// Translation units of DMAs missing from the ATC.
+    pub atc_misses: u64,
+    /// Translation Requests sent.
+    pub translation_requests: u64,
+    /// Translation Completions that granted no access (unmapped pages).
+    pub denied: u64,
+    /// ATC entries evicted to make room (LRU).
+    pub evictions: u64,
+    /// Invalidate Requests received.
+    pub invalidations: u64,
+    /// ATC entries those invalidated.
+    pub invalidated_entries: u64,
+}
+
+/// A Translation Request outstanding (or waiting for a tag: `tag` NONE).
+#[derive(Debug, Clone)]
+struct Pending {
+    unit: u64,
+    tag: u16,
+    /// DMAs waiting for it: (op index, DMA id).
+    waiters: Vec<(u32, super::DmaId)>,
+    /// An Invalidate Request overlapping it arrived: ask again.
+    stale: bool,
+}
+
+/// The ATS state of a device with ATS enabled.
+#[derive(Debug, Clone)]
+pub(crate) struct AtsDevice {
+    bdf: Bdf,
+    /// Smallest Translation Unit in bytes.
+    stu: u64,
+    /// The ATC, most recently used first: (untranslated base, translated base, size).
+    atc: VecDeque<(u64, u64, u64)>,
+    pending: Vec<Pending>,
+    free_tags: Vec<u16>,
+    /// Invalidations waiting for DMAs that use the range: (base, size, ITag, from).
+    parked: Vec<(u64, u64, u8, Bdf)>,
+    pub stats: AtsStats,
+}
+
+impl AtsDevice {
+    fn new(bdf: Bdf, stu: u64) -> AtsDevice {
+        AtsDevice {
+            bdf,
+            stu,
+            atc: VecDeque::new(),
+            pending: Vec::new(),
+            free_tags: (ATS_TAG_BASE..ATS_TAG_BASE + ATS_TAGS).rev().collect(),
+            parked: Vec::new(),
+            stats: AtsStats::default(),
+        }
+    }
+}
+
+/// Encodes a translated (or untranslated) range as an entry value: `base` aligned to
+/// `size` (a power of two of at least 4 KiB), S and the size bits, and `rw` in bits 1:0.
+pub(crate) fn encode_range(base: u64, size: u64, rw: u64) -> u64 {
+    let size = size.max(PAGE);
+    let s = if size > PAGE {
+        (1 << 11) | ((size / 2 - 1) & !0xfff)
+    } else {
+        0
+    };
+    (base & !(size - 1)) | s | (rw & 3)
+}
+
+/// Decodes an entry value: (base, size, R, W).
+pub(crate) fn decode_range(v: u64) -> (u64, u64, bool, bool) {
+    let size = if v & (1 << 11) == 0 {
+        PAGE
+    } else {
+        let ones = (v >> 12).trailing_ones();
+        (2 * PAGE) << ones.min(50)
+    };
+    (v & !(size - 1) & !0xfff, size, v & 1 != 0, v & 2 != 0)
+}
+
+/// The ATS capability of function `f`: its offset.
+fn ats_cap(e: &Engine, f: FnId) -> Option<u16> {
+    let func = e.fabric.functions.get(f.0 as usize)?;
+    pcielab_config::caps::walk(func.config.bytes())
+        .0
+        .iter()
+        .find(|c| c.extended && c.id == pcielab_config::caps::id::EXT_ATS)
+        .map(|c| c.offset)
+}
+
+/// The header of an ATS Invalidate Request or Completion for the trace.
+pub(crate) fn message_repr<'a>(t: &Tlp, tag: Tag, data: &'a [u8]) -> TlpRepr<'a> {
+    let mut f = [0u8; 8];
+    f[0..2].copy_from_slice(&t.completer.raw().to_be_bytes());
+    let (code, data) = if t.kind == Kind::AtsInv {
+        f[7] = t.byte_count as u8 & 0x1f;
+        (MsgCode::AtsInvalidateRequest, data)
+    } else {
+        f[3] = 1; // Completion Count: this one completion
+        f[4..8].copy_from_slice(&(1u32 << (t.byte_count & 0x1f)).to_be_bytes());
+        (MsgCode::AtsInvalidateCompletion, &[][..])
+    };
+    TlpRepr::with_header(
+        TlpHeader::Msg(MsgHeader {
+            requester_id: t.requester,
+            tag,
+            code,
+            routing: MsgRouting::ById,
+            fields: MsgFields(f),
+        }),
+        data,
+    )
+}
+
+impl Engine {
+    /// Sets ATS Enable on every function with the ATS capability (`SimConfig::ats`).
+    pub(crate) fn enable_ats(&mut self) {
+        for i in 0..self.fabric.functions.len() {
+            let f = FnId(i as u32);
+            if let Some(a) = ats_cap(self, f) {
+                let cs = &mut self.fabric.functions[i].config;
+                let v = cs.read_u16(a + 6);
+                cs.hw_write(a + 6, 2, (v | ATS_CTL_ENABLE) as u32);
+                self.ats_configured(f, None);
+            }
+        }
+    }
+
+    /// Re-reads the ATS Control register of function `f` (after a configuration
+    /// write).
+    pub(crate) fn refresh_ats(&mut self, f: FnId, cx: &mut Context<'_, PackedEv>) {
+        if ats_cap(self, f).is_some() {
+            self.ats_configured(f, Some(cx));
+        }
+    }
+
+    fn ats_configured(&mut self, f: FnId, cx: Option<&mut Context<'_, PackedEv>>) {
+        let Some(a) = ats_cap(self, f) else {
+            return;
+        };
+        let func = &self.fabric.functions[f.0 as usize];
+        let ctl = func.config.read_u16(a + 6);
+        let node = func.node.0;
+        // Only the function a device's DMA engine issues from.
+        if self.nodes[node as usize].func != Some(f) {
+            return;
+        }
+        let (on, stu) = (ctl & ATS_CTL_ENABLE != 0, PAGE << (ctl & 0x1f));
+        let bdf = self.fabric.bdf(f);
+        match (on, self.ats.get(&node).map(|d| d.stu)) {
+            (true, Some(s)) if s == stu => {}
+            (true, Some(_)) => {
+                if let Some(d) = self.ats.get_mut(&node) {
+                    d.stu = stu;
+                    d.atc.clear();
+                }
+            }
+            (true, None) => {
+                self.ats.insert(node, AtsDevice::new(bdf, stu));
+            }
+            (false, Some(_)) => {
+                // ATS off: the ATC goes; DMAs waiting for translations go untranslated.
+                let d = self.ats.remove(&node);
+                if let (Some(d), Some(cx)) = (d, cx) {
+                    for p in d.pending {
+                        for (oi, id) in p.waiters {
+                            self.translation_arrived(node, oi, id, None, cx);
+                        }
+                    }
+                }
+            }
+            (false, None) => {}
+        }
+        self.ats_any = !self.ats.is_empty();
+    }
+
+    /// True if `req` is a device with ATS enabled (its translated requests pass).
+    fn ats_trusts(&self, req: Bdf) -> bool {
+        self.ats.values().any(|d| d.bdf == req)
+    }
+
+    /// The host-memory address a DMA request `id` reaching the root complex uses: its
+    /// own when there is no IOMMU or when it is translated (from a device with ATS
+    /// enabled), else the IOMMU's translation; None (recorded as a fault) when that
+    /// fails or when a device without ATS enabled sends a translated request.
+    pub(crate) fn dma_target(&mut self, id: u32, now: SimTime) -> Option<u64> {
+        let t = &self.tlps[id as usize];
+        let (req, addr, translated) = (t.requester, t.addr, t.addr_type == 2);
+        if self.iommu.is_none() {
+            return Some(addr);
+        }
+        if translated {
+            if self.ats_trusts(req) {
+                return Some(addr);
+            }
+            if let Some(m) = self.iommu.as_mut() {
+                m.fault(now, req, addr);
+            }
+            return None;
+        }
+        self.iommu
+            .as_mut()
+            .and_then(|m| m.translate(now, req, addr))
+    }
+
+    /// The IOMMU's added latency for a Translation Request (IOTLB hit or page walk).
+    pub(crate) fn translation_latency(&mut self, req: Bdf, addr: u64) -> SimDuration {
+        match self.iommu.as_mut() {
+            Some(m) => m.lookup_latency(req, addr),
+            None => SimDuration::ZERO,
+        }
+    }
+
+    /// Called as DMA `oi` of `node` starts: true if it must wait for translations
+    /// (requested here); false if it may go now (its translations are in `xlate`, or
+    /// the device has no ATS).
+    pub(crate) fn ats_gate(&mut self, node: u32, oi: u32, cx: &mut Context<'_, PackedEv>) -> bool {
+        let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
+            return false;
+        };
+        let Some(dev) = self.ats.get_mut(&node) else {
+            return false;
+        };
+        let op = &mut ep.ops[oi as usize];
+        let (id, end) = (op.id, op.addr + op.len);
+        let mut unit = op.addr & !(dev.stu - 1);
+        let mut missing = Vec::new();
+        while unit < end {
+            match dev
+                .atc
+                .iter()
+                .position(|&(b, _, s)| b <= unit && unit < b + s)
+            {
+                Some(i) => {
+                    dev.stats.atc_hits += 1;
+                    let e = dev.atc[i];
+                    if i != 0 {
+                        dev.atc.remove(i);
+                        dev.atc.push_front(e);
+                    }
+                    if !op.xlate.contains(&e) {
+                        op.xlate.push(e);
+                    }
+                    unit = (e.0 + e.2).max(unit + dev.stu);
+                }
+                None => {
+                    dev.stats.atc_misses += 1;
+                    missing.push(unit);
+                    unit += dev.stu;
+                }
+            }
+        }
+        if missing.is_empty() {
+            return false;
+        }
+        op.xlate_wait = missing.len() as u32;
+        for u in missing {
+            let dev = self.ats.get_mut(&node).expect("checked above");
+            match dev.pending.iter_mut().find(|p| p.unit == u && !p.stale) {
+                Some(p) => p.waiters.push((oi, id)),
+                None => {
+                    dev.pending.push(Pending {
+                        unit: u,
+                        tag: NONE as u16,
+                        waiters: vec![(oi, id)],
+                        stale: false,
+                    });
+                    self.send_translation_request(node, u, cx);
+                }
+            }
+        }
+        true
+    }
+
+    /// Sends the Translation Request of `unit` when a tag is free (else it waits for
+    /// one: see `translation_completion`).
+    fn send_translation_request(&mut self, node: u32, unit: u64, cx: &mut Context<'_, PackedEv>) {
+        let Some(f) = self.nodes[node as usize].func else {
+            return;
+        };
+        let Some(dev) = self.ats.get_mut(&node) else {
+            return;
+        };
+        let Some(tag) = dev.free_tags.pop() else {
+            return;
+        };
+        if let Some(p) = dev
+            .pending
+            .iter_mut()
+            .find(|p| p.unit == unit && p.tag == NONE as u16)
+        {
+            p.tag = tag;
+        }
+        dev.stats.translation_requests += 1;
+        let me = dev.bdf;
+        let host = self.host_bdf;
+        let t = Tlp {
+            tag,
+            ..Tlp::new(Kind::TransReq, me, unit, 8)
+        };
+        if let Err(e) = self.inject(Origin::Function(f), t, host, cx) {
+            self.errors
+                .push(format!("Translation Request not routable: {e}"));
+        }
+    }
+
+    /// The translation agent answers Translation Request `t` (the IOMMU's latency is
+    /// already paid): one entry for the page, or an entry without access when the
+    /// page is not mapped; Unsupported Request without an IOMMU.
+    pub(crate) fn translation_request(&mut self, t: &Tlp, cx: &mut Context<'_, PackedEv>) {
+        let host = self.host_bdf;
+        let Some(m) = self.iommu.as_mut() else {
+            self.send_completions(Origin::Host, host, t, CplStatus::Ur, &[], Poison::Clean, cx);
+            return;
+        };
+        m.stats.translation_requests += 1;
+        let ps = m.cfg.page_size;
+        let v = match m.peek(t.requester, t.addr) {
+            Some(p) => encode_range(p, ps, 3),
+            None => encode_range(t.addr, ps, 0),
+        };
+        let data = v.to_be_bytes();
+        self.send_completions(
+            Origin::Host,
+            host,
+            t,
+            CplStatus::Sc,
+            &data,
+            Poison::Clean,
+            cx,
+        );
+    }
+
+    /// A completion for `node`'s device: true if it was the answer to one of its
+    /// Translation Requests (handled here).
+    pub(crate) fn translation_completion(
+        &mut self,
+        node: u32,
+        id: u32,
+        cx: &mut Context<'_, PackedEv>,
+    ) -> bool {
+        let (tag, status) = (self.tlps[id as usize].tag, self.tlps[id as usize].status);
+        if tag < ATS_TAG_BASE {
+            return false;
+        }
+        let Some(dev) = self.ats.get_mut(&node) else {
+            return false;
+        };
+        let Some(i) = dev.pending.iter().position(|p| p.tag == tag) else {
+            return false;
+        };
+        let p = dev.pending.remove(i);
+        dev.free_tags.push(tag);
+        // A unit waiting for a tag takes this one.
+        if let Some(w) = dev
+            .pending
+            .iter()
+            .find(|p| p.tag == NONE as u16)
+            .map(|p| p.unit)
+        {
+            self.send_translation_request(node, w, cx);
+        }
+        if p.stale {
+            // Invalidated while in flight: not cached; ask again.
+            if let Some(dev) = self.ats.get_mut(&node) {
+                dev.pending.push(Pending {
+                    stale: false,
+                    tag: NONE as u16,
+                    ..p
+                });
+                self.send_translation_request(node, p.unit, cx);
+            }
+            return true;
+        }
+        let payload = self.payload(id);
+        let entry = (status == CplStatus::Sc && payload.len() >= 8).then(|| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&payload[..8]);
+            decode_range(u64::from_be_bytes(b))
+        });
+        let atc_cap = self.cfg.atc_entries;
+        let granted = match entry {
+            Some((base, size, r, w)) if r || w => {
+                let Some(dev) = self.ats.get_mut(&node) else {
+                    return true;
+                };
+                // The entry covers the unit's page (its size may exceed the STU).
+                let ubase = p.unit & !(size - 1);
+                let e = (ubase, base, size);
+                dev.atc.retain(|x| *x != e);
+                dev.atc.push_front(e);
+                while dev.atc.len() > atc_cap {
+                    dev.atc.pop_back();
+                    dev.stats.evictions += 1;
+                }
+                Some(e)
+            }
+            _ => {
+                if let Some(dev) = self.ats.get_mut(&node) {
+                    dev.stats.denied += 1;
+                }
+                let name = self.nodes[node as usize].name.clone();
+                self.errors
+                    .push(format!("{name}: ATS translation of {:#x} refused", p.unit));
+                None
+            }
+        };
+        for (oi, did) in p.waiters {
+            self.translation_arrived(node, oi, did, Some(granted), cx);
+        }
+        true
+    }
+
+    /// A translation DMA `oi` (id `did`) waited for arrived (`Some(Some(e))`), was
+    /// refused (`Some(None)`), or ATS went off (`None`: the DMA goes untranslated).
+    fn translation_arrived(
+        &mut self,
+        node: u32,
+        oi: u32,
+        did: super::DmaId,
+        got: Option<Option<(u64, u64, u64)>>,
+        cx: &mut Context<'_, PackedEv>,
+    ) {
+        let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
+            return;
+        };
+        let Some(op) = ep.ops.get_mut(oi as usize) else {
+            return;
+        };
+        if !op.live || op.id != did || op.xlate_wait == 0 {
+            return; // finished meanwhile (failed, or timed out)
+        }
+        match got {
+            Some(Some(e)) => {
+                if !op.xlate.contains(&e) {
+                    op.xlate.push(e);
+                }
+            }
+            Some(None) => {
+                op.ok = false;
+                op.xlate_wait = 0;
+                self.finish_dma(node, oi, cx);
+                return;
+            }
+            None => op.xlate.clear(),
+        }
+        op.xlate_wait -= 1;
+        if op.xlate_wait == 0 {
+            op.last_progress = cx.now();
+            self.dma_go(node, oi, cx);
+        }
+    }
+
+    /// The address DMA `oi` of `node` puts on the wire for untranslated address `a`,
+    /// and the AT field: translated (2) when the DMA holds a translation for it.
+    #[inline]
+    pub(crate) fn dma_address(&self, node: u32, oi: u32, a: u64) -> (u64, u8) {
+        let NodeKind::Ep(ep) = &self.nodes[node as usize].kind else {
+            return (a, 0);
+        };
+        let op = &ep.ops[oi as usize];
+        if op.xlate.is_empty() {
+            return (a, 0);
+        }
+        match op.xlate.iter().find(|&&(b, _, s)| b <= a && a < b + s) {
+            Some(&(b, p, _)) => (p + (a - b), 2),
+            None => (a, 0),
+        }
+    }
+
+    /// The host takes back translations of `[iova, iova + len)` from `node`'s device
+    /// (after the IOMMU unmapped them): an Invalidate Request goes out when the device
+    /// has ATS enabled. Returns false when it has not.
+    pub(crate) fn send_ats_invalidate(
+        &mut self,
+        node: u32,
+        iova: u64,
+        len: u64,
+        cx: &mut Context<'_, PackedEv>,
+    ) -> bool {
+        let Some(dev) = self.ats.get(&node) else {
+            return false;
+        };
+        let (dest, stu) = (dev.bdf, dev.stu);
+        let end = iova.saturating_add(len.max(1));
+        let mut size = stu;
+        while size < 1 << 62 && (iova & !(size - 1)) + size < end {
+            size *= 2;
+        }
+        let base = iova & !(size - 1);
+        let itag = (self.ats_invals.len() % 32) as u8;
+        let data = encode_range(base, size, 0).to_be_bytes();
+        let p = self.alloc_payload(&data);
+        let host = self.host_bdf;
+        let t = Tlp {
+            completer: dest,
+            byte_count: itag as u16,
+            data: p,
+            ..Tlp::new(Kind::AtsInv, host, base, 8)
+        };
+        self.ats_invals.push(AtsInvalidation {
+            device: dest,
+            base,
+            size,
+            itag,
+            sent: cx.now(),
+            completed: None,
+        });
+        if let Err(e) = self.inject(Origin::Host, t, dest, cx) {
+            self.errors
+                .push(format!("Invalidate Request to {dest} not routable: {e}"));
+        }
+        true
+    }
+
+    /// An Invalidate Request `id` reached `node`'s device.
+    pub(crate) fn ats_invalidate_request(
+        &mut self,
+        node: u32,
+        id: u32,
+        cx: &mut Context<'_, PackedEv>,
+    ) {
+        let (itag, from) = {
+            let t = &self.tlps[id as usize];
+            (t.byte_count as u8 & 0x1f, t.requester)
+        };
+        let payload = self.payload(id);
+        let mut b = [0u8; 8];
+        let n = payload.len().min(8);
+        b[..n].copy_from_slice(&payload[..n]);
+        let (base, size, _, _) = decode_range(u64::from_be_bytes(b));
+        let overlaps = |b: u64, s: u64| b < base.saturating_add(size) && base < b.saturating_add(s);
+        let Some(dev) = self.ats.get_mut(&node) else {
+            // ATS is off: nothing cached; complete at once.
+            self.send_invalidate_completion(node, itag, from, cx);
+            return;
+        };
+        dev.stats.invalidations += 1;
+        let before = dev.atc.len();
+        dev.atc.retain(|&(b, _, s)| !overlaps(b, s));
+        dev.stats.invalidated_entries += (before - dev.atc.len()) as u64;
+        let stu = dev.stu;
+        for p in dev.pending.iter_mut() {
+            if overlaps(p.unit, stu) {
+                p.stale = true;
+            }
+        }
+        dev.parked.push((base, size, itag, from));
+        self.ats_dma_finished(node, cx);
+    }
+
+    /// Sends the Invalidate Completions of `node`'s device whose ranges no running
+    /// DMA uses any more.
+    pub(crate) fn ats_dma_finished(&mut self, node: u32, cx: &mut Context<'_, PackedEv>) {
+        let Some(dev) = self.ats.get_mut(&node) else {
+            return;
+        };
+        if dev.parked.is_empty() {
+            return;
+        }
+        let NodeKind::Ep(ep) = &self.nodes[node as usize].kind else {
+            return;
+        };
+        let in_use = |base: u64, size: u64| {
+            ep.ops.iter().any(|op| {
+                op.live
+                    && op
+                        .xlate
+                        .iter()
+                        .any(|&(b, _, s)| b < base.saturating_add(size) && base < b + s)
+            })
+        };
+        let mut done = Vec::new();
+        dev.parked.retain(|&(b, s, itag, from)| {
+            if in_use(b, s) {
+                true
+            } else {
+                done.push((itag, from));
+                false
+            }
+        });
+        for (itag, from) in done {
+            self.send_invalidate_completion(node, itag, from, cx);
+        }
+    }
+
+    fn send_invalidate_completion(
+        &mut self,
+        node: u32,
+        itag: u8,
+        to: Bdf,
+        cx: &mut Context<'_, PackedEv>,
+    ) {
+        let Some(f) = self.nodes[node as usize].func else {
+            return;
+        };
+        let me = self.fabric.bdf(f);
+        let t = Tlp {
+            completer: to,
+            byte_count: itag as u16,
+            ..Tlp::new(Kind::AtsInvCpl, me, 0, 0)
+        };
+        if let Err(e) = self.inject(Origin::Function(f), t, to, cx) {
+            self.errors
+                .push(format!("Invalidate Completion not routable: {e}"));
+        }
+    }
+
+    /// An Invalidate Completion reached the root complex: the oldest open invalidation
+    /// of that device with its ITag is complete.
+    pub(crate) fn ats_invalidate_completion(&mut self, t: &Tlp, cx: &mut Context<'_, PackedEv>) {
+        let now = cx.now();
+        let itag = t.byte_count as u8 & 0x1f;
+        match self
+            .ats_invals
+            .iter_mut()
+            .find(|v| v.device == t.requester && v.itag == itag && v.completed.is_none())
+        {
+            Some(v) => v.completed = Some(now),
+            None => self.errors.push(format!(
+                "Invalidate Completion from {} for ITag {itag} that no request is waiting for",
+                t.requester
+            )),
+        }
+    }
+
+    /// The ATS counters of `node`'s device (None when ATS is off there).
+    pub(crate) fn ats_stats(&self, node: u32) -> Option<AtsStats> {
+        self.ats.get(&node).map(|d| d.stats)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn range_encoding_round_trips_and_follows_the_size_rule() {
+        // 4 KiB: S clear.
+        assert_eq!(encode_range(0x1234_5000, 4096, 3), 0x1234_5003);
+        // 8 KiB: S set, bit 12 clear.
+        assert_eq!(encode_range(0x1234_4000, 8192, 1), 0x1234_4801);
+        // 2 MiB: S set, bits 12..=19 set, bit 20 clear.
+        assert_eq!(
+            encode_range(0x4020_0000, 2 << 20, 0),
+            0x4020_0000 | 0xff000 | 0x800
+        );
+        for shift in 12..40 {
+            let size = 1u64 << shift;
+            let base = (0x77u64 << 40) | (size * 3);
+            for rw in 0..4 {
+                let v = encode_range(base, size, rw);
+                assert_eq!(
+                    decode_range(v),
+                    (base, size, rw & 1 != 0, rw & 2 != 0),
+                    "{size:#x}"
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,411 @@
+//! ATS: translations requested from the root complex's IOMMU, cached in the device's
+//! ATC and used by translated requests that skip the IOMMU; refusals; invalidations
+//! and their completions.
+
+use crate::common::{hand_timing, switch_tree, trace_tlps};
+use pcielab_fabric::kinds::KindRegistry;
+use pcielab_fabric::timed::{
+    AddrPattern, DmaId, DmaOpKind, DmaStream, Endpoint, EpCx, FabricSim, IommuConfig, SimConfig,
+};
+use pcielab_sim::{SimDuration, SimTime};
+use pcielab_wire::tlp::{MsgCode, TlpHeader, TlpRepr};
+use pcielab_wire::AddressType;
+
+const IOVA: u64 = 0x4000_0000;
+const PHYS: u64 = 0x2_0000_0000;
+const END: SimTime = SimTime::from_ps(u64::MAX / 2);
+
+fn cfg(ats: bool, iommu: bool) -> SimConfig {
+    SimConfig {
+        iommu: iommu.then(IommuConfig::default),
+        ats,
+        ..hand_timing(true)
+    }
+}
+
+fn sim(ats: bool, iommu: bool) -> FabricSim {
+    let mut s = FabricSim::new(
+        &switch_tree(3, false),
+        &KindRegistry::builtin(),
+        cfg(ats, iommu),
+    )
+    .unwrap();
+    if iommu {
+        s.iommu_map("ep", IOVA, PHYS, 4 * 4096).unwrap();
+    }
+    s
+}
+
+fn writes(count: u64) -> Box<DmaStream> {
+    Box::new(DmaStream::new(
+        DmaOpKind::Write,
+        4096,
+        1,
+        count,
+        IOVA,
+        4 * 4096,
+        AddrPattern::Sequential,
+    ))
+}
+
+/// TLPs the trace shows on link direction `dir`.
+fn on(s: &FabricSim, dir: &str) -> Vec<(u64, TlpRepr<'static>)> {
+    let t = s.trace().unwrap();
+    trace_tlps(t)
+        .filter(|(r, _)| t.dir_names[r.dir as usize] == dir)
+        .map(|(r, p)| {
+            let payload: &'static [u8] = Box::leak(p.payload.to_vec().into_boxed_slice());
+            (r.time_ps, TlpRepr { payload, ..p })
+        })
+        .collect()
+}
+
+fn mem(p: &TlpRepr<'_>) -> Option<(bool, u64, AddressType)> {
+    match &p.header {
+        TlpHeader::Mem(h) => Some((p.payload.is_empty(), h.address, p.at)),
+        _ => None,
+    }
+}
+
+#[test]
+fn a_translation_per_page_then_translated_writes_that_skip_the_iommu() {
+    let mut s = sim(true, true);
+    s.attach("ep", writes(4)).unwrap();
+    s.run_until_idle(END);
+    assert!(s.errors().is_empty(), "{:?}", s.errors());
+    let a = s.ats_stats("ep").unwrap();
+    assert_eq!(
+        (a.translation_requests, a.atc_misses, a.atc_hits, a.denied),
+        (4, 4, 0, 0)
+    );
+    // The IOMMU walked each page once, for the Translation Requests; the 16 MWrs
+    // never reached its IOTLB.
+    let (m, faults) = s.iommu_stats().unwrap();
+    assert_eq!((m.translation_requests, m.misses, m.hits), (4, 4, 0));
+    assert!(faults.is_empty());
+    // The data is at the physical pages.
+    let mut b = [0u8; 2];
+    s.host_read(PHYS + 3 * 4096 + 4094, &mut b);
+    assert_eq!(b, [(4094u64 as u8) ^ 93, (4095u64 as u8) ^ 93]);
+    s.host_read(IOVA + 3 * 4096, &mut b);
+    assert_eq!(b, [0, 0]);
+
+    // On the wire: per page a Translation Request (MRd, AT=01b, 2 DW) for the
+    // untranslated page, then its 16 MWrs at the translated address with AT=10b.
+    let up: Vec<_> = on(&s, "ep->sw.0")
+        .iter()
+        .filter_map(|(_, p)| mem(p))
+        .collect();
+    assert_eq!(up.len(), 4 + 64, "{up:x?}");
+    for k in 0..4u64 {
+        let page = &up[k as usize * 17..][..17];
+        assert_eq!(
+            page[0],
+            (true, IOVA + k * 4096, AddressType::TranslationRequest)
+        );
+        for (i, w) in page[1..].iter().enumerate() {
+            assert_eq!(
+                *w,
+                (
+                    false,
+                    PHYS + k * 4096 + i as u64 * 256,
+                    AddressType::Translated
+                )
+            );
+        }
+    }
+    // The Translation Completions: one 8-byte entry each, the physical page with R
+    // and W, as big-endian DWs.
+    let entries: Vec<u64> = on(&s, "sw.0->ep")
+        .iter()
+        .filter(|(_, p)| matches!(p.header, TlpHeader::Cpl(_)))
+        .map(|(_, p)| u64::from_be_bytes(p.payload.try_into().unwrap()))
+        .collect();
+    assert_eq!(
+        entries,
+        (0..4).map(|k| (PHYS + k * 4096) | 3).collect::<Vec<_>>()
+    );
+
+    // Again over the same pages: all from the ATC, no request.
+    s.attach("ep", writes(4)).unwrap();
+    s.run_until_idle(END);
+    let a = s.ats_stats("ep").unwrap();
+    assert_eq!((a.translation_requests, a.atc_hits), (4, 4));
+    assert_eq!(s.iommu_stats().unwrap().0.misses, 4);
+}
+
+#[test]
+fn without_ats_every_write_goes_through_the_iotlb() {
+    let mut s = sim(false, true);
+    s.attach("ep", writes(4)).unwrap();
+    s.run_until_idle(END);
+    assert!(s.ats_stats("ep").is_none());
+    let (m, _) = s.iommu_stats().unwrap();
+    assert_eq!((m.translation_requests, m.misses, m.hits), (0, 4, 60));
+    assert!(on(&s, "ep->sw.0")
+        .iter()
+        .filter_map(|(_, p)| mem(p))
+        .all(|(_, a, at)| at == AddressType::Untranslated && (IOVA..IOVA + 4 * 4096).contains(&a)));
+}
+
+/// Reads `len` bytes at `addr` once per start; keeps what came back and when.
+#[derive(Debug, Default)]
+struct Reader {
+    addr: u64,
+    len: u64,
+    got: Vec<(bool, Vec<u8>, SimTime)>,
+}
+
+impl Endpoint for Reader {
+    fn start(&mut self, cx: &mut EpCx<'_>) {
+        cx.dma_read(self.addr, self.len);
+    }
+    fn dma_done(&mut self, _id: DmaId, ok: bool, data: &[u8], cx: &mut EpCx<'_>) {
+        self.got.push((ok, data.to_vec(), cx.now()));
+    }
+    fn report(&self) -> Option<serde_json::Value> {
+        let (ok, _, t) = self.got.last()?;
+        Some(serde_json::json!({"ok": ok, "done_ps": t.as_ps()}))
+    }
+}
+
+/// Latency of a read of `len` bytes at IOVA (at PHYS without an IOMMU, or at `addr`)
+/// right after the links trained (ps), and of a second one of the same page.
+fn read_latencies(ats: bool, iommu: bool, len: u64) -> (u64, u64) {
+    read_latencies_at(ats, iommu, len, if iommu { IOVA } else { PHYS })
+}
+
+fn read_latencies_at(ats: bool, iommu: bool, len: u64, addr: u64) -> (u64, u64) {
+    let mut s = sim(ats, iommu);
+    s.run_for(SimDuration::from_us(5));
+    let mut lat = Vec::new();
+    for _ in 0..2 {
+        let t0 = s.now();
+        s.attach(
+            "ep",
+            Box::new(Reader {
+                addr,
+                len,
+                got: Vec::new(),
+            }),
+        )
+        .unwrap();
+        s.run_until_idle(END);
+        let r = s.model("ep").unwrap().report().unwrap();
+        assert_eq!(r["ok"], true);
+        lat.push(r["done_ps"].as_u64().unwrap() - t0.as_ps());
+    }
+    (lat[0], lat[1])
+}
+
+#[test]
+fn a_translation_costs_one_small_read_with_a_page_walk_and_a_hit_costs_nothing() {
+    let (plain, _) = read_latencies(false, false, 64);
+    let (first, second) = read_latencies(true, true, 64);
+    // From the ATC the read is as fast as with no IOMMU at all.
+    assert_eq!(second, plain);
+    // The first waits for one Translation Request: an 8-byte read (below 4 GiB, so a
+    // 3-DW header like the request's) whose page walk (200 ns) stands where host
+    // memory (80 ns) was.
+    let (read8, _) = read_latencies_at(false, false, 8, IOVA);
+    let walk = IommuConfig::default().miss_latency.as_ps();
+    let memory = SimConfig::default().mem_latency.as_ps();
+    assert_eq!(first - plain, read8 - memory + walk);
+    // Without ATS the IOTLB lookup is paid on the read itself: a miss (page walk).
+    // (The untranslated address is below 4 GiB: compare with a plain read there.)
+    let (plain_low, _) = read_latencies_at(false, false, 64, IOVA);
+    let (untranslated, hit) = read_latencies(false, true, 64);
+    assert_eq!(untranslated - plain_low, walk);
+    assert_eq!(hit, plain_low); // IOTLB hit latency 0 by default
+}
+
+#[test]
+fn an_unmapped_page_is_refused_and_the_dma_fails_without_a_fault() {
+    let mut s = sim(true, true);
+    s.attach(
+        "ep",
+        Box::new(Reader {
+            addr: IOVA + 16 * 4096,
+            len: 64,
+            got: Vec::new(),
+        }),
+    )
+    .unwrap();
+    s.run_until_idle(END);
+    assert_eq!(s.model("ep").unwrap().report().unwrap()["ok"], false);
+    let a = s.ats_stats("ep").unwrap();
+    assert_eq!((a.translation_requests, a.denied), (1, 1));
+    let (m, faults) = s.iommu_stats().unwrap();
+    assert_eq!((m.translation_requests, m.faults), (1, 0));
+    assert!(faults.is_empty());
+    assert!(
+        s.errors().iter().any(|e| e.contains("refused")),
+        "{:?}",
+        s.errors()
+    );
+    // No DMA read went out: only the Translation Request.
+    let up: Vec<_> = on(&s, "ep->sw.0")
+        .iter()
+        .filter_map(|(_, p)| mem(p))
+        .collect();
+    assert_eq!(
+        up,
+        vec![(true, IOVA + 16 * 4096, AddressType::TranslationRequest)]
+    );
+}
+
+#[test]
+fn ats_without_an_iommu_is_refused() {
+    let e = FabricSim::new(
+        &switch_tree(3, false),
+        &KindRegistry::builtin(),
+        cfg(true, false),
+    )
+    .err()
+    .unwrap();
+    assert!(e.to_string().contains("ats"), "{e}");
+}
+
+#[test]
+fn an_unmap_invalidates_the_device_and_its_completion_comes_back() {
+    let mut s = sim(true, true);
+    s.attach("ep", writes(4)).unwrap();
+    s.run_until_idle(END);
+    let t0 = s.now();
+    s.iommu_unmap("ep", IOVA + 4096, 4096).unwrap();
+    s.run_until_idle(END);
+    let inv = s.ats_invalidations().to_vec();
+    assert_eq!(inv.len(), 1);
+    let v = inv[0];
+    assert_eq!((v.base, v.size, v.itag, v.sent), (IOVA + 4096, 4096, 0, t0));
+    assert_eq!(v.device, s.bdf("ep").unwrap());
+    let done = v.completed.expect("completed");
+    assert!(done > v.sent);
+    let a = s.ats_stats("ep").unwrap();
+    assert_eq!((a.invalidations, a.invalidated_entries), (1, 1));
+
+    // On the wire: the Invalidate Request down (by ID, ITag 0, the range as data) and
+    // the Invalidate Completion up (ITag vector bit 0, one completion).
+    let down: Vec<_> = on(&s, "sw.0->ep")
+        .into_iter()
+        .filter_map(|(t, p)| match p.header {
+            TlpHeader::Msg(m) => Some((t, m, p.payload.to_vec())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(down.len(), 1);
+    let (t_req, m, data) = &down[0];
+    assert_eq!(m.code, MsgCode::AtsInvalidateRequest);
+    assert_eq!(m.fields.destination_id(), s.bdf("ep").unwrap());
+    assert_eq!(m.fields.itag(), 0);
+    assert_eq!(data, &(IOVA + 4096).to_be_bytes().to_vec());
+    let up: Vec<_> = on(&s, "ep->sw.0")
+        .into_iter()
+        .filter_map(|(t, p)| match p.header {
+            TlpHeader::Msg(m) if m.code == MsgCode::AtsInvalidateCompletion => Some((t, m)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(up.len(), 1);
+    let (t_cpl, m) = &up[0];
+    assert!(t_cpl > t_req);
+    assert_eq!(m.fields.itag_vector(), 1);
+    assert_eq!(m.fields.completion_count(), 1);
+    assert_eq!(m.requester_id, s.bdf("ep").unwrap());
+
+    // The invalidated page is gone (a new request, refused: unmapped); the others
+    // are still cached.
+    s.attach(
+        "ep",
+        Box::new(Reader {
+            addr: IOVA + 4096 + 100,
+            len: 64,
+            got: Vec::new(),
+        }),
+    )
+    .unwrap();
+    s.run_until_idle(END);
+    assert_eq!(s.model("ep").unwrap().report().unwrap()["ok"], false);
+    s.attach(
+        "ep",
+        Box::new(Reader {
+            addr: IOVA + 2 * 4096,
+            len: 64,
+            got: Vec::new(),
+        }),
+    )
+    .unwrap();
+    s.run_until_idle(END);
+    assert_eq!(s.model("ep").unwrap().report().unwrap()["ok"], true);
+    let a = s.ats_stats("ep").unwrap();
+    assert_eq!((a.translation_requests, a.denied), (5, 1));
+}
+
+#[test]
+fn an_invalidation_waits_for_the_dma_that_uses_the_translation() {
+    // Two read tags: the DMA's reads go out one after another, so the Invalidate
+    // Request reaches the device while the DMA still has reads to make.
+    let c = SimConfig {
+        dma_tags: 2,
+        ..cfg(true, true)
+    };
+    let mut s = FabricSim::new(&switch_tree(3, false), &KindRegistry::builtin(), c).unwrap();
+    s.iommu_map("ep", IOVA, PHYS, 4 * 4096).unwrap();
+    s.run_for(SimDuration::from_us(5));
+    // A 16 KiB read: 32 MRds of 512 bytes behind 4 translations.
+    s.attach(
+        "ep",
+        Box::new(Reader {
+            addr: IOVA,
+            len: 4 * 4096,
+            got: Vec::new(),
+        }),
+    )
+    .unwrap();
+    // Once the reads run (translations in), unmap... a page the DMA still uses.
+    let started = s.now();
+    while s.ats_stats("ep").unwrap().translation_requests < 4
+        || s.now() < started + SimDuration::from_us(2)
+    {
+        s.run_for(SimDuration::from_ns(100));
+    }
+    s.iommu_unmap("ep", IOVA, 4096).unwrap();
+    s.run_until_idle(END);
+    let r = s.model("ep").unwrap().report().unwrap();
+    assert_eq!(r["ok"], true);
+    let dma_done = SimTime::from_ps(r["done_ps"].as_u64().unwrap());
+    let v = s.ats_invalidations()[0];
+    let done = v.completed.unwrap();
+    // The request reached the device long before the DMA ended; the completion left
+    // after it.
+    let t = s.trace().unwrap();
+    let at_device = trace_tlps(t)
+        .find(|(r, p)| {
+            t.dir_names[r.dir as usize] == "sw.0->ep" && matches!(p.header, TlpHeader::Msg(_))
+        })
+        .map(|(r, _)| r.time_ps)
+        .unwrap();
+    assert!(
+        at_device + 2_000_000 < dma_done.as_ps(),
+        "{v:?} {dma_done:?}"
+    );
+    assert!(done > dma_done, "{v:?} {dma_done:?}");
+    assert_eq!(s.model("ep").unwrap().report().unwrap()["ok"], true);
+}
+
+#[test]
+fn ats_runs_are_deterministic() {
+    let run = || {
+        let mut s = sim(true, true);
+        s.attach("ep", writes(8)).unwrap();
+        s.run_until_idle(END);
+        s.iommu_unmap("ep", IOVA, 2 * 4096).unwrap();
+        s.run_until_idle(END);
+        let t = s.trace().unwrap();
+        t.records
+            .iter()
+            .map(|r| (r.time_ps, r.dir, t.bytes(r).to_vec()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(run(), run());
+}
