@@ -540,6 +540,9 @@ impl Engine {
     /// and the AT field: translated (2) when the DMA holds a translation for it.
     #[inline]
     pub(crate) fn dma_address(&self, node: u32, oi: u32, a: u64) -> (u64, u8) {
+        if !self.ats_any {
+            return (a, 0);
+        }
         let NodeKind::Ep(ep) = &self.nodes[node as usize].kind else {
             return (a, 0);
         };
