@@ -289,9 +289,9 @@ impl Engine {
     }
 
     /// The IOMMU's added latency for a Translation Request (IOTLB hit or page walk).
-    pub(crate) fn translation_latency(&mut self, req: Bdf, addr: u64) -> SimDuration {
+    pub(crate) fn translation_latency(&mut self, req: Bdf, addr: u64, now: SimTime) -> SimDuration {
         match self.iommu.as_mut() {
-            Some(m) => m.lookup_latency(req, addr),
+            Some(m) => m.lookup_latency(req, addr, now),
             None => SimDuration::ZERO,
         }
     }

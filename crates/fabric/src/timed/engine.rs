@@ -1806,7 +1806,7 @@ impl Engine {
             let translated = t.addr_type == 2;
             let extra = match (dest, kind) {
                 (Dest::HostMemory, Kind::MRd) => self.memory_read_latency(addr, len),
-                (Dest::Rc, Kind::TransReq) => self.translation_latency(req, addr),
+                (Dest::Rc, Kind::TransReq) => self.translation_latency(req, addr, cx.now() + lat),
                 (Dest::Bar { .. }, Kind::MRd | Kind::IoRd | Kind::IoWr) => self.cfg.ep_latency,
                 (Dest::Config { node, .. }, _)
                     if matches!(self.nodes[node as usize].kind, NodeKind::Ep(_)) =>
@@ -1820,7 +1820,7 @@ impl Engine {
                 let posted = kind == Kind::MWr;
                 // A translated request (ATS) passes the IOMMU without a lookup.
                 if let (Some(m), false) = (self.iommu.as_mut(), translated) {
-                    at += m.lookup_latency(req, addr);
+                    at += m.lookup_latency(req, addr, cx.now() + lat);
                 }
                 if posted {
                     at = at.max(self.rc_posted_last);

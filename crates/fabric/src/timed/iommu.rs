@@ -64,7 +64,8 @@ pub(crate) struct Iommu {
     pub cfg: IommuConfig,
     shift: u32,
     tables: HashMap<(u16, u64), u64>,
-    iotlb: VecDeque<(u16, u64)>,
+    /// (requester, page) → when its page walk ends, most recently used first.
+    iotlb: VecDeque<((u16, u64), SimTime)>,
     pub stats: IommuStats,
     pub faults: Vec<IommuFault>,
 }
@@ -103,7 +104,7 @@ impl Iommu {
         }
         let key = bdf.raw();
         self.iotlb
-            .retain(|&(b, p)| b != key || p < first || p >= first + pages);
+            .retain(|&((b, p), _)| b != key || p < first || p >= first + pages);
     }
 
     /// The translated base of the page holding `iova`, without recording anything.
@@ -123,21 +124,29 @@ impl Iommu {
         });
     }
 
-    /// Looks the page up in the IOTLB (filling it on a miss): the added latency.
-    pub fn lookup_latency(&mut self, bdf: Bdf, iova: u64) -> SimDuration {
+    /// Looks the page up in the IOTLB at `now` (filling it on a miss): the added
+    /// latency. A hit on an entry whose page walk is still running waits for the walk
+    /// to end (it counts as a hit: no second walk).
+    pub fn lookup_latency(&mut self, bdf: Bdf, iova: u64, now: SimTime) -> SimDuration {
         let key = (bdf.raw(), iova >> self.shift);
-        if let Some(i) = self.iotlb.iter().position(|k| *k == key) {
+        if let Some(i) = self.iotlb.iter().position(|(k, _)| *k == key) {
             self.stats.hits += 1;
+            let ready = self.iotlb[i].1;
             if i != 0 {
-                if let Some(k) = self.iotlb.remove(i) {
-                    self.iotlb.push_front(k);
+                if let Some(e) = self.iotlb.remove(i) {
+                    self.iotlb.push_front(e);
                 }
             }
-            return self.cfg.hit_latency;
+            let wait = if ready > now {
+                ready - now
+            } else {
+                SimDuration::ZERO
+            };
+            return self.cfg.hit_latency.max(wait);
         }
         self.stats.misses += 1;
         if self.tables.contains_key(&key) {
-            self.iotlb.push_front(key);
+            self.iotlb.push_front((key, now + self.cfg.miss_latency));
             self.iotlb.truncate(self.cfg.iotlb_entries.max(1));
         }
         self.cfg.miss_latency
@@ -175,11 +184,20 @@ mod tests {
         );
         assert_eq!(m.stats.faults, 2);
         let miss = IommuConfig::default().miss_latency;
-        assert_eq!(m.lookup_latency(a, 0x1000), miss);
-        assert_eq!(m.lookup_latency(a, 0x2000), miss);
-        assert_eq!(m.lookup_latency(a, 0x1000), SimDuration::ZERO); // hit, now MRU
-        assert_eq!(m.lookup_latency(a, 0x3000), miss); // evicts page 2 (LRU)
-        assert_eq!(m.lookup_latency(a, 0x2000), miss);
+        let t = SimTime::from_ps(1_000_000);
+        assert_eq!(m.lookup_latency(a, 0x1000, t), miss);
+        assert_eq!(m.lookup_latency(a, 0x2000, t), miss);
+        let later = t + miss;
+        assert_eq!(m.lookup_latency(a, 0x1000, later), SimDuration::ZERO); // hit, now MRU
+        assert_eq!(m.lookup_latency(a, 0x3000, later), miss); // evicts page 2 (LRU)
+        assert_eq!(m.lookup_latency(a, 0x2000, later), miss);
         assert_eq!((m.stats.hits, m.stats.misses), (1, 4));
+        // A hit while the page's walk still runs waits for the walk's end.
+        let during = later + SimDuration::from_ns(50);
+        assert_eq!(
+            m.lookup_latency(a, 0x2000, during),
+            miss - SimDuration::from_ns(50)
+        );
+        assert_eq!((m.stats.hits, m.stats.misses), (2, 4));
     }
 }
