@@ -196,7 +196,7 @@ mod tests {
         let during = later + SimDuration::from_ns(50);
         assert_eq!(
             m.lookup_latency(a, 0x2000, during),
-            miss - SimDuration::from_ns(50)
+            SimDuration::from_ps(miss.as_ps() - 50_000)
         );
         assert_eq!((m.stats.hits, m.stats.misses), (2, 4));
     }
