@@ -4,7 +4,9 @@ use crate::sim_capture::SimCapture;
 use crate::{fail, Failure};
 use clap::{Args, ValueEnum};
 use pcielab_fabric::kinds::KindRegistry;
-use pcielab_fabric::timed::{AddrPattern, DmaOpKind, DmaStream, FabricSim, HostRead, SimConfig};
+use pcielab_fabric::timed::{
+    AddrPattern, DmaOpKind, DmaStream, FabricSim, HostRead, IommuConfig, SimConfig,
+};
 use pcielab_fabric::topology::Topology;
 use pcielab_sim::{SimDuration, SimTime};
 use serde_json::{json, Value};
@@ -168,6 +170,27 @@ pub struct SimArgs {
     /// The root complex splits peer-to-peer requests into pieces of this many bytes.
     #[arg(long)]
     p2p_split: Option<u32>,
+    /// An IOMMU in the root complex: the DMA workloads then use I/O virtual addresses
+    /// (from 0x10_0000_0000) mapped page by page to their host buffer, and every
+    /// untranslated request is looked up in the IOTLB.
+    #[arg(long)]
+    iommu: bool,
+    /// IOTLB entries (LRU), with --iommu.
+    #[arg(long, default_value_t = 64)]
+    iotlb_entries: usize,
+    /// Page-walk (IOTLB miss) latency in ns, with --iommu.
+    #[arg(long, default_value_t = 200)]
+    page_walk_ns: u64,
+    /// IOMMU page size in bytes (a power of two, 4096..=1073741824), with --iommu.
+    #[arg(long, default_value_t = 4096)]
+    iommu_page: u64,
+    /// ATS: devices with the ATS capability ask the IOMMU for translations, cache them
+    /// and send translated requests that skip the IOTLB (needs --iommu).
+    #[arg(long)]
+    ats: bool,
+    /// Entries of each device's Address Translation Cache, with --ats (1..=65536).
+    #[arg(long, default_value_t = 64)]
+    atc_entries: usize,
     /// Bit error rate (replaces --error-rate when non-zero).
     #[arg(long, default_value_t = 0.0)]
     ber: f64,
@@ -289,7 +312,13 @@ fn dma_row(
     cap: &mut Option<SimCapture>,
 ) -> Result<Value, Failure> {
     let mut sim = ctx.new_sim()?;
-    let base = sim.alloc_dma(a.region);
+    let mut base = sim.alloc_dma(a.region);
+    if a.iommu {
+        // The device sees I/O virtual addresses; the IOMMU maps them to the buffer.
+        sim.iommu_map(device, IOVA_BASE, base, a.region)
+            .map_err(|e| fail(e.to_string()))?;
+        base = IOVA_BASE;
+    }
     let kind = match op {
         Op::Read => DmaOpKind::Read,
         Op::Write => DmaOpKind::Write,
@@ -338,6 +367,19 @@ fn dma_row(
         .collect();
     let replays: u64 = c.iter().map(|x| x.1.replays).sum();
     let stall: u64 = c.iter().map(|x| x.1.credit_stall_ps).sum();
+    let iommu = sim.iommu_stats().map(|(m, faults)| {
+        json!({
+            "iotlb_hits": m.hits, "iotlb_misses": m.misses, "faults": faults.len(),
+            "translation_requests": m.translation_requests,
+        })
+    });
+    let ats = sim.ats_stats(device).map(|x| {
+        json!({
+            "atc_hits": x.atc_hits, "atc_misses": x.atc_misses,
+            "translation_requests": x.translation_requests, "denied": x.denied,
+            "evictions": x.evictions,
+        })
+    });
     Ok(json!({
         "workload": "dma", "device": device,
         "op": op_name(op), "size_B": size, "window": a.window,
@@ -347,9 +389,13 @@ fn dma_row(
         "dmas": rep["dmas"], "failed": rep["failed"], "replays": replays,
         "credit_stall_ns": stall as f64 / 1000.0,
         "elapsed_ns": rep["elapsed_ps"].as_f64().unwrap_or(0.0) / 1000.0, "events": sim.events(),
-        "links": links,
+        "links": links, "iommu": iommu, "ats": ats,
     }))
 }
+
+/// Where the DMA workloads' I/O virtual addresses start with --iommu: above 4 GiB,
+/// below the 64-bit BAR window (0x40_0000_0000), so they route to the root complex.
+const IOVA_BASE: u64 = 0x10_0000_0000;
 
 /// Runs `sim` until idle like `run_until_idle`, streaming its trace to `cap` every
 /// [`CHUNK_PS`] of simulated time so that memory stays bounded.
@@ -551,6 +597,28 @@ fn fmt_table(rows: &[Value]) -> String {
         }
     }
     if let [r] = rows {
+        if let Some(m) = r["iommu"].as_object() {
+            let n = |k: &str| m.get(k).and_then(Value::as_u64).unwrap_or(0);
+            s.push_str(&format!(
+                "\nIOMMU: {} IOTLB hits, {} misses (page walks), {} faults, {} translation requests\n",
+                n("iotlb_hits"),
+                n("iotlb_misses"),
+                n("faults"),
+                n("translation_requests")
+            ));
+        }
+        if let Some(m) = r["ats"].as_object() {
+            let n = |k: &str| m.get(k).and_then(Value::as_u64).unwrap_or(0);
+            s.push_str(&format!(
+                "ATS ({}): {} ATC hits, {} misses, {} translation requests, {} refused, {} evictions\n",
+                r["device"].as_str().unwrap_or(""),
+                n("atc_hits"),
+                n("atc_misses"),
+                n("translation_requests"),
+                n("denied"),
+                n("evictions")
+            ));
+        }
         if let Some(links) = r["links"].as_array() {
             s.push_str("\nPer link direction (whole run)\n");
             s.push_str(&format!(
@@ -738,6 +806,11 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
     if a.count == 0 {
         return Err(fail("--count 0: allowed 1 or more"));
     }
+    if a.ats && !a.iommu {
+        return Err(fail(
+            "--ats needs --iommu (the IOMMU is the translation agent that answers ATS)",
+        ));
+    }
     if a.gap_us > 1_000_000 {
         return Err(fail(format!("--gap-us {}: allowed 0..=1000000", a.gap_us)));
     }
@@ -759,6 +832,14 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         ber: a.ber,
         cut_through: a.cut_through,
         p2p_split: a.p2p_split,
+        iommu: a.iommu.then(|| IommuConfig {
+            page_size: a.iommu_page,
+            iotlb_entries: a.iotlb_entries,
+            miss_latency: SimDuration::from_ns(a.page_walk_ns),
+            ..IommuConfig::default()
+        }),
+        ats: a.ats,
+        atc_entries: a.atc_entries,
         dma_tags: a.tags,
         aspm: a.aspm.bits(),
         ..SimConfig::default()
@@ -794,8 +875,23 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
                 .unwrap_or_default()
         ),
     };
+    let iommu = if a.iommu {
+        format!(
+            ", IOMMU (IOTLB {}, walk {} ns, page {} B{})",
+            a.iotlb_entries,
+            a.page_walk_ns,
+            a.iommu_page,
+            if a.ats {
+                format!(", ATS with ATC {}", a.atc_entries)
+            } else {
+                String::new()
+            }
+        )
+    } else {
+        String::new()
+    };
     let header = format!(
-        "{}: MPS {} MRRS {} RCB {}, switch {} ns, root complex {} ns, memory {} ns, window {}, tags {}, seed {}{aspm}\n\n",
+        "{}: MPS {} MRRS {} RCB {}, switch {} ns, root complex {} ns, memory {} ns, window {}, tags {}, seed {}{aspm}{iommu}\n\n",
         topo_name(a), a.mps, a.mrrs, a.rcb, a.switch_ns, a.rc_ns, a.mem_ns, a.window, a.tags,
         a.seed.unwrap_or(ctx.topo.seed)
     );
@@ -918,6 +1014,12 @@ impl SimArgs {
             aspm: self.aspm,
             gap_us: self.gap_us,
             p2p_split: self.p2p_split,
+            iommu: self.iommu,
+            iotlb_entries: self.iotlb_entries,
+            page_walk_ns: self.page_walk_ns,
+            iommu_page: self.iommu_page,
+            ats: self.ats,
+            atc_entries: self.atc_entries,
             seed: self.seed,
             json: self.json,
             csv: self.csv,

@@ -1100,3 +1100,43 @@ fn tlps_a_switch_corrupted_fail_their_ecrc_in_dump_and_tshark() {
     }
     assert_eq!(tshark_count(&pcap, "pcielab.tlp.ecrc_ok == 0"), all_bad);
 }
+
+#[test]
+fn ats_translation_requests_and_translated_tlps_show_in_dump_and_tshark() {
+    let (out, pcap, _) = sim_capture("sim-ats", &["--iommu", "--ats", "--iotlb-entries", "8"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let (iommu, ats) = (&v[0]["iommu"], &v[0]["ats"]);
+    let requests = ats["translation_requests"].as_u64().unwrap();
+    // 12 DMAs of 1000 bytes over fresh pages: at least one request each; the IOMMU
+    // answered every one, and no data TLP went through its IOTLB.
+    assert!(requests >= 12, "{out}");
+    assert_eq!(iommu["translation_requests"], requests);
+    assert_eq!(iommu["iotlb_hits"], 0, "{out}");
+    assert_eq!(iommu["iotlb_misses"], requests, "{out}");
+    assert_eq!(iommu["faults"], 0);
+    let dump = dump_json(&pcap);
+    let mem = |o: &Value| o["kind"] == "MRd" || o["kind"] == "MWr";
+    // The Translation Requests (AT = 01b) on the device's link, first transmissions.
+    let trans: Vec<&Value> = dump.iter().filter(|o| mem(o) && o["at"] == 1).collect();
+    let from_device = trans
+        .iter()
+        .filter(|o| o.get("dll_replay").is_none())
+        .filter(|o| o["interface"].as_str().unwrap().starts_with("mem0->"))
+        .count();
+    assert_eq!(from_device as u64, requests);
+    // Every other memory request of the device is translated (AT = 10b), at the
+    // host buffer (below 64 GiB), not at its I/O virtual address (from 64 GiB).
+    let data: Vec<&Value> = dump.iter().filter(|o| mem(o) && o["at"] != 1).collect();
+    assert!(data.len() > 24, "{}", data.len());
+    for o in &data {
+        assert_eq!(o["at"], 2, "{o}");
+        let a = u64::from_str_radix(o["address"].as_str().unwrap().trim_start_matches("0x"), 16)
+            .unwrap();
+        assert!(a < 0x10_0000_0000, "{o}");
+    }
+    if !tshark_wanted() {
+        return;
+    }
+    assert_eq!(tshark_count(&pcap, "pcielab.tlp.at == 1"), trans.len());
+    assert_eq!(tshark_count(&pcap, "pcielab.tlp.at == 2"), data.len());
+}

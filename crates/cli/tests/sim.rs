@@ -92,6 +92,19 @@ fn bad_input_exits_2_with_one_line() {
         ),
         (vec!["sim", "no-such-file.toml"], "no-such-file.toml"),
         (vec!["sim", &f, "--gap-us", "2000000"], "--gap-us 2000000"),
+        (vec!["sim", &f, "--ats"], "--iommu"),
+        (
+            vec!["sim", &f, "--iommu", "--iommu-page", "5000"],
+            "iommu page size",
+        ),
+        (
+            vec!["sim", &f, "--iommu", "--iotlb-entries", "0"],
+            "iotlb entries",
+        ),
+        (
+            vec!["sim", &f, "--iommu", "--ats", "--atc-entries", "0"],
+            "atc entries",
+        ),
     ] {
         let (rc, out, err) = pcielab(&args);
         assert_eq!(rc, 2, "{args:?}: {out}{err}");
