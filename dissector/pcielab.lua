@@ -229,6 +229,9 @@ f["tlp.completion_count"] = ProtoField.uint8("pcielab.tlp.completion_count", "Co
 f["tlp.itag_vector"] = ProtoField.uint32("pcielab.tlp.itag_vector", "ITag vector", base.DEC)
 f["tlp.page_address"] = ProtoField.string("pcielab.tlp.page_address", "Page address")
 f["tlp.prg_index"] = ProtoField.uint16("pcielab.tlp.prg_index", "Page request group index", base.DEC)
+f["tlp.read_access"] = ProtoField.uint8("pcielab.tlp.read_access", "Read access requested", base.DEC)
+f["tlp.write_access"] = ProtoField.uint8("pcielab.tlp.write_access", "Write access requested", base.DEC)
+f["tlp.last_in_group"] = ProtoField.uint8("pcielab.tlp.last_in_group", "Last request in page request group", base.DEC)
 f["tlp.response_code"] = ProtoField.uint8("pcielab.tlp.response_code", "PRG response code", base.DEC)
 f["tlp.payload"] = ProtoField.bytes("pcielab.tlp.payload", "Payload")
 f["tlp.ecrc"] = ProtoField.string("pcielab.tlp.ecrc", "ECRC (bytes as sent)")
@@ -446,7 +449,10 @@ local function decode_tlp(tvb, off, len, clen)
             t.itag_vector = w3
         elseif c == 0x04 then
             t.page_address = "0x" .. hex64(dw2, w3 - w3 % 4096)
-            t.prg_index = w3 % 512
+            t.prg_index = math.floor(w3 / 8) % 512
+            t.read_access = bits(w3, 0, 1)
+            t.write_access = bits(w3, 1, 1)
+            t.last_in_group = bits(w3, 2, 1)
         elseif c == 0x05 then
             t.prg_index = dw2 % 512
             t.response_code = bits(dw2, 12, 4)
@@ -644,7 +650,8 @@ local function add_tlp_tree(tree, tvb, off, t, pinfo)
         ti:add(f["tlp.msg_fields"], mf, t.msg_fields)
         if t.target_id then ti:add(f["tlp.target_id"], tvb(h + 8, 2), t.target_id) end
         for _, k in ipairs({ "vendor_id", "vendor_data", "ltr_no_snoop", "ltr_snoop", "obff_code",
-            "itag", "completion_count", "itag_vector", "page_address", "prg_index", "response_code" }) do
+            "itag", "completion_count", "itag_vector", "page_address", "prg_index", "read_access",
+            "write_access", "last_in_group", "response_code" }) do
             if t[k] ~= nil then ti:add(f["tlp." .. k], mf, t[k]) end
         end
     end

@@ -276,7 +276,8 @@ pub fn demo_tlps() -> Result<Vec<(&'static str, Vec<u8>)>, Error> {
                     MsgCode::PageRequest,
                     MsgRouting::ToRc,
                     "01:00.0",
-                    [0, 0, 0, 0, 0x12, 0x34, 0x50, 0x01],
+                    // Page 0x12345000, group 5, last, read and write.
+                    [0, 0, 0, 0, 0x12, 0x34, 0x50, 0x2f],
                 ),
                 &[],
             ),

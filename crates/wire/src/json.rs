@@ -177,6 +177,10 @@ pub fn tlp_to_json(t: &TlpRepr<'_>) -> Value {
                 MsgCode::PageRequest => {
                     m.insert("page_address".into(), json!(addr_str(f.page_address())));
                     m.insert("prg_index".into(), json!(f.prg_index(h.code)));
+                    let (r, w, l) = f.page_request_flags();
+                    m.insert("read_access".into(), json!(r));
+                    m.insert("write_access".into(), json!(w));
+                    m.insert("last_in_group".into(), json!(l));
                 }
                 MsgCode::PrgResponse => {
                     m.insert("prg_index".into(), json!(f.prg_index(h.code)));
@@ -270,6 +274,9 @@ const MSG_KEYS: &[&str] = &[
     "itag_vector",
     "page_address",
     "prg_index",
+    "read_access",
+    "write_access",
+    "last_in_group",
     "response_code",
 ];
 const CPL_KEYS: &[&str] = &[
@@ -688,7 +695,12 @@ fn build_msg_fields(
         MsgCode::PageRequest => {
             let a = o.uint_or("page_address", u64::MAX, 0)? & !0xfff;
             let idx = o.uint_or("prg_index", 0x1ff, 0)?;
-            f = (a | idx).to_be_bytes();
+            let flag = |k: &str, bit: u64| -> Result<u64, JsonError> {
+                Ok(if o.boolean(k)? { bit } else { 0 })
+            };
+            let rwl =
+                flag("read_access", 1)? | flag("write_access", 2)? | flag("last_in_group", 4)?;
+            f = (a | idx << 3 | rwl).to_be_bytes();
         }
         MsgCode::PrgResponse => {
             let rc = o.uint_or("response_code", 15, 0)? as u16;

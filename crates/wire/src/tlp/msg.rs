@@ -219,7 +219,7 @@ impl fmt::Display for MsgCode {
 /// PTM ResponseD:   [8..16] PTM Master Time (64 bits)
 /// ATS Inv Req:     [8..10] destination ID          [15] bits 4:0 ITag
 /// ATS Inv Cpl:     [8..10] destination ID  [11] bits 2:0 CC  [12..16] ITag vector
-/// Page Request:    [8..16] page address[63:12] | R W L | PRG index (9 bits)
+/// Page Request:    [8..16] page address[63:12] | PRG index (11:3) | L (2) W (1) R (0)
 /// PRG Response:    [8..10] destination ID  [10..12] response code (15:12), PRG index (8:0)
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -277,18 +277,19 @@ impl MsgFields {
     pub fn page_address(&self) -> u64 {
         self.u64() & !0xfff
     }
-    /// Page Request Group index (9 bits): for a Page Request bits 8:0 of DW3,
+    /// Page Request Group index (9 bits): for a Page Request bits 11:3 of DW3,
     /// for a PRG Response bits 8:0 of bytes 10–11.
     pub fn prg_index(&self, code: MsgCode) -> u16 {
         match code {
             MsgCode::PrgResponse => self.u16_at(2) & 0x1ff,
-            _ => self.u16_at(6) & 0x1ff,
+            _ => (self.u16_at(6) >> 3) & 0x1ff,
         }
     }
-    /// Page Request R, W, L bits (bits 9, 10, 11 of DW3... as R=bit0 of the result).
+    /// Page Request flags (DW3 bits 0, 1, 2): (Read Access Requested, Write Access
+    /// Requested, Last Request in PRG).
     pub fn page_request_flags(&self) -> (bool, bool, bool) {
         let v = self.u16_at(6);
-        (v & 0x200 != 0, v & 0x400 != 0, v & 0x800 != 0)
+        (v & 1 != 0, v & 2 != 0, v & 4 != 0)
     }
     /// PRG Response code (bytes 10–11, bits 15:12).
     pub fn prg_response_code(&self) -> u8 {
@@ -335,5 +336,24 @@ mod tests {
         assert_eq!(f.ltr_no_snoop(), 0x9005);
         assert_eq!(f.ltr_snoop(), 0x880a);
         assert_eq!(f.obff_code(), 0xa);
+    }
+
+    #[test]
+    fn page_request_and_prg_response_fields_sit_where_the_spec_puts_them() {
+        // Page Request, DW3: Page Address[31:12] | PRG Index (11:3) | L (2) W (1) R (0).
+        // Page 0x1_2345_6000, group 0x1a5, last, write, no read.
+        let dw3: u32 = 0x3456_6000 | 0x1a5 << 3 | 0b110;
+        let mut b = [0u8; 8];
+        b[..4].copy_from_slice(&1u32.to_be_bytes());
+        b[4..].copy_from_slice(&dw3.to_be_bytes());
+        let f = MsgFields(b);
+        assert_eq!(f.page_address(), 0x1_3456_6000);
+        assert_eq!(f.prg_index(MsgCode::PageRequest), 0x1a5);
+        assert_eq!(f.page_request_flags(), (false, true, true));
+        // PRG Response, bytes 10-11: Response Code (15:12) | PRG Index (8:0).
+        let f = MsgFields([0x03, 0x00, 0xf0, 0x42, 0, 0, 0, 0]);
+        assert_eq!(f.destination_id().to_string(), "03:00.0");
+        assert_eq!(f.prg_index(MsgCode::PrgResponse), 0x42);
+        assert_eq!(f.prg_response_code(), 0xf);
     }
 }
