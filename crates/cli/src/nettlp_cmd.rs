@@ -328,9 +328,13 @@ pub fn run_adapter(args: &AdapterArgs) -> Result<(), Failure> {
         }
     }
     let mut last = (Instant::now(), a.stats());
+    // Printed as they come, without taking them: `adapter irqs` still lists them.
+    let mut irq_seen = 0;
     while !a.stop_requested() {
         std::thread::sleep(Duration::from_millis(50));
-        for irq in a.take_interrupts() {
+        let (new, next) = a.interrupts_since(irq_seen);
+        irq_seen = next;
+        for irq in new {
             println!("adapter: interrupt: {irq}");
         }
         if let Some(d) = r.duration {

@@ -6,6 +6,14 @@ use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_pcielab");
 
+/// The tests bind the same loopback ports (some of the bad-argument runs bind them
+/// before they fail): they take turns.
+static PORTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn ports() -> std::sync::MutexGuard<'static, ()> {
+    PORTS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 struct Kill(Child);
 
 impl Drop for Kill {
@@ -42,10 +50,16 @@ fn spawn(args: &[&str]) -> Kill {
 
 /// Retries a command until it succeeds (the background processes need a moment to bind).
 fn eventually(args: &[&str]) -> Output {
-    let end = Instant::now() + Duration::from_secs(5);
+    until(args, |o| o.status.success())
+}
+
+/// Retries a command until its output satisfies `done` (or 15 s have passed: a loaded
+/// machine may be slow to schedule the background processes).
+fn until(args: &[&str], done: impl Fn(&Output) -> bool) -> Output {
+    let end = Instant::now() + Duration::from_secs(15);
     loop {
         let o = run(args);
-        if o.status.success() || Instant::now() > end {
+        if done(&o) || Instant::now() > end {
             return o;
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -54,6 +68,7 @@ fn eventually(args: &[&str]) -> Output {
 
 #[test]
 fn adapter_psmem_dma_tlpperf_session() {
+    let _ports = ports();
     let dir = std::env::temp_dir().join(format!("pcielab-cli-nettlp-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let pcap = dir.join("tlpperf.pcap");
@@ -120,7 +135,9 @@ fn adapter_psmem_dma_tlpperf_session() {
     // An MSI-X write is an interrupt: vector 1 is 0xfee01000 / 0x4021 by default.
     let o = run(&["dma", "write", "-a", "0xfee01000", "--hex", "21400000"]);
     assert!(o.status.success(), "{}", text(&o));
-    let o = eventually(&["adapter", "irqs"]);
+    // The write is posted: the adapter records the interrupt when the datagram arrives,
+    // which may be after `dma write` has exited.
+    let o = until(&["adapter", "irqs"], |o| text(o).contains("MSI-X vector 1"));
     assert!(text(&o).contains("MSI-X vector 1"), "{}", text(&o));
     let o = run(&["adapter", "stop"]);
     assert!(o.status.success(), "{}", text(&o));
@@ -153,6 +170,7 @@ fn adapter_psmem_dma_tlpperf_session() {
 
 #[test]
 fn bad_arguments_exit_2() {
+    let _ports = ports();
     for args in [
         &["adapter", "--window", "0x10"][..],
         &["adapter", "--control", "127.0.0.1:12287"],

@@ -265,6 +265,9 @@ impl AdapterStats {
     }
 }
 
+/// Interrupts kept for [`Adapter::interrupts_since`].
+const IRQ_LOG: usize = 4096;
+
 /// An MSI-X interrupt: a device MWr to an MSI address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Interrupt {
@@ -350,6 +353,9 @@ struct Inner {
     mmio: Mutex<()>,
     irqs: Mutex<Vec<Interrupt>>,
     irq_cv: Condvar,
+    /// Every interrupt in arrival order (the last `IRQ_LOG` of them), for observers
+    /// that must not take them from `irqs`: (sequence number of the first kept, log).
+    irq_log: Mutex<(u64, std::collections::VecDeque<Interrupt>)>,
     config_space: Mutex<[u8; 4096]>,
     cpl_counter: AtomicU64,
     logged: Mutex<std::collections::HashMap<&'static str, u64>>,
@@ -470,6 +476,7 @@ impl Adapter {
             mmio: Mutex::new(()),
             irqs: Mutex::new(Vec::new()),
             irq_cv: Condvar::new(),
+            irq_log: Mutex::new((0, std::collections::VecDeque::new())),
             config_space: Mutex::new(cs),
             cpl_counter: AtomicU64::new(0),
             logged: Mutex::new(Default::default()),
@@ -512,6 +519,17 @@ impl Adapter {
     /// Interrupts seen so far (oldest first), removing them.
     pub fn take_interrupts(&self) -> Vec<Interrupt> {
         std::mem::take(&mut *self.inner.irqs.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Interrupts from sequence number `from` on (0 is the first the adapter saw), and
+    /// the sequence number after the last: an observer's view that leaves them for
+    /// [`Adapter::take_interrupts`] and [`Adapter::wait_interrupt`]. Only the last
+    /// 4096 are kept.
+    pub fn interrupts_since(&self, from: u64) -> (Vec<Interrupt>, u64) {
+        let l = self.inner.irq_log.lock().unwrap_or_else(|p| p.into_inner());
+        let skip = from.saturating_sub(l.0) as usize;
+        let next = l.0 + l.1.len() as u64;
+        (l.1.iter().skip(skip).copied().collect(), next)
     }
 
     /// Waits up to `timeout` for an interrupt and removes it.
@@ -1021,6 +1039,14 @@ impl Inner {
             };
             if self.cfg.log {
                 eprintln!("adapter: interrupt: {irq} from {src}");
+            }
+            {
+                let mut l = self.irq_log.lock().unwrap_or_else(|p| p.into_inner());
+                l.1.push_back(irq);
+                if l.1.len() > IRQ_LOG {
+                    l.1.pop_front();
+                    l.0 += 1;
+                }
             }
             let mut g = self.irqs.lock().unwrap_or_else(|p| p.into_inner());
             if g.len() < 65536 {

@@ -103,6 +103,11 @@ fn msix_writes_are_interrupts() {
     assert_eq!(irq.vector, Some(3));
     assert_eq!(irq.data, t[3].data);
     assert_eq!(a.stats().mwr, 0, "not stored in memory");
+    // Taking it leaves the observers' log: it is still there, once.
+    assert!(a.take_interrupts().is_empty());
+    let (seen, next) = a.interrupts_since(0);
+    assert_eq!((seen, next), (vec![irq], 1));
+    assert_eq!(a.interrupts_since(next), (vec![], 1));
 }
 
 /// Sends one MRd as LibTLP would (tag 5 on port 0x3005) and returns the completions.
