@@ -217,6 +217,8 @@ pub mod id {
     pub const EXT_ATS: u16 = 0x000f;
     /// Extended: Single Root I/O Virtualization.
     pub const EXT_SRIOV: u16 = 0x0010;
+    /// Extended: Page Request Interface (ATS).
+    pub const EXT_PRI: u16 = 0x0013;
     /// Extended: Latency Tolerance Reporting.
     pub const EXT_LTR: u16 = 0x0018;
 

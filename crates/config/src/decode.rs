@@ -431,6 +431,30 @@ fn describe_ext(s: &mut String, cap: u16, o: u16, rd: &dyn Fn(u16, usize) -> u32
         id::EXT_ARI => {
             let _ = writeln!(s, "\tNext function: {}", (rd(o + 4, 2) >> 8) & 0xff);
         }
+        id::EXT_PRI => {
+            // As lspci words them.
+            let ctl = rd(o + 4, 2);
+            let sta = rd(o + 6, 2);
+            let _ = writeln!(
+                s,
+                "\tPRICtl: Enable{} Reset{}",
+                flag(ctl & 1 != 0),
+                flag(ctl & 2 != 0)
+            );
+            let _ = writeln!(
+                s,
+                "\tPRISta: RF{} UPRGI{} Stopped{}",
+                flag(sta & 1 != 0),
+                flag(sta & 2 != 0),
+                flag(sta & 0x100 != 0)
+            );
+            let _ = writeln!(
+                s,
+                "\tPage Request Capacity: {:08x}, Page Request Allocation: {:08x}",
+                rd(o + 8, 4),
+                rd(o + 0xc, 4)
+            );
+        }
         id::EXT_ATS => {
             // As lspci words them.
             let _ = writeln!(

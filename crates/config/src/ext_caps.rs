@@ -1,4 +1,4 @@
-//! Extended capabilities (0x100 and above): AER, SR-IOV, ARI, ACS, DSN, LTR, ATS.
+//! Extended capabilities (0x100 and above): AER, SR-IOV, ARI, ACS, DSN, LTR, ATS, PRI.
 //!
 //! Each type documents its register map; offsets are from the capability header.
 
@@ -337,6 +337,63 @@ impl ExtCapability for AtsCap {
         cs.define(at + 4, 2, 0xffff, Access::Ro, cap);
         cs.define(at + 6, 2, 0xffff, Access::RsvdP, 0);
         cs.define(at + 6, 2, ATS_CTL_ENABLE as u32 | 0x1f, Access::Rw, 0);
+    }
+}
+
+/// Page Request Control: Enable (bit 0 of the register at +04).
+pub const PRI_CTL_ENABLE: u16 = 1;
+/// Page Request Status: Response Failure (bit 0, RW1C).
+pub const PRI_STA_RESPONSE_FAILURE: u16 = 1;
+/// Page Request Status: Stopped (bit 8): enable clear and no request outstanding.
+pub const PRI_STA_STOPPED: u16 = 1 << 8;
+
+/// Page Request Interface (ID 0x0013, version 1), 16 bytes (PCIe Base Spec, ATS
+/// chapter): a function with ATS asks the host to make pages resident.
+///
+/// ```text
+/// +00 | Next | Ver | ID                                                        |
+/// +04 | Page Request Status: PASID Required(15) Stopped(8)  | Control: Reset(1) |
+/// |   |   Unexpected PRG Index(1,RW1C) Response Failure(0,RW1C) | Enable(0,RW) |
+/// +08 | Outstanding Page Request Capacity (RO)                                  |
+/// +0C | Outstanding Page Request Allocation (RW)                                |
+/// ```
+///
+/// ```
+/// use pcielab_config::caps::CapabilityList;
+/// use pcielab_config::ext_caps::{PriCap, PRI_STA_STOPPED};
+/// use pcielab_config::header::Type0;
+/// let mut cs = Type0::default().build().unwrap();
+/// let placed = CapabilityList::new().with_ext(PriCap { capacity: 32 }).install(&mut cs).unwrap();
+/// let at = placed[0].offset;
+/// assert_eq!(cs.read_u16(at + 6), PRI_STA_STOPPED);
+/// assert_eq!(cs.read_u32(at + 8), 32);
+/// cs.write_u32(at + 0xc, 16);
+/// assert_eq!(cs.read_u32(at + 0xc), 16);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PriCap {
+    /// Outstanding Page Request Capacity: page requests the function can have
+    /// outstanding.
+    pub capacity: u32,
+}
+
+impl ExtCapability for PriCap {
+    fn id(&self) -> u16 {
+        id::EXT_PRI
+    }
+    fn version(&self) -> u8 {
+        1
+    }
+    fn size(&self) -> u16 {
+        16
+    }
+    fn install(&self, cs: &mut ConfigSpace, at: u16) {
+        cs.define(at + 4, 2, 0xffff, Access::RsvdP, 0);
+        cs.define(at + 4, 2, PRI_CTL_ENABLE as u32, Access::Rw, 0);
+        cs.define(at + 6, 2, 0xffff, Access::Ro, PRI_STA_STOPPED as u32);
+        cs.define(at + 6, 2, 0x0003, Access::Rw1c, 0);
+        cs.define(at + 8, 4, 0xffff_ffff, Access::Ro, self.capacity);
+        cs.define(at + 0xc, 4, 0xffff_ffff, Access::Rw, 0);
     }
 }
 

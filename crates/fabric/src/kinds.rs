@@ -30,7 +30,7 @@
 
 use crate::functional::{FunctionModel, HwFunction, Unsupported};
 use pcielab_config::caps::{CapabilityList, MsiCap, MsixCap, MsixTable, PcieCap, PmCap};
-use pcielab_config::ext_caps::{AerCap, AriCap, AtsCap, DsnCap, LtrCap, SriovCap};
+use pcielab_config::ext_caps::{AerCap, AriCap, AtsCap, DsnCap, LtrCap, PriCap, SriovCap};
 use pcielab_config::{Bar, Ids, Type0, PCIELAB_VENDOR_ID};
 use std::collections::BTreeMap;
 
@@ -665,7 +665,8 @@ fn build_psmem(ctx: &EndpointCtx<'_>) -> Result<Vec<HwFunction>, KindError> {
         .with_ext(AerCap::default())
         .with_ext(DsnCap { serial: ctx.serial })
         .with_ext(LtrCap)
-        .with_ext(AtsCap::default());
+        .with_ext(AtsCap::default())
+        .with_ext(PriCap { capacity: 32 });
     if vfs > 0 {
         list = list
             .with_ext(AriCap { next_function: 0 })

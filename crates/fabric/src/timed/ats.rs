@@ -98,31 +98,50 @@ pub struct AtsStats {
     pub invalidations: u64,
     /// ATC entries those invalidated.
     pub invalidated_entries: u64,
+    /// Page Requests sent (PRI), one page each.
+    pub page_requests: u64,
+    /// PRG Responses received with Success (the page was made resident).
+    pub pages_made_resident: u64,
+    /// PRG Responses received with another code (the DMA failed).
+    pub page_requests_failed: u64,
 }
 
 /// A Translation Request outstanding (or waiting for a tag: `tag` NONE).
 #[derive(Debug, Clone)]
-struct Pending {
-    unit: u64,
-    tag: u16,
+pub(super) struct Pending {
+    pub unit: u64,
+    /// The Translation Request's tag; NONE while it waits for a tag, or `PAGING`
+    /// while the unit waits for a Page Request's answer (see `pri`).
+    pub tag: u16,
     /// DMAs waiting for it: (op index, DMA id).
-    waiters: Vec<(u32, super::DmaId)>,
+    pub waiters: Vec<(u32, super::DmaId)>,
     /// An Invalidate Request overlapping it arrived: ask again.
-    stale: bool,
+    pub stale: bool,
+    /// Access the waiting DMAs need: read (bit 0), write (bit 1).
+    pub rw: u8,
+    /// Its Page Request Group index while paging (NONE: none yet).
+    pub prg: u16,
+    /// A Page Request for it was answered Success already (a second refusal fails).
+    pub paged: bool,
 }
+
+/// `Pending::tag` while the unit waits for the host to make its page resident.
+pub(super) const PAGING: u16 = 0xfffe;
 
 /// The ATS state of a device with ATS enabled.
 #[derive(Debug, Clone)]
 pub(crate) struct AtsDevice {
-    bdf: Bdf,
+    pub(super) bdf: Bdf,
     /// Smallest Translation Unit in bytes.
     stu: u64,
     /// The ATC, most recently used first: (untranslated base, translated base, size).
     atc: VecDeque<(u64, u64, u64)>,
-    pending: Vec<Pending>,
+    pub(super) pending: Vec<Pending>,
     free_tags: Vec<u16>,
     /// Invalidations waiting for DMAs that use the range: (base, size, ITag, from).
     parked: Vec<(u64, u64, u8, Bdf)>,
+    /// PRI enabled: the free Page Request Group indices (the allocation's worth).
+    pub(super) prg_free: Option<Vec<u16>>,
     pub stats: AtsStats,
 }
 
@@ -135,6 +154,7 @@ impl AtsDevice {
             pending: Vec::new(),
             free_tags: (ATS_TAG_BASE..ATS_TAG_BASE + ATS_TAGS).rev().collect(),
             parked: Vec::new(),
+            prg_free: None,
             stats: AtsStats::default(),
         }
     }
@@ -164,33 +184,57 @@ pub(crate) fn decode_range(v: u64) -> (u64, u64, bool, bool) {
 }
 
 /// The ATS capability of function `f`: its offset.
-fn ats_cap(e: &Engine, f: FnId) -> Option<u16> {
+pub(super) fn ext_cap(e: &Engine, f: FnId, id: u16) -> Option<u16> {
     let func = e.fabric.functions.get(f.0 as usize)?;
     pcielab_config::caps::walk(func.config.bytes())
         .0
         .iter()
-        .find(|c| c.extended && c.id == pcielab_config::caps::id::EXT_ATS)
+        .find(|c| c.extended && c.id == id)
         .map(|c| c.offset)
+}
+
+fn ats_cap(e: &Engine, f: FnId) -> Option<u16> {
+    ext_cap(e, f, pcielab_config::caps::id::EXT_ATS)
 }
 
 /// The header of an ATS Invalidate Request or Completion for the trace.
 pub(crate) fn message_repr<'a>(t: &Tlp, tag: Tag, data: &'a [u8]) -> TlpRepr<'a> {
     let mut f = [0u8; 8];
     f[0..2].copy_from_slice(&t.completer.raw().to_be_bytes());
-    let (code, data) = if t.kind == Kind::AtsInv {
-        f[7] = t.byte_count as u8 & 0x1f;
-        (MsgCode::AtsInvalidateRequest, data)
-    } else {
-        f[3] = 1; // Completion Count: this one completion
-        f[4..8].copy_from_slice(&(1u32 << (t.byte_count & 0x1f)).to_be_bytes());
-        (MsgCode::AtsInvalidateCompletion, &[][..])
+    let mut routing = MsgRouting::ById;
+    let (code, data) = match t.kind {
+        Kind::AtsInv => {
+            f[7] = t.byte_count as u8 & 0x1f;
+            (MsgCode::AtsInvalidateRequest, data)
+        }
+        Kind::AtsInvCpl => {
+            f[3] = 1; // Completion Count: this one completion
+            f[4..8].copy_from_slice(&(1u32 << (t.byte_count & 0x1f)).to_be_bytes());
+            (MsgCode::AtsInvalidateCompletion, &[][..])
+        }
+        Kind::PageReq => {
+            // Page address, PRG index (11:3), Last (2), Write (1), Read (0).
+            let (prg, rw) = (
+                (t.byte_count & 0x1ff) as u64,
+                (t.byte_count >> 9) as u64 & 3,
+            );
+            f = ((t.addr & !0xfff) | prg << 3 | 1 << 2 | rw).to_be_bytes();
+            routing = MsgRouting::ToRc;
+            (MsgCode::PageRequest, &[][..])
+        }
+        _ => {
+            // PRG Response: response code (15:12) and PRG index (8:0) in bytes 10-11.
+            let v = (t.byte_count & 0xf000) | (t.byte_count & 0x1ff);
+            f[2..4].copy_from_slice(&v.to_be_bytes());
+            (MsgCode::PrgResponse, &[][..])
+        }
     };
     TlpRepr::with_header(
         TlpHeader::Msg(MsgHeader {
             requester_id: t.requester,
             tag,
             code,
-            routing: MsgRouting::ById,
+            routing,
             fields: MsgFields(f),
         }),
         data,
@@ -216,6 +260,14 @@ impl Engine {
     pub(crate) fn refresh_ats(&mut self, f: FnId, cx: &mut Context<'_, PackedEv>) {
         if ats_cap(self, f).is_some() {
             self.ats_configured(f, Some(cx));
+        }
+    }
+
+    /// Enables ATS and then PRI (`SimConfig::ats`, `SimConfig::pri`).
+    pub(crate) fn enable_ats_pri(&mut self, pri: bool) {
+        self.enable_ats();
+        if pri {
+            self.enable_pri();
         }
     }
 
@@ -256,6 +308,7 @@ impl Engine {
             }
             (false, None) => {}
         }
+        self.pri_configured(f);
         self.ats_any = !self.ats.is_empty();
     }
 
@@ -339,16 +392,23 @@ impl Engine {
             return false;
         }
         op.xlate_wait = missing.len() as u32;
+        let rw = if op.write { 2 } else { 1 };
         for u in missing {
             let dev = self.ats.get_mut(&node).expect("checked above");
             match dev.pending.iter_mut().find(|p| p.unit == u && !p.stale) {
-                Some(p) => p.waiters.push((oi, id)),
+                Some(p) => {
+                    p.waiters.push((oi, id));
+                    p.rw |= rw;
+                }
                 None => {
                     dev.pending.push(Pending {
                         unit: u,
                         tag: NONE as u16,
                         waiters: vec![(oi, id)],
                         stale: false,
+                        rw,
+                        prg: NONE as u16,
+                        paged: false,
                     });
                     self.send_translation_request(node, u, cx);
                 }
@@ -359,7 +419,12 @@ impl Engine {
 
     /// Sends the Translation Request of `unit` when a tag is free (else it waits for
     /// one: see `translation_completion`).
-    fn send_translation_request(&mut self, node: u32, unit: u64, cx: &mut Context<'_, PackedEv>) {
+    pub(super) fn send_translation_request(
+        &mut self,
+        node: u32,
+        unit: u64,
+        cx: &mut Context<'_, PackedEv>,
+    ) {
         let Some(f) = self.nodes[node as usize].func else {
             return;
         };
@@ -431,7 +496,11 @@ impl Engine {
         let Some(dev) = self.ats.get_mut(&node) else {
             return false;
         };
-        let Some(i) = dev.pending.iter().position(|p| p.tag == tag) else {
+        let Some(i) = dev
+            .pending
+            .iter()
+            .position(|p| p.tag == tag && tag != PAGING)
+        else {
             return false;
         };
         let p = dev.pending.remove(i);
@@ -481,6 +550,10 @@ impl Engine {
                 Some(e)
             }
             _ => {
+                // With PRI the device asks the host to make the page resident first.
+                if entry.is_some() && self.page_request(node, &p, cx) {
+                    return true;
+                }
                 if let Some(dev) = self.ats.get_mut(&node) {
                     dev.stats.denied += 1;
                 }
@@ -498,7 +571,7 @@ impl Engine {
 
     /// A translation DMA `oi` (id `did`) waited for arrived (`Some(Some(e))`), was
     /// refused (`Some(None)`), or ATS went off (`None`: the DMA goes untranslated).
-    fn translation_arrived(
+    pub(super) fn translation_arrived(
         &mut self,
         node: u32,
         oi: u32,

@@ -87,6 +87,13 @@ pub(crate) enum Kind {
     /// complex: posted, 4DW header, no data; `completer` is the host bridge,
     /// `byte_count` the ITag whose bit the ITag vector sets.
     AtsInvCpl,
+    /// A Page Request (Msg 04h to the root complex, PRI): posted, 4DW header, no
+    /// data; `addr` the page, `byte_count` the PRG index | R, W << 9 (see `pri`).
+    PageReq,
+    /// A PRG Response (Msg 05h by ID) from the root complex to a device: posted, 4DW
+    /// header, no data; `completer` the device, `addr` the page, `byte_count` the PRG
+    /// index | response code << 12.
+    PrgResp,
 }
 
 /// Who consumes a TLP at its destination.
@@ -174,7 +181,9 @@ impl Tlp {
             | Kind::PmMsg
             | Kind::PmHop
             | Kind::AtsInv
-            | Kind::AtsInvCpl => 16,
+            | Kind::AtsInvCpl
+            | Kind::PageReq
+            | Kind::PrgResp => 16,
             _ => 12,
         };
         Tlp {
@@ -211,7 +220,9 @@ impl Tlp {
             | Kind::PmMsg
             | Kind::PmHop
             | Kind::AtsInv
-            | Kind::AtsInvCpl => P,
+            | Kind::AtsInvCpl
+            | Kind::PageReq
+            | Kind::PrgResp => P,
             Kind::MRd | Kind::IoRd | Kind::IoWr | Kind::CfgRd | Kind::CfgWr | Kind::TransReq => NP,
             Kind::Cpl | Kind::CplD => CPL,
         }
@@ -688,6 +699,10 @@ pub struct Engine {
     pub(crate) ats_any: bool,
     /// Invalidations the root complex sent, in order.
     pub(crate) ats_invals: Vec<super::ats::AtsInvalidation>,
+    /// Ranges host software maps when a device asks (PRI), and the Page Requests the
+    /// host received.
+    pub(crate) on_demand: Vec<super::pri::OnDemand>,
+    pub(crate) page_requests: Vec<super::pri::PageRequestRecord>,
     pub(crate) llc_fifo: VecDeque<u64>,
     /// Tags the root complex uses for split peer reads (256..512), and their state.
     pub(crate) p2p_tags: Vec<u16>,
@@ -859,7 +874,9 @@ impl Engine {
                 r.at = pcielab_wire::AddressType::TranslationRequest;
                 r
             }),
-            Kind::AtsInv | Kind::AtsInvCpl => Ok(super::ats::message_repr(t, tag, &data)),
+            Kind::AtsInv | Kind::AtsInvCpl | Kind::PageReq | Kind::PrgResp => {
+                Ok(super::ats::message_repr(t, tag, &data))
+            }
             Kind::MWr => TlpRepr::mem_write(t.requester, tag, t.addr, &data).map(|mut r| {
                 set_be(&mut r);
                 r
@@ -990,7 +1007,9 @@ impl Engine {
             | Kind::PmMsg
             | Kind::TransReq
             | Kind::AtsInv
-            | Kind::AtsInvCpl => (onode, 1u64 << 63 | dest_id.raw() as u64),
+            | Kind::AtsInvCpl
+            | Kind::PageReq
+            | Kind::PrgResp => (onode, 1u64 << 63 | dest_id.raw() as u64),
             // I/O BARs are as small as 4 bytes and share pages: one entry per DW. Bit 62
             // keeps the keys apart from memory pages (at most 2^52) and completions.
             Kind::IoRd | Kind::IoWr => (onode, 1u64 << 62 | (addr & 0xffff_fffc)),
@@ -1011,7 +1030,9 @@ impl Engine {
             | Kind::PmMsg
             | Kind::TransReq
             | Kind::AtsInv
-            | Kind::AtsInvCpl => {
+            | Kind::AtsInvCpl
+            | Kind::PageReq
+            | Kind::PrgResp => {
                 let r = self.fabric.route_id(origin, dest_id)?;
                 let f = &self.fabric.functions[r.target.0 as usize];
                 let d = if f.role == Role::HostBridge {
@@ -2331,6 +2352,8 @@ impl Engine {
             (Dest::Rc, Kind::TransReq) => self.translation_request(&t, cx),
             (Dest::Dma { node }, Kind::AtsInv) => self.ats_invalidate_request(node, id, cx),
             (Dest::Rc, Kind::AtsInvCpl) => self.ats_invalidate_completion(&t, cx),
+            (Dest::Rc, Kind::PageReq) => self.host_page_request(&t, cx),
+            (Dest::Dma { node }, Kind::PrgResp) => self.prg_response(node, id, cx),
             (Dest::Rc, Kind::PmMsg) => {
                 if let Some(rp) = self.last_rx_func {
                     self.root_pme(rp, t.requester, cx);
@@ -4316,6 +4339,9 @@ impl World for Engine {
                 }
             }
             Ev::HostSend(id) => {
+                if self.tlps[id as usize].kind == Kind::PrgResp {
+                    self.prg_response_leaves(id, cx.now());
+                }
                 let t = &self.tlps[id as usize];
                 if t.hops > 0 {
                     let d = t.path[0];

@@ -55,6 +55,7 @@ mod iommu;
 mod packed;
 mod phy;
 pub(crate) mod poison;
+mod pri;
 mod trace;
 mod wire_bus;
 mod workload;
@@ -70,6 +71,7 @@ pub use engine::{
 pub use iommu::{IommuConfig, IommuFault, IommuStats};
 pub use packed::PackedEv;
 pub use phy::LinkTiming;
+pub use pri::PageRequestRecord;
 pub use trace::{DirCounters, Trace, TraceKind, TraceRecord};
 pub use wire_bus::{WireBus, WireBusStats};
 pub use workload::{AddrPattern, DmaOpKind, DmaStream, StreamReport};
@@ -215,6 +217,15 @@ pub struct SimConfig {
     pub ats: bool,
     /// Entries of each device's Address Translation Cache (LRU); 1..=65536. Default 64.
     pub atc_entries: usize,
+    /// PRI on (needs `ats`): every function with the Page Request Interface gets PRI
+    /// Enable and an allocation equal to its capacity; a device whose translation is
+    /// refused asks the host to make the page resident (see the `pri` notes in the
+    /// crate README, and [`FabricSim::iommu_map_on_demand`]). Default false.
+    pub pri: bool,
+    /// Host software's time to handle a Page Request (the I/O page fault) before its
+    /// PRG Response leaves, on top of the root complex latency; 0..=1 s. An assumption
+    /// (the spec sets none): default 10 µs.
+    pub page_fault_latency: SimDuration,
     /// Record every TLP/DLLP with its bytes. Default false.
     pub trace: bool,
     /// Record host-memory writes (requester, address, length) in order. Default false.
@@ -270,6 +281,8 @@ impl Default for SimConfig {
             iommu: None,
             ats: false,
             atc_entries: 64,
+            pri: false,
+            page_fault_latency: SimDuration::from_us(10),
             trace: false,
             log_writes: false,
         }
@@ -433,6 +446,20 @@ fn check(cfg: &SimConfig) -> Result<(), SimError> {
             "ats",
             "true without an IOMMU".into(),
             "SimConfig::iommu set: the IOMMU is the translation agent",
+        );
+    }
+    if cfg.pri && !cfg.ats {
+        return p(
+            "pri",
+            "true without ATS".into(),
+            "SimConfig::ats set: page requests follow refused translations",
+        );
+    }
+    if cfg.page_fault_latency > SimDuration::from_ms(1000) {
+        return p(
+            "page fault latency",
+            format!("{} ps", cfg.page_fault_latency.as_ps()),
+            "0..=1 s",
         );
     }
     if !(1..=65536).contains(&cfg.atc_entries) {
@@ -706,6 +733,8 @@ impl FabricSim {
             ats: Default::default(),
             ats_any: false,
             ats_invals: Vec::new(),
+            on_demand: Vec::new(),
+            page_requests: Vec::new(),
             llc_fifo: VecDeque::new(),
             p2p_tags: (256..512u16).rev().collect(),
             p2p_tag_map: Default::default(),
@@ -740,7 +769,7 @@ impl FabricSim {
             sim.world_mut().enable_ecrc();
         }
         if cfg.ats {
-            sim.world_mut().enable_ats();
+            sim.world_mut().enable_ats_pri(cfg.pri);
         }
         // Link training ends in the InitFC handshake: every receiver advertises its
         // buffers with InitFC1 and InitFC2 for P, NP and Cpl (0 = infinite).
@@ -1512,6 +1541,41 @@ impl FabricSim {
             e.send_ats_invalidate(n, iova, len, cx);
         });
         Ok(())
+    }
+
+    /// Declares `[iova, iova + len)` of endpoint `name`'s DMA as mapped on demand to
+    /// host physical `phys`: host software maps a page of it when the device asks with
+    /// a Page Request (PRI), not before. Fails when no IOMMU is configured.
+    pub fn iommu_map_on_demand(
+        &mut self,
+        name: &str,
+        iova: u64,
+        phys: u64,
+        len: u64,
+    ) -> Result<(), SimError> {
+        let device = self
+            .bdf(name)
+            .ok_or_else(|| SimError::UnknownNode(name.into()))?;
+        let e = self.sim.world_mut();
+        if e.iommu.is_none() {
+            return Err(SimError::Param {
+                what: "iommu",
+                value: "none".into(),
+                allowed: "SimConfig::iommu set to Some(IommuConfig)",
+            });
+        }
+        e.on_demand.push(pri::OnDemand {
+            device,
+            iova: iova & !0xfff,
+            phys: phys & !0xfff,
+            len: len + (iova & 0xfff),
+        });
+        Ok(())
+    }
+
+    /// The Page Requests the host received (PRI), in order, with their answers.
+    pub fn page_requests(&self) -> &[PageRequestRecord] {
+        &self.sim.world().page_requests
     }
 
     /// The ATS counters of endpoint `name` (None when it has no ATS enabled).

@@ -13,6 +13,7 @@ mod intx;
 mod io;
 mod pme;
 mod poison;
+mod pri;
 mod props;
 mod real_lspci;
 mod timed;

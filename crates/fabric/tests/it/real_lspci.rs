@@ -302,11 +302,11 @@ fn lspci_reads_the_first_error_pointer_and_header_log() {
     let _ = std::fs::remove_file(&path);
 }
 
-/// lspci reads psmem's ATS capability: disabled at reset, then as the simulator's
-/// `ats` option and a driver's write of the Smallest Translation Unit leave it; our
-/// decoder prints the same two lines.
+/// lspci reads psmem's ATS and PRI capabilities: disabled at reset, then as the
+/// simulator's `ats` and `pri` options and a driver's write of the Smallest
+/// Translation Unit leave them; our decoder prints the same lines.
 #[test]
-fn lspci_reads_the_ats_capability() {
+fn lspci_reads_the_ats_and_pri_capabilities() {
     use pcielab_fabric::kinds::KindRegistry;
     use pcielab_fabric::timed::{FabricSim, IommuConfig, SimConfig};
     let topo = crate::common::switch_tree(1, false);
@@ -317,7 +317,17 @@ fn lspci_reads_the_ats_capability() {
         let b = bl[&sim.bdf("ep").unwrap().to_string()].clone();
         let theirs: Vec<String> = b
             .lines()
-            .filter(|l| l.starts_with("ATSCap:") || l.starts_with("ATSCtl:"))
+            .filter(|l| {
+                [
+                    "ATSCap:",
+                    "ATSCtl:",
+                    "PRICtl:",
+                    "PRISta:",
+                    "Page Request Capacity:",
+                ]
+                .iter()
+                .any(|p| l.starts_with(p))
+            })
             .map(str::to_string)
             .collect();
         let f = sim.fabric().function_at(sim.bdf("ep").unwrap()).unwrap();
@@ -327,6 +337,7 @@ fn lspci_reads_the_ats_capability() {
             assert!(ours.contains(l.as_str()), "{l:?} not in\n{ours}");
         }
         assert!(b.contains("Address Translation Service (ATS)"), "{b}");
+        assert!(b.contains("Page Request Interface (PRI)"), "{b}");
         theirs
     };
     let sim = FabricSim::new(&topo, &KindRegistry::builtin(), SimConfig::default()).unwrap();
@@ -334,12 +345,16 @@ fn lspci_reads_the_ats_capability() {
         lines(&sim, "ats-off"),
         [
             "ATSCap:\tInvalidate Queue Depth: 00",
-            "ATSCtl:\tEnable-, Smallest Translation Unit: 00"
+            "ATSCtl:\tEnable-, Smallest Translation Unit: 00",
+            "PRICtl: Enable- Reset-",
+            "PRISta: RF- UPRGI- Stopped+",
+            "Page Request Capacity: 00000020, Page Request Allocation: 00000000"
         ]
     );
     let cfg = SimConfig {
         iommu: Some(IommuConfig::default()),
         ats: true,
+        pri: true,
         ..SimConfig::default()
     };
     let mut sim = FabricSim::new(&topo, &KindRegistry::builtin(), cfg).unwrap();
@@ -359,7 +374,10 @@ fn lspci_reads_the_ats_capability() {
         lines(&sim, "ats-on"),
         [
             "ATSCap:\tInvalidate Queue Depth: 00",
-            "ATSCtl:\tEnable+, Smallest Translation Unit: 02"
+            "ATSCtl:\tEnable+, Smallest Translation Unit: 02",
+            "PRICtl: Enable+ Reset-",
+            "PRISta: RF- UPRGI- Stopped-",
+            "Page Request Capacity: 00000020, Page Request Allocation: 00000020"
         ]
     );
 }

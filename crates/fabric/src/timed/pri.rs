@@ -1,0 +1,337 @@
+//! The Page Request Interface (PCIe Base Spec, ATS chapter): a device whose
+//! Translation Request was refused (the page is not resident) asks the host to make
+//! it resident, and asks again for the translation when the host says it did.
+//!
+//! ```text
+//!   device (ATS + PRI enabled)                       root complex / host software
+//!   Translation Completion: no access
+//!     ── Page Request (Msg 04h to the RC: page, R/W, Last, PRG index) ──►
+//!                                       page-fault handling (page_fault_latency):
+//!                                       a page of an on-demand region is mapped
+//!     ◄── PRG Response (Msg 05h by ID: PRG index, Success or Invalid Request) ──
+//!   Success: Translation Request again; otherwise the DMA fails
+//! ```
+//!
+//! * **Enable.** [`SimConfig::pri`](super::SimConfig) sets PRI Enable and an
+//!   Outstanding Page Request Allocation equal to the capacity on every function with
+//!   the capability (psmem: 32) when the simulation starts; configuration writes
+//!   change both later. Each Page Request is a group of one page (Last set); a device
+//!   has at most its allocation (up to 512 group indices) outstanding, and units past
+//!   that wait for an index.
+//! * **Host.** [`FabricSim::iommu_map_on_demand`](super::FabricSim::iommu_map_on_demand)
+//!   declares I/O virtual ranges that software maps when a device asks (demand
+//!   paging, shared virtual memory). A Page Request for a page in such a range is
+//!   answered Success after `page_fault_latency` (plus the root complex latency),
+//!   when the IOMMU mapping appears; any other page gets Invalid Request. Every
+//!   request is recorded ([`FabricSim::page_requests`](super::FabricSim::page_requests)).
+//! * A unit refused again after a Success fails its DMAs (no loop), as does any
+//!   response other than Success; Response Failure also sets the capability's
+//!   Response Failure status bit and stops the device's page requests.
+//!
+//! Not modelled: multi-page groups, Stop Markers, PASID, and the PRG Response
+//! timeout.
+
+use super::ats::{ext_cap, Pending, PAGING};
+use super::engine::{Engine, Kind, Tlp, NONE};
+use super::packed::PackedEv;
+use crate::functional::{FnId, Origin};
+use pcielab_config::ext_caps::{PRI_CTL_ENABLE, PRI_STA_RESPONSE_FAILURE, PRI_STA_STOPPED};
+use pcielab_sim::{Context, SimTime};
+use pcielab_wire::Bdf;
+
+/// PRG Response codes (PCIe Base Spec): Success, Invalid Request, Response Failure.
+pub(crate) const PRG_SUCCESS: u8 = 0;
+pub(crate) const PRG_INVALID: u8 = 1;
+pub(crate) const PRG_FAILURE: u8 = 0xf;
+
+/// A Page Request the host received, and how it was answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageRequestRecord {
+    /// The device that asked.
+    pub device: Bdf,
+    /// The page (I/O virtual address, 4 KiB aligned).
+    pub page: u64,
+    /// Its Page Request Group index.
+    pub prg_index: u16,
+    /// Read and write access requested.
+    pub read: bool,
+    /// Write access requested.
+    pub write: bool,
+    /// When it reached the root complex.
+    pub received: SimTime,
+    /// When the PRG Response left (the mapping appears then).
+    pub answered: Option<SimTime>,
+    /// The response code: 0 Success, 1 Invalid Request.
+    pub response: u8,
+}
+
+/// A range software maps when a device asks for its pages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct OnDemand {
+    pub device: Bdf,
+    pub iova: u64,
+    pub phys: u64,
+    pub len: u64,
+}
+
+impl Engine {
+    /// Sets PRI Enable and the allocation (= capacity) on every function with PRI.
+    pub(crate) fn enable_pri(&mut self) {
+        for i in 0..self.fabric.functions.len() {
+            let f = FnId(i as u32);
+            if let Some(a) = ext_cap(self, f, pcielab_config::caps::id::EXT_PRI) {
+                let cs = &mut self.fabric.functions[i].config;
+                let cap = cs.read_u32(a + 8);
+                cs.hw_write(a + 0xc, 4, cap);
+                let v = cs.read_u16(a + 4);
+                cs.hw_write(a + 4, 2, (v | PRI_CTL_ENABLE) as u32);
+                self.pri_configured(f);
+            }
+        }
+    }
+
+    /// Re-reads function `f`'s PRI enable and allocation (its device must have ATS
+    /// enabled to use them).
+    pub(crate) fn pri_configured(&mut self, f: FnId) {
+        let Some(a) = ext_cap(self, f, pcielab_config::caps::id::EXT_PRI) else {
+            return;
+        };
+        let func = &self.fabric.functions[f.0 as usize];
+        let node = func.node.0;
+        let on = func.config.read_u16(a + 4) & PRI_CTL_ENABLE != 0;
+        let alloc = func.config.read_u32(a + 0xc).min(512) as u16;
+        let stopped = !on;
+        let sta = func.config.read_u16(a + 6);
+        let sta = if stopped {
+            sta | PRI_STA_STOPPED
+        } else {
+            sta & !PRI_STA_STOPPED
+        };
+        self.fabric.functions[f.0 as usize]
+            .config
+            .hw_write(a + 6, 2, sta as u32);
+        let Some(dev) = self.ats.get_mut(&node) else {
+            return;
+        };
+        match (on, dev.prg_free.is_some()) {
+            (true, false) => dev.prg_free = Some((0..alloc).rev().collect()),
+            (false, true) => dev.prg_free = None,
+            _ => {}
+        }
+    }
+
+    /// A Translation Request of `node`'s device for `p` was refused: true if PRI takes
+    /// over (a Page Request went out or waits for a group index); false if the
+    /// refusal stands (PRI off, or the page was made resident once already).
+    pub(super) fn page_request(
+        &mut self,
+        node: u32,
+        p: &Pending,
+        cx: &mut Context<'_, PackedEv>,
+    ) -> bool {
+        let Some(dev) = self.ats.get_mut(&node) else {
+            return false;
+        };
+        let Some(free) = dev.prg_free.as_mut() else {
+            return false;
+        };
+        if p.paged {
+            return false;
+        }
+        let prg = free.pop().unwrap_or(NONE as u16);
+        dev.pending.push(Pending {
+            tag: PAGING,
+            prg,
+            ..p.clone()
+        });
+        if prg != NONE as u16 {
+            self.send_page_request(node, p.unit, prg, p.rw, cx);
+        }
+        true
+    }
+
+    fn send_page_request(
+        &mut self,
+        node: u32,
+        page: u64,
+        prg: u16,
+        rw: u8,
+        cx: &mut Context<'_, PackedEv>,
+    ) {
+        let Some(f) = self.nodes[node as usize].func else {
+            return;
+        };
+        let Some(dev) = self.ats.get_mut(&node) else {
+            return;
+        };
+        dev.stats.page_requests += 1;
+        let me = dev.bdf;
+        let host = self.host_bdf;
+        let t = Tlp {
+            completer: host,
+            byte_count: prg | (rw as u16 & 3) << 9,
+            ..Tlp::new(Kind::PageReq, me, page & !0xfff, 0)
+        };
+        if let Err(e) = self.inject(Origin::Function(f), t, host, cx) {
+            self.errors.push(format!("Page Request not routable: {e}"));
+        }
+    }
+
+    /// The host received Page Request `t`: it answers after the page-fault handling
+    /// time (and the root complex's latency), Success for a page of an on-demand
+    /// range of that device, Invalid Request otherwise.
+    pub(crate) fn host_page_request(&mut self, t: &Tlp, cx: &mut Context<'_, PackedEv>) {
+        let (dev, page) = (t.requester, t.addr & !0xfff);
+        let prg = t.byte_count & 0x1ff;
+        let rw = (t.byte_count >> 9) & 3;
+        let known = self
+            .on_demand
+            .iter()
+            .any(|r| r.device == dev && (r.iova..r.iova + r.len).contains(&page));
+        let code = if known { PRG_SUCCESS } else { PRG_INVALID };
+        self.page_requests.push(PageRequestRecord {
+            device: dev,
+            page,
+            prg_index: prg,
+            read: rw & 1 != 0,
+            write: rw & 2 != 0,
+            received: cx.now(),
+            answered: None,
+            response: code,
+        });
+        let host = self.host_bdf;
+        let resp = Tlp {
+            completer: dev,
+            byte_count: prg | (code as u16) << 12,
+            ..Tlp::new(Kind::PrgResp, host, page, 0)
+        };
+        match self.route(Origin::Host, Kind::PrgResp, page, dev) {
+            Ok((path, hops, dest)) => {
+                let mut resp = Tlp {
+                    path,
+                    hops,
+                    dest,
+                    ..resp
+                };
+                self.at_source(Origin::Host, &mut resp, (hops > 0).then_some(path[0]));
+                let id = self.alloc_tlp(resp);
+                let delay = self.cfg.page_fault_latency + self.cfg.rc_latency;
+                cx.schedule_in(delay, super::engine::Ev::HostSend(id));
+            }
+            Err(e) => self
+                .errors
+                .push(format!("PRG Response to {dev} not routable: {e}")),
+        }
+    }
+
+    /// PRG Response `id` leaves the root complex: software has mapped the page (on
+    /// Success), now.
+    pub(crate) fn prg_response_leaves(&mut self, id: u32, now: SimTime) {
+        let t = &self.tlps[id as usize];
+        let (dev, page, prg, code) = (
+            t.completer,
+            t.addr,
+            t.byte_count & 0x1ff,
+            (t.byte_count >> 12) as u8,
+        );
+        if code == PRG_SUCCESS {
+            let r = self
+                .on_demand
+                .iter()
+                .find(|r| r.device == dev && (r.iova..r.iova + r.len).contains(&page))
+                .copied();
+            if let (Some(r), Some(m)) = (r, self.iommu.as_mut()) {
+                m.map(dev, page, r.phys + (page - r.iova), 4096);
+            }
+        }
+        if let Some(rec) = self
+            .page_requests
+            .iter_mut()
+            .rev()
+            .find(|r| r.device == dev && r.prg_index == prg && r.answered.is_none())
+        {
+            rec.answered = Some(now);
+        }
+    }
+
+    /// PRG Response `id` reached `node`'s device.
+    pub(crate) fn prg_response(&mut self, node: u32, id: u32, cx: &mut Context<'_, PackedEv>) {
+        let bc = self.tlps[id as usize].byte_count;
+        let (prg, code) = (bc & 0x1ff, (bc >> 12) as u8);
+        let Some(dev) = self.ats.get_mut(&node) else {
+            return;
+        };
+        let Some(i) = dev
+            .pending
+            .iter()
+            .position(|p| p.tag == PAGING && p.prg == prg)
+        else {
+            // No group with that index outstanding: Unexpected PRG Index (status bit 1).
+            if let Some(f) = self.nodes[node as usize].func {
+                if let Some(a) = ext_cap(self, f, pcielab_config::caps::id::EXT_PRI) {
+                    super::engine::set_bits(
+                        &mut self.fabric.functions[f.0 as usize].config,
+                        a + 6,
+                        2,
+                        2,
+                    );
+                }
+            }
+            return;
+        };
+        let mut p = dev.pending.remove(i);
+        if let Some(free) = dev.prg_free.as_mut() {
+            free.push(prg);
+        }
+        // A unit waiting for a group index takes this one.
+        if let Some(w) = dev
+            .pending
+            .iter_mut()
+            .find(|p| p.tag == PAGING && p.prg == NONE as u16)
+        {
+            w.prg = prg;
+            if let Some(free) = dev.prg_free.as_mut() {
+                free.retain(|&x| x != prg);
+            }
+            let (unit, rw) = (w.unit, w.rw);
+            self.send_page_request(node, unit, prg, rw, cx);
+        }
+        let Some(dev) = self.ats.get_mut(&node) else {
+            return;
+        };
+        if code == PRG_SUCCESS {
+            dev.stats.pages_made_resident += 1;
+            p.paged = true;
+            p.prg = NONE as u16;
+            p.tag = NONE as u16;
+            p.stale = false;
+            let unit = p.unit;
+            dev.pending.push(p);
+            self.send_translation_request(node, unit, cx);
+            return;
+        }
+        dev.stats.page_requests_failed += 1;
+        if code == PRG_FAILURE {
+            // Response Failure: the device stops asking.
+            dev.prg_free = None;
+            if let Some(f) = self.nodes[node as usize].func {
+                if let Some(a) = ext_cap(self, f, pcielab_config::caps::id::EXT_PRI) {
+                    super::engine::set_bits(
+                        &mut self.fabric.functions[f.0 as usize].config,
+                        a + 6,
+                        2,
+                        PRI_STA_RESPONSE_FAILURE as u32,
+                    );
+                }
+            }
+        }
+        let name = self.nodes[node as usize].name.clone();
+        self.errors.push(format!(
+            "{name}: Page Request for {:#x} answered with code {code}",
+            p.unit
+        ));
+        for (oi, did) in p.waiters {
+            self.translation_arrived(node, oi, did, Some(None), cx);
+        }
+    }
+}
