@@ -191,6 +191,14 @@ pub struct SimArgs {
     /// Entries of each device's Address Translation Cache, with --ats (1..=65536).
     #[arg(long, default_value_t = 64)]
     atc_entries: usize,
+    /// PRI (needs --ats): the DMA buffer is mapped on demand, page by page, when the
+    /// device asks with a Page Request (demand paging); each costs --page-fault-us.
+    #[arg(long)]
+    pri: bool,
+    /// Host time to handle one Page Request (an I/O page fault) in µs, with --pri
+    /// (0..=1000000).
+    #[arg(long, default_value_t = 10)]
+    page_fault_us: u64,
     /// Bit error rate (replaces --error-rate when non-zero).
     #[arg(long, default_value_t = 0.0)]
     ber: f64,
@@ -314,9 +322,14 @@ fn dma_row(
     let mut sim = ctx.new_sim()?;
     let mut base = sim.alloc_dma(a.region);
     if a.iommu {
-        // The device sees I/O virtual addresses; the IOMMU maps them to the buffer.
-        sim.iommu_map(device, IOVA_BASE, base, a.region)
-            .map_err(|e| fail(e.to_string()))?;
+        // The device sees I/O virtual addresses; the IOMMU maps them to the buffer
+        // (with --pri, page by page as the device asks).
+        if a.pri {
+            sim.iommu_map_on_demand(device, IOVA_BASE, base, a.region)
+        } else {
+            sim.iommu_map(device, IOVA_BASE, base, a.region)
+        }
+        .map_err(|e| fail(e.to_string()))?;
         base = IOVA_BASE;
     }
     let kind = match op {
@@ -377,7 +390,8 @@ fn dma_row(
         json!({
             "atc_hits": x.atc_hits, "atc_misses": x.atc_misses,
             "translation_requests": x.translation_requests, "denied": x.denied,
-            "evictions": x.evictions,
+            "evictions": x.evictions, "page_requests": x.page_requests,
+            "pages_made_resident": x.pages_made_resident,
         })
     });
     Ok(json!({
@@ -618,6 +632,14 @@ fn fmt_table(rows: &[Value]) -> String {
                 n("denied"),
                 n("evictions")
             ));
+            if n("page_requests") > 0 {
+                s.push_str(&format!(
+                    "PRI ({}): {} page requests, {} pages made resident\n",
+                    r["device"].as_str().unwrap_or(""),
+                    n("page_requests"),
+                    n("pages_made_resident")
+                ));
+            }
         }
         if let Some(links) = r["links"].as_array() {
             s.push_str("\nPer link direction (whole run)\n");
@@ -806,10 +828,21 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
     if a.count == 0 {
         return Err(fail("--count 0: allowed 1 or more"));
     }
+    if a.pri && !a.ats {
+        return Err(fail(
+            "--pri needs --ats (page requests follow refused translations)",
+        ));
+    }
     if a.ats && !a.iommu {
         return Err(fail(
             "--ats needs --iommu (the IOMMU is the translation agent that answers ATS)",
         ));
+    }
+    if a.page_fault_us > 1_000_000 {
+        return Err(fail(format!(
+            "--page-fault-us {}: allowed 0..=1000000",
+            a.page_fault_us
+        )));
     }
     if a.gap_us > 1_000_000 {
         return Err(fail(format!("--gap-us {}: allowed 0..=1000000", a.gap_us)));
@@ -840,6 +873,8 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         }),
         ats: a.ats,
         atc_entries: a.atc_entries,
+        pri: a.pri,
+        page_fault_latency: SimDuration::from_ps(a.page_fault_us.saturating_mul(1_000_000)),
         dma_tags: a.tags,
         aspm: a.aspm.bits(),
         ..SimConfig::default()
@@ -881,10 +916,13 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
             a.iotlb_entries,
             a.page_walk_ns,
             a.iommu_page,
-            if a.ats {
-                format!(", ATS with ATC {}", a.atc_entries)
-            } else {
-                String::new()
+            match (a.ats, a.pri) {
+                (true, true) => format!(
+                    ", ATS with ATC {}, PRI with {} us page faults",
+                    a.atc_entries, a.page_fault_us
+                ),
+                (true, false) => format!(", ATS with ATC {}", a.atc_entries),
+                _ => String::new(),
             }
         )
     } else {
@@ -1020,6 +1058,8 @@ impl SimArgs {
             iommu_page: self.iommu_page,
             ats: self.ats,
             atc_entries: self.atc_entries,
+            pri: self.pri,
+            page_fault_us: self.page_fault_us,
             seed: self.seed,
             json: self.json,
             csv: self.csv,

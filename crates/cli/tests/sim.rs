@@ -105,6 +105,19 @@ fn bad_input_exits_2_with_one_line() {
             vec!["sim", &f, "--iommu", "--ats", "--atc-entries", "0"],
             "atc entries",
         ),
+        (vec!["sim", &f, "--iommu", "--pri"], "--pri needs --ats"),
+        (
+            vec![
+                "sim",
+                &f,
+                "--iommu",
+                "--ats",
+                "--pri",
+                "--page-fault-us",
+                "2000000",
+            ],
+            "--page-fault-us 2000000",
+        ),
     ] {
         let (rc, out, err) = pcielab(&args);
         assert_eq!(rc, 2, "{args:?}: {out}{err}");
@@ -253,4 +266,50 @@ fn aspm_adds_the_exit_latencies_of_the_sleeping_links_to_mmio_reads() {
         err.contains("[possible values: off, l0s, l1, l0s-l1]"),
         "{err}"
     );
+}
+
+#[test]
+fn demand_paging_costs_one_page_fault_per_page_touched() {
+    // 8 writes of 4 KiB over a 32 KiB buffer mapped on demand: every page is touched
+    // once, so 8 page requests, each answered after the 5 µs page fault.
+    let f = example("sim-default.toml");
+    let run = |pri: bool| {
+        let mut args = vec![
+            "sim",
+            &f,
+            "--workload",
+            "dma",
+            "--device",
+            "mem3",
+            "--op",
+            "write",
+            "--size",
+            "4096",
+            "--count",
+            "8",
+            "--window",
+            "1",
+            "--region",
+            "32768",
+            "--iommu",
+            "--ats",
+            "--json",
+        ];
+        if pri {
+            args.extend(["--pri", "--page-fault-us", "5"]);
+        }
+        let (rc, out, err) = pcielab(&args);
+        assert_eq!(rc, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v[0].clone()
+    };
+    let paged = run(true);
+    assert_eq!(paged["ats"]["page_requests"], 8, "{paged}");
+    assert_eq!(paged["ats"]["pages_made_resident"], 8);
+    assert_eq!(paged["failed"], 0);
+    let mapped = run(false);
+    assert_eq!(mapped["ats"]["page_requests"], 0);
+    // Every DMA (window 1) waits for its page fault: at least 5 µs more each.
+    let lat = |v: &serde_json::Value| v["mean_latency_ns"].as_f64().unwrap();
+    assert!(lat(&paged) - lat(&mapped) > 5000.0, "{paged} {mapped}");
 }
