@@ -96,6 +96,27 @@ pub(crate) enum Kind {
     PrgResp,
 }
 
+impl Kind {
+    /// Routed to a function by ID (completions, and the messages the simulator sends
+    /// to the root complex or to a device), rather than by address or hop by hop.
+    #[inline(always)]
+    pub(crate) fn routed_by_id(self) -> bool {
+        matches!(
+            self,
+            Kind::Cpl
+                | Kind::CplD
+                | Kind::ErrMsg
+                | Kind::VendorMsg
+                | Kind::PmMsg
+                | Kind::TransReq
+                | Kind::AtsInv
+                | Kind::AtsInvCpl
+                | Kind::PageReq
+                | Kind::PrgResp
+        )
+    }
+}
+
 /// Who consumes a TLP at its destination.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Dest {
@@ -1000,16 +1021,7 @@ impl Engine {
         };
         let key = match kind {
             // Completions and error messages go to a function by ID (messages: the host bridge).
-            Kind::Cpl
-            | Kind::CplD
-            | Kind::ErrMsg
-            | Kind::VendorMsg
-            | Kind::PmMsg
-            | Kind::TransReq
-            | Kind::AtsInv
-            | Kind::AtsInvCpl
-            | Kind::PageReq
-            | Kind::PrgResp => (onode, 1u64 << 63 | dest_id.raw() as u64),
+            k if k.routed_by_id() => (onode, 1u64 << 63 | dest_id.raw() as u64),
             // I/O BARs are as small as 4 bytes and share pages: one entry per DW. Bit 62
             // keeps the keys apart from memory pages (at most 2^52) and completions.
             Kind::IoRd | Kind::IoWr => (onode, 1u64 << 62 | (addr & 0xffff_fffc)),
@@ -1023,16 +1035,7 @@ impl Engine {
             return Ok(*r);
         }
         let (hops, dest_node, dest) = match kind {
-            Kind::Cpl
-            | Kind::CplD
-            | Kind::ErrMsg
-            | Kind::VendorMsg
-            | Kind::PmMsg
-            | Kind::TransReq
-            | Kind::AtsInv
-            | Kind::AtsInvCpl
-            | Kind::PageReq
-            | Kind::PrgResp => {
+            k if k.routed_by_id() => {
                 let r = self.fabric.route_id(origin, dest_id)?;
                 let f = &self.fabric.functions[r.target.0 as usize];
                 let d = if f.role == Role::HostBridge {

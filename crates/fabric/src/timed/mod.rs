@@ -1505,17 +1505,21 @@ impl FabricSim {
         let bdf = self
             .bdf(name)
             .ok_or_else(|| SimError::UnknownNode(name.into()))?;
-        match self.sim.world_mut().iommu.as_mut() {
-            Some(m) => {
-                m.map(bdf, iova, phys, len);
-                Ok(())
-            }
-            None => Err(SimError::Param {
+        self.iommu_mut()?.map(bdf, iova, phys, len);
+        Ok(())
+    }
+
+    /// The IOMMU, or the error that says there is none.
+    fn iommu_mut(&mut self) -> Result<&mut iommu::Iommu, SimError> {
+        self.sim
+            .world_mut()
+            .iommu
+            .as_mut()
+            .ok_or_else(|| SimError::Param {
                 what: "iommu",
                 value: "none".into(),
                 allowed: "SimConfig::iommu set to Some(IommuConfig)",
-            }),
-        }
+            })
     }
 
     /// Removes the IOMMU mapping of `[iova, iova + len)` of endpoint `name`'s DMA (whole
@@ -1527,16 +1531,7 @@ impl FabricSim {
         let bdf = self
             .bdf(name)
             .ok_or_else(|| SimError::UnknownNode(name.into()))?;
-        match self.sim.world_mut().iommu.as_mut() {
-            Some(m) => m.unmap(bdf, iova, len),
-            None => {
-                return Err(SimError::Param {
-                    what: "iommu",
-                    value: "none".into(),
-                    allowed: "SimConfig::iommu set to Some(IommuConfig)",
-                })
-            }
-        }
+        self.iommu_mut()?.unmap(bdf, iova, len);
         self.sim.process(|e, cx| {
             e.send_ats_invalidate(n, iova, len, cx);
         });
@@ -1556,15 +1551,8 @@ impl FabricSim {
         let device = self
             .bdf(name)
             .ok_or_else(|| SimError::UnknownNode(name.into()))?;
-        let e = self.sim.world_mut();
-        if e.iommu.is_none() {
-            return Err(SimError::Param {
-                what: "iommu",
-                value: "none".into(),
-                allowed: "SimConfig::iommu set to Some(IommuConfig)",
-            });
-        }
-        e.on_demand.push(pri::OnDemand {
+        self.iommu_mut()?;
+        self.sim.world_mut().on_demand.push(pri::OnDemand {
             device,
             iova: iova & !0xfff,
             phys: phys & !0xfff,
