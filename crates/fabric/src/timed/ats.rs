@@ -28,8 +28,13 @@
 //!   access: the DMA fails (counted as `denied`; it is not an IOMMU fault).
 //! * **Translated requests** carry AT = 10b and the translated address (visible in
 //!   traces and captures). The root complex passes them untranslated when their
-//!   requester has ATS enabled; from any other function they are blocked and recorded
-//!   as IOMMU faults.
+//!   requester has had ATS enabled (ATS trusts the device; the IOMMU's permission is
+//!   not revoked when the device later turns ATS off); from any other function they
+//!   are blocked and recorded as IOMMU faults
+//!   ([`FabricSim::inject_translated_write`](super::FabricSim::inject_translated_write)
+//!   plays a device that tries). A device that turns ATS off drops its ATC: its
+//!   running DMAs go on untranslated, and completions of Translation Requests still
+//!   out are absorbed.
 //! * **Invalidation.** [`FabricSim::iommu_unmap`](super::FabricSim::iommu_unmap)
 //!   removes the mapping and, for a device with ATS enabled, sends an Invalidate
 //!   Request for the smallest aligned power-of-two range (at least the STU) that
@@ -294,10 +299,28 @@ impl Engine {
             }
             (true, None) => {
                 self.ats.insert(node, AtsDevice::new(bdf, stu));
+                // The IOMMU accepts its translated requests from now on (as a driver
+                // enables the device's ATS and the IOMMU's device TLB together; turning
+                // the device's ATS off later does not revoke it here).
+                if !self.ats_trusted.contains(&bdf) {
+                    self.ats_trusted.push(bdf);
+                }
             }
             (false, Some(_)) => {
-                // ATS off: the ATC goes; DMAs waiting for translations go untranslated.
+                // ATS off: the ATC goes; running DMAs go on untranslated (through the
+                // IOMMU), and so do those waiting for translations.
+                if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
+                    for op in ep.ops.iter_mut() {
+                        op.xlate.clear();
+                    }
+                }
                 let d = self.ats.remove(&node);
+                // Translation Requests still out: their completions are absorbed.
+                for p in d.iter().flat_map(|d| d.pending.iter()) {
+                    if p.tag >= ATS_TAG_BASE && p.tag < ATS_TAG_BASE + ATS_TAGS {
+                        self.ats_orphans.push((node, p.tag));
+                    }
+                }
                 if let (Some(d), Some(cx)) = (d, cx) {
                     for p in d.pending {
                         for (oi, id) in p.waiters {
@@ -314,7 +337,7 @@ impl Engine {
 
     /// True if `req` is a device with ATS enabled (its translated requests pass).
     fn ats_trusts(&self, req: Bdf) -> bool {
-        self.ats.values().any(|d| d.bdf == req)
+        self.ats_trusted.contains(&req)
     }
 
     /// The host-memory address a DMA request `id` reaching the root complex uses: its
@@ -492,6 +515,11 @@ impl Engine {
         let (tag, status) = (self.tlps[id as usize].tag, self.tlps[id as usize].status);
         if tag < ATS_TAG_BASE {
             return false;
+        }
+        if let Some(i) = self.ats_orphans.iter().position(|&x| x == (node, tag)) {
+            // Asked before the device's ATS was turned off: dropped.
+            self.ats_orphans.swap_remove(i);
+            return true;
         }
         let Some(dev) = self.ats.get_mut(&node) else {
             return false;

@@ -720,6 +720,10 @@ pub struct Engine {
     pub(crate) ats_any: bool,
     /// Invalidations the root complex sent, in order.
     pub(crate) ats_invals: Vec<super::ats::AtsInvalidation>,
+    /// Devices whose translated requests the IOMMU accepts (ATS was enabled).
+    pub(crate) ats_trusted: Vec<Bdf>,
+    /// Translation Requests outstanding when their device turned ATS off: (node, tag).
+    pub(crate) ats_orphans: Vec<(u32, u16)>,
     /// Ranges host software maps when a device asks (PRI), and the Page Requests the
     /// host received.
     pub(crate) on_demand: Vec<super::pri::OnDemand>,
@@ -3834,7 +3838,9 @@ impl Engine {
     }
 
     fn dma_completion(&mut self, node: u32, id: u32, cx: &mut Context<'_, PackedEv>) {
-        if self.ats_any && self.translation_completion(node, id, cx) {
+        if (self.ats_any || !self.ats_orphans.is_empty())
+            && self.translation_completion(node, id, cx)
+        {
             return;
         }
         let now = cx.now();

@@ -733,6 +733,8 @@ impl FabricSim {
             ats: Default::default(),
             ats_any: false,
             ats_invals: Vec::new(),
+            ats_trusted: Vec::new(),
+            ats_orphans: Vec::new(),
             on_demand: Vec::new(),
             page_requests: Vec::new(),
             llc_fifo: VecDeque::new(),
@@ -1590,6 +1592,42 @@ impl FabricSim {
     /// The engine (for tests and tools).
     pub fn engine(&self) -> &Engine {
         self.sim.world()
+    }
+
+    /// Sends a memory write of `data` at `addr` from endpoint `name` marked translated
+    /// (AT = 10b) whatever its ATS state: a misbehaving or malicious device that skips
+    /// the IOMMU. The root complex passes it when the device has had ATS enabled (ATS
+    /// trusts the device) and blocks it as an IOMMU fault otherwise.
+    pub fn inject_translated_write(
+        &mut self,
+        name: &str,
+        addr: u64,
+        data: &[u8],
+    ) -> Result<(), SimError> {
+        let n = self.node(name)?;
+        let f = self.sim.world().nodes[n as usize]
+            .func
+            .ok_or(SimError::UnknownNode(name.into()))?;
+        let me = self.fabric().bdf(f);
+        let len = u32::try_from(data.len())
+            .ok()
+            .filter(|&l| (1..=self.sim.world().cfg.mps as u32).contains(&l))
+            .ok_or_else(|| SimError::Param {
+                what: "translated write length",
+                value: data.len().to_string(),
+                allowed: "1..=MPS bytes",
+            })?;
+        self.sim.process(|e, cx| {
+            let p = e.alloc_payload(data);
+            let t = Tlp {
+                data: p,
+                addr_type: 2,
+                ..Tlp::new(Kind::MWr, me, addr, len)
+            };
+            e.inject(Origin::Function(f), t, me, cx)
+                .map(|_| ())
+                .map_err(|err| SimError::Route(err.to_string()))
+        })
     }
 
     /// Injects a completion from endpoint `name` to the host with tag `tag` (a

@@ -409,3 +409,95 @@ fn ats_runs_are_deterministic() {
     };
     assert_eq!(run(), run());
 }
+
+#[test]
+fn a_translated_write_from_a_device_without_ats_is_blocked_and_with_ats_trusted() {
+    // A device that marks its write translated (AT = 10b) to skip the IOMMU: without
+    // ATS enabled it is blocked and recorded as a fault; with ATS the root complex
+    // trusts it and the write lands at the address it chose (the known weakness of
+    // ATS), and the IOMMU never looks at it.
+    for ats in [false, true] {
+        let mut s = sim(ats, true);
+        s.run_for(SimDuration::from_us(5));
+        let victim = 0x3_0000_0000u64;
+        s.inject_translated_write("ep", victim, &[0xde, 0xad, 0xbe, 0xef])
+            .unwrap();
+        s.run_until_idle(END);
+        let mut b = [0u8; 4];
+        s.host_read(victim, &mut b);
+        let (m, faults) = s.iommu_stats().unwrap();
+        if ats {
+            assert_eq!(b, [0xde, 0xad, 0xbe, 0xef]);
+            assert!(faults.is_empty());
+        } else {
+            assert_eq!(b, [0; 4]);
+            assert_eq!(faults.len(), 1);
+            assert_eq!(
+                (faults[0].iova, faults[0].requester),
+                (victim, s.bdf("ep").unwrap())
+            );
+        }
+        assert_eq!(
+            m.misses + m.hits,
+            0,
+            "no IOTLB lookup for a translated request"
+        );
+        let up: Vec<_> = on(&s, "ep->sw.0")
+            .iter()
+            .filter_map(|(_, p)| mem(p))
+            .collect();
+        assert_eq!(up, vec![(false, victim, AddressType::Translated)]);
+    }
+}
+
+#[test]
+fn turning_ats_off_mid_dma_sends_the_rest_untranslated_through_the_iommu() {
+    // Two devices with ATS, so the simulator keeps its ATS paths on after one turns off.
+    let mut s = sim(true, true);
+    s.iommu_map("ep2", IOVA, PHYS, 4096).unwrap();
+    s.run_for(SimDuration::from_us(5));
+    // One 16 KiB write: its four translations come first, then 64 MWrs.
+    s.attach("ep", writes(4)).unwrap();
+    let ep = s.bdf("ep").unwrap();
+    let f = s.fabric().function_at(ep).unwrap();
+    let at = pcielab_config::caps::walk(s.fabric().functions[f.0 as usize].config.bytes())
+        .0
+        .iter()
+        .find(|c| c.extended && c.id == pcielab_config::caps::id::EXT_ATS)
+        .unwrap()
+        .offset;
+    // After the first DMA (4 KiB, translated), software clears ATS Enable.
+    while s.ats_stats("ep").unwrap().translation_requests < 2 {
+        s.run_for(SimDuration::from_ns(50));
+    }
+    let all = pcielab_wire::ByteEnables::from_bits_truncate(0xf);
+    s.config_write(ep, at + 4, 0, all).unwrap();
+    s.run_until_idle(END);
+    assert!(s.ats_stats("ep").is_none());
+    assert!(s.errors().is_empty(), "{:?}", s.errors());
+    let (_, faults) = s.iommu_stats().unwrap();
+    assert!(faults.is_empty(), "{faults:?}");
+    // Every byte landed at the physical pages, translated or not.
+    let mut mem4 = vec![0u8; 4 * 4096];
+    s.host_read(PHYS, &mut mem4);
+    for (i, b) in mem4.iter().enumerate() {
+        let (k, o) = (i / 4096, i % 4096);
+        assert_eq!(*b, (o as u8) ^ (k as u8).wrapping_mul(31), "byte {i}");
+    }
+    // Both kinds of write are on the wire: translated ones first, then untranslated.
+    let ats: Vec<AddressType> = on(&s, "ep->sw.0")
+        .iter()
+        .filter_map(|(_, p)| mem(p))
+        .filter(|(r, _, _)| !r)
+        .map(|(_, _, at)| at)
+        .collect();
+    assert_eq!(ats.len(), 64);
+    let first_untranslated = ats
+        .iter()
+        .position(|a| *a == AddressType::Untranslated)
+        .unwrap();
+    assert!(first_untranslated >= 16, "{first_untranslated}");
+    assert!(ats[first_untranslated..]
+        .iter()
+        .all(|a| *a == AddressType::Untranslated));
+}
