@@ -97,6 +97,23 @@ pub(crate) enum Kind {
 }
 
 impl Kind {
+    /// A message (4-DW header, posted).
+    #[inline(always)]
+    pub(crate) fn is_message(self) -> bool {
+        matches!(
+            self,
+            Kind::Intx
+                | Kind::ErrMsg
+                | Kind::VendorMsg
+                | Kind::PmMsg
+                | Kind::PmHop
+                | Kind::AtsInv
+                | Kind::AtsInvCpl
+                | Kind::PageReq
+                | Kind::PrgResp
+        )
+    }
+
     /// Routed to a function by ID (completions, and the messages the simulator sends
     /// to the root complex or to a device), rather than by address or hop by hop.
     #[inline(always)]
@@ -196,15 +213,7 @@ impl Tlp {
         let hdr_bytes = match kind {
             Kind::MRd | Kind::MWr if addr > u32::MAX as u64 => 16,
             Kind::TransReq if addr > u32::MAX as u64 => 16,
-            Kind::Intx
-            | Kind::ErrMsg
-            | Kind::VendorMsg
-            | Kind::PmMsg
-            | Kind::PmHop
-            | Kind::AtsInv
-            | Kind::AtsInvCpl
-            | Kind::PageReq
-            | Kind::PrgResp => 16,
+            k if k.is_message() => 16,
             _ => 12,
         };
         Tlp {
@@ -231,21 +240,17 @@ impl Tlp {
             addr_type: 0,
         }
     }
+    /// The flow-control class: memory writes and every message are posted.
     #[inline]
     pub fn class(&self) -> usize {
         match self.kind {
-            Kind::MWr
-            | Kind::Intx
-            | Kind::ErrMsg
-            | Kind::VendorMsg
-            | Kind::PmMsg
-            | Kind::PmHop
-            | Kind::AtsInv
-            | Kind::AtsInvCpl
-            | Kind::PageReq
-            | Kind::PrgResp => P,
             Kind::MRd | Kind::IoRd | Kind::IoWr | Kind::CfgRd | Kind::CfgWr | Kind::TransReq => NP,
             Kind::Cpl | Kind::CplD => CPL,
+            Kind::MWr => P,
+            k => {
+                debug_assert!(k.is_message());
+                P
+            }
         }
     }
     /// Payload on the wire: the whole DWs the bytes `[addr, addr + len)` touch.

@@ -1504,11 +1504,15 @@ impl FabricSim {
         phys: u64,
         len: u64,
     ) -> Result<(), SimError> {
-        let bdf = self
-            .bdf(name)
-            .ok_or_else(|| SimError::UnknownNode(name.into()))?;
+        let bdf = self.endpoint_bdf(name)?;
         self.iommu_mut()?.map(bdf, iova, phys, len);
         Ok(())
+    }
+
+    /// The ID of endpoint `name`, or the error that names it.
+    fn endpoint_bdf(&self, name: &str) -> Result<Bdf, SimError> {
+        self.bdf(name)
+            .ok_or_else(|| SimError::UnknownNode(name.into()))
     }
 
     /// The IOMMU, or the error that says there is none.
@@ -1530,9 +1534,7 @@ impl FabricSim {
     /// [`FabricSim::ats_invalidations`]. Fails when no IOMMU is configured.
     pub fn iommu_unmap(&mut self, name: &str, iova: u64, len: u64) -> Result<(), SimError> {
         let n = self.node(name)?;
-        let bdf = self
-            .bdf(name)
-            .ok_or_else(|| SimError::UnknownNode(name.into()))?;
+        let bdf = self.endpoint_bdf(name)?;
         self.iommu_mut()?.unmap(bdf, iova, len);
         self.sim.process(|e, cx| {
             e.send_ats_invalidate(n, iova, len, cx);
@@ -1550,9 +1552,7 @@ impl FabricSim {
         phys: u64,
         len: u64,
     ) -> Result<(), SimError> {
-        let device = self
-            .bdf(name)
-            .ok_or_else(|| SimError::UnknownNode(name.into()))?;
+        let device = self.endpoint_bdf(name)?;
         self.iommu_mut()?;
         self.sim.world_mut().on_demand.push(pri::OnDemand {
             device,
