@@ -1568,6 +1568,29 @@ impl FabricSim {
         &self.sim.world().page_requests
     }
 
+    /// Host software sends endpoint `name` a PRG Response of its own: group index
+    /// `prg_index` (0..512) with response `code` (0 Success, 1 Invalid Request, 15
+    /// Response Failure, which stops the device's page requests), after the root
+    /// complex latency. An index the device has no request outstanding for sets its
+    /// Unexpected Page Request Group Index status bit.
+    pub fn send_prg_response(
+        &mut self,
+        name: &str,
+        prg_index: u16,
+        code: u8,
+    ) -> Result<(), SimError> {
+        if prg_index >= 512 || code > 15 {
+            return Err(SimError::Param {
+                what: "PRG response",
+                value: format!("index {prg_index}, code {code}"),
+                allowed: "index 0..512, code 0..=15",
+            });
+        }
+        let dev = self.endpoint_bdf(name)?;
+        self.sim
+            .process(|e, cx| e.send_prg_response(dev, 0, prg_index, code, SimDuration::ZERO, cx))
+    }
+
     /// The ATS counters of endpoint `name` (None when it has no ATS enabled).
     pub fn ats_stats(&self, name: &str) -> Option<AtsStats> {
         let n = self.node(name).ok()?;

@@ -26,7 +26,11 @@
 //!   request is recorded ([`FabricSim::page_requests`](super::FabricSim::page_requests)).
 //! * A unit refused again after a Success fails its DMAs (no loop), as does any
 //!   response other than Success; Response Failure also sets the capability's
-//!   Response Failure status bit and stops the device's page requests.
+//!   Response Failure status bit and stops the device's page requests. A response for
+//!   a group index the device has not outstanding sets Unexpected PRG Index. Host
+//!   software can send responses of its own
+//!   ([`FabricSim::send_prg_response`](super::FabricSim::send_prg_response)); those map
+//!   nothing.
 //!
 //! Not modelled: multi-page groups, Stop Markers, PASID, and the PRG Response
 //! timeout.
@@ -36,7 +40,7 @@ use super::engine::{Engine, Kind, Tlp, NONE};
 use super::packed::PackedEv;
 use crate::functional::{FnId, Origin};
 use pcielab_config::ext_caps::{PRI_CTL_ENABLE, PRI_STA_RESPONSE_FAILURE, PRI_STA_STOPPED};
-use pcielab_sim::{Context, SimTime};
+use pcielab_sim::{Context, SimDuration, SimTime};
 use pcielab_wire::Bdf;
 
 /// PRG Response codes (PCIe Base Spec): Success, Invalid Request, Response Failure.
@@ -199,29 +203,42 @@ impl Engine {
             answered: None,
             response: code,
         });
+        let fault = self.cfg.page_fault_latency;
+        if let Err(e) = self.send_prg_response(dev, page, prg, code, fault, cx) {
+            self.errors.push(e.to_string());
+        }
+    }
+
+    /// Sends device `dev` a PRG Response for group `prg` (about `page`) with `code`,
+    /// `after` software's time plus the root complex latency.
+    pub(crate) fn send_prg_response(
+        &mut self,
+        dev: Bdf,
+        page: u64,
+        prg: u16,
+        code: u8,
+        after: SimDuration,
+        cx: &mut Context<'_, PackedEv>,
+    ) -> Result<(), super::SimError> {
         let host = self.host_bdf;
         let resp = Tlp {
             completer: dev,
-            byte_count: prg | (code as u16) << 12,
+            byte_count: (prg & 0x1ff) | (code as u16 & 0xf) << 12,
             ..Tlp::new(Kind::PrgResp, host, page, 0)
         };
-        match self.route(Origin::Host, Kind::PrgResp, page, dev) {
-            Ok((path, hops, dest)) => {
-                let mut resp = Tlp {
-                    path,
-                    hops,
-                    dest,
-                    ..resp
-                };
-                self.at_source(Origin::Host, &mut resp, (hops > 0).then_some(path[0]));
-                let id = self.alloc_tlp(resp);
-                let delay = self.cfg.page_fault_latency + self.cfg.rc_latency;
-                cx.schedule_in(delay, super::engine::Ev::HostSend(id));
-            }
-            Err(e) => self
-                .errors
-                .push(format!("PRG Response to {dev} not routable: {e}")),
-        }
+        let (path, hops, dest) = self
+            .route(Origin::Host, Kind::PrgResp, page, dev)
+            .map_err(|e| super::SimError::Route(format!("PRG Response to {dev}: {e}")))?;
+        let mut resp = Tlp {
+            path,
+            hops,
+            dest,
+            ..resp
+        };
+        self.at_source(Origin::Host, &mut resp, (hops > 0).then_some(path[0]));
+        let id = self.alloc_tlp(resp);
+        cx.schedule_in(after + self.cfg.rc_latency, super::engine::Ev::HostSend(id));
+        Ok(())
     }
 
     /// PRG Response `id` leaves the root complex: software has mapped the page (on

@@ -205,3 +205,69 @@ fn pri_without_ats_is_refused() {
         .unwrap();
     assert!(e.to_string().contains("pri"), "{e}");
 }
+
+/// The device's PRI status register (its capability found by walking the list).
+fn pri_status(s: &mut FabricSim) -> u16 {
+    let ep = s.bdf("ep").unwrap();
+    let f = s.fabric().function_at(ep).unwrap();
+    let at = pcielab_config::caps::walk(s.fabric().functions[f.0 as usize].config.bytes())
+        .0
+        .iter()
+        .find(|c| c.extended && c.id == pcielab_config::caps::id::EXT_PRI)
+        .unwrap()
+        .offset;
+    (s.cfg_read(ep, at + 4) >> 16) as u16
+}
+
+#[test]
+fn response_failure_stops_page_requests_and_a_stray_index_is_flagged() {
+    // A page fault that takes 1 ms: host software answers the group with Response
+    // Failure first.
+    let c = SimConfig {
+        page_fault_latency: SimDuration::from_ms(1),
+        ..cfg(true)
+    };
+    let mut s = FabricSim::new(&switch_tree(3, false), &KindRegistry::builtin(), c).unwrap();
+    s.iommu_map_on_demand("ep", IOVA, PHYS, 4 * 4096).unwrap();
+    s.attach(
+        "ep",
+        Box::new(Reader {
+            addr: IOVA,
+            ok: None,
+        }),
+    )
+    .unwrap();
+    while s.page_requests().is_empty() {
+        s.run_for(SimDuration::from_ns(100));
+    }
+    assert_eq!(pri_status(&mut s) & 3, 0);
+    let prg = s.page_requests()[0].prg_index;
+    s.send_prg_response("ep", prg, 0xf).unwrap();
+    s.run_until_idle(END);
+    assert_eq!(s.model("ep").unwrap().report().unwrap()["ok"], false);
+    let a = s.ats_stats("ep").unwrap();
+    assert_eq!(
+        (
+            a.page_requests,
+            a.page_requests_failed,
+            a.pages_made_resident
+        ),
+        (1, 1, 0)
+    );
+    // Response Failure is latched; the software's own Success answer, 1 ms later, finds
+    // no group outstanding: Unexpected PRG Index.
+    assert_eq!(pri_status(&mut s) & 3, 3);
+    // Page requests stopped: the next refusal fails at once.
+    s.attach(
+        "ep",
+        Box::new(Reader {
+            addr: IOVA + 4096,
+            ok: None,
+        }),
+    )
+    .unwrap();
+    s.run_until_idle(END);
+    assert_eq!(s.model("ep").unwrap().report().unwrap()["ok"], false);
+    assert_eq!(s.ats_stats("ep").unwrap().page_requests, 1);
+    assert!(s.send_prg_response("ep", 512, 0).is_err());
+}
