@@ -43,14 +43,18 @@
 //!   requested again); it sends the Invalidate Completion once no running DMA uses a
 //!   translation in the range. Being posted, the completion cannot pass the device's
 //!   earlier writes.
+//! * **Timeouts.** Translation Requests are non-posted: a DMA (read or write) still
+//!   waiting for a translation after `completion_timeout` fails, and the device logs
+//!   Completion Timeout; translations no running DMA waits for are then given up
+//!   (tags return, a late completion is an Unexpected Completion).
 //!
 //! Entry and range encoding: a 64-bit value sent as two big-endian DWs (bits 63:32
 //! first): address bits 63:12, S (bit 11), and for entries W (bit 1) and R (bit 0).
 //! With S set, the size is 8 KiB << (the number of ones from bit 12 up).
 //!
-//! Not modelled: the Page Request Interface, PASID, Global Invalidate, the Execute,
-//! Privileged and No-Snoop attributes, translation-request timeouts, an Invalidate
-//! Queue Depth limit, and ATS for peer-to-peer DMA.
+//! Not modelled: PASID, Global Invalidate, the Execute, Privileged and No-Snoop
+//! attributes, an Invalidate Queue Depth limit, and ATS for peer-to-peer DMA (the Page
+//! Request Interface is in `pri`).
 
 use super::engine::{Engine, Kind, NodeKind, Tlp, NONE};
 use super::packed::PackedEv;
@@ -416,6 +420,8 @@ impl Engine {
         }
         op.xlate_wait = missing.len() as u32;
         let rw = if op.write { 2 } else { 1 };
+        // Translation Requests are non-posted: the completion timeout covers them.
+        self.arm_dma_timeout(node, cx);
         for u in missing {
             let dev = self.ats.get_mut(&node).expect("checked above");
             match dev.pending.iter_mut().find(|p| p.unit == u && !p.stale) {
@@ -810,6 +816,35 @@ impl Engine {
                 "Invalidate Completion from {} for ITag {itag} that no request is waiting for",
                 t.requester
             )),
+        }
+    }
+
+    /// After a completion-timeout sweep: translations no running DMA waits for any more
+    /// are given up (their tags and group indices return; a late completion is then an
+    /// Unexpected Completion).
+    pub(crate) fn ats_forget_dead(&mut self, node: u32) {
+        let NodeKind::Ep(ep) = &self.nodes[node as usize].kind else {
+            return;
+        };
+        let Some(dev) = self.ats.get_mut(&node) else {
+            return;
+        };
+        let alive = |&(oi, id): &(u32, super::DmaId)| {
+            ep.ops
+                .get(oi as usize)
+                .is_some_and(|op| op.live && op.id == id)
+        };
+        let (dead, kept): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut dev.pending)
+            .into_iter()
+            .partition(|p| !p.waiters.iter().any(alive));
+        dev.pending = kept;
+        for p in dead {
+            if (ATS_TAG_BASE..ATS_TAG_BASE + ATS_TAGS).contains(&p.tag) {
+                dev.free_tags.push(p.tag);
+            }
+            if let (Some(free), true) = (dev.prg_free.as_mut(), p.prg != NONE as u16) {
+                free.push(p.prg);
+            }
         }
     }
 

@@ -511,6 +511,14 @@ pub(crate) struct DmaOp {
     pub xlate_wait: u32,
 }
 
+impl DmaOp {
+    /// Waits for completions, so the completion timeout applies: a read, or any DMA
+    /// still waiting for ATS translations.
+    pub(crate) fn awaits_completions(&self) -> bool {
+        !self.write || self.xlate_wait > 0
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct EpState {
     /// An Assert_INTx message went out and no Deassert since.
@@ -3722,14 +3730,19 @@ impl Engine {
                 ep.ops[oi as usize].buf = vec![0; len as usize];
                 ep.read_queue.push_back(oi);
             }
-            let to = self.cfg.completion_timeout;
-            if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
-                if !ep.timeout_armed {
-                    ep.timeout_armed = true;
-                    ep.timeout_key = Some(cx.schedule_in(to, Ev::DmaTimeout(node, 0)));
-                }
-            }
+            self.arm_dma_timeout(node, cx);
             self.issue_reads(node, cx);
+        }
+    }
+
+    /// Makes sure `node`'s completion-timeout sweep is pending.
+    pub(crate) fn arm_dma_timeout(&mut self, node: u32, cx: &mut Context<'_, PackedEv>) {
+        let to = self.cfg.completion_timeout;
+        if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
+            if !ep.timeout_armed {
+                ep.timeout_armed = true;
+                ep.timeout_key = Some(cx.schedule_in(to, Ev::DmaTimeout(node, 0)));
+            }
         }
     }
 
@@ -3947,7 +3960,7 @@ impl Engine {
         let mut expired = Vec::new();
         let mut next: Option<SimTime> = None;
         for (i, op) in ep.ops.iter().enumerate() {
-            if !op.live || op.write {
+            if !op.live || !op.awaits_completions() {
                 continue;
             }
             let deadline = op.last_progress + to;
@@ -3985,12 +3998,19 @@ impl Engine {
         ep.free_tags = free;
         let name = self.nodes[node as usize].name.clone();
         for oi in expired {
+            let what = match &self.nodes[node as usize].kind {
+                NodeKind::Ep(ep) if ep.ops[oi as usize].xlate_wait > 0 => "ATS translation",
+                _ => "DMA read",
+            };
             self.errors
-                .push(format!("{name}: DMA read completion timeout"));
+                .push(format!("{name}: {what} completion timeout"));
             if let Some(f) = self.nodes[node as usize].func {
                 self.signal_error(f, AER_COMPLETION_TIMEOUT, true, None, cx);
             }
             self.finish_dma(node, oi, cx);
+        }
+        if self.ats_any {
+            self.ats_forget_dead(node);
         }
     }
 
@@ -4012,7 +4032,7 @@ impl Engine {
             let (id, ok) = (op.id, op.ok);
             op.xlate.clear();
             ep.free_ops.push(oi);
-            if ep.timeout_armed && !ep.ops.iter().any(|o| o.live && !o.write) {
+            if ep.timeout_armed && !ep.ops.iter().any(|o| o.live && o.awaits_completions()) {
                 if let Some(k) = ep.timeout_key.take() {
                     cx.cancel(k);
                 }

@@ -2,7 +2,7 @@
 //! ATC and used by translated requests that skip the IOMMU; refusals; invalidations
 //! and their completions.
 
-use crate::common::{hand_timing, switch_tree, trace_tlps};
+use crate::common::{caps, hand_timing, switch_tree, trace_tlps};
 use pcielab_fabric::kinds::KindRegistry;
 use pcielab_fabric::timed::{
     AddrPattern, DmaId, DmaOpKind, DmaStream, Endpoint, EpCx, FabricSim, IommuConfig, SimConfig,
@@ -500,4 +500,50 @@ fn turning_ats_off_mid_dma_sends_the_rest_untranslated_through_the_iommu() {
     assert!(ats[first_untranslated..]
         .iter()
         .all(|a| *a == AddressType::Untranslated));
+}
+
+#[test]
+fn a_translation_that_never_comes_back_times_out_the_write_waiting_for_it() {
+    // ECRC on and a switch that corrupts every TLP's data: the Translation Completion
+    // (8 bytes of data) fails its ECRC at the device and is discarded. The write DMA
+    // waiting for it fails after the completion timeout, which the device logs.
+    let c = SimConfig {
+        ecrc: true,
+        switch_error_rate: 1.0,
+        completion_timeout: SimDuration::from_us(20),
+        ..cfg(true, true)
+    };
+    let mut s = FabricSim::new(&switch_tree(3, false), &KindRegistry::builtin(), c).unwrap();
+    s.iommu_map("ep", IOVA, PHYS, 4 * 4096).unwrap();
+    s.run_for(SimDuration::from_us(5));
+    let t0 = s.now();
+    s.attach("ep", writes(1)).unwrap();
+    s.run_until_idle(END);
+    let r = s.model("ep").unwrap().report().unwrap();
+    assert_eq!(
+        (r["dmas"].as_u64(), r["failed"].as_u64()),
+        (Some(1), Some(1)),
+        "{r}"
+    );
+    assert!(s.now() >= t0 + SimDuration::from_us(20));
+    assert!(
+        s.errors()
+            .iter()
+            .any(|e| e == "ep: ATS translation completion timeout"),
+        "{:?}",
+        s.errors()
+    );
+    let ep = s.bdf("ep").unwrap();
+    let (_, aer) = caps(&mut s, ep);
+    let uncorrectable = s.cfg_read(ep, aer + 4);
+    assert_eq!(
+        uncorrectable & (1 << 19 | 1 << 14),
+        1 << 19 | 1 << 14,
+        "{uncorrectable:#x}"
+    );
+    // Nothing was written, and the IOMMU answered the one request.
+    let mut b = [0u8; 4];
+    s.host_read(PHYS, &mut b);
+    assert_eq!(b, [0; 4]);
+    assert_eq!(s.iommu_stats().unwrap().0.translation_requests, 1);
 }
