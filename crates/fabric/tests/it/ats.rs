@@ -2,7 +2,7 @@
 //! ATC and used by translated requests that skip the IOMMU; refusals; invalidations
 //! and their completions.
 
-use crate::common::{caps, hand_timing, switch_tree, trace_tlps};
+use crate::common::{caps, ext_cap, hand_timing, switch_tree, trace_tlps};
 use pcielab_fabric::kinds::KindRegistry;
 use pcielab_fabric::timed::{
     AddrPattern, DmaId, DmaOpKind, DmaStream, Endpoint, EpCx, FabricSim, IommuConfig, SimConfig,
@@ -459,13 +459,7 @@ fn turning_ats_off_mid_dma_sends_the_rest_untranslated_through_the_iommu() {
     // One 16 KiB write: its four translations come first, then 64 MWrs.
     s.attach("ep", writes(4)).unwrap();
     let ep = s.bdf("ep").unwrap();
-    let f = s.fabric().function_at(ep).unwrap();
-    let at = pcielab_config::caps::walk(s.fabric().functions[f.0 as usize].config.bytes())
-        .0
-        .iter()
-        .find(|c| c.extended && c.id == pcielab_config::caps::id::EXT_ATS)
-        .unwrap()
-        .offset;
+    let at = ext_cap(&s, ep, pcielab_config::caps::id::EXT_ATS);
     // After the first DMA (4 KiB, translated), software clears ATS Enable.
     while s.ats_stats("ep").unwrap().translation_requests < 2 {
         s.run_for(SimDuration::from_ns(50));

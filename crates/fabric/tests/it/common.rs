@@ -211,3 +211,14 @@ pub fn trace_tlps(
             (r, p)
         })
 }
+
+/// The offset of extended capability `id` of function `bdf` (its list walked).
+pub fn ext_cap(sim: &pcielab_fabric::timed::FabricSim, bdf: Bdf, id: u16) -> u16 {
+    let f = sim.fabric().function_at(bdf).unwrap();
+    pcielab_config::caps::walk(sim.fabric().functions[f.0 as usize].config.bytes())
+        .0
+        .iter()
+        .find(|c| c.extended && c.id == id)
+        .unwrap_or_else(|| panic!("no extended capability {id:#x} in {bdf}"))
+        .offset
+}

@@ -2,7 +2,7 @@
 //! resident after its page-fault time and answers with a PRG Response; the device
 //! asks for the translation again and its DMA goes on.
 
-use crate::common::{hand_timing, ser_gen3x4, switch_tree, trace_tlps};
+use crate::common::{ext_cap, hand_timing, ser_gen3x4, switch_tree, trace_tlps};
 use pcielab_fabric::kinds::KindRegistry;
 use pcielab_fabric::timed::{
     AddrPattern, DmaId, DmaOpKind, DmaStream, Endpoint, EpCx, FabricSim, IommuConfig, SimConfig,
@@ -150,15 +150,7 @@ fn a_page_outside_the_on_demand_ranges_gets_invalid_request_and_the_read_fails()
         (r.page, r.read, r.write, r.response),
         (IOVA + 64 * 4096, true, false, 1)
     );
-    let a = s.ats_stats("ep").unwrap();
-    assert_eq!(
-        (
-            a.page_requests,
-            a.page_requests_failed,
-            a.pages_made_resident
-        ),
-        (1, 1, 0)
-    );
+    assert_eq!(pri_counts(&s), (1, 1, 0));
     assert!(
         s.errors()
             .iter()
@@ -206,16 +198,20 @@ fn pri_without_ats_is_refused() {
     assert!(e.to_string().contains("pri"), "{e}");
 }
 
-/// The device's PRI status register (its capability found by walking the list).
+/// The device's PRI counters: (page requests, failed, pages made resident).
+fn pri_counts(s: &FabricSim) -> (u64, u64, u64) {
+    let a = s.ats_stats("ep").unwrap();
+    (
+        a.page_requests,
+        a.page_requests_failed,
+        a.pages_made_resident,
+    )
+}
+
+/// The device's PRI status register.
 fn pri_status(s: &mut FabricSim) -> u16 {
     let ep = s.bdf("ep").unwrap();
-    let f = s.fabric().function_at(ep).unwrap();
-    let at = pcielab_config::caps::walk(s.fabric().functions[f.0 as usize].config.bytes())
-        .0
-        .iter()
-        .find(|c| c.extended && c.id == pcielab_config::caps::id::EXT_PRI)
-        .unwrap()
-        .offset;
+    let at = ext_cap(s, ep, pcielab_config::caps::id::EXT_PRI);
     (s.cfg_read(ep, at + 4) >> 16) as u16
 }
 
@@ -245,15 +241,7 @@ fn response_failure_stops_page_requests_and_a_stray_index_is_flagged() {
     s.send_prg_response("ep", prg, 0xf).unwrap();
     s.run_until_idle(END);
     assert_eq!(s.model("ep").unwrap().report().unwrap()["ok"], false);
-    let a = s.ats_stats("ep").unwrap();
-    assert_eq!(
-        (
-            a.page_requests,
-            a.page_requests_failed,
-            a.pages_made_resident
-        ),
-        (1, 1, 0)
-    );
+    assert_eq!(pri_counts(&s), (1, 1, 0));
     // Response Failure is latched; the software's own Success answer, 1 ms later, finds
     // no group outstanding: Unexpected PRG Index.
     assert_eq!(pri_status(&mut s) & 3, 3);

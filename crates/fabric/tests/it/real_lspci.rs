@@ -359,14 +359,8 @@ fn lspci_reads_the_ats_and_pri_capabilities() {
     };
     let mut sim = FabricSim::new(&topo, &KindRegistry::builtin(), cfg).unwrap();
     let ep = sim.bdf("ep").unwrap();
-    // ATS control sits at +6 of the capability: find it by walking the list.
-    let f = sim.fabric().function_at(ep).unwrap();
-    let at = pcielab_config::caps::walk(sim.fabric().functions[f.0 as usize].config.bytes())
-        .0
-        .iter()
-        .find(|c| c.extended && c.id == pcielab_config::caps::id::EXT_ATS)
-        .unwrap()
-        .offset;
+    // ATS control sits at +6 of the capability.
+    let at = crate::common::ext_cap(&sim, ep, pcielab_config::caps::id::EXT_ATS);
     let v = sim.cfg_read(ep, at + 4);
     let all = pcielab_wire::ByteEnables::from_bits_truncate(0xf);
     sim.config_write(ep, at + 4, v | 2 << 16, all).unwrap();
