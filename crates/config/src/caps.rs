@@ -221,6 +221,8 @@ pub mod id {
     pub const EXT_PRI: u16 = 0x0013;
     /// Extended: Latency Tolerance Reporting.
     pub const EXT_LTR: u16 = 0x0018;
+    /// Extended: Downstream Port Containment.
+    pub const EXT_DPC: u16 = 0x001d;
 
     /// The name of a PCI capability ID.
     pub fn name(id: u8) -> &'static str {

@@ -455,6 +455,44 @@ fn describe_ext(s: &mut String, cap: u16, o: u16, rd: &dyn Fn(u16, usize) -> u32
                 rd(o + 0xc, 4)
             );
         }
+        id::EXT_DPC => {
+            // As lspci words them.
+            let cap = rd(o + 4, 2);
+            let ctl = rd(o + 6, 2);
+            let sta = rd(o + 8, 2);
+            let _ = writeln!(
+                s,
+                "\tDpcCap:\tINT Msg #{}, RPExt{} PoisonedTLP{} SwTrigger{} RP PIO Log {}, DL_ActiveErr{}",
+                cap & 0x1f,
+                flag(cap & 0x20 != 0),
+                flag(cap & 0x40 != 0),
+                flag(cap & 0x80 != 0),
+                (cap >> 8) & 0xf,
+                flag(cap & 0x1000 != 0)
+            );
+            let _ = writeln!(
+                s,
+                "\tDpcCtl:\tTrigger:{:x} Cmpl{} INT{} ErrCor{} PoisonedTLP{} SwTrigger{} DL_ActiveErr{}",
+                ctl & 3,
+                flag(ctl & 4 != 0),
+                flag(ctl & 8 != 0),
+                flag(ctl & 0x10 != 0),
+                flag(ctl & 0x20 != 0),
+                flag(ctl & 0x40 != 0),
+                flag(ctl & 0x80 != 0)
+            );
+            let _ = writeln!(
+                s,
+                "\tDpcSta:\tTrigger{} Reason:{:02x} INT{} RPBusy{} TriggerExt:{:02x} RP PIO ErrPtr:{:02x}",
+                flag(sta & 1 != 0),
+                (sta >> 1) & 3,
+                flag(sta & 8 != 0),
+                flag(sta & 0x10 != 0),
+                (sta >> 5) & 3,
+                (sta >> 8) & 0x1f
+            );
+            let _ = writeln!(s, "\tSource:\t{:04x}", rd(o + 0xa, 2));
+        }
         id::EXT_ATS => {
             // As lspci words them.
             let _ = writeln!(

@@ -397,6 +397,87 @@ impl ExtCapability for PriCap {
     }
 }
 
+/// DPC Control: DPC Trigger Enable (bits 1:0): 01b on ERR_FATAL, 10b on ERR_NONFATAL
+/// or ERR_FATAL.
+pub const DPC_CTL_TRIGGER_MASK: u16 = 0x0003;
+/// DPC Control: Completion Control (bit 2): completions for contained requests carry
+/// Unsupported Request (set) or Completer Abort (clear).
+pub const DPC_CTL_CPL_UR: u16 = 1 << 2;
+/// DPC Control: DPC Interrupt Enable (bit 3).
+pub const DPC_CTL_INT_ENABLE: u16 = 1 << 3;
+/// DPC Control: DPC ERR_COR Enable (bit 4).
+pub const DPC_CTL_ERR_COR: u16 = 1 << 4;
+/// DPC Control: Poisoned TLP Egress Blocking Enable (bit 5).
+pub const DPC_CTL_POISON_BLOCK: u16 = 1 << 5;
+/// DPC Control: DPC Software Trigger (bit 6; the port clears it as it triggers).
+pub const DPC_CTL_SW_TRIGGER: u16 = 1 << 6;
+/// DPC Status: DPC Trigger Status (bit 0, RW1C).
+pub const DPC_STA_TRIGGER: u16 = 1;
+/// DPC Status: DPC Interrupt Status (bit 3, RW1C).
+pub const DPC_STA_INT: u16 = 1 << 3;
+
+/// Downstream Port Containment (ID 0x001D, version 1), 12 bytes, without the Root
+/// Port extensions (PCIe Base Spec, DPC extended capability): on an uncorrectable
+/// error a Downstream Port disables its Link until software releases it.
+///
+/// ```text
+/// +00 | Next | Ver | ID                                                        |
+/// +04 | DPC Control (RW): DL_Active ERR_COR Enable(7) Software Trigger(6)      |
+/// |   |   Poisoned TLP Egress Blocking Enable(5) ERR_COR Enable(4)            |
+/// |   |   Interrupt Enable(3) Completion Control(2) Trigger Enable(1:0)       |
+/// |   | DPC Capability (RO): DL_Active ERR_COR Supported(12) RP PIO Log Size |
+/// |   |   (11:8) Software Triggering(7) Poisoned TLP Egress Blocking(6)       |
+/// |   |   RP Extensions(5) Interrupt Message Number(4:0)                      |
+/// +08 | Error Source ID (RO) | DPC Status: RP PIO First Error Pointer(12:8)   |
+/// |   |   Trigger Reason Extension(6:5) RP Busy(4) Interrupt Status(3, RW1C)  |
+/// |   |   Trigger Reason(2:1) Trigger Status(0, RW1C)                         |
+/// ```
+///
+/// ```
+/// use pcielab_config::caps::CapabilityList;
+/// use pcielab_config::ext_caps::{DpcCap, DPC_STA_TRIGGER};
+/// use pcielab_config::header::Type1;
+/// let mut cs = Type1::default().build().unwrap();
+/// let placed = CapabilityList::new().with_ext(DpcCap).install(&mut cs).unwrap();
+/// let at = placed[0].offset;
+/// assert_eq!(cs.read_u16(at + 4), 0x10c0); // DL_Active ERR_COR, SW trigger, poison blocking
+/// cs.write_u16(at + 6, 0x0002); // trigger on ERR_NONFATAL or ERR_FATAL
+/// assert_eq!(cs.read_u16(at + 6), 0x0002);
+/// cs.hw_update(at + 8, 2, 0xffff, 0x0005); // the port triggers (ERR_NONFATAL received)
+/// cs.write_u16(at + 8, DPC_STA_TRIGGER); // software releases it
+/// assert_eq!(cs.read_u16(at + 8) & DPC_STA_TRIGGER, 0);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DpcCap;
+
+impl ExtCapability for DpcCap {
+    fn id(&self) -> u16 {
+        id::EXT_DPC
+    }
+    fn version(&self) -> u8 {
+        1
+    }
+    fn size(&self) -> u16 {
+        12
+    }
+    fn install(&self, cs: &mut ConfigSpace, at: u16) {
+        // Interrupt Message Number 0, no RP extensions, poisoned TLP egress blocking,
+        // software triggering, RP PIO log size 0, DL_Active ERR_COR signalling.
+        cs.define(at + 4, 2, 0xffff, Access::Ro, 0x10c0);
+        cs.define(at + 6, 2, 0xffff, Access::RsvdP, 0);
+        cs.define(at + 6, 2, 0x00ff, Access::Rw, 0);
+        cs.define(at + 8, 2, 0xffff, Access::Ro, 0);
+        cs.define(
+            at + 8,
+            2,
+            (DPC_STA_TRIGGER | DPC_STA_INT) as u32,
+            Access::Rw1c,
+            0,
+        );
+        cs.define(at + 0xa, 2, 0xffff, Access::Ro, 0);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

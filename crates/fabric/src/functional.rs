@@ -46,7 +46,7 @@ use pcielab_config::caps::{
     l0s_exit_code, l1_exit_code, CapabilityList, MsiCap, MsixTable, PcieCap, PmCap, PortType,
     ASPM_L0S, ASPM_L1,
 };
-use pcielab_config::ext_caps::{AcsCap, AerCap};
+use pcielab_config::ext_caps::{AcsCap, AerCap, DpcCap};
 use pcielab_config::header::{command, reg};
 use pcielab_config::{Bar, BridgeWindows, ConfigSpace, Ids, Type0, Type1, PCIELAB_VENDOR_ID};
 use pcielab_wire::tlp::{MsgRouting, TlpHeader, TlpRepr};
@@ -505,7 +505,8 @@ impl Fabric {
                     Some(slot),
                 ))
                 .with_ext(AerCap { root_port: true })
-                .with_ext(AcsCap);
+                .with_ext(AcsCap)
+                .with_ext(DpcCap);
             let cs =
                 bridge(&node.params, device_ids::ROOT_PORT, caps).map_err(|m| err(node.line, m))?;
             let below = f.new_bus();
@@ -628,7 +629,8 @@ impl Fabric {
                             Some(*slot),
                         ))
                         .with_ext(AerCap::default())
-                        .with_ext(AcsCap);
+                        .with_ext(AcsCap)
+                        .with_ext(DpcCap);
                     let cs = bridge(&node.params, device_ids::SWITCH_DOWN, caps).map_err(err)?;
                     let below = self.new_bus();
                     let ds = self.add(
