@@ -878,6 +878,12 @@ impl Fabric {
         None
     }
 
+    /// True if bridge `f`'s memory windows (non-prefetchable or prefetchable) claim
+    /// `addr` (with Memory Space Enable set).
+    pub(crate) fn memory_window_claims(&self, f: FnId, addr: u64) -> bool {
+        self.window_claim(f, addr, Space::Mem)
+    }
+
     fn window_claim(&self, f: FnId, addr: u64, space: Space) -> bool {
         let cs = &self.functions[f.0 as usize].config;
         let w = BridgeWindows::read(cs);

@@ -193,7 +193,7 @@ pub(crate) fn decode_range(v: u64) -> (u64, u64, bool, bool) {
 }
 
 /// The ATS capability of function `f`: its offset.
-pub(super) fn ext_cap(e: &Engine, f: FnId, id: u16) -> Option<u16> {
+pub(crate) fn ext_cap(e: &Engine, f: FnId, id: u16) -> Option<u16> {
     let func = e.fabric.functions.get(f.0 as usize)?;
     pcielab_config::caps::walk(func.config.bytes())
         .0

@@ -339,6 +339,11 @@ pub trait Endpoint: core::fmt::Debug {
     fn pme_turn_off(&mut self, _cx: &mut EpCx<'_>) -> bool {
         true
     }
+    /// The device was reset because its link went down (a DL_Down Upstream Port, see
+    /// the `link_down` notes in the crate README): its configuration space is back to
+    /// its defaults and its DMAs in flight are gone without [`Endpoint::dma_done`]. A
+    /// model forgets what it had in flight here. Default: nothing.
+    fn reset(&mut self, _cx: &mut EpCx<'_>) {}
     /// A summary for reports (workload results), if the device has one.
     fn report(&self) -> Option<serde_json::Value> {
         None

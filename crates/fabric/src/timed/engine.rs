@@ -339,6 +339,8 @@ pub enum Ev {
     /// A function's PME service timeout: it re-sends PM_PME if its PME is still
     /// asserted (a background event).
     PmeResend(u32),
+    /// A link (its downward direction) finished training: (direction, training count).
+    LinkTrained(u16, u32),
 }
 
 /// Opaque wire item of an [`Ev::Arrive`].
@@ -405,6 +407,16 @@ pub(crate) struct Dir {
     pub l0s_exit_ps: u64,
     pub up: bool,
     pub init_seen: u8,
+    /// The link is down (DL_Down: disabled, or training): nothing is transmitted and
+    /// TLPs routed onto it are handled as the `link_down` module says.
+    pub down: bool,
+    /// Why the link is held down (`link_down::HELD_*` bits); it trains once none is
+    /// left. Kept on the downward direction of a link.
+    pub held: u8,
+    /// Arrivals before this time were sent before the link went down: discarded.
+    pub stale_until_ps: u64,
+    /// Counts the link's trainings (a `LinkTrained` event of an older one is stale).
+    pub train_gen: u32,
     // transaction-layer egress queues: (order, tlp)
     /// Per class: (order, TLP, its data credits) — the transmitter decides without
     /// touching the TLPs.
@@ -591,7 +603,7 @@ impl ErrorSeverity {
             ErrorSeverity::Fatal => 0x33,
         }
     }
-    fn from_code(c: u8) -> Option<ErrorSeverity> {
+    pub(crate) fn from_code(c: u8) -> Option<ErrorSeverity> {
         match c {
             0x30 => Some(ErrorSeverity::Correctable),
             0x31 => Some(ErrorSeverity::NonFatal),
@@ -639,6 +651,8 @@ pub(crate) struct RootIrq {
     pub aer: bool,
     /// The PME condition as last evaluated.
     pub pme: bool,
+    /// The DPC condition as last evaluated.
+    pub dpc: bool,
     /// The virtual INTx wire is asserted.
     pub wire: bool,
 }
@@ -768,6 +782,8 @@ pub struct Engine {
     pub(crate) turn_off_wait: IntMap<u32, Vec<u16>>,
     /// Endpoint nodes that received PME_Turn_Off and have not acknowledged it yet.
     pub(crate) turn_off_held: HashSet<u32>,
+    /// Downstream Port Containments, in order (see the `dpc` module).
+    pub(crate) dpc_events: Vec<super::dpc::DpcEvent>,
 }
 
 /// A peer read the root complex split.
@@ -1068,7 +1084,10 @@ impl Engine {
                         .map_err(|_| RouteError::NotRoutable("I/O address above 4 GiB"))?;
                     self.fabric.route_io(origin, a)?
                 } else {
-                    self.fabric.route_memory(origin, addr)?
+                    match self.fabric.route_memory(origin, addr) {
+                        Ok(r) => r,
+                        Err(e) => return self.route_to_down_port(origin, addr).ok_or(e),
+                    }
                 };
                 match r.target {
                     Target::HostMemory(_) => (r.hops, self.rc_node, Dest::HostMemory),
@@ -1110,7 +1129,7 @@ impl Engine {
     }
 
     /// The link directions between consecutive nodes of `seq`.
-    fn dir_path(&self, seq: &[u32]) -> Result<([u16; MAX_PATH], u8), RouteError> {
+    pub(crate) fn dir_path(&self, seq: &[u32]) -> Result<([u16; MAX_PATH], u8), RouteError> {
         let mut path = [0u16; MAX_PATH];
         let mut n = 0u8;
         for w in seq.windows(2) {
@@ -1235,6 +1254,10 @@ impl Engine {
 
     #[inline]
     fn enqueue(&mut self, d: u16, id: u32, cx: &mut Context<'_, PackedEv>) {
+        if self.dirs[d as usize].down {
+            self.tlp_at_down_link(d, id, cx);
+            return;
+        }
         let t = &self.tlps[id as usize];
         let (class, dc) = (t.class(), t.data_credits() as u32);
         let dir = &mut self.dirs[d as usize];
@@ -1340,7 +1363,7 @@ impl Engine {
 
     pub(crate) fn try_send(&mut self, d: u16, cx: &mut Context<'_, PackedEv>) {
         let di = d as usize;
-        if self.dirs[di].busy {
+        if self.dirs[di].busy || self.dirs[di].down {
             return;
         }
         let now = cx.now();
@@ -1562,6 +1585,9 @@ impl Engine {
     }
 
     fn queue_dllp(&mut self, d: u16, dl: Dllp, front: bool, cx: &mut Context<'_, PackedEv>) {
+        if self.dirs[d as usize].down {
+            return; // DL_Down: the data link layer sends nothing
+        }
         if self.dirs[d as usize].timing.dllp_wire_bytes() == 0 {
             // Flit mode: DLLPs ride in every flit's DLP bytes; deliver them directly.
             let arrive = cx.now() + SimDuration::from_ps(self.dirs[d as usize].prop_ps);
@@ -1587,6 +1613,13 @@ impl Engine {
     // ---------------------------------------------------------------- receiver
     fn arrive(&mut self, d: u16, w: Wire, cx: &mut Context<'_, PackedEv>) {
         let di = d as usize;
+        if cx.now().as_ps() < self.dirs[di].stale_until_ps {
+            // Sent before the link went down: lost with it.
+            if let Wire::Tlp { id, .. } = w {
+                self.release(id);
+            }
+            return;
+        }
         match w {
             Wire::Dllp { bad: true, .. } => {
                 // A DLLP with a bad CRC is discarded: Bad DLLP.
@@ -1938,7 +1971,12 @@ impl Engine {
     fn forward(&mut self, id: u32, cx: &mut Context<'_, PackedEv>) {
         let t = &self.tlps[id as usize];
         let node = self.dirs[t.path[t.at as usize - 1] as usize].to;
-        if t.kind == Kind::ErrMsg && !self.switch_forwards_error(node, t.ingress) {
+        if t.kind == Kind::ErrMsg
+            && ({
+                let (ing, req, code) = (t.ingress, t.requester, t.byte_count as u8);
+                self.dpc_message(ing, req, code, cx) || !self.switch_forwards_error(node, ing)
+            })
+        {
             self.discard(id, cx);
             return;
         }
@@ -1998,7 +2036,7 @@ impl Engine {
     /// receive-buffer credits return and its record is freed.
     #[cold]
     #[inline(never)]
-    fn discard(&mut self, id: u32, cx: &mut Context<'_, PackedEv>) {
+    pub(crate) fn discard(&mut self, id: u32, cx: &mut Context<'_, PackedEv>) {
         self.leave_ingress(id, cx);
         self.release(id);
     }
@@ -2349,7 +2387,13 @@ impl Engine {
             (Dest::Rc, Kind::ErrMsg) => {
                 // The root port logs what it receives from its secondary side when its
                 // Bridge Control lets error messages through.
-                if let Some(rp) = self.last_rx_func {
+                let ing = self
+                    .last_rx_func
+                    .and_then(|rp| self.dirs.iter().position(|x| x.rx_func == Some(rp)));
+                let contained = ing.is_some_and(|d| {
+                    self.dpc_message(d as u32, t.requester, t.byte_count as u8, cx)
+                });
+                if let Some(rp) = self.last_rx_func.filter(|_| !contained) {
                     if self.bridge_forwards_errors(rp) {
                         self.root_error(rp, t.requester, t.byte_count as u8, cx);
                     }
@@ -2455,7 +2499,12 @@ impl Engine {
         cx: &mut Context<'_, PackedEv>,
     ) {
         let header = tlp.map(|id| self.tlp_header(id));
-        let Some(sev) = log_error(&mut self.fabric, f, bit, advisory, header) else {
+        let sev = log_error(&mut self.fabric, f, bit, advisory, header);
+        // A Downstream Port that contains the error (DPC) does not signal it.
+        if !advisory && self.dpc_port_error(f, bit, cx) {
+            return;
+        }
+        let Some(sev) = sev else {
             return;
         };
         self.send_error_message(f, sev, cx);
@@ -2489,7 +2538,12 @@ impl Engine {
 
     /// Sends the error message `sev` of function `f` towards the root complex (a
     /// function of the root complex logs it directly).
-    fn send_error_message(&mut self, f: FnId, sev: ErrorSeverity, cx: &mut Context<'_, PackedEv>) {
+    pub(crate) fn send_error_message(
+        &mut self,
+        f: FnId,
+        sev: ErrorSeverity,
+        cx: &mut Context<'_, PackedEv>,
+    ) {
         let me = self.fabric.bdf(f);
         let node = self.fabric.functions[f.0 as usize].node.0;
         if node == self.rc_node {
@@ -2608,6 +2662,7 @@ impl Engine {
         }
         self.refresh_ecrc(f);
         self.refresh_ats(f, cx);
+        self.dpc_config_written(f, cx);
     }
 
     /// Function `f` signals a power-management event (PCIe Base Spec 5.3.3): PME_Status
@@ -2797,7 +2852,8 @@ impl Engine {
                 && cs.read_u32(p + RTSTA) & RTSTA_PME_STATUS != 0
         });
         let pme_vector = pcie.map_or(0, |p| (cs.read_u16(p + 2) >> 9) & 0x1f);
-        let cond = aer_cond || pme_cond;
+        let (dpc_cond, dpc_vector) = super::dpc::interrupt_condition(cs);
+        let cond = aer_cond || pme_cond || dpc_cond;
         // Which message mechanism is on: MSI (Message Control bit 0) or MSI-X (bit 15).
         let enabled = |id: u8, bit: u16| {
             pcielab_config::caps::walk(cs.bytes())
@@ -2826,12 +2882,15 @@ impl Engine {
         }
         let level = !msi && cond && !intx_off && pin != 0;
         if msi {
-            let mut vectors = [None, None];
+            let mut vectors = [None, None, None];
             if aer_cond && !was.aer {
                 vectors[0] = Some(((aer_st >> 27) as u16, "AER"));
             }
             if pme_cond && !was.pme {
                 vectors[1] = Some((pme_vector, "PME"));
+            }
+            if dpc_cond && !was.dpc {
+                vectors[2] = Some((dpc_vector, "DPC"));
             }
             for (vector, what) in vectors.into_iter().flatten() {
                 let before = self.fabric.interrupts.len();
@@ -2867,6 +2926,7 @@ impl Engine {
             RootIrq {
                 aer: aer_cond,
                 pme: pme_cond,
+                dpc: dpc_cond,
                 wire: level,
             },
         );
@@ -4386,6 +4446,7 @@ impl World for Engine {
             }
             Ev::EpComplete(_) => {}
             Ev::PmeResend(f) => self.pme_resend(FnId(f), cx),
+            Ev::LinkTrained(d, gen) => self.link_trained(d, gen, cx),
         }
     }
 }

@@ -48,10 +48,12 @@
 
 pub(crate) mod aspm;
 mod ats;
+mod dpc;
 mod ecrc;
 mod endpoint;
 mod engine;
 mod iommu;
+mod link_down;
 mod packed;
 mod phy;
 pub(crate) mod poison;
@@ -61,6 +63,7 @@ mod wire_bus;
 mod workload;
 
 pub use ats::{AtsInvalidation, AtsStats};
+pub use dpc::{DpcEvent, DpcReason};
 pub use endpoint::{
     DmaId, Endpoint, EpCx, PsMemEndpoint, ReadReply, ReadTicket, VdmRoute, VendorMessage,
 };
@@ -165,6 +168,12 @@ pub struct SimConfig {
     /// How long a link retrains (Recovery) after REPLAY_NUM rolls over; neither
     /// direction transmits meanwhile. Default 1 µs.
     pub retrain_time: SimDuration,
+    /// How long a link trains after it comes back (DL_Down to the InitFC handshake:
+    /// see [`FabricSim::link_down`] and the `dpc` notes in the crate README).
+    /// 1 µs..=1 s. Default 100 µs: about the shortest Gen1 training (Polling.Active
+    /// alone sends 1024 TS1 ordered sets, 65.5 µs at 2.5 GT/s); links that equalize
+    /// (Gen3 and later) take milliseconds.
+    pub link_training_time: SimDuration,
     /// Completion timeout (host MMIO reads and device DMA reads). Default 10 ms.
     pub completion_timeout: SimDuration,
     /// PME service timeout (PCIe Base Spec 5.3.3.3.1: 100 ms, +50 %/−5 %): a function
@@ -268,6 +277,7 @@ impl Default for SimConfig {
             switch_error_rate: 0.0,
             fc_update_period: SimDuration::from_us(30),
             retrain_time: SimDuration::from_us(1),
+            link_training_time: SimDuration::from_us(100),
             completion_timeout: SimDuration::from_ms(10),
             pme_service_timeout: SimDuration::from_ms(100),
             aspm: 0,
@@ -387,6 +397,14 @@ fn check(cfg: &SimConfig) -> Result<(), SimError> {
             "fc update period",
             format!("{} ps", fc.as_ps()),
             "0 (off) or 1 µs..=1 ms (the spec's 30 µs, 120 µs with Extended Synch)",
+        );
+    }
+    let lt = cfg.link_training_time;
+    if !(SimDuration::from_us(1)..=SimDuration::from_ms(1000)).contains(&lt) {
+        return p(
+            "link training time",
+            format!("{} ps", lt.as_ps()),
+            "1 µs..=1 s",
         );
     }
     let pme = cfg.pme_service_timeout;
@@ -661,6 +679,10 @@ impl FabricSim {
                     l0s_exit_ps: timing.l0s_exit_ps(cfg.n_fts),
                     up: false,
                     init_seen: 0,
+                    down: false,
+                    held: 0,
+                    stale_until_ps: 0,
+                    train_gen: 0,
                     q: Default::default(),
                     order: 0,
                     limit: Default::default(),
@@ -750,6 +772,7 @@ impl FabricSim {
             pme_to_acks: Vec::new(),
             turn_off_wait: Default::default(),
             turn_off_held: Default::default(),
+            dpc_events: Vec::new(),
         })
         .seed(seed)
         .capacity(4096)
@@ -1601,6 +1624,75 @@ impl FabricSim {
     /// completed.
     pub fn ats_invalidations(&self) -> &[AtsInvalidation] {
         &self.sim.world().ats_invals
+    }
+
+    /// The link above node `name` fails (a surprise link down: a cable pulled, a
+    /// device that stopped answering) and stays down until [`FabricSim::link_up`].
+    /// The link loses what was on it, the port above logs a Surprise Down error (which
+    /// may trigger its DPC), and the component below is reset (see the `link_down`
+    /// notes in the crate README). Already down: nothing more happens.
+    ///
+    /// ```
+    /// use pcielab_fabric::kinds::KindRegistry;
+    /// use pcielab_fabric::timed::{FabricSim, HostRead, SimConfig};
+    /// use pcielab_fabric::topology::Topology;
+    /// let reg = KindRegistry::builtin();
+    /// let topo = Topology::parse(
+    ///     "[[node]]\nname = \"rc\"\nkind = \"root-complex\"\n\
+    ///      [[node]]\nname = \"ep\"\nkind = \"psmem\"\n\
+    ///      [[link]]\nup = \"rc.0\"\ndown = \"ep\"\ngen = 3\nwidth = 4\n",
+    ///     "t.toml",
+    ///     &reg,
+    /// )
+    /// .unwrap();
+    /// let mut sim = FabricSim::new(&topo, &reg, SimConfig::default()).unwrap();
+    /// let bar = sim.bar("ep", 0).unwrap();
+    /// sim.link_down("ep").unwrap();
+    /// assert!(!sim.link_active("ep").unwrap());
+    /// // The root port answers for the missing device: Unsupported Request.
+    /// assert!(matches!(sim.mmio_read(bar, 4), Ok(HostRead::Failed(_))));
+    /// sim.link_up("ep").unwrap();
+    /// sim.run_for(pcielab_sim::SimDuration::from_us(200));
+    /// assert!(sim.link_active("ep").unwrap());
+    /// ```
+    pub fn link_down(&mut self, name: &str) -> Result<(), SimError> {
+        let d = self.up_link(name)?;
+        self.sim
+            .process(|e, cx| e.take_link_down(d, link_down::HELD_SURPRISE, cx));
+        Ok(())
+    }
+
+    /// The failure [`FabricSim::link_down`] made is over: the link above `name` trains
+    /// and is up after `SimConfig::link_training_time`, unless something else (the
+    /// port's DPC) still holds it down. The component below comes back reset: host
+    /// software configures it again.
+    pub fn link_up(&mut self, name: &str) -> Result<(), SimError> {
+        let d = self.up_link(name)?;
+        self.sim
+            .process(|e, cx| e.release_link(d, link_down::HELD_SURPRISE, cx));
+        Ok(())
+    }
+
+    /// True if the link above node `name` is up (DL_Active).
+    pub fn link_active(&self, name: &str) -> Result<bool, SimError> {
+        let d = self.up_link(name)?;
+        let dir = &self.sim.world().dirs[d as usize];
+        Ok(!dir.down && dir.up)
+    }
+
+    /// The Downstream Port Containments so far, in order.
+    pub fn dpc_events(&self) -> &[DpcEvent] {
+        &self.sim.world().dpc_events
+    }
+
+    /// The downward direction of the link above node `name`.
+    fn up_link(&self, name: &str) -> Result<u16, SimError> {
+        let n = self.node(name)?;
+        (0..self.sim.world().dirs.len())
+            .step_by(2)
+            .find(|&x| self.sim.world().dirs[x].to == n)
+            .map(|x| x as u16)
+            .ok_or_else(|| SimError::UnknownNode(format!("{name} (it has no link above it)")))
     }
 
     /// IOMMU counters and faults (None without an IOMMU).

@@ -36,6 +36,7 @@ const HOST_TIMEOUT: u64 = 10;
 const HOST_SEND: u64 = 11;
 const EP_COMPLETE: u64 = 12;
 const PME_RESEND: u64 = 13;
+const LINK_TRAINED: u64 = 14;
 
 // Arrive flags: the wire item's kind (bits 0–1), its bad CRC (bit 2), the TxDone it
 // stands for (bit 3), an FC DLLP's kind (bits 4–5).
@@ -102,6 +103,7 @@ impl From<Ev> for PackedEv {
             Ev::HostSend(id) => (word(HOST_SEND, 0, 0, id), 0),
             Ev::EpComplete(x) => (word(EP_COMPLETE, 0, 0, x), 0),
             Ev::PmeResend(f) => (word(PME_RESEND, 0, 0, f), 0),
+            Ev::LinkTrained(d, gen) => (word(LINK_TRAINED, 0, d, gen), 0),
         };
         PackedEv { a, b }
     }
@@ -160,6 +162,7 @@ impl PackedEv {
             HOST_TIMEOUT => Ev::HostTimeout(d),
             HOST_SEND => Ev::HostSend(x),
             PME_RESEND => Ev::PmeResend(x),
+            LINK_TRAINED => Ev::LinkTrained(d, x),
             // EP_COMPLETE (a packed event is only ever built by `From<Ev>`, so no other
             // tag occurs).
             _ => Ev::EpComplete(x),
@@ -230,6 +233,7 @@ mod tests {
             x.prop_map(Ev::HostSend),
             x.prop_map(Ev::EpComplete),
             x.prop_map(Ev::PmeResend),
+            (d, any::<u32>()).prop_map(|(d, g)| Ev::LinkTrained(d, g)),
         ]
     }
 

@@ -221,6 +221,15 @@ impl Endpoint for DmaStream {
             self.steady_end = Some((now, self.measured_bytes));
         }
     }
+    /// The device was reset (its link went down): the DMAs in flight are lost
+    /// (counted as failed) and the stream stops, as a driver would stop it.
+    fn reset(&mut self, _cx: &mut EpCx<'_>) {
+        let lost = self.inflight.len() as u64;
+        self.inflight.clear();
+        self.done += lost;
+        self.failed += lost;
+        self.count = self.issued;
+    }
     fn report(&self) -> Option<serde_json::Value> {
         let r = DmaStream::report(self);
         Some(serde_json::json!({

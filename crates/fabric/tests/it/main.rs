@@ -5,6 +5,7 @@ mod aspm;
 mod ats;
 mod common;
 mod config;
+mod dpc;
 mod ecrc;
 mod enumerate;
 mod errors;

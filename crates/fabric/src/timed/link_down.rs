@@ -1,0 +1,337 @@
+//! Links going down and coming back (PCIe Base Spec 2.9, "Link Status Dependencies").
+//!
+//! A link is *down* (DL_Down) from the moment it fails or is disabled until it has
+//! trained again and finished the InitFC handshake. While it is down:
+//!
+//! * neither direction transmits; what was queued, waiting in the replay buffer or on
+//!   the wire is lost (arrivals sent before the failure are discarded);
+//! * the Downstream Port above it completes every non-posted request routed onto the
+//!   link with Unsupported Request (Completer Abort or Unsupported Request while DPC
+//!   contains the link, as its Completion Control says) and discards posted requests
+//!   and completions;
+//! * the component below is reset (a DL_Down Upstream Port is a hot reset): every
+//!   function's configuration space returns to its defaults (sticky bits, such as the
+//!   AER status, keep their values), a device's DMA state is dropped and its model is
+//!   told ([`super::Endpoint::reset`]); a switch's downstream links go down with it and
+//!   train again once it is back;
+//! * the port's Data Link Layer Link Active bit (Link Status) is clear.
+//!
+//! A link is held down for reasons (`HELD_*`): a failure outside the fabric
+//! ([`super::FabricSim::link_down`] until [`super::FabricSim::link_up`]), Downstream
+//! Port Containment (until software clears DPC Trigger Status), a parent switch in
+//! reset. Once no reason is left it trains for `SimConfig::link_training_time`, then
+//! runs the InitFC handshake as at power-on. A failure, but not a DPC-disabled link,
+//! is a Surprise Down error for the port above (AER uncorrectable bit 5).
+
+use super::engine::{Credits, Dest, Dllp, Engine, Ev, NodeKind, Route, Tlp, NP};
+use super::packed::PackedEv;
+use super::poison::Poison;
+use crate::functional::{FnId, Origin};
+use pcielab_sim::{Context, SimTime};
+use pcielab_wire::dllp::FcKind;
+use pcielab_wire::CplStatus;
+
+/// Held down by a failure outside the fabric (a surprise link down).
+pub(crate) const HELD_SURPRISE: u8 = 1;
+/// Held down (disabled) by Downstream Port Containment.
+pub(crate) const HELD_DPC: u8 = 2;
+/// Held down because the switch above it is in reset.
+pub(crate) const HELD_PARENT: u8 = 4;
+
+/// AER Uncorrectable Error Status: Surprise Down Error.
+pub(crate) const AER_SURPRISE_DOWN: u32 = 1 << 5;
+
+/// Link Status: Data Link Layer Link Active.
+const LNKSTA_DLLLA: u32 = 1 << 13;
+
+impl Engine {
+    /// The link of downward direction `d` goes down for reason `why` (see the module
+    /// documentation). Already down: the reason is added and any training restarts
+    /// once every reason is gone.
+    pub(crate) fn take_link_down(&mut self, d: u16, why: u8, cx: &mut Context<'_, PackedEv>) {
+        let d = d & !1;
+        let di = d as usize;
+        self.dirs[di].held |= why;
+        if self.dirs[di].down {
+            // Training (or already held): it starts over when released.
+            self.dirs[di].train_gen = self.dirs[di].train_gen.wrapping_add(1);
+            return;
+        }
+        self.dirs[di].counters.link_downs += 1;
+        for x in [d, d | 1] {
+            self.purge_direction(x, cx);
+        }
+        let port = self.dirs[di | 1].rx_func;
+        if let Some(p) = port {
+            self.set_link_active(p, false);
+        }
+        // A failure (not a disabled link) is a Surprise Down error for the port; it may
+        // trigger DPC, which then holds the link too.
+        if why & HELD_SURPRISE != 0 {
+            if let Some(p) = port {
+                self.signal_error(p, AER_SURPRISE_DOWN, false, None, cx);
+            }
+        }
+        let below = self.dirs[di].to;
+        self.reset_component(below, cx);
+        self.invalidate_routes();
+    }
+
+    /// Reason `why` no longer holds the link of downward direction `d`: with no reason
+    /// left it trains, and is up after `link_training_time`.
+    pub(crate) fn release_link(&mut self, d: u16, why: u8, cx: &mut Context<'_, PackedEv>) {
+        let di = (d & !1) as usize;
+        if self.dirs[di].held & why == 0 {
+            return;
+        }
+        self.dirs[di].held &= !why;
+        if self.dirs[di].held != 0 || !self.dirs[di].down {
+            return;
+        }
+        self.dirs[di].train_gen = self.dirs[di].train_gen.wrapping_add(1);
+        let gen = self.dirs[di].train_gen;
+        // Nothing sent before the failure may still be on the wire when it is up.
+        let stale = self.dirs[di]
+            .stale_until_ps
+            .max(self.dirs[di | 1].stale_until_ps);
+        let at = (cx.now() + self.cfg.link_training_time).max(SimTime::from_ps(stale));
+        cx.schedule_at(at, Ev::LinkTrained(di as u16, gen));
+    }
+
+    /// Training of the link of downward direction `d` ended: DL_Up once the InitFC
+    /// handshake is done (as at power-on); links below a switch that was in reset
+    /// start training.
+    pub(crate) fn link_trained(&mut self, d: u16, gen: u32, cx: &mut Context<'_, PackedEv>) {
+        let di = (d & !1) as usize;
+        if gen != self.dirs[di].train_gen || self.dirs[di].held != 0 || !self.dirs[di].down {
+            return; // a stale training
+        }
+        for x in [di, di | 1] {
+            self.dirs[x].down = false;
+            let now = cx.now().as_ps();
+            let t = &mut self.dirs[x];
+            t.free_at = t.free_at.max(t.timing.ps_to_units(now));
+            t.free_at_ps = t.timing.units_to_ps_ceil(t.free_at);
+        }
+        for x in [di, di | 1] {
+            for kind in [FcKind::InitFc1, FcKind::InitFc2] {
+                for c in 0..3 {
+                    let dl = Dllp::Fc {
+                        kind,
+                        class: c as u8,
+                        hdr: self.dirs[x].rx_buf.hdr[c],
+                        data: self.dirs[x].rx_buf.data[c],
+                    };
+                    self.dirs[x ^ 1].dllq.push_back(dl);
+                }
+            }
+        }
+        self.invalidate_routes();
+        self.try_send(di as u16, cx);
+        self.try_send((di | 1) as u16, cx);
+        if let Some(p) = self.dirs[di | 1].rx_func {
+            self.set_link_active(p, true);
+        }
+        let below = self.dirs[di].to;
+        if matches!(self.nodes[below as usize].kind, NodeKind::Switch) {
+            for x in (0..self.dirs.len()).step_by(2) {
+                if self.dirs[x].from == below {
+                    self.release_link(x as u16, HELD_PARENT, cx);
+                }
+            }
+        }
+    }
+
+    /// Direction `x` goes down: its queues, replay buffer and DLLPs are dropped (the
+    /// downward direction answers non-posted requests first), its data link and flow
+    /// control state return to their power-on values.
+    fn purge_direction(&mut self, x: u16, cx: &mut Context<'_, PackedEv>) {
+        let xi = x as usize;
+        let now = cx.now();
+        {
+            let dir = &mut self.dirs[xi];
+            dir.down = true;
+            dir.up = false;
+            dir.init_seen = 0;
+            dir.stale_until_ps = dir.stale_until_ps.max(dir.last_arrive_ps + 1);
+            if let Some(s) = dir.stall_since.take() {
+                dir.counters.credit_stall_ps += (now - s).as_ps();
+            }
+            if let Some(s) = dir.rstall_since.take() {
+                dir.counters.replay_stall_ps += (now - s).as_ps();
+            }
+        }
+        let mut queued: Vec<(u64, u32)> = Vec::new();
+        for c in 0..3 {
+            queued.extend(self.dirs[xi].q[c].drain(..).map(|(o, id, _)| (o, id)));
+        }
+        queued.sort_unstable();
+        for (_, id) in queued {
+            self.tlp_at_down_link(x, id, cx);
+        }
+        let replay: Vec<(u32, u32)> = self.dirs[xi].replay.drain(..).collect();
+        for (_, id) in replay {
+            self.release(id);
+        }
+        for c in 0..3 {
+            if let Some(k) = self.dirs[xi].rx_fc_timer[c].take() {
+                cx.cancel(k);
+            }
+        }
+        // TLPs this direction delivered into a switch's receive buffer no longer hold
+        // credits of the new link (its receiver starts from its full buffer).
+        for t in self.tlps.iter_mut() {
+            if t.ingress == x as u32 {
+                t.ingress = super::engine::NONE;
+            }
+        }
+        let dir = &mut self.dirs[xi];
+        dir.dllq.clear();
+        dir.replay_pos = None;
+        dir.replay_deadline = None;
+        dir.replay_num = 0;
+        dir.next_seq = 0;
+        dir.rx_next = 0;
+        dir.rx_ack_pending = false;
+        dir.rx_nak_sent = false;
+        dir.limit = Default::default();
+        dir.consumed = Default::default();
+        dir.inf = [[false; 2]; 3];
+        dir.rx_alloc = [0, 1, 2].map(|c| Credits {
+            hdr: dir.rx_buf.hdr[c] as u64,
+            data: dir.rx_buf.data[c] as u64,
+        });
+        dir.rx_recv = Default::default();
+        dir.fc_refresh = [0; 3];
+    }
+
+    /// TLP `id` is routed onto direction `d` while its link is down: a non-posted
+    /// request going down from a Downstream Port is completed by the port (Unsupported
+    /// Request; while DPC contains the link, as its Completion Control says);
+    /// everything else is discarded.
+    pub(crate) fn tlp_at_down_link(&mut self, d: u16, id: u32, cx: &mut Context<'_, PackedEv>) {
+        self.dirs[d as usize].counters.link_down_drops += 1;
+        let port = self.dirs[(d ^ 1) as usize].rx_func;
+        let t: &Tlp = &self.tlps[id as usize];
+        if d & 1 == 0 && t.class() == NP {
+            if let Some(p) = port {
+                let req = t.clone();
+                let status = self.dpc_completion_status(p).unwrap_or(CplStatus::Ur);
+                let completer = self.fabric.bdf(p);
+                self.send_completions(
+                    Origin::Function(p),
+                    completer,
+                    &req,
+                    status,
+                    &[],
+                    Poison::Clean,
+                    cx,
+                );
+            }
+        }
+        self.discard(id, cx);
+    }
+
+    /// The component below a link that went down is reset (see the module
+    /// documentation).
+    fn reset_component(&mut self, node: u32, cx: &mut Context<'_, PackedEv>) {
+        let funcs: Vec<FnId> = (0..self.fabric.functions.len())
+            .filter(|&i| self.fabric.functions[i].node.0 == node)
+            .map(|i| FnId(i as u32))
+            .collect();
+        for &f in &funcs {
+            let func = &mut self.fabric.functions[f.0 as usize];
+            func.config.reset();
+            if let Some(m) = func.model.as_mut() {
+                m.function_level_reset();
+            }
+        }
+        let tags = self.cfg.dma_tags;
+        if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
+            for (i, op) in ep.ops.iter_mut().enumerate() {
+                if op.live {
+                    op.live = false;
+                    op.buf = Vec::new();
+                    ep.free_ops.push(i as u32);
+                }
+            }
+            ep.tag_map.iter_mut().for_each(|e| *e = None);
+            ep.free_tags = (0..tags).rev().collect();
+            ep.read_queue.clear();
+            ep.tickets.clear();
+            ep.intx_sent = false;
+            ep.timeout_armed = false;
+            if let Some(k) = ep.timeout_key.take() {
+                cx.cancel(k);
+            }
+        }
+        self.call_ep(node, cx, |m, cx| m.reset(cx));
+        for &f in &funcs {
+            self.after_config_write(f, cx);
+        }
+        if matches!(self.nodes[node as usize].kind, NodeKind::Switch) {
+            for x in (0..self.dirs.len()).step_by(2) {
+                if self.dirs[x].from == node {
+                    self.take_link_down(x as u16, HELD_PARENT, cx);
+                }
+            }
+        }
+    }
+
+    /// A memory request for `addr` that nothing claims (the device is gone) but whose
+    /// way leads through a Downstream Port with a down link that claims it: routed
+    /// onto that link, where the port answers it. Not cached (the link comes back).
+    pub(crate) fn route_to_down_port(&self, origin: Origin, addr: u64) -> Option<Route> {
+        for x in (0..self.dirs.len()).step_by(2) {
+            if !self.dirs[x].down {
+                continue;
+            }
+            let Some(p) = self.dirs[x | 1].rx_func else {
+                continue;
+            };
+            if !self.fabric.memory_window_claims(p, addr) {
+                continue;
+            }
+            let onode = match origin {
+                Origin::Host => self.rc_node,
+                Origin::Function(f) => self.fabric.functions[f.0 as usize].node.0,
+            };
+            let r = self.fabric.route_id(origin, self.fabric.bdf(p)).ok()?;
+            let mut seq: Vec<u32> = vec![onode];
+            for h in r.hops {
+                let n = self.fabric.functions[h.0 as usize].node.0;
+                if seq.last() != Some(&n) {
+                    seq.push(n);
+                }
+            }
+            let port_node = self.fabric.functions[p.0 as usize].node.0;
+            if seq.last() != Some(&port_node) {
+                seq.push(port_node);
+            }
+            seq.push(self.dirs[x].to);
+            let (path, n) = self.dir_path(&seq).ok()?;
+            return Some((path, n, Dest::Rc));
+        }
+        None
+    }
+
+    /// Sets or clears Data Link Layer Link Active in port `p`'s Link Status.
+    fn set_link_active(&mut self, p: FnId, active: bool) {
+        let Some(pcie) = super::engine::std_cap(&self.fabric, p, pcielab_config::caps::id::PCIE)
+        else {
+            return;
+        };
+        let cs = &mut self.fabric.functions[p.0 as usize].config;
+        let at = pcie + pcielab_config::caps::pcie_reg::LNKSTA;
+        let v = if active { LNKSTA_DLLLA } else { 0 };
+        cs.hw_update(at, 2, LNKSTA_DLLLA, v);
+    }
+
+    /// The downward direction of the link whose port (above it) is function `p`.
+    pub(crate) fn port_link(&self, p: FnId) -> Option<u16> {
+        (0..self.dirs.len())
+            .step_by(2)
+            .find(|&x| self.dirs[x | 1].rx_func == Some(p))
+            .map(|x| x as u16)
+    }
+}

@@ -1,0 +1,370 @@
+//! Links going down (DL_Down) and Downstream Port Containment: the port answers for
+//! the lost device, the device below is reset, DPC triggers on uncorrectable errors
+//! and holds the link disabled until software releases it, and nothing else in the
+//! fabric notices.
+
+use crate::common::{caps, ext_cap, hand_timing, parent, switch_tree};
+use pcielab_fabric::kinds::KindRegistry;
+use pcielab_fabric::timed::{
+    AddrPattern, DmaOpKind, DmaStream, DpcReason, ErrorSeverity, FabricSim, HostRead, SimConfig,
+};
+use pcielab_sim::{SimDuration, SimTime};
+use pcielab_wire::{Bdf, CplStatus};
+
+const EXT_DPC: u16 = 0x001d;
+const POISONED: u32 = 1 << 12;
+const SURPRISE_DOWN: u32 = 1 << 5;
+const DLLLA: u32 = 1 << 13;
+const TRAINING_US: u64 = 50;
+
+fn cfg() -> SimConfig {
+    SimConfig {
+        link_training_time: SimDuration::from_us(TRAINING_US),
+        ..hand_timing(false)
+    }
+}
+
+fn sim() -> FabricSim {
+    let mut s = FabricSim::new(&switch_tree(1, false), &KindRegistry::builtin(), cfg()).unwrap();
+    s.run_for(SimDuration::from_us(5));
+    s
+}
+
+/// Sets Device Control's four error-reporting enables of `f`.
+fn report_all(s: &mut FabricSim, f: Bdf) {
+    let (p, _) = caps(s, f);
+    let dc = s.cfg_read(f, p + 8);
+    s.cfg_write(f, p + 8, (dc & 0xffff) | 0xf);
+}
+
+/// Writes DPC Control of port `f`.
+fn dpc_control(s: &mut FabricSim, f: Bdf, ctl: u16) {
+    let at = ext_cap(s, f, EXT_DPC);
+    s.cfg_write(f, at + 4, (ctl as u32) << 16);
+}
+
+/// (DPC Status, Error Source ID) of port `f`.
+fn dpc_status(s: &mut FabricSim, f: Bdf) -> (u16, u16) {
+    let at = ext_cap(s, f, EXT_DPC);
+    let v = s.cfg_read(f, at + 8);
+    (v as u16, (v >> 16) as u16)
+}
+
+fn link_status(s: &mut FabricSim, f: Bdf) -> u32 {
+    let (p, _) = caps(s, f);
+    s.cfg_read(f, p + 0x10) >> 16
+}
+
+fn uncorrectable(s: &mut FabricSim, f: Bdf) -> u32 {
+    let (_, a) = caps(s, f);
+    s.cfg_read(f, a + 4)
+}
+
+fn failed(r: HostRead) -> CplStatus {
+    match r {
+        HostRead::Failed(st) => st,
+        r => panic!("expected a failed read, got {r:?}"),
+    }
+}
+
+/// The registers host software restores after a reset (command, BARs), saved.
+fn save(s: &mut FabricSim, f: Bdf) -> Vec<(u16, u32)> {
+    (0x10..0x28)
+        .step_by(4)
+        .chain([0x04])
+        .map(|r| (r, s.cfg_read(f, r)))
+        .collect()
+}
+
+fn restore(s: &mut FabricSim, f: Bdf, saved: &[(u16, u32)]) {
+    for &(r, v) in saved {
+        s.cfg_write(f, r, v);
+    }
+}
+
+#[test]
+fn an_err_nonfatal_triggers_dpc_which_holds_the_link_until_software_releases_it() {
+    let mut s = sim();
+    let ep = s.bdf("ep").unwrap();
+    let dsp = parent(&s, ep);
+    let bar = s.bar("ep", 0).unwrap();
+    let bar2 = s.bar("ep2", 0).unwrap();
+    let saved = save(&mut s, ep);
+    report_all(&mut s, ep);
+    assert_eq!(link_status(&mut s, dsp) & DLLLA, DLLLA);
+    // Trigger on ERR_NONFATAL or ERR_FATAL; Completer Abort for contained requests.
+    dpc_control(&mut s, dsp, 0x0002);
+    s.mmio_write(bar, &[1, 2, 3, 4]).unwrap();
+    s.mmio_write_poisoned(bar, &[9, 9, 9, 9]).unwrap();
+    s.run_for(SimDuration::from_us(5));
+    // The device's ERR_NONFATAL was contained at its port, not forwarded.
+    let ev = s.dpc_events().to_vec();
+    assert_eq!(ev.len(), 1, "{ev:?}");
+    assert_eq!(
+        (ev[0].port, ev[0].reason, ev[0].source),
+        (dsp, DpcReason::NonFatalMessage, ep)
+    );
+    assert!(s.error_messages().is_empty(), "{:?}", s.error_messages());
+    let (sta, src) = dpc_status(&mut s, dsp);
+    assert_eq!(sta & 0x7f, 0b000_0011, "Trigger Status, Reason 01b");
+    assert_eq!(src, ep.raw());
+    assert!(!s.link_active("ep").unwrap());
+    assert_eq!(link_status(&mut s, dsp) & DLLLA, 0, "DL_Active clear");
+    // The device was reset: BARs and Command cleared; the sticky AER status kept.
+    assert_eq!(s.cfg_read(ep, 0x04) & 0x7, 0);
+    assert_eq!(uncorrectable(&mut s, ep) & POISONED, POISONED);
+    // The port answers for the link: Completer Abort, then Unsupported Request.
+    assert_eq!(failed(s.mmio_read(bar, 4).unwrap()), CplStatus::Ca);
+    assert_eq!(failed(s.config_read(ep, 0).unwrap()), CplStatus::Ca);
+    dpc_control(&mut s, dsp, 0x0006);
+    assert_eq!(failed(s.mmio_read(bar, 4).unwrap()), CplStatus::Ur);
+    // Its sibling is untouched.
+    s.mmio_write(bar2, &[5, 6, 7, 8]).unwrap();
+    let HostRead::Done { data, .. } = s.mmio_read(bar2, 4).unwrap() else {
+        panic!("the sibling answers");
+    };
+    assert_eq!(data, [5, 6, 7, 8]);
+    // Held: waiting longer changes nothing.
+    s.run_for(SimDuration::from_us(3 * TRAINING_US));
+    assert!(!s.link_active("ep").unwrap());
+    // Software clears Trigger Status: the link trains and comes back.
+    let at = ext_cap(&s, dsp, EXT_DPC);
+    s.cfg_write(dsp, at + 8, 1);
+    s.run_for(SimDuration::from_ns(TRAINING_US * 1000 - 1));
+    assert!(!s.link_active("ep").unwrap(), "still training");
+    s.run_for(SimDuration::from_us(2));
+    assert!(s.link_active("ep").unwrap());
+    assert_eq!(link_status(&mut s, dsp) & DLLLA, DLLLA);
+    assert_eq!(dpc_status(&mut s, dsp).0 & 1, 0);
+    // Restored, the device works again.
+    restore(&mut s, ep, &saved);
+    s.mmio_write(bar, &[4, 3, 2, 1]).unwrap();
+    let HostRead::Done { data, .. } = s.mmio_read(bar, 4).unwrap() else {
+        panic!("the device answers after recovery");
+    };
+    assert_eq!(data, [4, 3, 2, 1]);
+    let other: Vec<_> = s
+        .errors()
+        .iter()
+        .filter(|e| !e.contains("poisoned"))
+        .collect();
+    assert!(other.is_empty(), "{other:?}");
+}
+
+#[test]
+fn a_surprise_down_is_logged_by_the_port_and_its_requests_get_unsupported_request() {
+    let mut s = sim();
+    let ep = s.bdf("ep").unwrap();
+    let dsp = parent(&s, ep);
+    let rp = parent(&s, parent(&s, dsp));
+    report_all(&mut s, dsp);
+    let bar = s.bar("ep", 0).unwrap();
+    s.link_down("ep").unwrap();
+    assert_eq!(uncorrectable(&mut s, dsp) & SURPRISE_DOWN, SURPRISE_DOWN);
+    s.run_for(SimDuration::from_us(5));
+    let m = s.error_messages().to_vec();
+    assert_eq!(m.len(), 1, "{m:?}");
+    assert_eq!(
+        (m[0].1.root_port, m[0].1.source, m[0].1.severity),
+        (rp, dsp, ErrorSeverity::Fatal)
+    );
+    // The port answers at once (no completion timeout): RC, switch, and back.
+    let t0 = s.now();
+    assert_eq!(failed(s.mmio_read(bar, 4).unwrap()), CplStatus::Ur);
+    assert!(s.now() - t0 < SimDuration::from_us(2), "{:?}", s.now() - t0);
+    let c = s.counters();
+    let down = c.iter().find(|(n, _)| n == "sw.0->ep").unwrap();
+    assert_eq!(down.1.link_downs, 1);
+    assert_eq!(down.1.link_down_drops, 1, "the MMIO read");
+    // The failure is over: the link trains again.
+    s.link_up("ep").unwrap();
+    s.run_for(SimDuration::from_us(TRAINING_US + 2));
+    assert!(s.link_active("ep").unwrap());
+}
+
+#[test]
+fn a_surprise_down_under_dpc_is_contained_and_the_link_stays_disabled() {
+    let mut s = sim();
+    let ep = s.bdf("ep").unwrap();
+    let dsp = parent(&s, ep);
+    report_all(&mut s, dsp);
+    dpc_control(&mut s, dsp, 0x0001); // ERR_FATAL only: Surprise Down is fatal
+    s.link_down("ep").unwrap();
+    s.run_for(SimDuration::from_us(5));
+    let ev = s.dpc_events().to_vec();
+    assert_eq!(ev.len(), 1);
+    assert_eq!(ev[0].reason, DpcReason::PortError);
+    assert!(s.error_messages().is_empty(), "contained: not signalled");
+    assert_eq!(dpc_status(&mut s, dsp).0 & 0x7f, 0b000_0001, "Reason 00b");
+    // The cable is back, but DPC still holds the link.
+    s.link_up("ep").unwrap();
+    s.run_for(SimDuration::from_us(2 * TRAINING_US));
+    assert!(!s.link_active("ep").unwrap());
+    let at = ext_cap(&s, dsp, EXT_DPC);
+    s.cfg_write(dsp, at + 8, 1);
+    s.run_for(SimDuration::from_us(TRAINING_US + 2));
+    assert!(s.link_active("ep").unwrap());
+}
+
+#[test]
+fn a_root_port_software_trigger_takes_down_the_switch_and_its_links() {
+    let mut s = sim();
+    let ep = s.bdf("ep").unwrap();
+    let sw_up = parent(&s, parent(&s, ep));
+    let rp = parent(&s, sw_up);
+    let bar2 = s.bar("ep2", 0).unwrap();
+    let irqs = s.interrupts().len();
+    // Trigger enabled, interrupt enabled, software trigger.
+    dpc_control(&mut s, rp, 0x0001 | 0x0008 | 0x0040);
+    let (sta, _) = dpc_status(&mut s, rp);
+    assert_eq!(
+        sta & 0x7f,
+        0b010_1111,
+        "Trigger, Reason 11b, INT, Extension 01b"
+    );
+    assert_eq!(s.dpc_events()[0].reason, DpcReason::Software);
+    // Software Trigger reads back 0 (the port cleared it).
+    let at = ext_cap(&s, rp, EXT_DPC);
+    assert_eq!(s.cfg_read(rp, at + 4) >> 16 & 0x40, 0);
+    assert_eq!(s.interrupts().len(), irqs + 1, "the root port's DPC MSI");
+    for name in ["sw", "ep", "ep2"] {
+        assert!(!s.link_active(name).unwrap(), "{name}");
+    }
+    assert_eq!(failed(s.mmio_read(bar2, 4).unwrap()), CplStatus::Ca);
+    // Released: the root port's link trains, then the switch's downstream links.
+    s.cfg_write(rp, at + 8, 0x9);
+    s.run_for(SimDuration::from_us(TRAINING_US + 2));
+    assert!(s.link_active("sw").unwrap());
+    assert!(
+        !s.link_active("ep2").unwrap(),
+        "the switch trains its links next"
+    );
+    s.run_for(SimDuration::from_us(TRAINING_US));
+    assert!(s.link_active("ep").unwrap() && s.link_active("ep2").unwrap());
+}
+
+#[test]
+fn dma_of_a_lost_device_is_dropped_and_its_neighbour_loses_no_byte() {
+    let count = 400u64;
+    let size = 1024u64;
+    let mut s = FabricSim::new(&switch_tree(2, false), &KindRegistry::builtin(), cfg()).unwrap();
+    let base = s.alloc_dma(count * 4096);
+    let base2 = s.alloc_dma(count * 4096);
+    let stream = |b| {
+        DmaStream::new(
+            DmaOpKind::Write,
+            size,
+            8,
+            count,
+            b,
+            count * 4096,
+            AddrPattern::Sequential,
+        )
+    };
+    s.attach("ep", Box::new(stream(base))).unwrap();
+    s.attach("ep2", Box::new(stream(base2))).unwrap();
+    s.run_for(SimDuration::from_us(20));
+    s.link_down("ep").unwrap();
+    s.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+    let report = |s: &FabricSim, n: &str| s.model(n).unwrap().report().unwrap();
+    let r1 = report(&s, "ep");
+    let r2 = report(&s, "ep2");
+    assert_eq!(r2["dmas"], count, "{r2}");
+    assert_eq!(r2["failed"], 0, "{r2}");
+    assert!(r1["failed"].as_u64().unwrap() > 0, "{r1}");
+    assert!(r1["dmas"].as_u64().unwrap() < count, "{r1}");
+    // Every byte of the neighbour's DMAs is in host memory (DMA i writes
+    // (k as u8) ^ (i as u8) * 31 at slot i).
+    let mut buf = vec![0u8; size as usize];
+    for i in 0..count {
+        s.host_read(base2 + i * 4096, &mut buf);
+        for (k, b) in buf.iter().enumerate() {
+            assert_eq!(
+                *b,
+                (k as u8) ^ (i as u8).wrapping_mul(31),
+                "DMA {i} byte {k}"
+            );
+        }
+    }
+    assert!(s.errors().is_empty(), "{:?}", s.errors());
+}
+
+#[test]
+fn link_down_runs_are_deterministic() {
+    let run = || {
+        let mut s = FabricSim::new(
+            &switch_tree(3, false),
+            &KindRegistry::builtin(),
+            SimConfig {
+                trace: true,
+                ..cfg()
+            },
+        )
+        .unwrap();
+        let base = s.alloc_dma(1 << 20);
+        s.attach(
+            "ep",
+            Box::new(DmaStream::new(
+                DmaOpKind::ReadWrite,
+                2048,
+                8,
+                200,
+                base,
+                1 << 20,
+                AddrPattern::Random,
+            )),
+        )
+        .unwrap();
+        s.run_for(SimDuration::from_us(10));
+        s.link_down("ep").unwrap();
+        s.run_for(SimDuration::from_us(1));
+        s.link_up("ep").unwrap();
+        s.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+        (
+            s.trace().unwrap().hash(),
+            s.trace().unwrap().to_text().len(),
+        )
+    };
+    assert_eq!(run(), run());
+}
+
+/// The real `lspci` decodes the triggered port's DPC registers as our decoder does.
+#[test]
+fn lspci_decodes_a_triggered_dpc() {
+    let mut s = sim();
+    let ep = s.bdf("ep").unwrap();
+    let dsp = parent(&s, ep);
+    report_all(&mut s, ep);
+    dpc_control(&mut s, dsp, 0x0002 | 0x0004);
+    let bar = s.bar("ep", 0).unwrap();
+    s.mmio_write_poisoned(bar, &[9, 9, 9, 9]).unwrap();
+    s.run_for(SimDuration::from_us(5));
+    let path = std::env::temp_dir().join(format!("pcielab-{}-dpc.lspci", std::process::id()));
+    std::fs::write(&path, s.fabric().lspci_dump()).unwrap();
+    let out = std::process::Command::new("lspci")
+        .arg("-F")
+        .arg(&path)
+        .arg("-vvv")
+        .arg("-s")
+        .arg(dsp.to_string())
+        .output()
+        .expect("lspci runs (pciutils)");
+    let _ = std::fs::remove_file(&path);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let want = [
+        "DpcCtl:\tTrigger:2 Cmpl+ INT- ErrCor- PoisonedTLP- SwTrigger- DL_ActiveErr-".to_string(),
+        "DpcSta:\tTrigger+ Reason:01 INT- RPBusy- TriggerExt:00 RP PIO ErrPtr:00".to_string(),
+        format!("Source:\t{:04x}", ep.raw()),
+    ];
+    let f = s.fabric().function_at(dsp).unwrap();
+    let ours = pcielab_config::decode::describe(s.fabric().functions[f.0 as usize].config.bytes());
+    for w in &want {
+        assert!(text.contains(w.as_str()), "lspci: want {w:?} in\n{text}");
+        assert!(ours.contains(w.as_str()), "ours: want {w:?} in\n{ours}");
+    }
+    assert!(
+        text.contains("LnkSta:") && !text.contains("DLActive+"),
+        "{text}"
+    );
+}
