@@ -548,6 +548,15 @@ impl FabricSim {
         self.sim.world().dirs.iter().map(|d| d.counters.tlps).sum()
     }
 
+    /// TLP records alive: in egress queues, replay buffers, on the wires, in switches
+    /// and in the root complex. Zero once the fabric is idle and every TLP has been
+    /// acknowledged (a diagnostic: a leak stays positive; a record freed twice, a bug,
+    /// would make it negative).
+    pub fn tlps_in_flight(&self) -> i64 {
+        let e = self.sim.world();
+        e.tlps.len() as i64 - e.free_tlps.len() as i64
+    }
+
     /// Builds the functional fabric from `topo`, enumerates it like host software,
     /// and wraps it in the timed model. Endpoint nodes answer BAR accesses with their
     /// functional model (psmem memory, MSI-X table) in zero device time until a timed
