@@ -3579,7 +3579,7 @@ impl Engine {
     /// `(P - 1 + D) mod 4 + 1`, and sends Assert/Deassert upstream only when the OR of
     /// the wires mapped to a pin changes; the root complex reports the change of a root port's pin to the
     /// host. A repeated Assert (or Deassert) of the same wire changes nothing.
-    fn intx_arrived(
+    pub(crate) fn intx_arrived(
         &mut self,
         node: u32,
         ing: u32,

@@ -14,7 +14,8 @@
 //!   AER status, keep their values), a device's DMA state is dropped and its model is
 //!   told ([`super::Endpoint::reset`]); a switch's downstream links go down with it and
 //!   train again once it is back;
-//! * the port's Data Link Layer Link Active bit (Link Status) is clear.
+//! * the port's Data Link Layer Link Active bit (Link Status) is clear, and the INTx
+//!   virtual wires the link had asserted are deasserted.
 //!
 //! A link is held down for reasons (`HELD_*`): a failure outside the fabric
 //! ([`super::FabricSim::link_down`] until [`super::FabricSim::link_up`]), Downstream
@@ -29,7 +30,7 @@ use super::poison::Poison;
 use crate::functional::{FnId, Origin};
 use pcielab_sim::{Context, SimTime};
 use pcielab_wire::dllp::FcKind;
-use pcielab_wire::CplStatus;
+use pcielab_wire::{Bdf, CplStatus};
 
 /// Held down by a failure outside the fabric (a surprise link down).
 pub(crate) const HELD_SURPRISE: u8 = 1;
@@ -64,6 +65,18 @@ impl Engine {
         let port = self.dirs[di | 1].rx_func;
         if let Some(p) = port {
             self.set_link_active(p, false);
+        }
+        // The port deasserts the INTx virtual wires its link had asserted.
+        let mut wires: Vec<(u32, u32, u8)> = self
+            .intx_wires
+            .iter()
+            .copied()
+            .filter(|w| w.1 == (di | 1) as u32)
+            .collect();
+        wires.sort_unstable();
+        let from = port.map_or(Bdf::from_raw(0), |p| self.fabric.bdf(p));
+        for (node, ing, pin) in wires {
+            self.intx_arrived(node, ing, from, 0x24 + pin - 1, cx);
         }
         // A failure (not a disabled link) is a Surprise Down error for the port; it may
         // trigger DPC, which then holds the link too.

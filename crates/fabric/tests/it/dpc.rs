@@ -510,3 +510,38 @@ mod random {
         }
     }
 }
+
+/// A device that asserts its INTx pin once the link is up.
+#[derive(Debug)]
+struct Asserts;
+impl pcielab_fabric::timed::Endpoint for Asserts {
+    fn start(&mut self, cx: &mut pcielab_fabric::timed::EpCx<'_>) {
+        cx.timer(SimDuration::from_us(2), 0);
+    }
+    fn timer(&mut self, _t: u64, cx: &mut pcielab_fabric::timed::EpCx<'_>) {
+        cx.intx(true);
+    }
+}
+
+#[test]
+fn a_lost_device_s_intx_wire_is_deasserted_by_its_port() {
+    let mut s = FabricSim::new(&switch_tree(4, false), &KindRegistry::builtin(), cfg()).unwrap();
+    s.attach("ep", Box::new(Asserts)).unwrap();
+    s.run_for(SimDuration::from_us(10));
+    let ev = s.intx_events().to_vec();
+    assert_eq!(ev.len(), 1, "{ev:?}");
+    assert!(ev[0].1.asserted);
+    let dsp = parent(&s, s.bdf("ep").unwrap());
+    s.link_down("ep").unwrap();
+    s.run_for(SimDuration::from_us(5));
+    let ev = s.intx_events().to_vec();
+    assert_eq!(ev.len(), 2, "{ev:?}");
+    let (pin, asserted, from) = (ev[1].1.pin, ev[1].1.asserted, ev[1].1.from);
+    assert_eq!(
+        (pin, asserted),
+        (ev[0].1.pin, false),
+        "the same pin, deasserted"
+    );
+    // The switch's upstream port sends it, on behalf of the downstream port's wire.
+    assert_eq!(from, parent(&s, dsp));
+}
