@@ -14,6 +14,9 @@ pub const AER_UNCORR_BITS: u32 = 0x007f_f030;
 /// Default uncorrectable severity (fatal): DLP, Surprise Down, FC Protocol, Receiver
 /// Overflow, Malformed TLP, Uncorrectable Internal.
 pub const AER_UNCORR_SEVERITY_DEFAULT: u32 = 0x0046_2030;
+/// Uncorrectable error bit Poisoned TLP Egress Blocked (26), implemented by ports with
+/// Poisoned TLP Egress Blocking ([`AerCap::egress_blocking`]); non-fatal by default.
+pub const AER_UNCORR_POISON_BLOCKED: u32 = 1 << 26;
 /// Correctable error bits: Receiver(0), Bad TLP(6), Bad DLLP(7), REPLAY_NUM Rollover(8),
 /// Replay Timer Timeout(12), Advisory Non-Fatal(13), Corrected Internal(14),
 /// Header Log Overflow(15).
@@ -40,6 +43,9 @@ pub const AER_CORR_BITS: u32 = 0x0000_f1c1;
 pub struct AerCap {
     /// A root port: the root error registers are implemented.
     pub root_port: bool,
+    /// The port supports Poisoned TLP Egress Blocking (DPC): the Poisoned TLP Egress
+    /// Blocked bit is implemented.
+    pub egress_blocking: bool,
 }
 
 impl ExtCapability for AerCap {
@@ -53,15 +59,14 @@ impl ExtCapability for AerCap {
         0x48
     }
     fn install(&self, cs: &mut ConfigSpace, at: u16) {
-        cs.define(at + 0x04, 4, AER_UNCORR_BITS, Access::Rw1c, 0);
-        cs.define(at + 0x08, 4, AER_UNCORR_BITS, Access::Rw, 0);
-        cs.define(
-            at + 0x0c,
-            4,
-            AER_UNCORR_BITS,
-            Access::Rw,
-            AER_UNCORR_SEVERITY_DEFAULT,
-        );
+        let bits = if self.egress_blocking {
+            AER_UNCORR_BITS | AER_UNCORR_POISON_BLOCKED
+        } else {
+            AER_UNCORR_BITS
+        };
+        cs.define(at + 0x04, 4, bits, Access::Rw1c, 0);
+        cs.define(at + 0x08, 4, bits, Access::Rw, 0);
+        cs.define(at + 0x0c, 4, bits, Access::Rw, AER_UNCORR_SEVERITY_DEFAULT);
         cs.define(at + 0x10, 4, AER_CORR_BITS, Access::Rw1c, 0);
         cs.define(at + 0x14, 4, AER_CORR_BITS, Access::Rw, 0x2000);
         cs.define(at + 0x18, 4, 0x00a0, Access::Ro, 0x00a0);
@@ -586,7 +591,10 @@ mod tests {
     fn aer_sticky_and_defaults() {
         let mut cs = Type0::default().build().unwrap();
         CapabilityList::new()
-            .with_ext(AerCap { root_port: true })
+            .with_ext(AerCap {
+                root_port: true,
+                ..AerCap::default()
+            })
             .install(&mut cs)
             .unwrap();
         assert_eq!(cs.read_u32(0x10c), 0x0046_2030);

@@ -504,7 +504,10 @@ impl Fabric {
                     p + 1,
                     Some(slot),
                 ))
-                .with_ext(AerCap { root_port: true })
+                .with_ext(AerCap {
+                    root_port: true,
+                    egress_blocking: true,
+                })
                 .with_ext(AcsCap)
                 .with_ext(DpcCap);
             let cs =
@@ -628,7 +631,10 @@ impl Fabric {
                             p,
                             Some(*slot),
                         ))
-                        .with_ext(AerCap::default())
+                        .with_ext(AerCap {
+                            root_port: false,
+                            egress_blocking: true,
+                        })
                         .with_ext(AcsCap)
                         .with_ext(DpcCap);
                     let cs = bridge(&node.params, device_ids::SWITCH_DOWN, caps).map_err(err)?;

@@ -71,6 +71,7 @@ fn lspci_decodes_every_port_type() {
             .with(pcie)
             .with_ext(AerCap {
                 root_port: *t == PortType::RootPort,
+                egress_blocking: *t == PortType::RootPort,
             })
             .with_ext(LtrCap);
         if bridge {

@@ -20,8 +20,12 @@
 //! non-posted requests for the link with Completer Abort, or Unsupported Request with
 //! Completion Control set. Clearing DPC Trigger Status lets the link train again.
 //!
-//! Not modelled: the Root Port Programmed I/O extensions, Poisoned TLP Egress Blocking
-//! (advertised by the capability, but the enable has no effect), DL_Active ERR_COR
+//! With Poisoned TLP Egress Blocking Enable the port does not send poisoned TLPs down
+//! its link: it logs Poisoned TLP Egress Blocked (AER uncorrectable bit 26, with the
+//! TLP's header; non-fatal by default), which triggers DPC like any error of its own,
+//! answers a blocked non-posted request with Unsupported Request and drops the rest.
+//!
+//! Not modelled: the Root Port Programmed I/O extensions, DL_Active ERR_COR
 //! signalling, and the port's INTx for a switch downstream port.
 
 use super::ats::ext_cap;
@@ -31,8 +35,8 @@ use super::packed::PackedEv;
 use crate::functional::{FnId, Origin, Role};
 use pcielab_config::caps::id::EXT_DPC;
 use pcielab_config::ext_caps::{
-    DPC_CTL_CPL_UR, DPC_CTL_ERR_COR, DPC_CTL_INT_ENABLE, DPC_CTL_SW_TRIGGER, DPC_CTL_TRIGGER_MASK,
-    DPC_STA_INT, DPC_STA_TRIGGER,
+    AER_UNCORR_POISON_BLOCKED, DPC_CTL_CPL_UR, DPC_CTL_ERR_COR, DPC_CTL_INT_ENABLE,
+    DPC_CTL_POISON_BLOCK, DPC_CTL_SW_TRIGGER, DPC_CTL_TRIGGER_MASK, DPC_STA_INT, DPC_STA_TRIGGER,
 };
 use pcielab_config::ConfigSpace;
 use pcielab_sim::{Context, SimTime};
@@ -245,14 +249,18 @@ impl Engine {
         }
     }
 
-    /// After a configuration write to `f`: DPC Software Trigger, and the release of a
-    /// contained link once DPC Trigger Status is clear.
+    /// After a configuration write to `f`: Poisoned TLP Egress Blocking Enable, DPC
+    /// Software Trigger, and the release of a contained link once DPC Trigger Status is
+    /// clear.
     pub(crate) fn dpc_config_written(&mut self, f: FnId, cx: &mut Context<'_, PackedEv>) {
         let Some(at) = self.dpc_cap(f) else {
             return;
         };
+        let ctl = self.fabric.functions[f.0 as usize].config.read_u16(at + 6);
+        if let Some(d) = self.port_link(f) {
+            self.dirs[d as usize].poison_block = ctl & DPC_CTL_POISON_BLOCK != 0;
+        }
         let cs = &mut self.fabric.functions[f.0 as usize].config;
-        let ctl = cs.read_u16(at + 6);
         if ctl & DPC_CTL_SW_TRIGGER != 0 {
             cs.hw_update(at + 6, 2, DPC_CTL_SW_TRIGGER as u32, 0);
             if ctl & DPC_CTL_TRIGGER_MASK != 0 {
@@ -266,6 +274,36 @@ impl Engine {
                 self.release_link(d, HELD_DPC, cx);
             }
         }
+    }
+
+    /// The port transmitting on downward direction `d` blocks poisoned TLP `id`
+    /// (Poisoned TLP Egress Blocking; see the module documentation).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn poison_egress_blocked(
+        &mut self,
+        d: u16,
+        id: u32,
+        cx: &mut Context<'_, PackedEv>,
+    ) {
+        self.dirs[d as usize].counters.poison_blocked += 1;
+        if let Some(p) = self.dirs[(d ^ 1) as usize].rx_func {
+            let t = self.tlps[id as usize].clone();
+            if t.class() == super::engine::NP {
+                let completer = self.fabric.bdf(p);
+                self.send_completions(
+                    Origin::Function(p),
+                    completer,
+                    &t,
+                    CplStatus::Ur,
+                    &[],
+                    super::poison::Poison::Clean,
+                    cx,
+                );
+            }
+            self.signal_error(p, AER_UNCORR_POISON_BLOCKED, false, Some(id), cx);
+        }
+        self.discard(id, cx);
     }
 
     /// The completion status port `p` gives requests for its link while DPC contains

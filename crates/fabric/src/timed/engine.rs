@@ -417,6 +417,9 @@ pub(crate) struct Dir {
     pub stale_until_ps: u64,
     /// Counts the link's trainings (a `LinkTrained` event of an older one is stale).
     pub train_gen: u32,
+    /// The port transmitting on this (downward) direction blocks poisoned TLPs (DPC
+    /// Poisoned TLP Egress Blocking Enable).
+    pub poison_block: bool,
     // transaction-layer egress queues: (order, tlp)
     /// Per class: (order, TLP, its data credits) — the transmitter decides without
     /// touching the TLPs.
@@ -1254,9 +1257,16 @@ impl Engine {
 
     #[inline]
     fn enqueue(&mut self, d: u16, id: u32, cx: &mut Context<'_, PackedEv>) {
-        if self.dirs[d as usize].down {
-            self.tlp_at_down_link(d, id, cx);
-            return;
+        let dir = &self.dirs[d as usize];
+        if dir.down || dir.poison_block {
+            if dir.down {
+                self.tlp_at_down_link(d, id, cx);
+                return;
+            }
+            if self.tlps[id as usize].poisoned {
+                self.poison_egress_blocked(d, id, cx);
+                return;
+            }
         }
         let t = &self.tlps[id as usize];
         let (class, dc) = (t.class(), t.data_credits() as u32);

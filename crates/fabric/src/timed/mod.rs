@@ -692,6 +692,7 @@ impl FabricSim {
                     held: 0,
                     stale_until_ps: 0,
                     train_gen: 0,
+                    poison_block: false,
                     q: Default::default(),
                     order: 0,
                     limit: Default::default(),

@@ -190,4 +190,7 @@ pub struct DirCounters {
     /// queues when it went down (non-posted requests going down were answered by the
     /// port above).
     pub link_down_drops: u64,
+    /// Poisoned TLPs the port blocked instead of sending them on this direction
+    /// (Poisoned TLP Egress Blocking).
+    pub poison_blocked: u64,
 }

@@ -545,3 +545,61 @@ fn a_lost_device_s_intx_wire_is_deasserted_by_its_port() {
     // The switch's upstream port sends it, on behalf of the downstream port's wire.
     assert_eq!(from, parent(&s, dsp));
 }
+
+#[test]
+fn poisoned_tlp_egress_blocking_keeps_poison_off_the_link_and_may_trigger_dpc() {
+    const BLOCKED: u32 = 1 << 26;
+    let mut s = sim();
+    let ep = s.bdf("ep").unwrap();
+    let dsp = parent(&s, ep);
+    report_all(&mut s, ep);
+    report_all(&mut s, dsp);
+    let bar = s.bar("ep", 0).unwrap();
+    // Blocking alone: the TLP stops at the port, which reports it; the link stays up.
+    dpc_control(&mut s, dsp, 0x0020);
+    s.mmio_write(bar, &[1, 2, 3, 4]).unwrap();
+    s.mmio_write_poisoned(bar, &[9, 9, 9, 9]).unwrap();
+    s.run_for(SimDuration::from_us(5));
+    assert_eq!(uncorrectable(&mut s, dsp) & BLOCKED, BLOCKED);
+    assert_eq!(
+        uncorrectable(&mut s, ep) & POISONED,
+        0,
+        "the device never saw it"
+    );
+    let (_, a) = caps(&mut s, dsp);
+    assert_eq!(s.cfg_read(dsp, a + 0x18) & 0x1f, 26, "First Error Pointer");
+    assert_eq!(
+        s.cfg_read(dsp, a + 0x1c) >> 24,
+        0x60,
+        "header log: MWr, 4 DW"
+    );
+    let m = s.error_messages().to_vec();
+    assert_eq!(m.len(), 1, "{m:?}");
+    assert_eq!(
+        (m[0].1.source, m[0].1.severity),
+        (dsp, ErrorSeverity::NonFatal)
+    );
+    assert!(s.link_active("ep").unwrap());
+    let c = s.counters();
+    assert_eq!(
+        c.iter()
+            .find(|(n, _)| n == "sw.0->ep")
+            .unwrap()
+            .1
+            .poison_blocked,
+        1
+    );
+    let HostRead::Done { data, .. } = s.mmio_read(bar, 4).unwrap() else {
+        panic!("the device still answers");
+    };
+    assert_eq!(data, [1, 2, 3, 4]);
+    // With DPC armed for non-fatal errors the blocked TLP contains the link, silently.
+    s.cfg_write(dsp, a + 4, BLOCKED); // clear the status: a new first error
+    dpc_control(&mut s, dsp, 0x0022);
+    s.mmio_write_poisoned(bar, &[9, 9, 9, 9]).unwrap();
+    s.run_for(SimDuration::from_us(5));
+    assert_eq!(s.dpc_events().len(), 1);
+    assert_eq!(s.dpc_events()[0].reason, DpcReason::PortError);
+    assert_eq!(s.error_messages().len(), 1, "not signalled");
+    assert!(!s.link_active("ep").unwrap());
+}
