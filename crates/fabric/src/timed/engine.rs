@@ -1258,15 +1258,8 @@ impl Engine {
     #[inline]
     fn enqueue(&mut self, d: u16, id: u32, cx: &mut Context<'_, PackedEv>) {
         let dir = &self.dirs[d as usize];
-        if dir.down || dir.poison_block {
-            if dir.down {
-                self.tlp_at_down_link(d, id, cx);
-                return;
-            }
-            if self.tlps[id as usize].poisoned {
-                self.poison_egress_blocked(d, id, cx);
-                return;
-            }
+        if (dir.down | dir.poison_block) && self.egress_gate(d, id, cx) {
+            return;
         }
         let t = &self.tlps[id as usize];
         let (class, dc) = (t.class(), t.data_credits() as u32);
@@ -1275,6 +1268,31 @@ impl Engine {
         let o = dir.order;
         dir.q[class].push_back((o, id, dc));
         self.try_send(d, cx);
+    }
+
+    /// TLP `id` is about to join the queue of direction `d`, whose link is down or
+    /// whose port blocks poisoned TLPs: true if it was handled here instead.
+    #[cold]
+    #[inline(never)]
+    fn egress_gate(&mut self, d: u16, id: u32, cx: &mut Context<'_, PackedEv>) -> bool {
+        if self.dirs[d as usize].down {
+            self.tlp_at_down_link(d, id, cx);
+            return true;
+        }
+        if self.tlps[id as usize].poisoned {
+            self.poison_egress_blocked(d, id, cx);
+            return true;
+        }
+        false
+    }
+
+    /// A wire item sent before its link went down arrives: lost with the link.
+    #[cold]
+    #[inline(never)]
+    fn lost_with_link(&mut self, w: Wire) {
+        if let Wire::Tlp { id, .. } = w {
+            self.release(id);
+        }
     }
 
     // ---------------------------------------------------------------- transmitter
@@ -1624,10 +1642,7 @@ impl Engine {
     fn arrive(&mut self, d: u16, w: Wire, cx: &mut Context<'_, PackedEv>) {
         let di = d as usize;
         if cx.now().as_ps() < self.dirs[di].stale_until_ps {
-            // Sent before the link went down: lost with it.
-            if let Wire::Tlp { id, .. } = w {
-                self.release(id);
-            }
+            self.lost_with_link(w);
             return;
         }
         match w {
