@@ -603,3 +603,53 @@ fn poisoned_tlp_egress_blocking_keeps_poison_off_the_link_and_may_trigger_dpc() 
     assert_eq!(s.error_messages().len(), 1, "not signalled");
     assert!(!s.link_active("ep").unwrap());
 }
+
+#[test]
+fn saved_configuration_brings_a_reset_switch_and_its_devices_back() {
+    let mut s = sim();
+    let ep = s.bdf("ep").unwrap();
+    let ep2 = s.bdf("ep2").unwrap();
+    let dsp = parent(&s, ep);
+    let dsp2 = parent(&s, ep2);
+    let up = parent(&s, dsp);
+    let rp = parent(&s, up);
+    let (bar, bar2) = (s.bar("ep", 0).unwrap(), s.bar("ep2", 0).unwrap());
+    // Parents first: their bus numbers route the restoring requests.
+    let order = [up, dsp, dsp2, ep, ep2];
+    let saved: Vec<_> = order.iter().map(|&b| s.save_config(b).unwrap()).collect();
+    assert!(
+        saved[0].dwords.iter().any(|&(at, _)| at == 0x18),
+        "bus numbers saved"
+    );
+    dpc_control(&mut s, rp, 0x0001 | 0x0004 | 0x0040);
+    assert!(
+        s.fabric().function_at(ep).is_none(),
+        "the switch forgot its buses"
+    );
+    let at = ext_cap(&s, rp, EXT_DPC);
+    s.cfg_write(rp, at + 8, 1);
+    s.run_for(SimDuration::from_us(2 * TRAINING_US + 5));
+    assert!(s.link_active("ep").unwrap() && s.link_active("ep2").unwrap());
+    // Before the restore the device does not decode its BAR: the switch refuses.
+    assert!(matches!(
+        s.mmio_read(bar, 4),
+        Ok(HostRead::Failed(_)) | Err(_)
+    ));
+    let t0 = s.now();
+    for sv in &saved {
+        assert_eq!(s.restore_config(sv).unwrap(), 0, "{}", sv.bdf);
+    }
+    let writes: usize = saved.iter().map(|sv| sv.dwords.len()).sum();
+    assert!(s.now() > t0, "{writes} configuration writes take time");
+    for (b, a) in [(bar, [1u8, 2, 3, 4]), (bar2, [5, 6, 7, 8])] {
+        s.mmio_write(b, &a).unwrap();
+        let HostRead::Done { data, .. } = s.mmio_read(b, 4).unwrap() else {
+            panic!("{b:#x} answers after the restore");
+        };
+        assert_eq!(data, a);
+    }
+    // Saving again gives what was saved (the read-write state is all back).
+    for sv in &saved {
+        assert_eq!(&s.save_config(sv.bdf).unwrap(), sv);
+    }
+}
