@@ -90,7 +90,7 @@ impl FabricSim {
             .copied()
             .filter(|d| d.0 < 0x40)
             .collect();
-        header.sort_by(|a, b| b.0.cmp(&a.0));
+        header.sort_by_key(|d| std::cmp::Reverse(d.0));
         order.extend(header);
         let mut failed = 0;
         for (at, v) in order {
