@@ -5,7 +5,7 @@ use crate::{fail, Failure};
 use clap::{Args, ValueEnum};
 use pcielab_fabric::kinds::KindRegistry;
 use pcielab_fabric::timed::{
-    AddrPattern, DmaOpKind, DmaStream, FabricSim, HostRead, IommuConfig, SimConfig,
+    AddrPattern, DmaOpKind, DmaStream, DpcReason, FabricSim, HostRead, IommuConfig, SimConfig,
 };
 use pcielab_fabric::topology::Topology;
 use pcielab_sim::{SimDuration, SimTime};
@@ -199,6 +199,20 @@ pub struct SimArgs {
     /// (0..=1000000).
     #[arg(long, default_value_t = 10)]
     page_fault_us: u64,
+    /// A link fails during the DMA run (--workload dma): NODE@US, the link above NODE
+    /// goes down US µs into the run (a surprise down); the port above answers for it,
+    /// the device below is reset and its DMAs in flight are lost.
+    #[arg(long, value_name = "NODE@US")]
+    fail: Option<String>,
+    /// With --fail: the failed link comes back this many µs after the failure (and,
+    /// with --dpc, the host releases the containment then).
+    #[arg(long, value_name = "US")]
+    recover_us: Option<u64>,
+    /// Downstream Port Containment armed on every root port and switch downstream
+    /// port: an ERR_NONFATAL or ERR_FATAL (a Surprise Down among them) disables the
+    /// port's link, contained requests get Unsupported Request.
+    #[arg(long)]
+    dpc: bool,
     /// Bit error rate (replaces --error-rate when non-zero).
     #[arg(long, default_value_t = 0.0)]
     ber: f64,
@@ -349,13 +363,44 @@ fn dma_row(
         )),
     )
     .map_err(|e| fail(e.to_string()))?;
-    match cap.as_mut() {
-        None => sim.run_until_idle(SimTime::from_ps(u64::MAX / 2)),
-        Some(c) => {
-            let label = format!("dma {} {size} B from {device}", op_name(op));
-            run_captured(&mut sim, c, &label)?;
-        }
+    if a.dpc {
+        arm_dpc(&mut sim);
     }
+    let failure = match parse_fail(a)? {
+        None => {
+            match cap.as_mut() {
+                None => sim.run_until_idle(SimTime::from_ps(u64::MAX / 2)),
+                Some(c) => {
+                    let label = format!("dma {} {size} B from {device}", op_name(op));
+                    run_captured(&mut sim, c, &label)?;
+                }
+            }
+            None
+        }
+        Some((node, at_us)) => {
+            let label = format!(
+                "dma {} {size} B from {device}, link above {node} fails at {at_us} us",
+                op_name(op)
+            );
+            if let Some(c) = cap.as_mut() {
+                begin_run(&sim, c, &label)?;
+            }
+            advance(&mut sim, cap, SimTime::from_ps(at_us * 1_000_000))?;
+            let t_fail = sim.now();
+            sim.link_down(&node)
+                .map_err(|e| fail(format!("--fail: {e}")))?;
+            if let Some(r) = a.recover_us {
+                advance(&mut sim, cap, t_fail + SimDuration::from_us(r))?;
+                sim.link_up(&node).map_err(|e| fail(e.to_string()))?;
+                release_dpc(&mut sim);
+            }
+            advance(&mut sim, cap, SimTime::from_ps(u64::MAX / 2))?;
+            if let Some(c) = cap.as_mut() {
+                end_run(&mut sim, c)?;
+            }
+            Some(failure_report(&sim, &node, t_fail, a.recover_us))
+        }
+    };
     let rep = sim
         .model(device)
         .and_then(|m| m.report())
@@ -394,7 +439,7 @@ fn dma_row(
             "pages_made_resident": x.pages_made_resident,
         })
     });
-    Ok(json!({
+    let mut row = json!({
         "workload": "dma", "device": device,
         "op": op_name(op), "size_B": size, "window": a.window,
         "gbps": rep["gbps"], "model_gbps": model_gbps(ctx, device, op, size),
@@ -404,7 +449,114 @@ fn dma_row(
         "credit_stall_ns": stall as f64 / 1000.0,
         "elapsed_ns": rep["elapsed_ps"].as_f64().unwrap_or(0.0) / 1000.0, "events": sim.events(),
         "links": links, "iommu": iommu, "ats": ats,
-    }))
+    });
+    if let Some(f) = failure {
+        row["failure"] = f;
+    }
+    Ok(row)
+}
+
+/// `--fail NODE@US`, checked.
+fn parse_fail(a: &SimArgs) -> Result<Option<(String, u64)>, Failure> {
+    let Some(spec) = &a.fail else {
+        return Ok(None);
+    };
+    let (node, us) = spec
+        .rsplit_once('@')
+        .ok_or_else(|| fail(format!("--fail {spec:?}: expected NODE@US, e.g. ep1@50")))?;
+    let us: u64 = us
+        .parse()
+        .ok()
+        .filter(|&u| u <= 1_000_000)
+        .ok_or_else(|| fail(format!("--fail {spec:?}: US must be 0..=1000000 (µs)")))?;
+    Ok(Some((node.to_string(), us)))
+}
+
+/// Runs `sim` up to `until` (or until idle if nothing is left), draining its trace
+/// into `cap` every [`CHUNK_PS`].
+fn advance(
+    sim: &mut FabricSim,
+    cap: &mut Option<SimCapture>,
+    until: SimTime,
+) -> Result<(), Failure> {
+    let idle_end = until.as_ps() >= u64::MAX / 2;
+    while sim.now() < until {
+        if idle_end && sim.pending_events() == 0 {
+            break;
+        }
+        let step = (until - sim.now()).as_ps().min(CHUNK_PS);
+        if idle_end {
+            sim.run_until_idle(sim.now() + SimDuration::from_ps(step));
+        } else {
+            sim.run_for(SimDuration::from_ps(step));
+        }
+        if let Some(c) = cap.as_mut() {
+            if let Some(t) = sim.take_trace() {
+                c.records(&t)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The DPC capability offset of every root port and switch downstream port.
+fn dpc_ports(sim: &FabricSim) -> Vec<(pcielab_wire::Bdf, u16)> {
+    let fabric = sim.fabric();
+    (0..fabric.functions.len())
+        .filter_map(|i| {
+            let f = &fabric.functions[i];
+            let cap = pcielab_config::caps::walk(f.config.bytes())
+                .0
+                .into_iter()
+                .find(|c| c.extended && c.id == pcielab_config::caps::id::EXT_DPC)?;
+            Some((
+                fabric.bdf(pcielab_fabric::functional::FnId(i as u32)),
+                cap.offset,
+            ))
+        })
+        .collect()
+}
+
+/// --dpc: DPC Trigger Enable 10b (ERR_NONFATAL or ERR_FATAL), DPC Interrupt Enable,
+/// Completion Control (Unsupported Request) on every port with DPC.
+fn arm_dpc(sim: &mut FabricSim) {
+    for (bdf, at) in dpc_ports(sim) {
+        sim.cfg_write(bdf, at + 4, (0x0002 | 0x0004 | 0x0008) << 16);
+    }
+}
+
+/// The host releases every triggered port (clears DPC Trigger and Interrupt Status).
+fn release_dpc(sim: &mut FabricSim) {
+    let ports: Vec<_> = sim.dpc_events().iter().map(|e| e.port).collect();
+    for (bdf, at) in dpc_ports(sim) {
+        if ports.contains(&bdf) {
+            sim.cfg_write(bdf, at + 8, 0x9);
+        }
+    }
+}
+
+/// The "failure" object of a DMA row.
+fn failure_report(sim: &FabricSim, node: &str, at: SimTime, recover_us: Option<u64>) -> Value {
+    let c = sim.counters();
+    let downs: u64 = c.iter().map(|x| x.1.link_downs).sum();
+    let drops: u64 = c.iter().map(|x| x.1.link_down_drops).sum();
+    let dpc: Vec<Value> = sim
+        .dpc_events()
+        .iter()
+        .map(|e| {
+            json!({
+                "at_ns": e.at.as_ps() as f64 / 1000.0, "port": e.port.to_string(),
+                "reason": format!("{:?}", e.reason),
+                "source": matches!(e.reason, DpcReason::NonFatalMessage | DpcReason::FatalMessage)
+                    .then(|| e.source.to_string()),
+            })
+        })
+        .collect();
+    json!({
+        "node": node, "at_ns": at.as_ps() as f64 / 1000.0, "recover_us": recover_us,
+        "link_downs": downs, "tlps_dropped": drops, "dpc": dpc,
+        "link_active_at_end": sim.link_active(node).unwrap_or(false),
+    })
 }
 
 /// Where the DMA workloads' I/O virtual addresses start with --iommu: above 4 GiB,
@@ -611,6 +763,35 @@ fn fmt_table(rows: &[Value]) -> String {
         }
     }
     if let [r] = rows {
+        if let Some(m) = r["failure"].as_object() {
+            let n = |k: &str| m.get(k).and_then(Value::as_u64).unwrap_or(0);
+            s.push_str(&format!(
+                "\nFailure: the link above {} went down at {:.1} ns ({} link(s) down in all, {} TLPs dropped); {} of {} DMAs failed; link {} at the end\n",
+                m.get("node").and_then(Value::as_str).unwrap_or(""),
+                m.get("at_ns").and_then(Value::as_f64).unwrap_or(0.0),
+                n("link_downs"),
+                n("tlps_dropped"),
+                r["failed"].as_u64().unwrap_or(0),
+                r["dmas"].as_u64().unwrap_or(0),
+                if m.get("link_active_at_end").and_then(Value::as_bool).unwrap_or(false) {
+                    "up"
+                } else {
+                    "down"
+                }
+            ));
+            for e in m.get("dpc").and_then(Value::as_array).into_iter().flatten() {
+                s.push_str(&format!(
+                    "DPC: port {} triggered at {:.1} ns ({}{})\n",
+                    e["port"].as_str().unwrap_or(""),
+                    e["at_ns"].as_f64().unwrap_or(0.0),
+                    e["reason"].as_str().unwrap_or(""),
+                    e["source"]
+                        .as_str()
+                        .map(|x| format!(", from {x}"))
+                        .unwrap_or_default()
+                ));
+            }
+        }
         if let Some(m) = r["iommu"].as_object() {
             let n = |k: &str| m.get(k).and_then(Value::as_u64).unwrap_or(0);
             s.push_str(&format!(
@@ -844,6 +1025,16 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
             a.page_fault_us
         )));
     }
+    if (a.fail.is_some() || a.recover_us.is_some()) && a.workload != Workload::Dma {
+        return Err(fail("--fail and --recover-us work with --workload dma"));
+    }
+    if a.recover_us.is_some() && a.fail.is_none() {
+        return Err(fail("--recover-us needs --fail NODE@US"));
+    }
+    if a.recover_us.is_some_and(|r| r > 1_000_000) {
+        return Err(fail("--recover-us: allowed 0..=1000000 (µs)"));
+    }
+    parse_fail(a)?;
     if a.gap_us > 1_000_000 {
         return Err(fail(format!("--gap-us {}: allowed 0..=1000000", a.gap_us)));
     }
@@ -883,7 +1074,13 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
     cfg.trace = a.pcap.is_some() || a.trace.is_some();
     let ctx = Ctx { topo, reg, cfg };
     // Validates parameters and the topology once, with a clear message.
-    ctx.new_sim()?;
+    let probe = ctx.new_sim()?;
+    if let Some((node, _)) = parse_fail(a)? {
+        probe
+            .link_active(&node)
+            .map_err(|e| fail(format!("--fail: {e}")))?;
+    }
+    drop(probe);
     let eps = ctx.endpoints();
     if eps.is_empty() {
         return Err(fail(format!(
@@ -1060,6 +1257,9 @@ impl SimArgs {
             atc_entries: self.atc_entries,
             pri: self.pri,
             page_fault_us: self.page_fault_us,
+            fail: None,
+            recover_us: None,
+            dpc: self.dpc,
             seed: self.seed,
             json: self.json,
             csv: self.csv,

@@ -118,6 +118,23 @@ fn bad_input_exits_2_with_one_line() {
             ],
             "--page-fault-us 2000000",
         ),
+        (
+            vec!["sim", &f, "--workload", "dma", "--fail", "mem0"],
+            "NODE@US",
+        ),
+        (
+            vec!["sim", &f, "--workload", "dma", "--fail", "nope@5"],
+            "no node named \"nope\"",
+        ),
+        (
+            vec!["sim", &f, "--workload", "dma", "--fail", "rc@5"],
+            "no link above it",
+        ),
+        (vec!["sim", &f, "--fail", "mem0@5"], "--workload dma"),
+        (
+            vec!["sim", &f, "--workload", "dma", "--recover-us", "5"],
+            "--recover-us needs --fail",
+        ),
     ] {
         let (rc, out, err) = pcielab(&args);
         assert_eq!(rc, 2, "{args:?}: {out}{err}");
@@ -312,4 +329,48 @@ fn demand_paging_costs_one_page_fault_per_page_touched() {
     // Every DMA (window 1) waits for its page fault: at least 5 µs more each.
     let lat = |v: &serde_json::Value| v["mean_latency_ns"].as_f64().unwrap();
     assert!(lat(&paged) - lat(&mapped) > 5000.0, "{paged} {mapped}");
+}
+
+#[test]
+fn a_failed_link_under_dpc_is_contained_and_comes_back() {
+    let f = example("sim-default.toml");
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "sim",
+            &f,
+            "--workload",
+            "dma",
+            "--device",
+            "mem1",
+            "--op",
+            "write",
+            "--count",
+            "300",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let (rc, out, err) = pcielab(&args);
+        assert_eq!(rc, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v[0].clone()
+    };
+    let r = run(&["--fail", "mem1@20", "--recover-us", "150", "--dpc"]);
+    let fl = &r["failure"];
+    assert_eq!(fl["node"], "mem1");
+    assert_eq!(fl["at_ns"], 20000.0);
+    assert_eq!(fl["link_active_at_end"], true, "{fl}");
+    let dpc = fl["dpc"].as_array().unwrap();
+    assert_eq!(dpc.len(), 1, "{fl}");
+    assert_eq!(dpc[0]["reason"], "PortError", "Surprise Down at the port");
+    assert!(r["failed"].as_u64().unwrap() > 0, "{r}");
+    assert!(
+        r["dmas"].as_u64().unwrap() < 300,
+        "the device was reset: the stream stopped"
+    );
+    // Without DPC the port only logs the Surprise Down; without recovery it stays down.
+    let r = run(&["--fail", "mem1@20"]);
+    assert_eq!(r["failure"]["dpc"].as_array().unwrap().len(), 0);
+    assert_eq!(r["failure"]["link_active_at_end"], false);
+    // Without --fail the row has no failure object.
+    assert!(run(&[]).get("failure").is_none());
 }
