@@ -824,6 +824,9 @@ pub struct PcieCap {
     pub port_number: u8,
     /// Physical slot number; `Some` marks a slot (downstream and root ports).
     pub slot: Option<u16>,
+    /// The slot is hot-plug capable, surprise removal included (Slot Capabilities
+    /// Hot-Plug Capable and Hot-Plug Surprise).
+    pub hotplug: bool,
     /// AtomicOp completer (32/64-bit and 128-bit CAS) supported.
     pub atomics: bool,
     /// LTR mechanism supported.
@@ -894,6 +897,7 @@ impl PcieCap {
             link: None,
             port_number: 0,
             slot: None,
+            hotplug: false,
             atomics: false,
             ltr: true,
             aspm: 0,
@@ -1032,7 +1036,8 @@ impl Capability for PcieCap {
         if slot {
             let n = self.slot.unwrap_or(0) as u32 & 0x1fff;
             // 25 W slot power limit (value 25, scale 1.0x), no command completed support.
-            let sltcap = (25 << 7) | (1 << 18) | (n << 19);
+            let hp = if self.hotplug { (1 << 5) | (1 << 6) } else { 0 };
+            let sltcap = hp | (25 << 7) | (1 << 18) | (n << 19);
             cs.define(at + SLTCAP, 4, 0xffff_ffff, Access::Ro, sltcap);
             // Attention and power indicators Off (11b each), everything else clear.
             cs.define(at + SLTCTL, 2, 0x1fff, Access::Rw, 0x03c0);

@@ -12,7 +12,9 @@
 //! | all | `aspm` | "none", "l0s", "l1", "l0s-l1" | "l0s-l1" | ASPM states the node's ports support (software enables them in Link Control) |
 //! | all | `vendor_id`, `device_id` | 0..=0xffff | 0x1fee, per kind | identification |
 //! | root-complex | `ports` | 1..=31 | 1 | root ports (devices 1..=ports on bus 0) |
+//! | root-complex | `hotplug` | bool | false | root ports are hot-plug slots with surprise removal (`FabricSim::unplug`/`plug`) |
 //! | switch | `ports` | 1..=32 | 1 | downstream ports |
+//! | switch | `hotplug` | bool | false | downstream ports are hot-plug slots with surprise removal |
 //! | psmem | `bar_size` | power of two | "1MiB" | memory BAR size |
 //! | psmem | `prefetchable` | bool | true | memory BAR prefetchable |
 //! | psmem | `bar64` | bool | true | memory BAR is 64-bit |
@@ -344,6 +346,12 @@ impl KindRegistry {
             Some(ParamValue::Int(1)),
             "number of root ports",
         )];
+        rc.push(key(
+            "hotplug",
+            KeyType::Bool,
+            Some(ParamValue::Bool(false)),
+            "root ports are hot-plug slots (surprise removal included)",
+        ));
         rc.extend(common_keys(256, device_ids::HOST_BRIDGE as i64));
         r.register(KindSpec {
             name: "root-complex",
@@ -357,6 +365,12 @@ impl KindRegistry {
             Some(ParamValue::Int(1)),
             "number of downstream ports",
         )];
+        sw.push(key(
+            "hotplug",
+            KeyType::Bool,
+            Some(ParamValue::Bool(false)),
+            "downstream ports are hot-plug slots (surprise removal included)",
+        ));
         sw.extend(common_keys(256, device_ids::SWITCH_UP as i64));
         r.register(KindSpec {
             name: "switch",

@@ -29,7 +29,7 @@
 //! signalling, and the port's INTx for a switch downstream port.
 
 use super::ats::ext_cap;
-use super::engine::{Engine, ErrorSeverity, Kind, Tlp};
+use super::engine::{Engine, ErrorSeverity};
 use super::link_down::HELD_DPC;
 use super::packed::PackedEv;
 use crate::functional::{FnId, Origin, Role};
@@ -230,23 +230,7 @@ impl Engine {
             return;
         }
         let (_, vector) = interrupt_condition(&self.fabric.functions[f.0 as usize].config);
-        let before = self.fabric.interrupts.len();
-        if self.fabric.raise_msi(f, vector as u8).is_err() {
-            self.errors
-                .push(format!("{}: DPC interrupt failed", self.fabric.bdf(f)));
-        }
-        let new: Vec<_> = self.fabric.interrupts.drain(before..).collect();
-        let me = self.fabric.bdf(f);
-        for i in new {
-            let p = self.alloc_payload(&i.data.to_le_bytes());
-            let t = Tlp {
-                data: p,
-                ..Tlp::new(Kind::MWr, me, i.address, 4)
-            };
-            if let Err(e) = self.inject(Origin::Function(f), t, me, cx) {
-                self.errors.push(format!("DPC MSI write not routable: {e}"));
-            }
-        }
+        self.port_msi(f, vector, "DPC", cx);
     }
 
     /// After a configuration write to `f`: Poisoned TLP Egress Blocking Enable, DPC

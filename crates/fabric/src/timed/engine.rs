@@ -656,6 +656,8 @@ pub(crate) struct RootIrq {
     pub pme: bool,
     /// The DPC condition as last evaluated.
     pub dpc: bool,
+    /// The hot-plug condition as last evaluated.
+    pub hotplug: bool,
     /// The virtual INTx wire is asserted.
     pub wire: bool,
 }
@@ -787,6 +789,9 @@ pub struct Engine {
     pub(crate) turn_off_held: HashSet<u32>,
     /// Downstream Port Containments, in order (see the `dpc` module).
     pub(crate) dpc_events: Vec<super::dpc::DpcEvent>,
+    /// Per switch downstream port (function index): its hot-plug interrupt condition
+    /// as last evaluated.
+    pub(crate) hotplug_irq: IntMap<u32, bool>,
 }
 
 /// A peer read the root complex split.
@@ -2688,6 +2693,7 @@ impl Engine {
         self.refresh_ecrc(f);
         self.refresh_ats(f, cx);
         self.dpc_config_written(f, cx);
+        self.hotplug_check(f, cx);
     }
 
     /// Function `f` signals a power-management event (PCIe Base Spec 5.3.3): PME_Status
@@ -2878,7 +2884,8 @@ impl Engine {
         });
         let pme_vector = pcie.map_or(0, |p| (cs.read_u16(p + 2) >> 9) & 0x1f);
         let (dpc_cond, dpc_vector) = super::dpc::interrupt_condition(cs);
-        let cond = aer_cond || pme_cond || dpc_cond;
+        let (hp_cond, hp_vector) = super::hotplug::interrupt_condition(cs);
+        let cond = aer_cond || pme_cond || dpc_cond || hp_cond;
         // Which message mechanism is on: MSI (Message Control bit 0) or MSI-X (bit 15).
         let enabled = |id: u8, bit: u16| {
             pcielab_config::caps::walk(cs.bytes())
@@ -2907,7 +2914,7 @@ impl Engine {
         }
         let level = !msi && cond && !intx_off && pin != 0;
         if msi {
-            let mut vectors = [None, None, None];
+            let mut vectors = [None, None, None, None];
             if aer_cond && !was.aer {
                 vectors[0] = Some(((aer_st >> 27) as u16, "AER"));
             }
@@ -2916,6 +2923,9 @@ impl Engine {
             }
             if dpc_cond && !was.dpc {
                 vectors[2] = Some((dpc_vector, "DPC"));
+            }
+            if hp_cond && !was.hotplug {
+                vectors[3] = Some((hp_vector, "hot-plug"));
             }
             for (vector, what) in vectors.into_iter().flatten() {
                 let before = self.fabric.interrupts.len();
@@ -2952,6 +2962,7 @@ impl Engine {
                 aer: aer_cond,
                 pme: pme_cond,
                 dpc: dpc_cond,
+                hotplug: hp_cond,
                 wire: level,
             },
         );

@@ -38,6 +38,8 @@ pub(crate) const HELD_SURPRISE: u8 = 1;
 pub(crate) const HELD_DPC: u8 = 2;
 /// Held down because the switch above it is in reset.
 pub(crate) const HELD_PARENT: u8 = 4;
+/// Held down because its device was removed from the slot (hot-plug).
+pub(crate) const HELD_ABSENT: u8 = 8;
 
 /// AER Uncorrectable Error Status: Surprise Down Error.
 pub(crate) const AER_SURPRISE_DOWN: u32 = 1 << 5;
@@ -64,7 +66,7 @@ impl Engine {
         }
         let port = self.dirs[di | 1].rx_func;
         if let Some(p) = port {
-            self.set_link_active(p, false);
+            self.set_link_active(p, false, cx);
         }
         // The port deasserts the INTx virtual wires its link had asserted.
         let mut wires: Vec<(u32, u32, u8)> = self
@@ -80,8 +82,9 @@ impl Engine {
         }
         // A failure (not a disabled link) is a Surprise Down error for the port; it may
         // trigger DPC, which then holds the link too.
-        if why & HELD_SURPRISE != 0 {
-            if let Some(p) = port {
+        if why & (HELD_SURPRISE | HELD_ABSENT) != 0 {
+            // A hot-plug slot with surprise removal expects it: no error.
+            if let Some(p) = port.filter(|&p| !self.hotplug_surprise(p)) {
                 self.signal_error(p, AER_SURPRISE_DOWN, false, None, cx);
             }
         }
@@ -143,7 +146,7 @@ impl Engine {
         self.try_send(di as u16, cx);
         self.try_send((di | 1) as u16, cx);
         if let Some(p) = self.dirs[di | 1].rx_func {
-            self.set_link_active(p, true);
+            self.set_link_active(p, true, cx);
         }
         let below = self.dirs[di].to;
         if matches!(self.nodes[below as usize].kind, NodeKind::Switch) {
@@ -328,8 +331,9 @@ impl Engine {
         None
     }
 
-    /// Sets or clears Data Link Layer Link Active in port `p`'s Link Status.
-    fn set_link_active(&mut self, p: FnId, active: bool) {
+    /// Sets or clears Data Link Layer Link Active in port `p`'s Link Status; a port
+    /// with a slot records the change in Slot Status (see the `hotplug` module).
+    fn set_link_active(&mut self, p: FnId, active: bool, cx: &mut Context<'_, PackedEv>) {
         let Some(pcie) = super::engine::std_cap(&self.fabric, p, pcielab_config::caps::id::PCIE)
         else {
             return;
@@ -338,6 +342,7 @@ impl Engine {
         let at = pcie + pcielab_config::caps::pcie_reg::LNKSTA;
         let v = if active { LNKSTA_DLLLA } else { 0 };
         cs.hw_update(at, 2, LNKSTA_DLLLA, v);
+        self.slot_event(p, super::hotplug::SLTSTA_DLLSC, None, cx);
     }
 
     /// The downward direction of the link whose port (above it) is function `p`.

@@ -52,6 +52,7 @@ mod dpc;
 mod ecrc;
 mod endpoint;
 mod engine;
+mod hotplug;
 mod iommu;
 mod link_down;
 mod packed;
@@ -785,6 +786,7 @@ impl FabricSim {
             turn_off_wait: Default::default(),
             turn_off_held: Default::default(),
             dpc_events: Vec::new(),
+            hotplug_irq: Default::default(),
         })
         .seed(seed)
         .capacity(4096)
@@ -1690,6 +1692,40 @@ impl FabricSim {
         let d = self.up_link(name)?;
         let dir = &self.sim.world().dirs[d as usize];
         Ok(!dir.down && dir.up)
+    }
+
+    /// The device below node `name`'s link is removed from its hot-plug slot: the
+    /// port's Presence Detect State clears and Presence Detect Changed is set (with
+    /// its hot-plug interrupt when enabled), and the link goes down as in
+    /// [`FabricSim::link_down`] until [`FabricSim::plug`]; a slot with Hot-Plug
+    /// Surprise reports no Surprise Down error. Works on any port; only ports of a
+    /// `hotplug = true` node advertise hot-plug.
+    pub fn unplug(&mut self, name: &str) -> Result<(), SimError> {
+        let d = self.up_link(name)?;
+        self.sim.process(|e, cx| {
+            if let Some(p) = e.dirs[(d | 1) as usize].rx_func {
+                e.slot_event(p, hotplug::SLTSTA_PDC, Some(false), cx);
+            }
+            e.take_link_down(d, link_down::HELD_ABSENT, cx);
+        });
+        Ok(())
+    }
+
+    /// The device below node `name` is put back into its slot: presence set, Presence
+    /// Detect Changed, and the link trains (unless something else holds it down). The
+    /// device comes up reset: host software configures it.
+    pub fn plug(&mut self, name: &str) -> Result<(), SimError> {
+        let d = self.up_link(name)?;
+        self.sim.process(|e, cx| {
+            if e.dirs[d as usize].held & link_down::HELD_ABSENT == 0 {
+                return;
+            }
+            if let Some(p) = e.dirs[(d | 1) as usize].rx_func {
+                e.slot_event(p, hotplug::SLTSTA_PDC, Some(true), cx);
+            }
+            e.release_link(d, link_down::HELD_ABSENT, cx);
+        });
+        Ok(())
     }
 
     /// The Downstream Port Containments so far, in order.

@@ -10,6 +10,7 @@ mod ecrc;
 mod enumerate;
 mod errors;
 mod gem5;
+mod hotplug;
 mod intx;
 mod io;
 mod pme;

@@ -1,0 +1,146 @@
+//! Hot-plug slots (PCIe Base Spec 6.7): a root port or switch downstream port of a node
+//! with `hotplug = true` is a hot-plug slot that allows surprise removal (Slot
+//! Capabilities Hot-Plug Capable and Hot-Plug Surprise).
+//!
+//! * [`super::FabricSim::unplug`] removes the device below a port: Presence Detect
+//!   State clears and Presence Detect Changed is set, the link goes down (held down
+//!   until the device is back) and the component is reset.
+//!   [`super::FabricSim::plug`] puts it back: presence set, the link trains.
+//! * Every change of the port's Data Link Layer Link Active bit sets Data Link Layer
+//!   State Changed in Slot Status (a port with a slot).
+//! * The hot-plug interrupt: with Hot-Plug Interrupt Enable, Presence Detect Changed
+//!   (with its enable) or Data Link Layer State Changed (with its enable) raise the
+//!   port's MSI (PCI Express Capabilities' Interrupt Message Number; a root port's
+//!   INTx without MSI) when the condition becomes true.
+//! * A port with Hot-Plug Surprise does not report Surprise Down errors (the spec:
+//!   a removal there is expected).
+//!
+//! Not modelled: attention buttons and indicators, power controllers, MRL sensors,
+//! Command Completed.
+
+use super::engine::{Engine, Kind, Tlp};
+use super::packed::PackedEv;
+use crate::functional::{FnId, Origin, Role};
+use pcielab_config::caps::pcie_reg::{SLTCAP, SLTCTL, SLTSTA};
+use pcielab_sim::Context;
+
+/// Slot Status: Presence Detect Changed.
+pub(crate) const SLTSTA_PDC: u16 = 1 << 3;
+/// Slot Status: Presence Detect State.
+const SLTSTA_PDS: u16 = 1 << 6;
+/// Slot Status: Data Link Layer State Changed.
+pub(crate) const SLTSTA_DLLSC: u16 = 1 << 8;
+/// Slot Control: Presence Detect Changed Enable, Hot-Plug Interrupt Enable, Data Link
+/// Layer State Changed Enable.
+const SLTCTL_PDCE: u16 = 1 << 3;
+const SLTCTL_HPIE: u16 = 1 << 5;
+const SLTCTL_DLLSCE: u16 = 1 << 12;
+
+/// The hot-plug interrupt condition of a port's configuration space and its vector.
+pub(crate) fn interrupt_condition(cs: &pcielab_config::ConfigSpace) -> (bool, u16) {
+    let Some(p) = pcielab_config::caps::walk(cs.bytes())
+        .0
+        .iter()
+        .find(|c| !c.extended && c.id == pcielab_config::caps::id::PCIE as u16)
+        .map(|c| c.offset)
+    else {
+        return (false, 0);
+    };
+    if cs.read_u16(p + 2) & (1 << 8) == 0 {
+        return (false, 0); // no slot
+    }
+    let ctl = cs.read_u16(p + SLTCTL);
+    let sta = cs.read_u16(p + SLTSTA);
+    let cond = ctl & SLTCTL_HPIE != 0
+        && ((ctl & SLTCTL_PDCE != 0 && sta & SLTSTA_PDC != 0)
+            || (ctl & SLTCTL_DLLSCE != 0 && sta & SLTSTA_DLLSC != 0));
+    (cond, (cs.read_u16(p + 2) >> 9) & 0x1f)
+}
+
+impl Engine {
+    /// The PCI Express capability of port `p` if it has a slot.
+    fn slot_cap(&self, p: FnId) -> Option<u16> {
+        let at = super::engine::std_cap(&self.fabric, p, pcielab_config::caps::id::PCIE)?;
+        let cs = &self.fabric.functions[p.0 as usize].config;
+        (cs.read_u16(at + 2) & (1 << 8) != 0).then_some(at)
+    }
+
+    /// True if port `p` is a hot-plug slot with surprise removal.
+    pub(crate) fn hotplug_surprise(&self, p: FnId) -> bool {
+        self.slot_cap(p).is_some_and(|at| {
+            self.fabric.functions[p.0 as usize]
+                .config
+                .read_u32(at + SLTCAP)
+                & (1 << 5)
+                != 0
+        })
+    }
+
+    /// Slot Status of port `p` gains the change bits `changed`; Presence Detect State
+    /// becomes `present` when given. The hot-plug interrupt follows.
+    pub(crate) fn slot_event(
+        &mut self,
+        p: FnId,
+        changed: u16,
+        present: Option<bool>,
+        cx: &mut Context<'_, PackedEv>,
+    ) {
+        let Some(at) = self.slot_cap(p) else {
+            return;
+        };
+        let cs = &mut self.fabric.functions[p.0 as usize].config;
+        let mut v = cs.read_u16(at + SLTSTA) | changed;
+        if let Some(pr) = present {
+            v = if pr { v | SLTSTA_PDS } else { v & !SLTSTA_PDS };
+        }
+        cs.hw_write(at + SLTSTA, 2, v as u32);
+        self.hotplug_check(p, cx);
+    }
+
+    /// Re-evaluates port `p`'s hot-plug interrupt (after a slot event or a
+    /// configuration write): a root port through its interrupt logic; a switch
+    /// downstream port sends its MSI when the condition becomes true.
+    pub(crate) fn hotplug_check(&mut self, p: FnId, cx: &mut Context<'_, PackedEv>) {
+        let role = self.fabric.functions[p.0 as usize].role;
+        if matches!(role, Role::RootPort { .. }) {
+            self.root_port_interrupt(p, cx);
+            return;
+        }
+        if !matches!(role, Role::SwitchDownstream { .. }) {
+            return;
+        }
+        let (cond, vector) = interrupt_condition(&self.fabric.functions[p.0 as usize].config);
+        let was = self.hotplug_irq.insert(p.0, cond).unwrap_or(false);
+        if cond && !was {
+            self.port_msi(p, vector, "hot-plug", cx);
+        }
+    }
+
+    /// Port `p` (a switch downstream port) sends MSI `vector` upstream, if MSI is on.
+    pub(crate) fn port_msi(
+        &mut self,
+        p: FnId,
+        vector: u16,
+        what: &str,
+        cx: &mut Context<'_, PackedEv>,
+    ) {
+        let before = self.fabric.interrupts.len();
+        if self.fabric.raise_msi(p, vector as u8).is_err() {
+            self.errors
+                .push(format!("{}: {what} interrupt failed", self.fabric.bdf(p)));
+        }
+        let new: Vec<_> = self.fabric.interrupts.drain(before..).collect();
+        let me = self.fabric.bdf(p);
+        for i in new {
+            let d = self.alloc_payload(&i.data.to_le_bytes());
+            let t = Tlp {
+                data: d,
+                ..Tlp::new(Kind::MWr, me, i.address, 4)
+            };
+            if let Err(e) = self.inject(Origin::Function(p), t, me, cx) {
+                self.errors
+                    .push(format!("{what} MSI write not routable: {e}"));
+            }
+        }
+    }
+}
