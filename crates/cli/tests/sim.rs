@@ -315,10 +315,7 @@ fn demand_paging_costs_one_page_fault_per_page_touched() {
         if pri {
             args.extend(["--pri", "--page-fault-us", "5"]);
         }
-        let (rc, out, err) = pcielab(&args);
-        assert_eq!(rc, 0, "{err}");
-        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-        v[0].clone()
+        first_row(&args)
     };
     let paged = run(true);
     assert_eq!(paged["ats"]["page_requests"], 8, "{paged}");
@@ -349,10 +346,7 @@ fn a_failed_link_under_dpc_is_contained_and_comes_back() {
             "--json",
         ];
         args.extend_from_slice(extra);
-        let (rc, out, err) = pcielab(&args);
-        assert_eq!(rc, 0, "{err}");
-        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-        v[0].clone()
+        first_row(&args)
     };
     let r = run(&["--fail", "mem1@20", "--recover-us", "150", "--dpc"]);
     let fl = &r["failure"];
@@ -373,4 +367,12 @@ fn a_failed_link_under_dpc_is_contained_and_comes_back() {
     assert_eq!(r["failure"]["link_active_at_end"], false);
     // Without --fail the row has no failure object.
     assert!(run(&[]).get("failure").is_none());
+}
+
+/// Runs `pcielab` with `args` (which ask for --json) and returns the first row.
+fn first_row(args: &[&str]) -> serde_json::Value {
+    let (rc, out, err) = pcielab(args);
+    assert_eq!(rc, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    v[0].clone()
 }

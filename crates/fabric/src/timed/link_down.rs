@@ -130,17 +130,7 @@ impl Engine {
             t.free_at_ps = t.timing.units_to_ps_ceil(t.free_at);
         }
         for x in [di, di | 1] {
-            for kind in [FcKind::InitFc1, FcKind::InitFc2] {
-                for c in 0..3 {
-                    let dl = Dllp::Fc {
-                        kind,
-                        class: c as u8,
-                        hdr: self.dirs[x].rx_buf.hdr[c],
-                        data: self.dirs[x].rx_buf.data[c],
-                    };
-                    self.dirs[x ^ 1].dllq.push_back(dl);
-                }
-            }
+            self.queue_init_fc(x);
         }
         self.invalidate_routes();
         self.try_send(di as u16, cx);
@@ -154,6 +144,22 @@ impl Engine {
                 if self.dirs[x].from == below {
                     self.release_link(x as u16, HELD_PARENT, cx);
                 }
+            }
+        }
+    }
+
+    /// The receiver of direction `x` advertises its buffers: InitFC1 and InitFC2 for
+    /// P, NP and Cpl (0 = infinite), queued on the opposite direction.
+    pub(crate) fn queue_init_fc(&mut self, x: usize) {
+        for kind in [FcKind::InitFc1, FcKind::InitFc2] {
+            for c in 0..3 {
+                let dl = Dllp::Fc {
+                    kind,
+                    class: c as u8,
+                    hdr: self.dirs[x].rx_buf.hdr[c],
+                    data: self.dirs[x].rx_buf.data[c],
+                };
+                self.dirs[x ^ 1].dllq.push_back(dl);
             }
         }
     }

@@ -86,9 +86,8 @@ use crate::functional::{Fabric, FnId, Interrupt, Origin, Role};
 use crate::host::enumerate::{enumerate, EnumeratedTree, HostConfig};
 use crate::kinds::KindRegistry;
 use crate::topology::Topology;
-use engine::{Credits, Dir, Dllp, EpState, Kind, Node, NodeKind, Tlp, NONE};
+use engine::{Credits, Dir, EpState, Kind, Node, NodeKind, Tlp, NONE};
 use pcielab_sim::{Rng, SimBuilder, SimDuration, SimTime, Simulation};
-use pcielab_wire::dllp::FcKind;
 use pcielab_wire::{Bdf, CplStatus};
 use std::collections::{HashMap, VecDeque};
 
@@ -814,17 +813,7 @@ impl FabricSim {
         // buffers with InitFC1 and InitFC2 for P, NP and Cpl (0 = infinite).
         sim.process(|e, cx| {
             for d in 0..e.dirs.len() {
-                for kind in [FcKind::InitFc1, FcKind::InitFc2] {
-                    for c in 0..3 {
-                        let dl = Dllp::Fc {
-                            kind,
-                            class: c as u8,
-                            hdr: e.dirs[d].rx_buf.hdr[c],
-                            data: e.dirs[d].rx_buf.data[c],
-                        };
-                        e.dirs[d ^ 1].dllq.push_back(dl);
-                    }
-                }
+                e.queue_init_fc(d);
             }
             for d in 0..e.dirs.len() {
                 e.try_send(d as u16, cx);

@@ -158,6 +158,24 @@ pub fn dev_status(sim: &mut pcielab_fabric::timed::FabricSim, bdf: Bdf) -> u32 {
     sim.cfg_read(bdf, p + 8) >> 16
 }
 
+/// The real `lspci -vvv` (pciutils) on the simulation's configuration spaces, for
+/// function `bdf` only.
+pub fn lspci_vvv(sim: &pcielab_fabric::timed::FabricSim, bdf: Bdf, tag: &str) -> String {
+    let path = std::env::temp_dir().join(format!("pcielab-{}-{tag}.lspci", std::process::id()));
+    std::fs::write(&path, sim.fabric().lspci_dump()).unwrap();
+    let out = std::process::Command::new("lspci")
+        .arg("-F")
+        .arg(&path)
+        .arg("-vvv")
+        .arg("-s")
+        .arg(bdf.to_string())
+        .output()
+        .expect("lspci runs (pciutils)");
+    let _ = std::fs::remove_file(&path);
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap()
+}
+
 /// Offset of capability `id` of `f`, found with config reads.
 pub fn cap_offset(sim: &mut pcielab_fabric::timed::FabricSim, f: Bdf, id: u32) -> u16 {
     let mut at = (sim.cfg_read(f, 0x34) & 0xfc) as u16;

@@ -3,7 +3,7 @@
 //! and holds the link disabled until software releases it, and nothing else in the
 //! fabric notices.
 
-use crate::common::{caps, ext_cap, hand_timing, parent, switch_tree};
+use crate::common::{caps, ext_cap, hand_timing, lspci_vvv, parent, switch_tree};
 use pcielab_fabric::kinds::KindRegistry;
 use pcielab_fabric::timed::{
     AddrPattern, DmaOpKind, DmaStream, DpcReason, ErrorSeverity, FabricSim, HostRead, SimConfig,
@@ -339,19 +339,7 @@ fn lspci_decodes_a_triggered_dpc() {
     let bar = s.bar("ep", 0).unwrap();
     s.mmio_write_poisoned(bar, &[9, 9, 9, 9]).unwrap();
     s.run_for(SimDuration::from_us(5));
-    let path = std::env::temp_dir().join(format!("pcielab-{}-dpc.lspci", std::process::id()));
-    std::fs::write(&path, s.fabric().lspci_dump()).unwrap();
-    let out = std::process::Command::new("lspci")
-        .arg("-F")
-        .arg(&path)
-        .arg("-vvv")
-        .arg("-s")
-        .arg(dsp.to_string())
-        .output()
-        .expect("lspci runs (pciutils)");
-    let _ = std::fs::remove_file(&path);
-    assert!(out.status.success());
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = lspci_vvv(&s, dsp, "dpc");
     let want = [
         "DpcCtl:\tTrigger:2 Cmpl+ INT- ErrCor- PoisonedTLP- SwTrigger- DL_ActiveErr-".to_string(),
         "DpcSta:\tTrigger+ Reason:01 INT- RPBusy- TriggerExt:00 RP PIO ErrPtr:00".to_string(),

@@ -1,7 +1,7 @@
 //! Hot-plug slots: surprise removal and insertion, Slot Status, the hot-plug
 //! interrupt, and what the real `lspci` reads from the slot.
 
-use crate::common::{caps, hand_timing, parent};
+use crate::common::{caps, hand_timing, lspci_vvv, parent};
 use pcielab_fabric::kinds::KindRegistry;
 use pcielab_fabric::timed::{FabricSim, SimConfig};
 use pcielab_fabric::topology::Topology;
@@ -122,19 +122,7 @@ fn lspci_reads_the_hot_plug_slot() {
     let dsp = parent(&s, ep);
     s.unplug("ep").unwrap();
     s.run_for(SimDuration::from_us(2));
-    let path = std::env::temp_dir().join(format!("pcielab-{}-hp.lspci", std::process::id()));
-    std::fs::write(&path, s.fabric().lspci_dump()).unwrap();
-    let out = std::process::Command::new("lspci")
-        .arg("-F")
-        .arg(&path)
-        .arg("-vvv")
-        .arg("-s")
-        .arg(dsp.to_string())
-        .output()
-        .expect("lspci runs (pciutils)");
-    let _ = std::fs::remove_file(&path);
-    assert!(out.status.success());
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = lspci_vvv(&s, dsp, "hp");
     for want in [
         "HotPlug+ Surprise+",
         "PresDet-",
