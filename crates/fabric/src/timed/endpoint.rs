@@ -156,6 +156,7 @@ pub(crate) enum EpCmd {
     Vendor(VendorMessage),
     Pme,
     PmeToAck,
+    Ltr(u16, u16),
 }
 
 /// What a device sees while the fabric calls it.
@@ -243,6 +244,12 @@ impl EpCx<'_> {
     /// held, nothing is sent and the simulator records the error.
     pub fn pme_to_ack(&mut self) {
         self.cmds.push(EpCmd::PmeToAck);
+    }
+    /// Reports the device's latency tolerance with an LTR message: `snoop` and
+    /// `no_snoop` in the registers' form (see [`super::ltr_value`]; 0: no
+    /// requirement). Sent only while LTR Mechanism Enable (Device Control 2) is set.
+    pub fn ltr(&mut self, snoop: u16, no_snoop: u16) {
+        self.cmds.push(EpCmd::Ltr(snoop, no_snoop));
     }
     /// Completes a read answered with [`ReadReply::Later`].
     pub fn complete(&mut self, ticket: ReadTicket, data: Vec<u8>) {

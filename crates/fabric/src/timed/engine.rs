@@ -20,7 +20,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 pub(crate) const NONE: u32 = u32::MAX;
 
 pub(crate) use crate::inthash::{IntBuild, IntMap};
-const MAX_PATH: usize = 8;
+pub(crate) const MAX_PATH: usize = 8;
 /// A route: the directions a TLP crosses, how many, and its consumer.
 pub(crate) type Route = ([u16; MAX_PATH], u8, Dest);
 /// A `route_last` entry that matches no key.
@@ -792,6 +792,12 @@ pub struct Engine {
     /// Per switch downstream port (function index): its hot-plug interrupt condition
     /// as last evaluated.
     pub(crate) hotplug_irq: IntMap<u32, bool>,
+    /// LTR messages the root ports received (see the `ltr` module).
+    pub(crate) ltr_messages: super::ltr::LtrLog,
+    /// Per (switch node, upward direction of a downstream port's link): the last LTR
+    /// values received there; per switch: the values it last reported.
+    pub(crate) ltr_ports: HashMap<(u32, u32), (u16, u16)>,
+    pub(crate) ltr_sent: IntMap<u32, (u16, u16)>,
 }
 
 /// A peer read the root complex split.
@@ -997,11 +1003,23 @@ impl Engine {
                     code: pcielab_wire::tlp::MsgCode::from_raw(t.byte_count as u8),
                     routing: match (t.kind, t.byte_count as u8) {
                         (Kind::Intx, _) => pcielab_wire::tlp::MsgRouting::Local,
+                        (Kind::PmHop, super::ltr::MSG_LTR) => pcielab_wire::tlp::MsgRouting::Local,
                         (Kind::PmHop, MSG_PME_TURN_OFF) => pcielab_wire::tlp::MsgRouting::Broadcast,
                         (Kind::PmHop, _) => pcielab_wire::tlp::MsgRouting::Gathered,
                         _ => pcielab_wire::tlp::MsgRouting::ToRc,
                     },
-                    fields: pcielab_wire::tlp::MsgFields([0; 8]),
+                    fields: pcielab_wire::tlp::MsgFields(
+                        if t.kind == Kind::PmHop && t.byte_count as u8 == super::ltr::MSG_LTR {
+                            // Bytes 12–13 No-Snoop Latency, 14–15 Snoop Latency.
+                            let (s, n) = ((t.addr >> 16) as u16, t.addr as u16);
+                            let mut f = [0u8; 8];
+                            f[4..6].copy_from_slice(&n.to_be_bytes());
+                            f[6..8].copy_from_slice(&s.to_be_bytes());
+                            f
+                        } else {
+                            [0; 8]
+                        },
+                    ),
                 }),
                 &[],
             )),
@@ -1261,7 +1279,7 @@ impl Engine {
     }
 
     #[inline]
-    fn enqueue(&mut self, d: u16, id: u32, cx: &mut Context<'_, PackedEv>) {
+    pub(crate) fn enqueue(&mut self, d: u16, id: u32, cx: &mut Context<'_, PackedEv>) {
         let dir = &self.dirs[d as usize];
         if (dir.down | dir.poison_block) && self.egress_gate(d, id, cx) {
             return;
@@ -2440,6 +2458,12 @@ impl Engine {
             ) => self.config_request(node, func, refuser, id, &t, cx),
             (Dest::Rc | Dest::Dma { .. }, Kind::VendorMsg) => self.vendor_arrived(id, &t, cx),
             (Dest::Hop { node }, Kind::VendorMsg) => self.vendor_hop_arrived(node, ing, id, &t, cx),
+            (Dest::Hop { node }, Kind::PmHop) if t.byte_count as u8 == super::ltr::MSG_LTR => {
+                let values = ((t.addr >> 16) as u16, t.addr as u16);
+                if ing != NONE && ing % 2 == 1 {
+                    self.ltr_arrived(node, ing, t.requester, values, cx);
+                }
+            }
             (Dest::Hop { node }, Kind::PmHop) => {
                 self.pm_hop_arrived(node, ing, t.requester, t.byte_count as u8, cx)
             }
@@ -3211,6 +3235,7 @@ impl Engine {
                     self.device_pme(f, cx);
                 }
             }
+            EpCmd::Ltr(snoop, no_snoop) => self.send_ltr(node, (snoop, no_snoop), cx),
             EpCmd::PmeToAck => {
                 if self.turn_off_held.remove(&node) {
                     self.send_pme_to_ack(node, cx);

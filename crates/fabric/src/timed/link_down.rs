@@ -88,6 +88,7 @@ impl Engine {
                 self.signal_error(p, AER_SURPRISE_DOWN, false, None, cx);
             }
         }
+        self.ltr_forget((di | 1) as u32, cx);
         let below = self.dirs[di].to;
         self.reset_component(below, cx);
         self.invalidate_routes();
@@ -288,6 +289,9 @@ impl Engine {
             }
         }
         self.call_ep(node, cx, |m, cx| m.reset(cx));
+        // A switch in reset forgets the LTR values it gathered and reported.
+        self.ltr_ports.retain(|k, _| k.0 != node);
+        self.ltr_sent.remove(&node);
         for &f in &funcs {
             self.after_config_write(f, cx);
         }

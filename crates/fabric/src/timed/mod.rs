@@ -55,6 +55,7 @@ mod engine;
 mod hotplug;
 mod iommu;
 mod link_down;
+mod ltr;
 mod packed;
 mod phy;
 pub(crate) mod poison;
@@ -74,6 +75,7 @@ pub use engine::{
     PmeToAck, WireItem,
 };
 pub use iommu::{IommuConfig, IommuFault, IommuStats};
+pub use ltr::{ltr_ns, ltr_value, LtrMessage};
 pub use packed::PackedEv;
 pub use phy::LinkTiming;
 pub use pri::PageRequestRecord;
@@ -786,6 +788,9 @@ impl FabricSim {
             turn_off_held: Default::default(),
             dpc_events: Vec::new(),
             hotplug_irq: Default::default(),
+            ltr_messages: Vec::new(),
+            ltr_ports: Default::default(),
+            ltr_sent: Default::default(),
         })
         .seed(seed)
         .capacity(4096)
@@ -1715,6 +1720,11 @@ impl FabricSim {
             e.release_link(d, link_down::HELD_ABSENT, cx);
         });
         Ok(())
+    }
+
+    /// The LTR messages the root ports received, with their arrival times.
+    pub fn ltr_messages(&self) -> &[(SimTime, LtrMessage)] {
+        &self.sim.world().ltr_messages
     }
 
     /// The Downstream Port Containments so far, in order.

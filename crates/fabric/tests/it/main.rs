@@ -13,6 +13,7 @@ mod gem5;
 mod hotplug;
 mod intx;
 mod io;
+mod ltr;
 mod pme;
 mod poison;
 mod pri;

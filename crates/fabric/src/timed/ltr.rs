@@ -1,0 +1,201 @@
+//! Latency Tolerance Reporting (PCIe Base Spec 6.18): a device tells the platform how
+//! long its reads and writes may wait (snoop and no-snoop latency) with LTR messages,
+//! so that power management can sleep that long.
+//!
+//! * A device sends one with [`super::EpCx::ltr`], only while LTR Mechanism Enable
+//!   (Device Control 2 bit 10) of its function 0 is set; otherwise nothing is sent and
+//!   the simulator records the error.
+//! * The message terminates at the receiver (routing 100b). A switch keeps the last
+//!   values of each downstream port and reports upstream, from its upstream port and
+//!   with its enable set, the most stringent of them (the smallest latency with the
+//!   Requirement bit set; no requirement if no port has one) whenever that changes.
+//!   A port whose link goes down no longer counts.
+//! * The root port records it: [`super::FabricSim::ltr_messages`].
+//!
+//! Values are the registers' 16-bit form: Requirement (15), Scale (12:10: 1, 32,
+//! 1024, 32768, 1048576 or 33554432 ns) and Value (9:0); [`ltr_value`] encodes one.
+
+use super::engine::{Dest, Engine, Kind, Tlp, MAX_PATH};
+use super::packed::PackedEv;
+use pcielab_sim::{Context, SimTime};
+use pcielab_wire::Bdf;
+
+/// The LTR message code.
+pub(crate) const MSG_LTR: u8 = 0x10;
+
+/// Device Control 2: LTR Mechanism Enable.
+const DEVCTL2_LTR_ENABLE: u16 = 1 << 10;
+
+/// Encodes a latency tolerance of `ns` nanoseconds as an LTR register value (the
+/// smallest scale that fits; the value rounded down, which only makes the
+/// requirement stricter). `None`: no requirement (0).
+///
+/// ```
+/// use pcielab_fabric::timed::ltr_value;
+/// assert_eq!(ltr_value(None), 0);
+/// assert_eq!(ltr_value(Some(1000)), 0x8000 | 1000); // scale 1 ns
+/// assert_eq!(ltr_value(Some(1500)), 0x8000 | 1 << 10 | 46); // 46 × 32 ns
+/// ```
+pub fn ltr_value(ns: Option<u64>) -> u16 {
+    let Some(ns) = ns else {
+        return 0;
+    };
+    let mut scale = 0u16;
+    let mut unit = 1u64;
+    while ns / unit > 1023 && scale < 5 {
+        scale += 1;
+        unit *= 32;
+    }
+    0x8000 | scale << 10 | (ns / unit).min(1023) as u16
+}
+
+/// The latency an LTR register value stands for, in ns (None: no requirement).
+///
+/// ```
+/// use pcielab_fabric::timed::{ltr_ns, ltr_value};
+/// assert_eq!(ltr_ns(ltr_value(Some(1500))), Some(1472));
+/// assert_eq!(ltr_ns(0), None);
+/// ```
+pub fn ltr_ns(v: u16) -> Option<u64> {
+    if v & 0x8000 == 0 {
+        return None;
+    }
+    let scale = ((v >> 10) & 7).min(5) as u32;
+    Some((v & 0x3ff) as u64 * 32u64.pow(scale))
+}
+
+/// An LTR message as a root port received it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LtrMessage {
+    /// The root port.
+    pub root_port: Bdf,
+    /// The sender: the device, or the upstream port of the switch below the root port.
+    pub requester: Bdf,
+    /// Snoop latency (register form).
+    pub snoop: u16,
+    /// No-snoop latency (register form).
+    pub no_snoop: u16,
+}
+
+/// The more stringent of two LTR values (a value without Requirement loses).
+fn stricter(a: u16, b: u16) -> u16 {
+    match (ltr_ns(a), ltr_ns(b)) {
+        (Some(x), Some(y)) => {
+            if y < x {
+                b
+            } else {
+                a
+            }
+        }
+        (Some(_), None) => a,
+        _ => b,
+    }
+}
+
+impl Engine {
+    /// True if function `f`'s LTR Mechanism Enable is set.
+    fn ltr_enabled(&self, f: crate::functional::FnId) -> bool {
+        super::engine::std_cap(&self.fabric, f, pcielab_config::caps::id::PCIE).is_some_and(|p| {
+            self.fabric.functions[f.0 as usize]
+                .config
+                .read_u16(p + pcielab_config::caps::pcie_reg::DEVCTL2)
+                & DEVCTL2_LTR_ENABLE
+                != 0
+        })
+    }
+
+    /// Node `node` (a device, or a switch through its upstream port) sends LTR with
+    /// `(snoop, no_snoop)` if its function's LTR Mechanism Enable is set.
+    pub(crate) fn send_ltr(
+        &mut self,
+        node: u32,
+        values: (u16, u16),
+        cx: &mut Context<'_, PackedEv>,
+    ) {
+        let (Some(f), Some(d)) = (self.nodes[node as usize].func, self.up_dir(node)) else {
+            return;
+        };
+        let me = self.fabric.bdf(f);
+        if !self.ltr_enabled(f) {
+            self.errors
+                .push(format!("{me}: LTR not sent: LTR Mechanism Enable is clear"));
+            return;
+        }
+        let mut path = [0u16; MAX_PATH];
+        path[0] = d;
+        let t = Tlp {
+            byte_count: MSG_LTR as u16,
+            addr: (values.0 as u64) << 16 | values.1 as u64,
+            path,
+            hops: 1,
+            dest: Dest::Hop {
+                node: self.dirs[d as usize].to,
+            },
+            ..Tlp::new(Kind::PmHop, me, 0, 0)
+        };
+        let id = self.alloc_tlp(t);
+        self.enqueue(d, id, cx);
+    }
+
+    /// An LTR message from `requester` with `values` reached `node` through upward
+    /// direction `ing`.
+    pub(crate) fn ltr_arrived(
+        &mut self,
+        node: u32,
+        ing: u32,
+        requester: Bdf,
+        values: (u16, u16),
+        cx: &mut Context<'_, PackedEv>,
+    ) {
+        if matches!(self.nodes[node as usize].kind, super::engine::NodeKind::Rc) {
+            let root_port = self.dirs[ing as usize]
+                .rx_func
+                .map_or(self.host_bdf, |f| self.fabric.bdf(f));
+            self.ltr_messages.push((
+                cx.now(),
+                LtrMessage {
+                    root_port,
+                    requester,
+                    snoop: values.0,
+                    no_snoop: values.1,
+                },
+            ));
+            return;
+        }
+        self.ltr_ports.insert((node, ing), values);
+        self.ltr_aggregate(node, cx);
+    }
+
+    /// Switch `node` reports the most stringent values of its downstream ports
+    /// upstream when they changed.
+    pub(crate) fn ltr_aggregate(&mut self, node: u32, cx: &mut Context<'_, PackedEv>) {
+        let mut agg = (0u16, 0u16);
+        let mut ports: Vec<_> = self
+            .ltr_ports
+            .iter()
+            .filter(|(k, _)| k.0 == node)
+            .map(|(k, v)| (k.1, *v))
+            .collect();
+        ports.sort_unstable();
+        for (_, v) in ports {
+            agg = (stricter(agg.0, v.0), stricter(agg.1, v.1));
+        }
+        if self.ltr_sent.get(&node) == Some(&agg) {
+            return;
+        }
+        self.ltr_sent.insert(node, agg);
+        self.send_ltr(node, agg, cx);
+    }
+
+    /// The link whose upward direction is `ing` went down: a switch above forgets
+    /// that port's LTR.
+    pub(crate) fn ltr_forget(&mut self, ing: u32, cx: &mut Context<'_, PackedEv>) {
+        let node = self.dirs[ing as usize].to;
+        if self.ltr_ports.remove(&(node, ing)).is_some() {
+            self.ltr_aggregate(node, cx);
+        }
+    }
+}
+
+/// Records of LTR messages the root complex received (see [`LtrMessage`]).
+pub(crate) type LtrLog = Vec<(SimTime, LtrMessage)>;
