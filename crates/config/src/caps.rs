@@ -223,6 +223,8 @@ pub mod id {
     pub const EXT_LTR: u16 = 0x0018;
     /// Extended: Downstream Port Containment.
     pub const EXT_DPC: u16 = 0x001d;
+    /// Extended: L1 PM Substates.
+    pub const EXT_L1SS: u16 = 0x001e;
 
     /// The name of a PCI capability ID.
     pub fn name(id: u8) -> &'static str {

@@ -455,6 +455,47 @@ fn describe_ext(s: &mut String, cap: u16, o: u16, rd: &dyn Fn(u16, usize) -> u32
                 rd(o + 0xc, 4)
             );
         }
+        id::EXT_L1SS => {
+            // As lspci words them.
+            let cap = rd(o + 4, 4);
+            let c1 = rd(o + 8, 4);
+            let c2 = rd(o + 0xc, 4);
+            let _ = writeln!(
+                s,
+                "\tL1SubCap: PCI-PM_L1.2{} PCI-PM_L1.1{} ASPM_L1.2{} ASPM_L1.1{} L1_PM_Substates{}",
+                flag(cap & 1 != 0),
+                flag(cap & 2 != 0),
+                flag(cap & 4 != 0),
+                flag(cap & 8 != 0),
+                flag(cap & 0x10 != 0)
+            );
+            let _ = writeln!(
+                s,
+                "\t\t  PortCommonModeRestoreTime={}us PortTPowerOnTime={}us",
+                (cap >> 8) & 0xff,
+                crate::ext_caps::t_power_on_us((cap >> 16) & 3, (cap >> 19) & 0x1f)
+            );
+            let _ = writeln!(
+                s,
+                "\tL1SubCtl1: PCI-PM_L1.2{} PCI-PM_L1.1{} ASPM_L1.2{} ASPM_L1.1{}",
+                flag(c1 & 1 != 0),
+                flag(c1 & 2 != 0),
+                flag(c1 & 4 != 0),
+                flag(c1 & 8 != 0)
+            );
+            let threshold = ((c1 >> 16) & 0x3ff) as u64 * 32u64.pow((c1 >> 29).min(5));
+            let _ = writeln!(
+                s,
+                "\t\t   T_CommonMode={}us LTR1.2_Threshold={}ns",
+                (c1 >> 8) & 0xff,
+                threshold
+            );
+            let _ = writeln!(
+                s,
+                "\tL1SubCtl2: T_PwrOn={}us",
+                crate::ext_caps::t_power_on_us(c2 & 3, (c2 >> 3) & 0x1f)
+            );
+        }
         id::EXT_DPC => {
             // As lspci words them.
             let cap = rd(o + 4, 2);

@@ -483,6 +483,81 @@ impl ExtCapability for DpcCap {
     }
 }
 
+/// L1 PM Substates Control 1: ASPM L1.2 Enable (bit 2).
+pub const L1SS_ASPM_L12: u32 = 1 << 2;
+/// L1 PM Substates Control 1: ASPM L1.1 Enable (bit 3).
+pub const L1SS_ASPM_L11: u32 = 1 << 3;
+
+/// L1 PM Substates (ID 0x001E, version 1), 16 bytes: the L1.1 and L1.2 substates of
+/// ASPM L1 and PCI-PM L1 (PCIe Base Spec 5.5), all four supported.
+///
+/// ```text
+/// +00 | Next | Ver | ID                                                        |
+/// +04 | Capabilities (RO): T_POWER_ON Value(23:19) Scale(17:16)               |
+/// |   |   Common_Mode_Restore_Time(15:8, µs) L1 PM Substates(4)               |
+/// |   |   ASPM L1.1(3) ASPM L1.2(2) PCI-PM L1.1(1) PCI-PM L1.2(0)            |
+/// +08 | Control 1 (RW): LTR_L1.2_THRESHOLD Scale(31:29) Value(25:16)          |
+/// |   |   Common_Mode_Restore_Time(15:8) ASPM L1.1(3) ASPM L1.2(2) enables     |
+/// +0C | Control 2 (RW): T_POWER_ON Value(7:3) Scale(1:0)                      |
+/// ```
+///
+/// T_POWER_ON scales: 0 = 2 µs, 1 = 10 µs, 2 = 100 µs units.
+///
+/// ```
+/// use pcielab_config::caps::CapabilityList;
+/// use pcielab_config::ext_caps::L1ssCap;
+/// use pcielab_config::header::Type0;
+/// let mut cs = Type0::default().build().unwrap();
+/// let cap = L1ssCap { common_mode_restore_us: 10, t_power_on_us: 20 };
+/// let at = CapabilityList::new().with_ext(cap).install(&mut cs).unwrap()[0].offset;
+/// // T_POWER_ON 20 µs: ten 2 µs units (scale 0), the finest scale that holds it.
+/// assert_eq!(cs.read_u32(at + 4), 0x1f | 10 << 8 | 10 << 19);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct L1ssCap {
+    /// Port Common_Mode_Restore_Time in µs (0..=255).
+    pub common_mode_restore_us: u8,
+    /// Port T_POWER_ON in µs (encoded in 2, 10 or 100 µs units, rounded up).
+    pub t_power_on_us: u32,
+}
+
+/// (scale, value) of a T_POWER_ON of `us` microseconds, rounded up.
+pub fn t_power_on_code(us: u32) -> (u32, u32) {
+    for (scale, unit) in [(0u32, 2u32), (1, 10), (2, 100)] {
+        let v = us.div_ceil(unit);
+        if v <= 31 {
+            return (scale, v);
+        }
+    }
+    (2, 31)
+}
+
+/// Microseconds of a T_POWER_ON (scale, value) code (scale 3 is reserved: 0).
+pub fn t_power_on_us(scale: u32, value: u32) -> u32 {
+    value * [2, 10, 100, 0][scale as usize & 3]
+}
+
+impl ExtCapability for L1ssCap {
+    fn id(&self) -> u16 {
+        id::EXT_L1SS
+    }
+    fn version(&self) -> u8 {
+        1
+    }
+    fn size(&self) -> u16 {
+        16
+    }
+    fn install(&self, cs: &mut ConfigSpace, at: u16) {
+        let (scale, value) = t_power_on_code(self.t_power_on_us);
+        let cap = 0x1f | (self.common_mode_restore_us as u32) << 8 | scale << 16 | value << 19;
+        cs.define(at + 4, 4, 0xffff_ffff, Access::Ro, cap);
+        cs.define(at + 8, 4, 0xffff_ffff, Access::RsvdP, 0);
+        cs.define(at + 8, 4, 0xe3ff_ff0f, Access::Rw, 0);
+        cs.define(at + 0xc, 4, 0xffff_ffff, Access::RsvdP, 0);
+        cs.define(at + 0xc, 4, 0x0000_00fb, Access::Rw, 0);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -46,7 +46,14 @@ use pcielab_config::caps::{
     l0s_exit_code, l1_exit_code, CapabilityList, MsiCap, MsixTable, PcieCap, PmCap, PortType,
     ASPM_L0S, ASPM_L1,
 };
-use pcielab_config::ext_caps::{AcsCap, AerCap, DpcCap};
+use pcielab_config::ext_caps::{AcsCap, AerCap, DpcCap, L1ssCap};
+
+/// The L1 PM Substates timing of every port (an assumption; Linux programs the larger
+/// of a link's two ends).
+pub(crate) const PORT_L1SS: L1ssCap = L1ssCap {
+    common_mode_restore_us: 10,
+    t_power_on_us: 10,
+};
 use pcielab_config::header::{command, reg};
 use pcielab_config::{Bar, BridgeWindows, ConfigSpace, Ids, Type0, Type1, PCIELAB_VENDOR_ID};
 use pcielab_wire::tlp::{MsgRouting, TlpHeader, TlpRepr};
@@ -510,7 +517,8 @@ impl Fabric {
                     egress_blocking: true,
                 })
                 .with_ext(AcsCap)
-                .with_ext(DpcCap);
+                .with_ext(DpcCap)
+                .with_ext(PORT_L1SS);
             let cs =
                 bridge(&node.params, device_ids::ROOT_PORT, caps).map_err(|m| err(node.line, m))?;
             let below = f.new_bus();
@@ -596,7 +604,8 @@ impl Fabric {
                         0,
                         None,
                     ))
-                    .with_ext(AerCap::default());
+                    .with_ext(AerCap::default())
+                    .with_ext(PORT_L1SS);
                 let dev = node
                     .params
                     .int("device_id")
@@ -637,7 +646,8 @@ impl Fabric {
                             egress_blocking: true,
                         })
                         .with_ext(AcsCap)
-                        .with_ext(DpcCap);
+                        .with_ext(DpcCap)
+                        .with_ext(PORT_L1SS);
                     let cs = bridge(&node.params, device_ids::SWITCH_DOWN, caps).map_err(err)?;
                     let below = self.new_bus();
                     let ds = self.add(

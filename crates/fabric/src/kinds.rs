@@ -680,7 +680,8 @@ fn build_psmem(ctx: &EndpointCtx<'_>) -> Result<Vec<HwFunction>, KindError> {
         .with_ext(DsnCap { serial: ctx.serial })
         .with_ext(LtrCap)
         .with_ext(AtsCap::default())
-        .with_ext(PriCap { capacity: 32 });
+        .with_ext(PriCap { capacity: 32 })
+        .with_ext(crate::functional::PORT_L1SS);
     if vfs > 0 {
         list = list
             .with_ext(AriCap { next_function: 0 })

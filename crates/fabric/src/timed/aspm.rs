@@ -32,6 +32,7 @@
 use super::engine::Engine;
 use crate::functional::FnId;
 use pcielab_config::caps::{self, l0s_exit_code, l1_exit_code, pcie_reg, ASPM_L0S, ASPM_L1};
+use pcielab_config::ext_caps::{t_power_on_code, t_power_on_us, L1SS_ASPM_L11, L1SS_ASPM_L12};
 use pcielab_sim::SimDuration;
 use pcielab_wire::Generation;
 
@@ -132,7 +133,13 @@ impl Engine {
             c.l1_entries += 1;
             c.l1_ps += now - l1_at;
         }
-        let until = now + self.cfg.aspm_l1_exit.as_ps();
+        let mut until = now + self.cfg.aspm_l1_exit.as_ps();
+        if let Some(extra) = self.l12_exit_extra(di) {
+            until += extra;
+            for x in [di, di ^ 1] {
+                self.dirs[x].counters.l1_2_exits += 1;
+            }
+        }
         self.hold_wire(di, until);
         self.hold_wire(di ^ 1, until);
         // The switch above, if the link hangs off one of its downstream ports.
@@ -151,6 +158,74 @@ impl Engine {
                     self.l1_exit(up as usize, at);
                 }
             }
+        }
+    }
+
+    /// If the link of `d` sleeps in L1.2 while in L1 (both ends enable ASPM L1.2 and
+    /// the latency the device below last reported over it, the more restrictive of
+    /// snoop and no-snoop, is at least LTR_L1.2_THRESHOLD; no report is no
+    /// requirement): the extra time its exit takes (T_POWER_ON +
+    /// Common_Mode_Restore_Time).
+    fn l12_exit_extra(&self, d: usize) -> Option<u64> {
+        let down = d & !1;
+        let (extra, threshold_ns) = self.dirs[down].l12?;
+        let tolerated = self
+            .ltr_link
+            .get(&((down | 1) as u32))
+            .map_or(u64::MAX, |&(s, n)| {
+                let f = |v| super::ltr::ltr_ns(v).unwrap_or(u64::MAX);
+                f(s).min(f(n))
+            });
+        (tolerated >= threshold_ns).then_some(extra)
+    }
+
+    /// The L1.2 parameters of a link whose ports are `up` and `down` (the
+    /// downstream port above it and the device's upstream port), if both enable ASPM
+    /// L1.2: the downstream port's programmed T_POWER_ON + Common_Mode_Restore_Time
+    /// (ps) and LTR_L1.2_THRESHOLD (ns).
+    fn l12_params(&self, up: FnId, down: FnId) -> Option<(u64, u64)> {
+        let reg = |f: FnId, off: u16| {
+            let at = super::ats::ext_cap(self, f, caps::id::EXT_L1SS)?;
+            Some(
+                self.fabric.functions[f.0 as usize]
+                    .config
+                    .read_u32(at + off),
+            )
+        };
+        let (c1, c2) = (reg(up, 8)?, reg(up, 0xc)?);
+        if c1 & L1SS_ASPM_L12 == 0 || reg(down, 8)? & L1SS_ASPM_L12 == 0 {
+            return None;
+        }
+        let t_power_on = t_power_on_us(c2 & 3, (c2 >> 3) & 0x1f) as u64;
+        let cmrt = ((c1 >> 8) & 0xff) as u64;
+        let threshold = ((c1 >> 16) & 0x3ff) as u64 * 32u64.pow((c1 >> 29).min(5));
+        Some(((t_power_on + cmrt) * 1_000_000, threshold))
+    }
+
+    /// Linux's L1 PM Substates programming for the link of downward direction `d`
+    /// (both ports have the capability): T_POWER_ON and Common_Mode_Restore_Time the
+    /// larger of the two ends', LTR_L1.2_THRESHOLD = 2 + 4 µs + both, then ASPM L1.1
+    /// and L1.2 enabled at both ends.
+    fn program_l1ss(&mut self, up: FnId, down: FnId) {
+        let at = |e: &Self, f: FnId| super::ats::ext_cap(e, f, caps::id::EXT_L1SS);
+        let (Some(au), Some(ad)) = (at(self, up), at(self, down)) else {
+            return;
+        };
+        let cap =
+            |e: &Self, f: FnId, a: u16| e.fabric.functions[f.0 as usize].config.read_u32(a + 4);
+        let (cu, cd) = (cap(self, up, au), cap(self, down, ad));
+        let t_on = |c: u32| t_power_on_us((c >> 16) & 3, (c >> 19) & 0x1f);
+        let t_power_on = t_on(cu).max(t_on(cd));
+        let cmrt = ((cu >> 8) & 0xff).max((cd >> 8) & 0xff);
+        let (scale, value) = t_power_on_code(t_power_on);
+        let threshold_ns = (2 + 4 + cmrt + t_power_on) as u64 * 1000;
+        let thr = super::ltr::ltr_value(Some(threshold_ns)) as u32;
+        let (thr_scale, thr_value) = ((thr >> 10) & 7, thr & 0x3ff);
+        let ctl1 = L1SS_ASPM_L11 | L1SS_ASPM_L12 | thr_value << 16 | thr_scale << 29;
+        for (f, a, cm) in [(up, au, cmrt), (down, ad, 0)] {
+            let cs = &mut self.fabric.functions[f.0 as usize].config;
+            cs.write_u32(a + 0xc, scale | value << 3);
+            cs.write_u32(a + 8, ctl1 | cm << 8);
         }
     }
 
@@ -199,6 +274,15 @@ impl Engine {
             dir.aspm = bits;
             dir.l0s_exit_ps = dir.timing.l0s_exit_ps(self.cfg.n_fts);
         }
+        for d in (0..self.dirs.len()).step_by(2) {
+            let l12 = match (self.dirs[d | 1].rx_func, self.dirs[d].rx_func) {
+                (Some(up), Some(down)) if self.dirs[d].aspm & ASPM_L1 != 0 => {
+                    self.l12_params(up, down)
+                }
+                _ => None,
+            };
+            self.dirs[d].l12 = l12;
+        }
         for d in 0..self.dirs.len() {
             let rev = &self.dirs[d ^ 1];
             let adjust = if rev.aspm & ASPM_L0S != 0 {
@@ -241,6 +325,11 @@ impl Engine {
                     let cs = &mut self.fabric.functions[f.0 as usize].config;
                     let v = cs.read_u16(o + pcie_reg::LNKCTL);
                     cs.write_u16(o + pcie_reg::LNKCTL, (v & !3) | both as u16);
+                }
+            }
+            if self.cfg.aspm_l1ss && both & ASPM_L1 != 0 {
+                if let [Some(down), Some(up)] = ports {
+                    self.program_l1ss(up, down);
                 }
             }
         }

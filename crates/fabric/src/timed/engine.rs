@@ -420,6 +420,10 @@ pub(crate) struct Dir {
     /// The port transmitting on this (downward) direction blocks poisoned TLPs (DPC
     /// Poisoned TLP Egress Blocking Enable).
     pub poison_block: bool,
+    /// ASPM L1.2 enabled at both ends of the link (kept on its downward direction):
+    /// (the extra exit time from L1.2 in ps: T_POWER_ON + Common_Mode_Restore_Time;
+    /// LTR_L1.2_THRESHOLD in ns).
+    pub l12: Option<(u64, u64)>,
     // transaction-layer egress queues: (order, tlp)
     /// Per class: (order, TLP, its data credits) — the transmitter decides without
     /// touching the TLPs.
@@ -798,6 +802,8 @@ pub struct Engine {
     /// values received there; per switch: the values it last reported.
     pub(crate) ltr_ports: HashMap<(u32, u32), (u16, u16)>,
     pub(crate) ltr_sent: IntMap<u32, (u16, u16)>,
+    /// Per upward link direction: the last LTR values sent over it (for L1.2).
+    pub(crate) ltr_link: IntMap<u32, (u16, u16)>,
 }
 
 /// A peer read the root complex split.

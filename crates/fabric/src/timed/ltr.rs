@@ -147,6 +147,7 @@ impl Engine {
         values: (u16, u16),
         cx: &mut Context<'_, PackedEv>,
     ) {
+        self.ltr_link.insert(ing, values);
         if matches!(self.nodes[node as usize].kind, super::engine::NodeKind::Rc) {
             let root_port = self.dirs[ing as usize]
                 .rx_func
@@ -191,6 +192,7 @@ impl Engine {
     /// that port's LTR.
     pub(crate) fn ltr_forget(&mut self, ing: u32, cx: &mut Context<'_, PackedEv>) {
         let node = self.dirs[ing as usize].to;
+        self.ltr_link.remove(&ing);
         if self.ltr_ports.remove(&(node, ing)).is_some() {
             self.ltr_aggregate(node, cx);
         }

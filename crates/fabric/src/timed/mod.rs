@@ -213,6 +213,12 @@ pub struct SimConfig {
     /// switch); 0..=1 µs. Exits are not propagated downstream (nor does the spec ask
     /// it). Default 1 µs.
     pub aspm_l1_propagation: SimDuration,
+    /// With `aspm` including L1: the host also enables the ASPM L1.1 and L1.2
+    /// substates on every link whose two ends have the L1 PM Substates capability,
+    /// programming them as Linux does (T_POWER_ON and Common_Mode_Restore_Time the
+    /// larger of the two ends', LTR_L1.2_THRESHOLD 2 + 4 µs plus both; see the `aspm`
+    /// module). Default false.
+    pub aspm_l1ss: bool,
     /// Tags of each endpoint's DMA engine (1..=768). Default 64.
     pub dma_tags: u16,
     /// The root complex splits peer-to-peer requests between its root ports into
@@ -290,6 +296,7 @@ impl Default for SimConfig {
             aspm_l1_entry: aspm::DEFAULT_L1_ENTRY,
             aspm_l1_exit: aspm::DEFAULT_L1_EXIT,
             aspm_l1_propagation: aspm::DEFAULT_L1_PROPAGATION,
+            aspm_l1ss: false,
             dma_tags: 64,
             p2p_split: None,
             iommu: None,
@@ -697,6 +704,7 @@ impl FabricSim {
                     stale_until_ps: 0,
                     train_gen: 0,
                     poison_block: false,
+                    l12: None,
                     q: Default::default(),
                     order: 0,
                     limit: Default::default(),
@@ -791,6 +799,7 @@ impl FabricSim {
             ltr_messages: Vec::new(),
             ltr_ports: Default::default(),
             ltr_sent: Default::default(),
+            ltr_link: Default::default(),
         })
         .seed(seed)
         .capacity(4096)

@@ -184,6 +184,9 @@ pub struct DirCounters {
     pub l1_entries: u64,
     /// Picoseconds the link spent in L1 (shown on both of its directions).
     pub l1_ps: u64,
+    /// Times the link left L1 from its L1.2 substate (shown on both of its
+    /// directions).
+    pub l1_2_exits: u64,
     /// Times the link went down (DL_Down; counted on its downward direction).
     pub link_downs: u64,
     /// TLPs routed onto this direction while its link was down, or lost from its

@@ -376,3 +376,102 @@ fn the_exit_propagates_up_through_each_switch_of_a_nested_tree() {
         ]
     );
 }
+
+// ------------------------------------------------------------ L1 PM Substates
+
+/// A device that answers BAR reads with zeros and reports its latency tolerance
+/// (snoop and no-snoop, µs) 1 µs after the start.
+#[derive(Debug)]
+struct Tolerates(u64);
+impl pcielab_fabric::timed::Endpoint for Tolerates {
+    fn start(&mut self, cx: &mut pcielab_fabric::timed::EpCx<'_>) {
+        cx.timer(SimDuration::from_us(1), 0);
+    }
+    fn timer(&mut self, _t: u64, cx: &mut pcielab_fabric::timed::EpCx<'_>) {
+        let v = pcielab_fabric::timed::ltr_value(Some(self.0 * 1000));
+        cx.ltr(v, v);
+    }
+    fn mem_read(
+        &mut self,
+        _bar: u8,
+        _off: u64,
+        buf: &mut [u8],
+        _cx: &mut pcielab_fabric::timed::EpCx<'_>,
+    ) -> pcielab_fabric::timed::ReadReply {
+        buf.fill(0);
+        pcielab_fabric::timed::ReadReply::Now
+    }
+}
+
+/// Every port's T_POWER_ON and Common_Mode_Restore_Time (10 µs each): an L1.2 exit
+/// takes this much longer than an L1 exit.
+const L12_EXTRA: u64 = 20_000_000;
+
+/// A device directly on a root port (Gen3 x4), with ASPM as `aspm` and L1 PM Substates
+/// when `l1ss`; `ltr_us`: the device reports that latency tolerance.
+fn l1ss_sim(aspm: u8, l1ss: bool, ltr_us: Option<u64>) -> FabricSim {
+    let text = "[[node]]\nname=\"rc\"\nkind=\"root-complex\"\n\
+         [[node]]\nname=\"ep\"\nkind=\"psmem\"\n\
+         [[link]]\nup=\"rc.0\"\ndown=\"ep\"\ngen=3\nwidth=4\n";
+    let topo = Topology::parse(text, "t.toml", &KindRegistry::builtin()).unwrap();
+    let mut s = sim_with(&topo, |c| {
+        c.aspm = aspm;
+        c.aspm_l1ss = l1ss;
+    });
+    if let Some(us) = ltr_us {
+        s.attach("ep", Box::new(Tolerates(us))).unwrap();
+        let b = s.bdf("ep").unwrap();
+        let (p, _) = caps(&mut s, b);
+        let v = s.cfg_read(b, p + 0x28);
+        s.cfg_write(b, p + 0x28, v | 1 << 10); // LTR Mechanism Enable
+    }
+    s
+}
+
+#[test]
+fn l1_2_adds_t_power_on_and_common_mode_restore_unless_the_ltr_forbids_it() {
+    let awake = read_after(&mut l1ss_sim(0, false, None), 100);
+    // L1 alone: its exit.
+    assert_eq!(
+        read_after(&mut l1ss_sim(ASPM_L1, false, None), 100),
+        awake + L1_EXIT
+    );
+    // L1.2 with no latency reported (no requirement): T_POWER_ON and the common-mode
+    // restore time on top.
+    let mut s = l1ss_sim(ASPM_L1, true, None);
+    assert_eq!(read_after(&mut s, 100), awake + L1_EXIT + L12_EXTRA);
+    for d in ["rc.0->ep", "ep->rc.0"] {
+        assert_eq!(counters(&s, d).l1_2_exits, 1, "{d}");
+    }
+    // The same for a device that reported the same awake latency with a timed model.
+    let awake_model = read_after(&mut l1ss_sim(0, false, Some(100)), 100);
+    // It tolerates 100 µs (above the 26 µs threshold): L1.2.
+    let mut s = l1ss_sim(ASPM_L1, true, Some(100));
+    assert_eq!(read_after(&mut s, 100), awake_model + L1_EXIT + L12_EXTRA);
+    // It tolerates 5 µs only: the link stays in L1.1, as fast to leave as L1.
+    let mut s = l1ss_sim(ASPM_L1, true, Some(5));
+    assert_eq!(read_after(&mut s, 100), awake_model + L1_EXIT);
+    assert_eq!(counters(&s, "rc.0->ep").l1_2_exits, 0);
+}
+
+#[test]
+fn lspci_reads_the_l1_substates_the_host_programmed() {
+    let s = l1ss_sim(ASPM_L1, true, None);
+    let ep = s.bdf("ep").unwrap();
+    let rp = crate::common::parent(&s, ep);
+    for (f, t_cm) in [(rp, 10), (ep, 0)] {
+        let text = crate::common::lspci_vvv(&s, f, "l1ss");
+        // 2 + 4 + 10 + 10 µs, as an LTR value can hold it: 812 × 32 ns.
+        for want in [
+            "L1SubCtl1: PCI-PM_L1.2- PCI-PM_L1.1- ASPM_L1.2+ ASPM_L1.1+".to_string(),
+            format!("T_CommonMode={t_cm}us LTR1.2_Threshold=25984ns"),
+            "L1SubCtl2: T_PwrOn=10us".to_string(),
+        ] {
+            assert!(text.contains(&want), "{f}: want {want:?} in\n{text}");
+        }
+        let fid = s.fabric().function_at(f).unwrap();
+        let ours =
+            pcielab_config::decode::describe(s.fabric().functions[fid.0 as usize].config.bytes());
+        assert!(ours.contains("ASPM_L1.2+ ASPM_L1.1+"), "{ours}");
+    }
+}
