@@ -6,7 +6,8 @@
 //!                                                   EIEOS + N_FTS × FTS + SDS (Gen3–5)
 //!                                                   or N_FTS × FTS + SKP (Gen1/2)
 //!   both directions idle ≥ aspm_l1_entry ──► L1 ──(either side sends)──► L0 after
-//!                                                   aspm_l1_exit, both directions
+//!   (above a switch: and every link below    aspm_l1_exit, both directions (+ T_POWER_ON
+//!    the switch in L1)                        + Common_Mode_Restore_Time from L1.2)
 //! ```
 //!
 //! The states are evaluated lazily: whether a direction is in L0s or its link in L1 is
@@ -79,15 +80,33 @@ impl Engine {
             .max(b.last_arrive_ps)
     }
 
+    /// When the link of `d` enters L1 as things stand (ps), or None if it cannot: after
+    /// its idle time, and, above a switch, not before every link below the switch is
+    /// in L1 (a switch's upstream port requests L1 only then; a link that is down
+    /// counts as asleep).
+    fn l1_entry_at(&self, d: usize) -> Option<u64> {
+        if self.dirs[d].aspm & ASPM_L1 == 0 {
+            return None;
+        }
+        let mut at = self.link_idle_since(d) + self.cfg.aspm_l1_entry.as_ps();
+        let below = self.dirs[d & !1].to;
+        if matches!(
+            self.nodes[below as usize].kind,
+            super::engine::NodeKind::Switch
+        ) {
+            for c in (0..self.dirs.len()).step_by(2) {
+                if self.dirs[c].from == below && !self.dirs[c].down {
+                    at = at.max(self.l1_entry_at(c)?);
+                }
+            }
+        }
+        Some(at)
+    }
+
     /// The low-power states of direction `d` at `now` (ps).
     pub(crate) fn low_power(&self, d: usize, now: u64) -> LowPower {
         let dir = &self.dirs[d];
-        let l1 = if dir.aspm & ASPM_L1 != 0 {
-            let at = self.link_idle_since(d) + self.cfg.aspm_l1_entry.as_ps();
-            (at <= now).then_some(at)
-        } else {
-            None
-        };
+        let l1 = self.l1_entry_at(d).filter(|&at| at <= now);
         let l0s = if dir.aspm & ASPM_L0S != 0 {
             let at = dir.free_at_ps + self.cfg.aspm_l0s_entry.as_ps();
             (at <= now && l1.map_or(true, |l| at < l)).then_some(at)
@@ -120,44 +139,51 @@ impl Engine {
     /// switch begins the exit of its upstream link `aspm_l1_propagation` later if that
     /// link is in L1 then (and so on up the tree).
     fn l1_exit(&mut self, di: usize, now: u64) {
-        let (st, other) = (self.low_power(di, now), self.low_power(di ^ 1, now));
-        let Some(l1_at) = st.l1 else {
-            return;
-        };
-        for (x, s) in [(di, st), (di ^ 1, other)] {
-            let c = &mut self.dirs[x].counters;
-            if let Some(l0s_at) = s.l0s {
-                c.l0s_entries += 1;
-                c.l0s_ps += l1_at - l0s_at;
-            }
-            c.l1_entries += 1;
-            c.l1_ps += now - l1_at;
+        // The links whose exits this one starts, decided before any of them wakes (a
+        // switch's upstream link sleeps only while every link below it does): this
+        // link, then through each switch above it the upstream link, if asleep when
+        // the exit reaches it.
+        let mut chain = Vec::new();
+        let (mut d, mut t) = (di, now);
+        loop {
+            let (st, other) = (self.low_power(d, t), self.low_power(d ^ 1, t));
+            let Some(l1_at) = st.l1 else {
+                break;
+            };
+            chain.push((d, t, l1_at, [st, other]));
+            let below_switch = [d, d ^ 1].into_iter().find(|&x| {
+                self.dirs[x].rx_func.is_some_and(|f| {
+                    matches!(
+                        self.fabric.functions[f.0 as usize].role,
+                        crate::functional::Role::SwitchDownstream { .. }
+                    )
+                })
+            });
+            let Some(up) = below_switch.and_then(|x| self.up_dir(self.dirs[x].to)) else {
+                break;
+            };
+            d = up as usize;
+            t += self.cfg.aspm_l1_propagation.as_ps();
         }
-        let mut until = now + self.cfg.aspm_l1_exit.as_ps();
-        if let Some(extra) = self.l12_exit_extra(di) {
-            until += extra;
-            for x in [di, di ^ 1] {
-                self.dirs[x].counters.l1_2_exits += 1;
+        for (d, t, l1_at, states) in chain {
+            for (x, s) in [(d, states[0]), (d ^ 1, states[1])] {
+                let c = &mut self.dirs[x].counters;
+                if let Some(l0s_at) = s.l0s {
+                    c.l0s_entries += 1;
+                    c.l0s_ps += l1_at - l0s_at;
+                }
+                c.l1_entries += 1;
+                c.l1_ps += t - l1_at;
             }
-        }
-        self.hold_wire(di, until);
-        self.hold_wire(di ^ 1, until);
-        // The switch above, if the link hangs off one of its downstream ports.
-        let below_switch = [di, di ^ 1].into_iter().find(|&x| {
-            self.dirs[x].rx_func.is_some_and(|f| {
-                matches!(
-                    self.fabric.functions[f.0 as usize].role,
-                    crate::functional::Role::SwitchDownstream { .. }
-                )
-            })
-        });
-        if let Some(x) = below_switch {
-            if let Some(up) = self.up_dir(self.dirs[x].to) {
-                let at = now + self.cfg.aspm_l1_propagation.as_ps();
-                if self.low_power(up as usize, at).l1.is_some() {
-                    self.l1_exit(up as usize, at);
+            let mut until = t + self.cfg.aspm_l1_exit.as_ps();
+            if let Some(extra) = self.l12_exit_extra(d) {
+                until += extra;
+                for x in [d, d ^ 1] {
+                    self.dirs[x].counters.l1_2_exits += 1;
                 }
             }
+            self.hold_wire(d, until);
+            self.hold_wire(d ^ 1, until);
         }
     }
 

@@ -194,8 +194,17 @@ fn a_device_without_l1_support_keeps_its_link_awake() {
     let (pcie, _) = caps(&mut s, ep);
     assert_eq!((s.cfg_read(ep, pcie + 0x0c) >> 10) & 3, 1, "L0s only");
     assert_eq!(s.cfg_read(ep, pcie + 0x10) & 3, 0, "the policy left it off");
-    // Only the RC–switch link sleeps.
-    assert_eq!(read_after(&mut s, 100), awake_read() + L1_EXIT);
+    // The RC–switch link does not sleep either: a switch's upstream port asks for L1
+    // only once every link below it is in L1, and ep's never is.
+    assert_eq!(read_after(&mut s, 100), awake_read());
+    // With ep's link down, the switch's other link decides: both links sleep.
+    s.link_down("ep").unwrap();
+    let bar2 = s.bar("ep2", 0).unwrap();
+    s.run_for(SimDuration::from_us(100));
+    assert_eq!(
+        latency(&s.mmio_read(bar2, 4).unwrap()),
+        awake_read() + 2 * L1_EXIT
+    );
 }
 
 #[test]
@@ -452,6 +461,16 @@ fn l1_2_adds_t_power_on_and_common_mode_restore_unless_the_ltr_forbids_it() {
     let mut s = l1ss_sim(ASPM_L1, true, Some(5));
     assert_eq!(read_after(&mut s, 100), awake_model + L1_EXIT);
     assert_eq!(counters(&s, "rc.0->ep").l1_2_exits, 0);
+    // Behind a switch each link of the path pays its L1.2 exit once: while the lower
+    // link wakes, the upper one stays awake (its switch's port below is not in L1).
+    let mut s = sim_with(&switch_tree(1, false), |c| {
+        c.aspm = ASPM_L1;
+        c.aspm_l1ss = true;
+    });
+    assert_eq!(
+        read_after(&mut s, 100),
+        awake_read() + 2 * (L1_EXIT + L12_EXTRA)
+    );
 }
 
 #[test]
