@@ -163,6 +163,11 @@ pub struct SimArgs {
     /// support it (links go to L0s after 7 µs idle, to L1 after 8 µs).
     #[arg(long, value_enum, default_value = "off")]
     aspm: Aspm,
+    /// With --aspm l1 or l0s-l1: the L1.1/L1.2 substates too, programmed as Linux does
+    /// (a link in L1 sleeps in L1.2 unless the device's LTR forbids it; leaving L1.2
+    /// costs T_POWER_ON + Common_Mode_Restore_Time, 20 µs, more).
+    #[arg(long)]
+    l1ss: bool,
     /// Idle time before each MMIO read in µs (mmio-lat), long enough for --aspm
     /// links to fall asleep (0..=1000000).
     #[arg(long, default_value_t = 0)]
@@ -1035,6 +1040,11 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         return Err(fail("--recover-us: allowed 0..=1000000 (µs)"));
     }
     parse_fail(a)?;
+    if a.l1ss && a.aspm.bits() & 2 == 0 {
+        return Err(fail(
+            "--l1ss needs --aspm l1 or l0s-l1 (the substates are part of L1)",
+        ));
+    }
     if a.gap_us > 1_000_000 {
         return Err(fail(format!("--gap-us {}: allowed 0..=1000000", a.gap_us)));
     }
@@ -1068,6 +1078,7 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         page_fault_latency: SimDuration::from_ps(a.page_fault_us.saturating_mul(1_000_000)),
         dma_tags: a.tags,
         aspm: a.aspm.bits(),
+        aspm_l1ss: a.l1ss,
         ..SimConfig::default()
     };
     let mut cfg = cfg;
@@ -1259,6 +1270,7 @@ impl SimArgs {
             page_fault_us: self.page_fault_us,
             fail: None,
             recover_us: None,
+            l1ss: self.l1ss,
             dpc: self.dpc,
             seed: self.seed,
             json: self.json,

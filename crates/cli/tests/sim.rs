@@ -132,6 +132,10 @@ fn bad_input_exits_2_with_one_line() {
         ),
         (vec!["sim", &f, "--fail", "mem0@5"], "--workload dma"),
         (
+            vec!["sim", &f, "--aspm", "l0s", "--l1ss"],
+            "--l1ss needs --aspm l1",
+        ),
+        (
             vec!["sim", &f, "--workload", "dma", "--recover-us", "5"],
             "--recover-us needs --fail",
         ),
@@ -375,4 +379,38 @@ fn first_row(args: &[&str]) -> serde_json::Value {
     assert_eq!(rc, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     v[0].clone()
+}
+
+#[test]
+fn l1_substates_add_t_power_on_and_the_common_mode_restore_time_per_link() {
+    // Reads after 40 µs of idle; every link of the path sleeps in L1.2 (no device
+    // reports a latency tolerance) and pays 2 µs + 20 µs to wake.
+    let mean = |extra: &[&str]| -> Vec<f64> {
+        let mut args = vec![
+            "sim",
+            "--workload",
+            "mmio-lat",
+            "--count",
+            "3",
+            "--gap-us",
+            "40",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let (rc, out, err) = pcielab(&args);
+        assert_eq!(rc, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["mean_latency_ns"].as_f64().unwrap())
+            .collect()
+    };
+    let off = mean(&[]);
+    let l12: Vec<f64> = mean(&["--aspm", "l1", "--l1ss"])
+        .iter()
+        .zip(&off)
+        .map(|(a, b)| ((a - b) * 10.0).round() / 10.0)
+        .collect();
+    assert_eq!(l12, [44000.0, 44000.0, 44000.0, 22000.0]);
 }
