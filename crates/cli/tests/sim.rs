@@ -234,27 +234,7 @@ fn enumerate_over_the_links_reports_the_tree_and_the_requests() {
 #[test]
 fn aspm_adds_the_exit_latencies_of_the_sleeping_links_to_mmio_reads() {
     // Reads after 20 µs of idle: past the 7 µs L0s and 8 µs L1 entry times.
-    let mean = |aspm: &str| -> Vec<f64> {
-        let (rc, out, err) = pcielab(&[
-            "sim",
-            "--workload",
-            "mmio-lat",
-            "--count",
-            "3",
-            "--gap-us",
-            "20",
-            "--aspm",
-            aspm,
-            "--json",
-        ]);
-        assert_eq!(rc, 0, "{err}");
-        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-        v.as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r["mean_latency_ns"].as_f64().unwrap())
-            .collect()
-    };
+    let mean = |aspm: &str| mmio_means(&["--gap-us", "20", "--aspm", aspm]);
     let off = mean("off");
     let added = |aspm: &str| -> Vec<f64> {
         mean(aspm)
@@ -385,26 +365,10 @@ fn first_row(args: &[&str]) -> serde_json::Value {
 fn l1_substates_add_t_power_on_and_the_common_mode_restore_time_per_link() {
     // Reads after 40 µs of idle; every link of the path sleeps in L1.2 (no device
     // reports a latency tolerance) and pays 2 µs + 20 µs to wake.
-    let mean = |extra: &[&str]| -> Vec<f64> {
-        let mut args = vec![
-            "sim",
-            "--workload",
-            "mmio-lat",
-            "--count",
-            "3",
-            "--gap-us",
-            "40",
-            "--json",
-        ];
+    let mean = |extra: &[&str]| {
+        let mut args = vec!["--gap-us", "40"];
         args.extend_from_slice(extra);
-        let (rc, out, err) = pcielab(&args);
-        assert_eq!(rc, 0, "{err}");
-        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-        v.as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r["mean_latency_ns"].as_f64().unwrap())
-            .collect()
+        mmio_means(&args)
     };
     let off = mean(&[]);
     let l12: Vec<f64> = mean(&["--aspm", "l1", "--l1ss"])
@@ -413,4 +377,19 @@ fn l1_substates_add_t_power_on_and_the_common_mode_restore_time_per_link() {
         .map(|(a, b)| ((a - b) * 10.0).round() / 10.0)
         .collect();
     assert_eq!(l12, [44000.0, 44000.0, 44000.0, 22000.0]);
+}
+
+/// Mean latencies of three MMIO reads per endpoint of the default scenario, with
+/// `extra` arguments.
+fn mmio_means(extra: &[&str]) -> Vec<f64> {
+    let mut args = vec!["sim", "--workload", "mmio-lat", "--count", "3", "--json"];
+    args.extend_from_slice(extra);
+    let (rc, out, err) = pcielab(&args);
+    assert_eq!(rc, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["mean_latency_ns"].as_f64().unwrap())
+        .collect()
 }

@@ -15,7 +15,7 @@
 //! Values are the registers' 16-bit form: Requirement (15), Scale (12:10: 1, 32,
 //! 1024, 32768, 1048576 or 33554432 ns) and Value (9:0); [`ltr_value`] encodes one.
 
-use super::engine::{Dest, Engine, Kind, Tlp, MAX_PATH};
+use super::engine::{Engine, Tlp};
 use super::packed::PackedEv;
 use pcielab_sim::{Context, SimTime};
 use pcielab_wire::Bdf;
@@ -121,17 +121,10 @@ impl Engine {
                 .push(format!("{me}: LTR not sent: LTR Mechanism Enable is clear"));
             return;
         }
-        let mut path = [0u16; MAX_PATH];
-        path[0] = d;
+        // A one-link message like the power-management ones, the values in `addr`.
         let t = Tlp {
-            byte_count: MSG_LTR as u16,
             addr: (values.0 as u64) << 16 | values.1 as u64,
-            path,
-            hops: 1,
-            dest: Dest::Hop {
-                node: self.dirs[d as usize].to,
-            },
-            ..Tlp::new(Kind::PmHop, me, 0, 0)
+            ..self.pm_hop(d, me, MSG_LTR)
         };
         let id = self.alloc_tlp(t);
         self.enqueue(d, id, cx);
