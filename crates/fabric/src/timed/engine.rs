@@ -1143,21 +1143,27 @@ impl Engine {
                 }
             }
         };
-        let mut seq: Vec<u32> = vec![onode];
-        for h in hops {
-            let n = self.fabric.functions[h.0 as usize].node.0;
-            if *seq.last().unwrap_or(&NONE) != n {
-                seq.push(n);
-            }
-        }
-        if *seq.last().unwrap_or(&NONE) != dest_node {
-            seq.push(dest_node);
-        }
-        let (path, n) = self.dir_path(&seq)?;
+        let (path, n) = self.dir_path(&self.node_seq(onode, &hops, dest_node))?;
         let r = (path, n, dest);
         self.route_cache.insert(key, r);
         self.route_last = (key, r);
         Ok(r)
+    }
+
+    /// The nodes a TLP from `onode` crosses through the bridge functions `hops`, ending
+    /// at `last` (consecutive duplicates merged).
+    pub(crate) fn node_seq(&self, onode: u32, hops: &[FnId], last: u32) -> Vec<u32> {
+        let mut seq: Vec<u32> = vec![onode];
+        let nodes = hops
+            .iter()
+            .map(|h| self.fabric.functions[h.0 as usize].node.0)
+            .chain([last]);
+        for n in nodes {
+            if seq.last() != Some(&n) {
+                seq.push(n);
+            }
+        }
+        seq
     }
 
     /// The link directions between consecutive nodes of `seq`.
@@ -2723,7 +2729,13 @@ impl Engine {
         self.refresh_ecrc(f);
         self.refresh_ats(f, cx);
         self.dpc_config_written(f, cx);
-        self.hotplug_check(f, cx);
+        // A root port's hot-plug interrupt was evaluated with its others above.
+        if matches!(
+            self.fabric.functions[f.0 as usize].role,
+            Role::SwitchDownstream { .. }
+        ) {
+            self.hotplug_check(f, cx);
+        }
     }
 
     /// Function `f` signals a power-management event (PCIe Base Spec 5.3.3): PME_Status
@@ -3774,16 +3786,30 @@ impl Engine {
                 self.nodes[node as usize].name
             ));
         }
+        let me = self.ep_bdf(node);
+        self.send_raised_interrupts(f, me, before, "MSI", cx);
+    }
+
+    /// Sends the interrupt writes the functional fabric raised for function `f` since
+    /// `before` (its `interrupts` log) as MWr TLPs from `requester`, instead of
+    /// delivering them instantly; `what` names them in errors.
+    pub(crate) fn send_raised_interrupts(
+        &mut self,
+        f: FnId,
+        requester: Bdf,
+        before: usize,
+        what: &str,
+        cx: &mut Context<'_, PackedEv>,
+    ) {
         let new: Vec<Interrupt> = self.fabric.interrupts.drain(before..).collect();
         for i in new {
-            let me = self.ep_bdf(node);
             let p = self.alloc_payload(&i.data.to_le_bytes());
             let t = Tlp {
                 data: p,
-                ..Tlp::new(Kind::MWr, me, i.address, 4)
+                ..Tlp::new(Kind::MWr, requester, i.address, 4)
             };
-            if let Err(e) = self.inject(Origin::Function(f), t, me, cx) {
-                self.errors.push(format!("MSI write not routable: {e}"));
+            if let Err(e) = self.inject(Origin::Function(f), t, requester, cx) {
+                self.errors.push(format!("{what} write not routable: {e}"));
             }
         }
     }

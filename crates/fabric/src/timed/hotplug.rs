@@ -18,9 +18,9 @@
 //! Not modelled: attention buttons and indicators, power controllers, MRL sensors,
 //! Command Completed.
 
-use super::engine::{Engine, Kind, Tlp};
+use super::engine::Engine;
 use super::packed::PackedEv;
-use crate::functional::{FnId, Origin, Role};
+use crate::functional::{FnId, Role};
 use pcielab_config::caps::pcie_reg::{SLTCAP, SLTCTL, SLTSTA};
 use pcielab_sim::Context;
 
@@ -129,18 +129,7 @@ impl Engine {
             self.errors
                 .push(format!("{}: {what} interrupt failed", self.fabric.bdf(p)));
         }
-        let new: Vec<_> = self.fabric.interrupts.drain(before..).collect();
         let me = self.fabric.bdf(p);
-        for i in new {
-            let d = self.alloc_payload(&i.data.to_le_bytes());
-            let t = Tlp {
-                data: d,
-                ..Tlp::new(Kind::MWr, me, i.address, 4)
-            };
-            if let Err(e) = self.inject(Origin::Function(p), t, me, cx) {
-                self.errors
-                    .push(format!("{what} MSI write not routable: {e}"));
-            }
-        }
+        self.send_raised_interrupts(p, me, before, &format!("{what} MSI"), cx);
     }
 }

@@ -323,17 +323,8 @@ impl Engine {
                 Origin::Function(f) => self.fabric.functions[f.0 as usize].node.0,
             };
             let r = self.fabric.route_id(origin, self.fabric.bdf(p)).ok()?;
-            let mut seq: Vec<u32> = vec![onode];
-            for h in r.hops {
-                let n = self.fabric.functions[h.0 as usize].node.0;
-                if seq.last() != Some(&n) {
-                    seq.push(n);
-                }
-            }
             let port_node = self.fabric.functions[p.0 as usize].node.0;
-            if seq.last() != Some(&port_node) {
-                seq.push(port_node);
-            }
+            let mut seq = self.node_seq(onode, &r.hops, port_node);
             seq.push(self.dirs[x].to);
             let (path, n) = self.dir_path(&seq).ok()?;
             return Some((path, n, Dest::Rc));
