@@ -5,7 +5,8 @@ use crate::{fail, Failure};
 use clap::{Args, ValueEnum};
 use pcielab_fabric::kinds::KindRegistry;
 use pcielab_fabric::timed::{
-    AddrPattern, DmaOpKind, DmaStream, DpcReason, FabricSim, HostRead, IommuConfig, SimConfig,
+    AddrPattern, DmaOpKind, DmaStream, DpcReason, FabricSim, HostRead, IommuConfig, Recovery,
+    SimConfig,
 };
 use pcielab_fabric::topology::Topology;
 use pcielab_sim::{SimDuration, SimTime};
@@ -210,9 +211,17 @@ pub struct SimArgs {
     #[arg(long, value_name = "NODE@US")]
     fail: Option<String>,
     /// With --fail: the failed link comes back this many µs after the failure (and,
-    /// with --dpc, the host releases the containment then).
+    /// with --dpc, the host releases the containment then). Host software then
+    /// recovers the reset component as Linux does: it waits for the link, waits
+    /// --ready-wait-us, restores the configuration it saved before the failure, and
+    /// the DMA stream resumes with the DMAs it had left.
     #[arg(long, value_name = "US")]
     recover_us: Option<u64>,
+    /// With --recover-us: how long host software waits after the link is back before
+    /// it configures the device again, in µs (0..=1000000; PCIe Base Spec 6.6.1:
+    /// at least 100 ms, unless the device reports readiness earlier).
+    #[arg(long, value_name = "US", default_value_t = 100_000)]
+    ready_wait_us: u64,
     /// Downstream Port Containment armed on every root port and switch downstream
     /// port: an ERR_NONFATAL or ERR_FATAL (a Surprise Down among them) disables the
     /// port's link, contained requests get Unsupported Request.
@@ -391,19 +400,25 @@ fn dma_row(
                 begin_run(&sim, c, &label)?;
             }
             advance(&mut sim, cap, SimTime::from_ps(at_us * 1_000_000))?;
+            // What host software saved while the component was configured.
+            let saved = sim
+                .save_below(&node)
+                .map_err(|e| fail(format!("--fail: {e}")))?;
             let t_fail = sim.now();
             sim.link_down(&node)
                 .map_err(|e| fail(format!("--fail: {e}")))?;
+            let mut recovery = None;
             if let Some(r) = a.recover_us {
                 advance(&mut sim, cap, t_fail + SimDuration::from_us(r))?;
                 sim.link_up(&node).map_err(|e| fail(e.to_string()))?;
                 release_dpc(&mut sim);
+                recovery = Some(sim.recover(&node, &saved).map_err(|e| e.to_string()));
             }
             advance(&mut sim, cap, SimTime::from_ps(u64::MAX / 2))?;
             if let Some(c) = cap.as_mut() {
                 end_run(&mut sim, c)?;
             }
-            Some(failure_report(&sim, &node, t_fail, a.recover_us))
+            Some(failure_report(&sim, &node, t_fail, a.recover_us, recovery))
         }
     };
     let rep = sim
@@ -455,7 +470,9 @@ fn dma_row(
         "elapsed_ns": rep["elapsed_ps"].as_f64().unwrap_or(0.0) / 1000.0, "events": sim.events(),
         "links": links, "iommu": iommu, "ats": ats,
     });
-    if let Some(f) = failure {
+    if let Some(mut f) = failure {
+        // When the device's DMA stream took up its work again after the recovery.
+        f["resumed_at_ns"] = rep["resumed_at_ns"].clone();
         row["failure"] = f;
     }
     Ok(row)
@@ -541,7 +558,13 @@ fn release_dpc(sim: &mut FabricSim) {
 }
 
 /// The "failure" object of a DMA row.
-fn failure_report(sim: &FabricSim, node: &str, at: SimTime, recover_us: Option<u64>) -> Value {
+fn failure_report(
+    sim: &FabricSim,
+    node: &str,
+    at: SimTime,
+    recover_us: Option<u64>,
+    recovery: Option<Result<Recovery, String>>,
+) -> Value {
     let c = sim.counters();
     let downs: u64 = c.iter().map(|x| x.1.link_downs).sum();
     let drops: u64 = c.iter().map(|x| x.1.link_down_drops).sum();
@@ -557,10 +580,20 @@ fn failure_report(sim: &FabricSim, node: &str, at: SimTime, recover_us: Option<u
             })
         })
         .collect();
+    let ns = |t: SimTime| t.as_ps() as f64 / 1000.0;
+    let recovery = recovery.map(|r| match r {
+        Ok(r) => json!({
+            "link_up_at_ns": ns(r.link_up_at), "restore_started_at_ns": ns(r.restore_started_at),
+            "restored_at_ns": ns(r.restored_at), "config_writes": r.writes,
+            "failed_writes": r.failed_writes,
+        }),
+        Err(e) => json!({ "error": e }),
+    });
     json!({
-        "node": node, "at_ns": at.as_ps() as f64 / 1000.0, "recover_us": recover_us,
+        "node": node, "at_ns": ns(at), "recover_us": recover_us,
         "link_downs": downs, "tlps_dropped": drops, "dpc": dpc,
         "link_active_at_end": sim.link_active(node).unwrap_or(false),
+        "recovery": recovery,
     })
 }
 
@@ -784,6 +817,23 @@ fn fmt_table(rows: &[Value]) -> String {
                     "down"
                 }
             ));
+            if let Some(rc) = m.get("recovery").and_then(Value::as_object) {
+                let t = |k: &str| rc.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+                match rc.get("error").and_then(Value::as_str) {
+                    Some(e) => s.push_str(&format!("Recovery failed: {e}\n")),
+                    None => s.push_str(&format!(
+                        "Recovery: link up at {:.1} ns; configuration restored from {:.1} to {:.1} ns ({} writes, {} failed); DMA resumed at {}\n",
+                        t("link_up_at_ns"),
+                        t("restore_started_at_ns"),
+                        t("restored_at_ns"),
+                        rc.get("config_writes").and_then(Value::as_u64).unwrap_or(0),
+                        rc.get("failed_writes").and_then(Value::as_u64).unwrap_or(0),
+                        m.get("resumed_at_ns")
+                            .and_then(Value::as_f64)
+                            .map_or("never".to_string(), |x| format!("{x:.1} ns"))
+                    )),
+                }
+            }
             for e in m.get("dpc").and_then(Value::as_array).into_iter().flatten() {
                 s.push_str(&format!(
                     "DPC: port {} triggered at {:.1} ns ({}{})\n",
@@ -1039,6 +1089,12 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
     if a.recover_us.is_some_and(|r| r > 1_000_000) {
         return Err(fail("--recover-us: allowed 0..=1000000 (µs)"));
     }
+    if a.ready_wait_us > 1_000_000 {
+        return Err(fail(format!(
+            "--ready-wait-us {}: allowed 0..=1000000 (µs)",
+            a.ready_wait_us
+        )));
+    }
     parse_fail(a)?;
     if a.l1ss && a.aspm.bits() & 2 == 0 {
         return Err(fail(
@@ -1059,6 +1115,7 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         mem_latency: SimDuration::from_ns(a.mem_ns),
         propagation: SimDuration::from_ns(a.prop_ns),
         fc_update_period: SimDuration::from_ps(a.fc_update_us.saturating_mul(1_000_000)),
+        device_ready_wait: SimDuration::from_ps(a.ready_wait_us.saturating_mul(1_000_000)),
         error_rate: a.error_rate,
         poison_rate: a.poison_rate,
         ecrc: a.ecrc,
@@ -1270,6 +1327,7 @@ impl SimArgs {
             page_fault_us: self.page_fault_us,
             fail: None,
             recover_us: None,
+            ready_wait_us: 100_000,
             l1ss: self.l1ss,
             dpc: self.dpc,
             seed: self.seed,

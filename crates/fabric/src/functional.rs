@@ -939,6 +939,7 @@ impl Fabric {
         from: Origin,
         addr: u64,
         space: Space,
+        check_bridges: bool,
     ) -> Result<Route<Target>, RouteError> {
         let unclaimed = || match space {
             Space::Mem => RouteError::MemoryUnclaimed(addr),
@@ -970,7 +971,7 @@ impl Fabric {
                 if self.window_claim(up, addr, space) {
                     return Err(unclaimed()); // inside the bridge's window, yet unclaimed below
                 }
-                if self.cmd(up) & command::BUS_MASTER == 0 {
+                if check_bridges && self.cmd(up) & command::BUS_MASTER == 0 {
                     return Err(RouteError::BusMasterDisabled(self.bdf(up)));
                 }
                 hops.push(up);
@@ -1003,12 +1004,28 @@ impl Fabric {
 
     /// Routes a memory request from `from` to `addr`.
     pub fn route_memory(&self, from: Origin, addr: u64) -> Result<Route<Target>, RouteError> {
-        self.route_addr(from, addr, Space::Mem)
+        self.route_addr(from, addr, Space::Mem, true)
+    }
+
+    /// Routes a memory request (`io` false) or an I/O request from `from` to `addr`
+    /// like [`Fabric::route_memory`] and [`Fabric::route_io`], except that a bridge
+    /// on the way up with Bus Master Enable clear does not refuse it here: the route
+    /// goes through it, for a timed simulation in which the request travels to that
+    /// bridge and is refused there (Unsupported Request). The requester's own Bus
+    /// Master Enable is checked.
+    pub fn route_addr_through_bridges(
+        &self,
+        from: Origin,
+        addr: u64,
+        io: bool,
+    ) -> Result<Route<Target>, RouteError> {
+        let space = if io { Space::Io } else { Space::Mem };
+        self.route_addr(from, addr, space, false)
     }
 
     /// Routes an I/O request.
     pub fn route_io(&self, from: Origin, addr: u32) -> Result<Route<Target>, RouteError> {
-        self.route_addr(from, addr as u64, Space::Io)
+        self.route_addr(from, addr as u64, Space::Io, true)
     }
 
     /// Routes a completion or ID-routed message from `from` to `dest` by bus number.

@@ -138,7 +138,7 @@ impl Engine {
             return false;
         }
         let receiver = match t.dest {
-            Dest::HostMemory | Dest::Rc => self.last_rx_func,
+            Dest::HostMemory | Dest::Rc | Dest::Refused => self.last_rx_func,
             Dest::Bar { node, .. }
             | Dest::Dma { node }
             | Dest::Intx { node }

@@ -351,6 +351,14 @@ pub trait Endpoint: core::fmt::Debug {
     /// its defaults and its DMAs in flight are gone without [`Endpoint::dma_done`]. A
     /// model forgets what it had in flight here. Default: nothing.
     fn reset(&mut self, _cx: &mut EpCx<'_>) {}
+    /// Host software set (`true`) or cleared Bus Master Enable in the Command register
+    /// of the device's function 0 (a reset clears it too, without this call: see
+    /// [`Endpoint::reset`]). While it is clear the function may issue no memory
+    /// requests (PCIe Base Spec 7.5.1.1.3): a DMA asked for then fails at once and the
+    /// simulator records the error; MSI and MSI-X writes are not sent. A device that
+    /// was reset resumes here, once host software has configured it again (see
+    /// `FabricSim::recover`). Default: nothing.
+    fn bus_master(&mut self, _enabled: bool, _cx: &mut EpCx<'_>) {}
     /// A summary for reports (workload results), if the device has one.
     fn report(&self) -> Option<serde_json::Value> {
         None

@@ -1,6 +1,7 @@
 //! The timed fabric's world: link directions with DLL and flow control, nodes (root
 //! complex, switches, endpoints), the DMA engines, and the event handlers.
 
+use super::bus_master::{BME_PORT, BME_USP};
 use super::endpoint::{
     DmaId, Endpoint, EpCmd, EpCx, ReadReply, ReadTicket, VdmRoute, VendorMessage,
 };
@@ -138,6 +139,10 @@ impl Kind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Dest {
     HostMemory,
+    /// A memory or I/O request that the port it arrived at may not forward upstream
+    /// (Bus Master Enable clear): the port refuses it after the node's latency (see
+    /// the `bus_master` module).
+    Refused,
     /// The root complex (completions of host requests).
     Rc,
     /// A function's BAR.
@@ -420,6 +425,9 @@ pub(crate) struct Dir {
     /// The port transmitting on this (downward) direction blocks poisoned TLPs (DPC
     /// Poisoned TLP Egress Blocking Enable).
     pub poison_block: bool,
+    /// Bus Master Enable is clear at a port of this (upward) direction
+    /// (`bus_master::BME_*`): memory and I/O requests are not forwarded upstream.
+    pub bme_block: u8,
     /// ASPM L1.2 enabled at both ends of the link (kept on its downward direction):
     /// (the extra exit time from L1.2 in ps: T_POWER_ON + Common_Mode_Restore_Time;
     /// LTR_L1.2_THRESHOLD in ns).
@@ -562,6 +570,8 @@ pub(crate) struct EpState {
     /// The pending sweep event (cancelled when no read is left, so an idle device
     /// keeps no event alive).
     pub timeout_key: Option<EventKey>,
+    /// Bus Master Enable of function 0 (cached; see the `bus_master` module).
+    pub bus_master: bool,
 }
 
 /// A host (root-complex) request waiting for its completion.
@@ -1111,12 +1121,15 @@ impl Engine {
                 (r.hops, f.node.0, d)
             }
             _ => {
+                // A bridge with Bus Master Enable clear refuses the request when it
+                // gets there (see the `bus_master` module), not at the requester.
                 let r = if matches!(kind, Kind::IoRd | Kind::IoWr) {
                     let a = u32::try_from(addr)
                         .map_err(|_| RouteError::NotRoutable("I/O address above 4 GiB"))?;
-                    self.fabric.route_io(origin, a)?
+                    self.fabric
+                        .route_addr_through_bridges(origin, a as u64, true)?
                 } else {
-                    match self.fabric.route_memory(origin, addr) {
+                    match self.fabric.route_addr_through_bridges(origin, addr, false) {
                         Ok(r) => r,
                         Err(e) => return self.route_to_down_port(origin, addr).ok_or(e),
                     }
@@ -1293,7 +1306,9 @@ impl Engine {
     #[inline]
     pub(crate) fn enqueue(&mut self, d: u16, id: u32, cx: &mut Context<'_, PackedEv>) {
         let dir = &self.dirs[d as usize];
-        if (dir.down | dir.poison_block) && self.egress_gate(d, id, cx) {
+        if (dir.down | dir.poison_block | (dir.bme_block & BME_USP != 0))
+            && self.egress_gate(d, id, cx)
+        {
             return;
         }
         let t = &self.tlps[id as usize];
@@ -1305,8 +1320,9 @@ impl Engine {
         self.try_send(d, cx);
     }
 
-    /// TLP `id` is about to join the queue of direction `d`, whose link is down or
-    /// whose port blocks poisoned TLPs: true if it was handled here instead.
+    /// TLP `id` is about to join the queue of direction `d`, whose link is down,
+    /// whose port blocks poisoned TLPs or whose switch upstream port has Bus Master
+    /// Enable clear: true if it was handled here instead.
     #[cold]
     #[inline(never)]
     fn egress_gate(&mut self, d: u16, id: u32, cx: &mut Context<'_, PackedEv>) -> bool {
@@ -1314,7 +1330,10 @@ impl Engine {
             self.tlp_at_down_link(d, id, cx);
             return true;
         }
-        if self.tlps[id as usize].poisoned {
+        if self.dirs[d as usize].bme_block & BME_USP != 0 && self.bme_egress(d, id, cx) {
+            return true;
+        }
+        if self.dirs[d as usize].poison_block && self.tlps[id as usize].poisoned {
             self.poison_egress_blocked(d, id, cx);
             return true;
         }
@@ -1929,6 +1948,10 @@ impl Engine {
         let t = &mut self.tlps[id as usize];
         t.ingress = d as u32;
         t.at += 1;
+        if self.dirs[d as usize].bme_block & BME_PORT != 0 {
+            self.bme_ingress(id);
+        }
+        let t = &self.tlps[id as usize];
         let last = t.at >= t.hops;
         let lat = match self.nodes[node as usize].kind {
             NodeKind::Switch => self.cfg.switch_latency,
@@ -2308,6 +2331,7 @@ impl Engine {
         }
         let t = self.tlps[id as usize].clone();
         match (t.dest, t.kind) {
+            (Dest::Refused, _) => self.refused_upstream(id, cx),
             (Dest::HostMemory, Kind::MRd) => {
                 let host = self.host_bdf;
                 let phys = self.dma_target(id, cx.now());
@@ -2727,6 +2751,7 @@ impl Engine {
             self.refresh_aspm();
         }
         self.refresh_ecrc(f);
+        self.refresh_bus_master(f, cx);
         self.refresh_ats(f, cx);
         self.dpc_config_written(f, cx);
         // A root port's hot-plug interrupt was evaluated with its others above.
@@ -3774,15 +3799,24 @@ impl Engine {
     fn send_msi(&mut self, node: u32, f: FnId, v: u32, msix: bool, cx: &mut Context<'_, PackedEv>) {
         // Let the functional fabric decide address/data (and pending bits), capturing
         // the write it would make instead of delivering it instantly.
+        let what = if msix { "MSI-X" } else { "MSI" };
+        if !self.bus_master_set(f) {
+            self.errors.push(format!(
+                "{}: {what} with Bus Master Enable clear (PCIe Base Spec 7.5.1.1.3): not sent",
+                self.nodes[node as usize].name
+            ));
+            return;
+        }
         let before = self.fabric.interrupts.len();
         let r = if msix {
             self.fabric.raise_msix(f, v as u16)
         } else {
             self.fabric.raise_msi(f, v as u8)
         };
-        if r.is_err() {
+        if let Err(e) = r {
+            // (A bridge above with Bus Master Enable clear refuses it here, at once.)
             self.errors.push(format!(
-                "interrupt of {} failed",
+                "{what} of {} not sent: {e}",
                 self.nodes[node as usize].name
             ));
         }
@@ -3859,6 +3893,12 @@ impl Engine {
                 (ep.ops.len() - 1) as u32
             }
         };
+        if !ep.bus_master {
+            ep.ops[oi as usize].ok = false;
+            self.dma_without_bus_master(node);
+            self.finish_dma(node, oi, cx);
+            return;
+        }
         if len == 0 {
             self.finish_dma(node, oi, cx);
             return;

@@ -283,6 +283,9 @@ impl Engine {
             ep.read_queue.clear();
             ep.tickets.clear();
             ep.intx_sent = false;
+            // Cleared with the Command register, without a `bus_master` call: the
+            // model hears of the reset itself.
+            ep.bus_master = false;
             ep.timeout_armed = false;
             if let Some(k) = ep.timeout_key.take() {
                 cx.cancel(k);

@@ -48,6 +48,7 @@
 
 pub(crate) mod aspm;
 mod ats;
+mod bus_master;
 mod dpc;
 mod ecrc;
 mod endpoint;
@@ -79,7 +80,7 @@ pub use ltr::{ltr_ns, ltr_value, LtrMessage};
 pub use packed::PackedEv;
 pub use phy::LinkTiming;
 pub use pri::PageRequestRecord;
-pub use saved_config::SavedConfig;
+pub use saved_config::{Recovery, SavedConfig};
 pub use trace::{DirCounters, Trace, TraceKind, TraceRecord};
 pub use wire_bus::{WireBus, WireBusStats};
 pub use workload::{AddrPattern, DmaOpKind, DmaStream, StreamReport};
@@ -178,6 +179,12 @@ pub struct SimConfig {
     /// alone sends 1024 TS1 ordered sets, 65.5 µs at 2.5 GT/s); links that equalize
     /// (Gen3 and later) take milliseconds.
     pub link_training_time: SimDuration,
+    /// How long host software waits after a link below a port comes back (training
+    /// complete) before its first configuration request to the device there, in
+    /// [`FabricSim::recover`]: PCIe Base Spec 6.6.1 asks for at least 100 ms (Linux
+    /// waits that long); a device that reports readiness earlier (Readiness
+    /// Notifications) allows less. 0..=1 s. Default 100 ms.
+    pub device_ready_wait: SimDuration,
     /// Completion timeout (host MMIO reads and device DMA reads). Default 10 ms.
     pub completion_timeout: SimDuration,
     /// PME service timeout (PCIe Base Spec 5.3.3.3.1: 100 ms, +50 %/−5 %): a function
@@ -288,6 +295,7 @@ impl Default for SimConfig {
             fc_update_period: SimDuration::from_us(30),
             retrain_time: SimDuration::from_us(1),
             link_training_time: SimDuration::from_us(100),
+            device_ready_wait: SimDuration::from_ms(100),
             completion_timeout: SimDuration::from_ms(10),
             pme_service_timeout: SimDuration::from_ms(100),
             aspm: 0,
@@ -328,6 +336,9 @@ pub enum SimError {
     UnknownNode(String),
     /// A request no one claims.
     Route(String),
+    /// Host software's recovery of a reset component could not proceed (see
+    /// [`FabricSim::recover`]).
+    Recovery(String),
 }
 
 impl core::fmt::Display for SimError {
@@ -341,6 +352,7 @@ impl core::fmt::Display for SimError {
             SimError::Build(e) => write!(f, "cannot build the simulation: {e}"),
             SimError::UnknownNode(n) => write!(f, "no node named {n:?} in the topology"),
             SimError::Route(e) => write!(f, "{e}"),
+            SimError::Recovery(e) => write!(f, "recovery: {e}"),
         }
     }
 }
@@ -416,6 +428,13 @@ fn check(cfg: &SimConfig) -> Result<(), SimError> {
             "link training time",
             format!("{} ps", lt.as_ps()),
             "1 µs..=1 s",
+        );
+    }
+    if cfg.device_ready_wait > SimDuration::from_ms(1000) {
+        return p(
+            "device ready wait",
+            format!("{} ps", cfg.device_ready_wait.as_ps()),
+            "0..=1 s",
         );
     }
     let pme = cfg.pme_service_timeout;
@@ -623,6 +642,7 @@ impl FabricSim {
                             intx_sent: false,
                             timeout_armed: false,
                             timeout_key: None,
+                            bus_master: false,
                         })),
                         f,
                     )
@@ -704,6 +724,7 @@ impl FabricSim {
                     stale_until_ps: 0,
                     train_gen: 0,
                     poison_block: false,
+                    bme_block: 0,
                     l12: None,
                     q: Default::default(),
                     order: 0,
@@ -817,6 +838,7 @@ impl FabricSim {
             sim.world_mut().nodes[n].fifo = f;
         }
         sim.world_mut().init_aspm();
+        sim.world_mut().init_bus_master();
         if cfg.ecrc {
             sim.world_mut().enable_ecrc();
         }

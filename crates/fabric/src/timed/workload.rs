@@ -42,6 +42,9 @@ pub struct StreamReport {
     pub min_latency_ns: f64,
     /// Longest DMA latency, ns.
     pub max_latency_ns: f64,
+    /// When the stream last resumed after its device was reset (host software set Bus
+    /// Master Enable again), if it did.
+    pub resumed_at: Option<SimTime>,
 }
 
 /// A device that keeps `window` DMAs of `size` bytes in flight until `count` are done.
@@ -50,6 +53,12 @@ pub struct StreamReport {
 /// (the ramp-up) to the completion at which the last DMA is issued (after it the window
 /// drains and the link is no longer saturated), or to the last completion when the
 /// stream is too short to have a steady state (`count` ≤ 2 × `window` or so).
+///
+/// If the device is reset (its link went down), the DMAs in flight are lost and
+/// counted as failed, and the stream pauses; it resumes with the DMAs it had left when
+/// host software sets Bus Master Enable again (see `FabricSim::recover`), as a driver
+/// restarts its queues in its error-recovery `resume` step. Clearing Bus Master
+/// Enable pauses it too (the DMAs in flight finish).
 #[derive(Debug, Clone)]
 pub struct DmaStream {
     /// Read, write or both.
@@ -83,6 +92,9 @@ pub struct DmaStream {
     lat_sum: u128,
     lat_min: u64,
     lat_max: u64,
+    /// Not issuing: the device was reset or Bus Master Enable is clear.
+    paused: bool,
+    resumed_at: Option<SimTime>,
 }
 
 impl DmaStream {
@@ -117,6 +129,8 @@ impl DmaStream {
             lat_sum: 0,
             lat_min: u64::MAX,
             lat_max: 0,
+            paused: false,
+            resumed_at: None,
         }
     }
 
@@ -151,11 +165,13 @@ impl DmaStream {
                 self.lat_min as f64 / 1000.0
             },
             max_latency_ns: self.lat_max as f64 / 1000.0,
+            resumed_at: self.resumed_at,
         }
     }
 
     fn issue(&mut self, cx: &mut EpCx<'_>) {
-        while self.issued < self.count && (self.inflight.len() as u32) < self.window {
+        while !self.paused && self.issued < self.count && (self.inflight.len() as u32) < self.window
+        {
             let stride = self.size.next_multiple_of(self.align.max(1));
             let slots = (self.region / stride).max(1);
             let slot = match self.pattern {
@@ -222,13 +238,23 @@ impl Endpoint for DmaStream {
         }
     }
     /// The device was reset (its link went down): the DMAs in flight are lost
-    /// (counted as failed) and the stream stops, as a driver would stop it.
+    /// (counted as failed) and the stream pauses until host software configures the
+    /// device again.
     fn reset(&mut self, _cx: &mut EpCx<'_>) {
         let lost = self.inflight.len() as u64;
         self.inflight.clear();
         self.done += lost;
         self.failed += lost;
-        self.count = self.issued;
+        self.paused = true;
+    }
+    fn bus_master(&mut self, enabled: bool, cx: &mut EpCx<'_>) {
+        if !enabled {
+            self.paused = true;
+        } else if self.paused {
+            self.paused = false;
+            self.resumed_at = Some(cx.now());
+            self.issue(cx);
+        }
     }
     fn report(&self) -> Option<serde_json::Value> {
         let r = DmaStream::report(self);
@@ -236,6 +262,7 @@ impl Endpoint for DmaStream {
             "dmas": r.dmas, "failed": r.failed, "bytes": r.bytes, "elapsed_ps": r.elapsed_ps,
             "gbps": r.gbps, "mean_latency_ns": r.mean_latency_ns,
             "min_latency_ns": r.min_latency_ns, "max_latency_ns": r.max_latency_ns,
+            "resumed_at_ns": r.resumed_at.map(|t| t.as_ps() as f64 / 1000.0),
         }))
     }
 }

@@ -3,6 +3,7 @@
 
 mod aspm;
 mod ats;
+mod bus_master;
 mod common;
 mod config;
 mod dpc;
