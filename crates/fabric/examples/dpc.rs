@@ -2,7 +2,8 @@
 //! devices behind a switch stream 4 KiB DMA writes; the first one's link fails (a
 //! surprise down) while its port has DPC enabled. The example prints the timeline a
 //! driver would see (the port's DPC interrupt, the port answering for the lost
-//! device, the release and the link's return) and the neighbour's throughput.
+//! device, the release, the link's return and the recovery that restores the device,
+//! whose stream then finishes) and the neighbour's throughput.
 //!
 //! `cargo run -p pcielab-fabric --example dpc`
 
@@ -68,6 +69,8 @@ fn build(fail: bool) -> (FabricSim, f64) {
     // contained requests.
     sim.cfg_write(dsp, dpc + 4, (0x0001 | 0x0004 | 0x0008) << 16);
     let bar = sim.bar("ep", 0).expect("bar");
+    // What the driver saved at probe time, to restore after a reset.
+    let saved = sim.save_below("ep").expect("save");
     sim.run_for(SimDuration::from_us(100));
     let mut ep2_alone_from = None;
     if fail {
@@ -119,16 +122,19 @@ fn build(fail: bool) -> (FabricSim, f64) {
         sim.run_for(SimDuration::from_us(190));
         let t_rel = sim.now();
         sim.cfg_write(dsp, dpc + 8, 0x9);
-        let limit = sim.now() + SimDuration::from_ms(10);
-        while !sim.link_active("ep").expect("link") && sim.now() < limit {
-            sim.run_for(SimDuration::from_us(1));
-        }
-        assert!(sim.link_active("ep").expect("link"), "the link is back");
+        // Recovery: wait for the link, then the spec's 100 ms, then restore.
+        let rec = sim.recover("ep", &saved).expect("recovery");
         println!(
             "  released at {:.1} µs; the link was up again {:.1} µs later (training {} µs)",
             ns(t_rel) / 1000.0,
-            (ns(sim.now()) - ns(t_rel)) / 1000.0,
+            (ns(rec.link_up_at) - ns(t_rel)) / 1000.0,
             SimConfig::default().link_training_time.as_ps() / 1_000_000
+        );
+        println!(
+            "  restored 100 ms later with {} configuration writes ({} failed) in {:.1} µs",
+            rec.writes,
+            rec.failed_writes,
+            (ns(rec.restored_at) - ns(rec.restore_started_at)) / 1000.0
         );
     }
     sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
@@ -137,10 +143,12 @@ fn build(fail: bool) -> (FabricSim, f64) {
     if let Some(t) = ep2_alone_from {
         let r1 = sim.model("ep").and_then(|m| m.report()).expect("report");
         println!(
-            "ep: {} DMAs done, {} of them lost in the failure (from {:.1} µs on it was gone)",
+            "ep: {} DMAs done, {} of them lost in the failure (from {:.1} µs on it was gone; \
+             it resumed at {:.3} ms)",
             r1["dmas"],
             r1["failed"],
-            ns(t) / 1000.0
+            ns(t) / 1000.0,
+            r1["resumed_at_ns"].as_f64().unwrap_or(0.0) / 1e6
         );
         println!("ep2: {} DMAs, {} failed", r["dmas"], r["failed"]);
     }
