@@ -46,23 +46,28 @@
 //! }
 //! ```
 
+mod aer;
 pub(crate) mod aspm;
 mod ats;
 mod bus_master;
+mod dma;
 mod dpc;
 mod ecrc;
 mod endpoint;
 mod engine;
 mod hotplug;
+mod interrupts;
 mod iommu;
 mod link_down;
 mod ltr;
 mod packed;
 mod phy;
+mod pm;
 pub(crate) mod poison;
 mod pri;
 mod saved_config;
 mod trace;
+mod vendor;
 mod wire_bus;
 mod workload;
 

@@ -1,0 +1,406 @@
+//! The endpoint DMA engine: DMAs split into requests (MPS, MRRS, 4 KiB), tags,
+//! completions reassembled, the completion timeout.
+
+use super::endpoint::DmaId;
+use super::engine::{
+    DmaDir, DmaOp, Engine, Ev, Kind, NodeKind, Tlp, AER_COMPLETION_TIMEOUT, AER_MALFORMED,
+    AER_UNEXPECTED_CPL, NONE,
+};
+use super::packed::PackedEv;
+use crate::functional::Origin;
+use pcielab_sim::{Context, SimTime};
+use pcielab_wire::dma::{split_read, split_write, SplitPolicy};
+use pcielab_wire::CplStatus;
+
+impl Engine {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new_dma(
+        &mut self,
+        node: u32,
+        id: DmaId,
+        dir: DmaDir,
+        addr: u64,
+        len: u64,
+        data: Vec<u8>,
+        cx: &mut Context<'_, PackedEv>,
+    ) {
+        let now = cx.now();
+        let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
+            return;
+        };
+        let (write, poisoned) = match dir {
+            DmaDir::Read => (false, false),
+            DmaDir::Write { poisoned } => (true, poisoned),
+        };
+        let op = DmaOp {
+            id,
+            write,
+            poisoned,
+            addr,
+            len,
+            issued: 0,
+            done_bytes: 0,
+            buf: if write { data } else { Vec::new() },
+            last_progress: now,
+            ok: true,
+            live: true,
+            outstanding: 0,
+            xlate: Vec::new(),
+            xlate_wait: 0,
+        };
+        let oi = match ep.free_ops.pop() {
+            Some(i) => {
+                ep.ops[i as usize] = op;
+                i
+            }
+            None => {
+                ep.ops.push(op);
+                (ep.ops.len() - 1) as u32
+            }
+        };
+        if !ep.bus_master {
+            ep.ops[oi as usize].ok = false;
+            self.dma_without_bus_master(node);
+            self.finish_dma(node, oi, cx);
+            return;
+        }
+        if len == 0 {
+            self.finish_dma(node, oi, cx);
+            return;
+        }
+        // With ATS on, the DMA starts once the device holds its translations.
+        if self.ats_any && self.ats_gate(node, oi, cx) {
+            return;
+        }
+        self.dma_go(node, oi, cx);
+    }
+
+    /// Starts DMA `oi` of `node`: its writes go out, its reads join the read queue.
+    pub(crate) fn dma_go(&mut self, node: u32, oi: u32, cx: &mut Context<'_, PackedEv>) {
+        let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
+            return;
+        };
+        let (write, len) = (ep.ops[oi as usize].write, ep.ops[oi as usize].len);
+        if write {
+            self.issue_writes(node, oi, cx);
+        } else {
+            if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
+                ep.ops[oi as usize].buf = vec![0; len as usize];
+                ep.read_queue.push_back(oi);
+            }
+            self.arm_dma_timeout(node, cx);
+            self.issue_reads(node, cx);
+        }
+    }
+
+    /// Makes sure `node`'s completion-timeout sweep is pending.
+    pub(crate) fn arm_dma_timeout(&mut self, node: u32, cx: &mut Context<'_, PackedEv>) {
+        let to = self.cfg.completion_timeout;
+        if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
+            if !ep.timeout_armed {
+                ep.timeout_armed = true;
+                ep.timeout_key = Some(cx.schedule_in(to, Ev::DmaTimeout(node, 0)));
+            }
+        }
+    }
+
+    pub(crate) fn issue_writes(&mut self, node: u32, oi: u32, cx: &mut Context<'_, PackedEv>) {
+        let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
+            return;
+        };
+        let (addr, len) = (ep.ops[oi as usize].addr, ep.ops[oi as usize].len);
+        let poisoned = ep.ops[oi as usize].poisoned;
+        let buf = std::mem::take(&mut ep.ops[oi as usize].buf);
+        let me = ep.bdf;
+        let Some(f) = self.nodes[node as usize].func else {
+            return;
+        };
+        let Ok(split) = split_write(addr, len, self.cfg.mps as u32, SplitPolicy::Aligned) else {
+            self.errors
+                .push(format!("DMA write at {addr:#x} len {len} cannot be split"));
+            return;
+        };
+        if poisoned {
+            self.master_data_parity(f);
+        }
+        let mut chunks = split.peekable();
+        while let Some(ch) = chunks.next() {
+            let last = chunks.peek().is_none();
+            let s = ch.offset as usize;
+            let p = self.alloc_payload(&buf[s..s + ch.len as usize]);
+            let (addr, addr_type) = self.dma_address(node, oi, ch.addr);
+            let t = Tlp {
+                data: p,
+                dma_last: if last { (node, oi) } else { (NONE, NONE) },
+                poisoned,
+                addr_type,
+                ..Tlp::new(Kind::MWr, me, addr, ch.len)
+            };
+            if let Err(e) = self.inject(Origin::Function(f), t, me, cx) {
+                self.errors.push(format!("DMA write not routable: {e}"));
+                if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
+                    ep.ops[oi as usize].ok = false;
+                }
+                self.finish_dma(node, oi, cx);
+                return;
+            }
+        }
+    }
+
+    pub(crate) fn dma_write_left(&mut self, node: u32, oi: u32, cx: &mut Context<'_, PackedEv>) {
+        if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
+            let l = ep.ops[oi as usize].len;
+            ep.ops[oi as usize].done_bytes = l;
+        }
+        self.finish_dma(node, oi, cx);
+    }
+
+    pub(crate) fn issue_reads(&mut self, node: u32, cx: &mut Context<'_, PackedEv>) {
+        let Some(f) = self.nodes[node as usize].func else {
+            return;
+        };
+        let (mrrs, mps) = (self.cfg.mrrs as u64, self.cfg.mps);
+        let _ = mps;
+        loop {
+            let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
+                return;
+            };
+            let Some(&oi) = ep.read_queue.front() else {
+                return;
+            };
+            let Some(tag) = ep.free_tags.pop() else {
+                return;
+            };
+            let op = &mut ep.ops[oi as usize];
+            // Next request: up to MRRS, not crossing an MRRS-aligned boundary or 4 KiB.
+            let a = op.addr + op.issued;
+            let rem = op.len - op.issued;
+            let Ok(mut sp) = split_read(a, rem, mrrs as u32, SplitPolicy::Aligned) else {
+                ep.free_tags.push(tag);
+                ep.read_queue.pop_front();
+                continue;
+            };
+            let Some(ch) = sp.next() else {
+                ep.free_tags.push(tag);
+                ep.read_queue.pop_front();
+                continue;
+            };
+            let off = op.issued;
+            op.issued += ch.len as u64;
+            if op.issued >= op.len {
+                ep.read_queue.pop_front();
+            }
+            ep.tag_map[tag as usize] = Some((oi, off, ch.len, 0));
+            ep.ops[oi as usize].outstanding += 1;
+            let me = ep.bdf;
+            let (addr, addr_type) = self.dma_address(node, oi, ch.addr);
+            let t = Tlp {
+                tag,
+                addr_type,
+                ..Tlp::new(Kind::MRd, me, addr, ch.len)
+            };
+            if let Err(e) = self.inject(Origin::Function(f), t, me, cx) {
+                self.errors.push(format!("DMA read not routable: {e}"));
+                if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
+                    ep.tag_map[tag as usize] = None;
+                    ep.free_tags.push(tag);
+                    ep.ops[oi as usize].ok = false;
+                    ep.read_queue.retain(|&x| x != oi);
+                }
+                self.finish_dma(node, oi, cx);
+                return;
+            }
+        }
+    }
+
+    pub(crate) fn dma_completion(&mut self, node: u32, id: u32, cx: &mut Context<'_, PackedEv>) {
+        if (self.ats_any || !self.ats_orphans.is_empty())
+            && self.translation_completion(node, id, cx)
+        {
+            return;
+        }
+        let now = cx.now();
+        let (tag, status, addr, len, poisoned) = {
+            let t = &self.tlps[id as usize];
+            (t.tag, t.status, t.addr, t.len, t.poisoned)
+        };
+        let pd = self.tlps[id as usize].data;
+        let payload: &[u8] = if pd == NONE {
+            &[]
+        } else {
+            &self.payloads[pd as usize]
+        };
+        let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
+            return;
+        };
+        let entry = ep.tag_map.get(tag as usize).copied().flatten();
+        let Some((oi, off, clen, got)) = entry else {
+            // Unexpected Completion (PCIe Base Spec 2.3.2): discard, log in AER.
+            let name = self.nodes[node as usize].name.clone();
+            self.errors
+                .push(format!("{name}: unexpected completion for tag {tag}"));
+            if let Some(f) = self.nodes[node as usize].func {
+                self.signal_error(f, AER_UNEXPECTED_CPL, true, Some(id), cx);
+            }
+            return;
+        };
+        if status == CplStatus::Sc && len > clen - got {
+            // More data than the request has left: Malformed TLP (2.3.2), discarded.
+            let name = self.nodes[node as usize].name.clone();
+            self.errors.push(format!(
+                "{name}: malformed completion (tag {tag}: {len} bytes, {} expected)",
+                clen - got
+            ));
+            if let Some(f) = self.nodes[node as usize].func {
+                self.signal_error(f, AER_MALFORMED, false, Some(id), cx);
+            }
+            return;
+        }
+        let op = &mut ep.ops[oi as usize];
+        op.last_progress = now;
+        let mut done_req = false;
+        if status != CplStatus::Sc {
+            op.ok = false;
+            done_req = true;
+        } else {
+            let start = addr.wrapping_sub(op.addr + off) as usize;
+            let n = (len as usize).min(payload.len());
+            let dst = (off as usize + start).min(op.buf.len());
+            let end = (dst + n).min(op.buf.len());
+            if poisoned {
+                // The request runs to its end; the DMA fails and keeps no bad data.
+                op.ok = false;
+            } else {
+                op.buf[dst..end].copy_from_slice(&payload[..end - dst]);
+            }
+            let g = got + n as u32;
+            op.done_bytes += n as u64;
+            if g >= clen {
+                done_req = true;
+            } else {
+                ep.tag_map[tag as usize] = Some((oi, off, clen, g));
+            }
+        }
+        if poisoned {
+            if let Some(f) = self.nodes[node as usize].func {
+                self.master_data_parity(f);
+                self.poisoned_received(Some(f), true, "completion", id, cx);
+            }
+        }
+        let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
+            return;
+        };
+        if done_req {
+            ep.tag_map[tag as usize] = None;
+            ep.free_tags.push(tag);
+            let op = &mut ep.ops[oi as usize];
+            op.outstanding = op.outstanding.saturating_sub(1);
+            let all_issued = op.issued >= op.len || !op.ok;
+            if op.live && op.outstanding == 0 && all_issued && (op.done_bytes >= op.len || !op.ok) {
+                if !op.ok {
+                    ep.read_queue.retain(|&x| x != oi);
+                }
+                self.finish_dma(node, oi, cx);
+            }
+        }
+        self.issue_reads(node, cx);
+    }
+
+    /// The endpoint's completion-timeout sweep: one pending timer per endpoint (at the
+    /// earliest deadline), so DMAs add no heap entries of their own.
+    pub(crate) fn dma_timeout(&mut self, node: u32, cx: &mut Context<'_, PackedEv>) {
+        let to = self.cfg.completion_timeout;
+        let now = cx.now();
+        let tags = self.cfg.dma_tags;
+        let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
+            return;
+        };
+        let mut expired = Vec::new();
+        let mut next: Option<SimTime> = None;
+        for (i, op) in ep.ops.iter().enumerate() {
+            if !op.live || !op.awaits_completions() {
+                continue;
+            }
+            let deadline = op.last_progress + to;
+            if deadline <= now {
+                expired.push(i as u32);
+            } else {
+                next = Some(next.map_or(deadline, |n| n.min(deadline)));
+            }
+        }
+        match next {
+            Some(t) => ep.timeout_key = Some(cx.schedule_at(t, Ev::DmaTimeout(node, 0))),
+            None => {
+                ep.timeout_armed = false;
+                ep.timeout_key = None;
+            }
+        }
+        if expired.is_empty() {
+            return;
+        }
+        for &oi in &expired {
+            ep.ops[oi as usize].ok = false;
+            for e in ep.tag_map.iter_mut() {
+                if matches!(e, Some((o, ..)) if *o == oi) {
+                    *e = None;
+                }
+            }
+            ep.read_queue.retain(|&x| x != oi);
+        }
+        // Tags of timed-out requests return to the pool (late completions are then
+        // Unexpected Completions).
+        let mut free: Vec<u16> = (0..tags)
+            .filter(|&t| ep.tag_map.get(t as usize).is_some_and(|e| e.is_none()))
+            .collect();
+        free.reverse();
+        ep.free_tags = free;
+        let name = self.nodes[node as usize].name.clone();
+        for oi in expired {
+            let what = match &self.nodes[node as usize].kind {
+                NodeKind::Ep(ep) if ep.ops[oi as usize].xlate_wait > 0 => "ATS translation",
+                _ => "DMA read",
+            };
+            self.errors
+                .push(format!("{name}: {what} completion timeout"));
+            if let Some(f) = self.nodes[node as usize].func {
+                self.signal_error(f, AER_COMPLETION_TIMEOUT, true, None, cx);
+            }
+            self.finish_dma(node, oi, cx);
+        }
+        if self.ats_any {
+            self.ats_forget_dead(node);
+        }
+    }
+
+    pub(crate) fn finish_dma(&mut self, node: u32, oi: u32, cx: &mut Context<'_, PackedEv>) {
+        let (id, ok, data) = {
+            let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
+                return;
+            };
+            let op = &mut ep.ops[oi as usize];
+            if !op.live {
+                return;
+            }
+            op.live = false;
+            let data = if op.write {
+                Vec::new()
+            } else {
+                std::mem::take(&mut op.buf)
+            };
+            let (id, ok) = (op.id, op.ok);
+            op.xlate.clear();
+            ep.free_ops.push(oi);
+            if ep.timeout_armed && !ep.ops.iter().any(|o| o.live && o.awaits_completions()) {
+                if let Some(k) = ep.timeout_key.take() {
+                    cx.cancel(k);
+                }
+                ep.timeout_armed = false;
+            }
+            (id, ok, data)
+        };
+        if self.ats_any {
+            self.ats_dma_finished(node, cx);
+        }
+        self.call_ep(node, cx, |m, cx| m.dma_done(id, ok, &data, cx));
+    }
+}
