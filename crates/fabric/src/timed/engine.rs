@@ -2620,6 +2620,12 @@ impl Engine {
         ) {
             self.hotplug_check(f, cx);
         }
+        if matches!(
+            self.fabric.functions[f.0 as usize].role,
+            Role::RootPort { .. } | Role::SwitchDownstream { .. }
+        ) {
+            self.port_control_written(f, cx);
+        }
     }
 
     /// Forgets every cached route (after a configuration write: routing may change).

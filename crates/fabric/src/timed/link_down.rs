@@ -20,11 +20,15 @@
 //! A link is held down for reasons (`HELD_*`): a failure outside the fabric
 //! ([`super::FabricSim::link_down`] until [`super::FabricSim::link_up`]), Downstream
 //! Port Containment (until software clears DPC Trigger Status), a parent switch in
-//! reset. Once no reason is left it trains for `SimConfig::link_training_time`, then
-//! runs the InitFC handshake as at power-on. A failure, but not a DPC-disabled link,
-//! is a Surprise Down error for the port above (AER uncorrectable bit 5).
+//! reset, a removed device (hot-plug), and host software through the port above: its
+//! Secondary Bus Reset bit (Bridge Control bit 6: a hot reset of the link and what is
+//! below, PCIe Base Spec 7.5.1.3.13) or Link Disable bit (Link Control bit 4), each
+//! until cleared. Once no reason is left it trains for `SimConfig::link_training_time`,
+//! then runs the InitFC handshake as at power-on. A failure or a removal, but not a
+//! link that DPC or software took down, is a Surprise Down error for the port above
+//! (AER uncorrectable bit 5).
 
-use super::engine::{Credits, Dest, Dllp, Engine, Ev, NodeKind, Route, Tlp, NP};
+use super::engine::{std_cap, Credits, Dest, Dllp, Engine, Ev, NodeKind, Route, Tlp, NP};
 use super::packed::PackedEv;
 use super::poison::Poison;
 use crate::functional::{FnId, Origin};
@@ -40,6 +44,15 @@ pub(crate) const HELD_DPC: u8 = 2;
 pub(crate) const HELD_PARENT: u8 = 4;
 /// Held down because its device was removed from the slot (hot-plug).
 pub(crate) const HELD_ABSENT: u8 = 8;
+/// Held in hot reset by the port's Secondary Bus Reset bit.
+pub(crate) const HELD_SBR: u8 = 16;
+/// Held disabled by the port's Link Disable bit.
+pub(crate) const HELD_DISABLED: u8 = 32;
+
+/// Bridge Control: Secondary Bus Reset.
+const BRCTL_SBR: u16 = 1 << 6;
+/// Link Control: Link Disable.
+const LNKCTL_DISABLE: u16 = 1 << 4;
 
 /// AER Uncorrectable Error Status: Surprise Down Error.
 pub(crate) const AER_SURPRISE_DOWN: u32 = 1 << 5;
@@ -92,6 +105,31 @@ impl Engine {
         let below = self.dirs[di].to;
         self.reset_component(below, cx);
         self.invalidate_routes();
+    }
+
+    /// After a configuration write to root port or switch downstream port `f`: its
+    /// Secondary Bus Reset and Link Disable bits hold the link below it down while set
+    /// and release it when cleared.
+    pub(crate) fn port_control_written(&mut self, f: FnId, cx: &mut Context<'_, PackedEv>) {
+        let Some(x) = (0..self.dirs.len())
+            .step_by(2)
+            .find(|&x| self.dirs[x | 1].rx_func == Some(f))
+        else {
+            return;
+        };
+        let cs = &self.fabric.functions[f.0 as usize].config;
+        let sbr = cs.read_u16(pcielab_config::header::reg::BRIDGE_CONTROL) & BRCTL_SBR != 0;
+        let disabled = std_cap(&self.fabric, f, pcielab_config::caps::id::PCIE).is_some_and(|p| {
+            cs.read_u16(p + pcielab_config::caps::pcie_reg::LNKCTL) & LNKCTL_DISABLE != 0
+        });
+        for (on, why) in [(sbr, HELD_SBR), (disabled, HELD_DISABLED)] {
+            let held = self.dirs[x].held & why != 0;
+            if on && !held {
+                self.take_link_down(x as u16, why, cx);
+            } else if !on && held {
+                self.release_link(x as u16, why, cx);
+            }
+        }
     }
 
     /// Reason `why` no longer holds the link of downward direction `d`: with no reason

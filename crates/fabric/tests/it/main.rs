@@ -20,5 +20,6 @@ mod poison;
 mod pri;
 mod props;
 mod real_lspci;
+mod reset;
 mod timed;
 mod vdm;
