@@ -19,8 +19,7 @@
 
 use super::engine::{Dest, Engine, Kind, NodeKind, AER_UNSUPPORTED, NP};
 use super::packed::PackedEv;
-use super::poison::Poison;
-use crate::functional::{FnId, Origin, Role};
+use crate::functional::{FnId, Role};
 use pcielab_config::header::{command, reg};
 use pcielab_sim::Context;
 use pcielab_wire::CplStatus;
@@ -173,16 +172,7 @@ impl Engine {
         let t = self.tlps[id as usize].clone();
         let non_posted = t.class() == NP;
         if non_posted {
-            let completer = self.fabric.bdf(port);
-            self.send_completions(
-                Origin::Function(port),
-                completer,
-                &t,
-                CplStatus::Ur,
-                &[],
-                Poison::Clean,
-                cx,
-            );
+            self.port_completes(port, &t, CplStatus::Ur, cx);
         }
         self.signal_error(port, AER_UNSUPPORTED, non_posted, Some(id), cx);
     }

@@ -32,7 +32,7 @@ use super::ats::ext_cap;
 use super::engine::{Engine, ErrorSeverity};
 use super::link_down::HELD_DPC;
 use super::packed::PackedEv;
-use crate::functional::{FnId, Origin, Role};
+use crate::functional::{FnId, Role};
 use pcielab_config::caps::id::EXT_DPC;
 use pcielab_config::ext_caps::{
     AER_UNCORR_POISON_BLOCKED, DPC_CTL_CPL_UR, DPC_CTL_ERR_COR, DPC_CTL_INT_ENABLE,
@@ -274,16 +274,7 @@ impl Engine {
         if let Some(p) = self.dirs[(d ^ 1) as usize].rx_func {
             let t = self.tlps[id as usize].clone();
             if t.class() == super::engine::NP {
-                let completer = self.fabric.bdf(p);
-                self.send_completions(
-                    Origin::Function(p),
-                    completer,
-                    &t,
-                    CplStatus::Ur,
-                    &[],
-                    super::poison::Poison::Clean,
-                    cx,
-                );
+                self.port_completes(p, &t, CplStatus::Ur, cx);
             }
             self.signal_error(p, AER_UNCORR_POISON_BLOCKED, false, Some(id), cx);
         }

@@ -2660,6 +2660,50 @@ impl Engine {
         }
     }
 
+    /// Port `p` answers request `req` itself, without data (a request it refuses or
+    /// cannot deliver): a completion with `status`, the port as completer.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn port_completes(
+        &mut self,
+        p: FnId,
+        req: &Tlp,
+        status: CplStatus,
+        cx: &mut Context<'_, PackedEv>,
+    ) {
+        let completer = self.fabric.bdf(p);
+        self.send_completions(
+            Origin::Function(p),
+            completer,
+            req,
+            status,
+            &[],
+            Poison::Clean,
+            cx,
+        );
+    }
+
+    /// A TLP that crosses one link only, direction `d`, to `dest` at its receiver: a
+    /// message handled hop by hop (`code` in `byte_count`).
+    pub(crate) fn one_link_tlp(
+        &self,
+        d: u16,
+        kind: Kind,
+        requester: Bdf,
+        code: u8,
+        dest: Dest,
+    ) -> Tlp {
+        let mut path = [0u16; MAX_PATH];
+        path[0] = d;
+        Tlp {
+            byte_count: code as u16,
+            path,
+            hops: 1,
+            dest,
+            ..Tlp::new(kind, requester, 0, 0)
+        }
+    }
+
     /// Answers read request `req` with completions split at RCB/MPS.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn send_completions(

@@ -2,7 +2,7 @@
 //! aggregate and swizzle them) and MSI/MSI-X writes sent over the links.
 
 use super::engine::{
-    err_caps, Dest, Engine, IntxEvent, Kind, NodeKind, RootIrq, Tlp, MAX_PATH, NONE, RTCTL_PME_IE,
+    err_caps, Dest, Engine, IntxEvent, Kind, NodeKind, RootIrq, Tlp, NONE, RTCTL_PME_IE,
     RTSTA_PME_STATUS,
 };
 use super::packed::PackedEv;
@@ -148,18 +148,10 @@ impl Engine {
         let Some(d) = self.up_dir(from) else {
             return;
         };
-        let mut path = [0u16; MAX_PATH];
-        path[0] = d;
-        let t = Tlp {
-            byte_count: code as u16,
-            path,
-            hops: 1,
-            dest: Dest::Intx {
-                node: self.dirs[d as usize].to,
-            },
-            ..Tlp::new(Kind::Intx, requester, 0, 0)
+        let dest = Dest::Intx {
+            node: self.dirs[d as usize].to,
         };
-        let id = self.alloc_tlp(t);
+        let id = self.alloc_tlp(self.one_link_tlp(d, Kind::Intx, requester, code, dest));
         self.enqueue(d, id, cx);
     }
 

@@ -30,7 +30,6 @@
 
 use super::engine::{std_cap, Credits, Dest, Dllp, Engine, Ev, NodeKind, Route, Tlp, NP};
 use super::packed::PackedEv;
-use super::poison::Poison;
 use crate::functional::{FnId, Origin};
 use pcielab_sim::{Context, SimTime};
 use pcielab_wire::dllp::FcKind;
@@ -278,16 +277,7 @@ impl Engine {
             if let Some(p) = port {
                 let req = t.clone();
                 let status = self.dpc_completion_status(p).unwrap_or(CplStatus::Ur);
-                let completer = self.fabric.bdf(p);
-                self.send_completions(
-                    Origin::Function(p),
-                    completer,
-                    &req,
-                    status,
-                    &[],
-                    Poison::Clean,
-                    cx,
-                );
+                self.port_completes(p, &req, status, cx);
             }
         }
         self.discard(id, cx);

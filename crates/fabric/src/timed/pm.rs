@@ -3,7 +3,7 @@
 
 use super::engine::{
     err_caps, pm_cap, set_bits, Dest, Engine, Ev, Kind, NodeKind, PmeMessage, PmeToAck, Tlp,
-    MAX_PATH, MSG_PME_TO_ACK, MSG_PME_TURN_OFF, MSG_PM_PME, NONE, PMCSR_PME_EN, PMCSR_PME_STATUS,
+    MSG_PME_TO_ACK, MSG_PME_TURN_OFF, MSG_PM_PME, NONE, PMCSR_PME_EN, PMCSR_PME_STATUS,
     RTSTA_PME_PENDING, RTSTA_PME_STATUS,
 };
 use super::packed::PackedEv;
@@ -178,17 +178,10 @@ impl Engine {
 
     /// The TLP of a hop-by-hop power-management message over direction `d`.
     pub(crate) fn pm_hop(&self, d: u16, requester: Bdf, code: u8) -> Tlp {
-        let mut path = [0u16; MAX_PATH];
-        path[0] = d;
-        Tlp {
-            byte_count: code as u16,
-            path,
-            hops: 1,
-            dest: Dest::Hop {
-                node: self.dirs[d as usize].to,
-            },
-            ..Tlp::new(Kind::PmHop, requester, 0, 0)
-        }
+        let dest = Dest::Hop {
+            node: self.dirs[d as usize].to,
+        };
+        self.one_link_tlp(d, Kind::PmHop, requester, code, dest)
     }
 
     /// Device `node` acknowledges PME_Turn_Off: PME_TO_Ack from its upstream port

@@ -4,12 +4,9 @@
 //! peer-to-peer traffic below it; host software restores a reset component after the
 //! link is back and the spec's 100 ms, and the DMA stream resumes.
 
-use crate::common::{caps, hand_timing, parent, switch_tree};
+use crate::common::{caps, check_write_slots, hand_timing, parent, switch_tree, write_stream};
 use pcielab_fabric::kinds::KindRegistry;
-use pcielab_fabric::timed::{
-    AddrPattern, DmaId, DmaOpKind, DmaStream, Endpoint, EpCx, FabricSim, HostRead, SimConfig,
-    SimError,
-};
+use pcielab_fabric::timed::{DmaId, Endpoint, EpCx, FabricSim, HostRead, SimConfig, SimError};
 use pcielab_fabric::topology::Topology;
 use pcielab_sim::{SimDuration, SimTime};
 use pcielab_wire::Bdf;
@@ -221,39 +218,12 @@ fn a_bridge_without_bus_master_enable_refuses_upstream_requests_only() {
     assert!(s.errors().is_empty(), "{:?}", s.errors());
 }
 
-fn stream(base: u64, count: u64) -> Box<DmaStream> {
-    Box::new(DmaStream::new(
-        DmaOpKind::Write,
-        1024,
-        8,
-        count,
-        base,
-        count * 4096,
-        AddrPattern::Sequential,
-    ))
-}
-
-/// Checks that DMA slots `range` hold what `DmaStream` writes there.
-fn check_slots(s: &FabricSim, base: u64, range: std::ops::Range<u64>) {
-    let mut buf = vec![0u8; 1024];
-    for i in range {
-        s.host_read(base + i * 4096, &mut buf);
-        for (k, b) in buf.iter().enumerate() {
-            assert_eq!(
-                *b,
-                (k as u8) ^ (i as u8).wrapping_mul(31),
-                "DMA {i} byte {k}"
-            );
-        }
-    }
-}
-
 #[test]
 fn a_device_reset_by_a_link_failure_is_restored_and_its_stream_resumes() {
     let count = 400;
     let mut s = FabricSim::new(&one_link(), &KindRegistry::builtin(), cfg()).unwrap();
     let base = s.alloc_dma(count * 4096);
-    s.attach("ep", stream(base, count)).unwrap();
+    s.attach("ep", write_stream(base, count)).unwrap();
     s.run_for(SimDuration::from_us(20));
     let saved = s.save_below("ep").unwrap();
     assert_eq!(saved.len(), 1);
@@ -289,7 +259,7 @@ fn a_device_reset_by_a_link_failure_is_restored_and_its_stream_resumes() {
     );
     // The DMAs after the failure (20 µs of 1 KiB writes at Gen3 x4 are < 100 DMAs)
     // wrote every byte.
-    check_slots(&s, base, 100..count);
+    check_write_slots(&s, base, 100..count);
     assert_eq!(s.save_below("ep").unwrap(), saved);
     assert!(s.errors().is_empty(), "{:?}", s.errors());
 }
@@ -299,8 +269,8 @@ fn a_reset_switch_is_restored_parents_first_and_both_streams_resume() {
     let count = 300;
     let mut s = FabricSim::new(&switch_tree(1, false), &KindRegistry::builtin(), cfg()).unwrap();
     let (b1, b2) = (s.alloc_dma(count * 4096), s.alloc_dma(count * 4096));
-    s.attach("ep", stream(b1, count)).unwrap();
-    s.attach("ep2", stream(b2, count)).unwrap();
+    s.attach("ep", write_stream(b1, count)).unwrap();
+    s.attach("ep2", write_stream(b2, count)).unwrap();
     s.run_for(SimDuration::from_us(20));
     let saved = s.save_below("sw").unwrap();
     let ep = s.bdf("ep").unwrap();
@@ -320,7 +290,7 @@ fn a_reset_switch_is_restored_parents_first_and_both_streams_resume() {
         assert_eq!(rep["dmas"], count, "{name}: {rep}");
         assert!(rep["failed"].as_u64().unwrap() > 0, "{name}: {rep}");
         assert!(rep["resumed_at_ns"].is_number(), "{name}: {rep}");
-        check_slots(&s, base, 100..count);
+        check_write_slots(&s, base, 100..count);
     }
     assert_eq!(s.save_below("sw").unwrap(), saved);
 }

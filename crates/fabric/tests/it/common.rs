@@ -240,3 +240,38 @@ pub fn ext_cap(sim: &pcielab_fabric::timed::FabricSim, bdf: Bdf, id: u16) -> u16
         .unwrap_or_else(|| panic!("no extended capability {id:#x} in {bdf}"))
         .offset
 }
+
+/// A stream of `count` 1 KiB DMA writes, 8 in flight, DMA i to the 4 KiB slot i from
+/// `base`; [`check_write_slots`] checks what it wrote.
+pub fn write_stream(base: u64, count: u64) -> Box<pcielab_fabric::timed::DmaStream> {
+    use pcielab_fabric::timed::{AddrPattern, DmaOpKind, DmaStream};
+    Box::new(DmaStream::new(
+        DmaOpKind::Write,
+        1024,
+        8,
+        count,
+        base,
+        count * 4096,
+        AddrPattern::Sequential,
+    ))
+}
+
+/// Checks that the slots `range` hold what [`write_stream`] (any `DmaStream` of 1 KiB
+/// writes) writes there: byte k of DMA i is (k as u8) ^ (i as u8) * 31.
+pub fn check_write_slots(
+    s: &pcielab_fabric::timed::FabricSim,
+    base: u64,
+    range: std::ops::Range<u64>,
+) {
+    let mut buf = vec![0u8; 1024];
+    for i in range {
+        s.host_read(base + i * 4096, &mut buf);
+        for (k, b) in buf.iter().enumerate() {
+            assert_eq!(
+                *b,
+                (k as u8) ^ (i as u8).wrapping_mul(31),
+                "DMA {i} byte {k}"
+            );
+        }
+    }
+}

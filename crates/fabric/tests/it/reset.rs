@@ -3,9 +3,9 @@
 //! bit 4). The link is down while the bit is set, trains once it is cleared, nothing
 //! logs a Surprise Down, and host recovery brings the devices and their DMA back.
 
-use crate::common::{caps, hand_timing, parent, switch_tree};
+use crate::common::{caps, check_write_slots, hand_timing, parent, switch_tree, write_stream};
 use pcielab_fabric::kinds::KindRegistry;
-use pcielab_fabric::timed::{AddrPattern, DmaOpKind, DmaStream, FabricSim, SimConfig};
+use pcielab_fabric::timed::{FabricSim, SimConfig};
 use pcielab_sim::{SimDuration, SimTime};
 use pcielab_wire::Bdf;
 
@@ -21,16 +21,7 @@ fn sim(count: u64) -> (FabricSim, u64, u64) {
     let mut s = FabricSim::new(&switch_tree(1, false), &KindRegistry::builtin(), cfg).unwrap();
     let (b1, b2) = (s.alloc_dma(count * 4096), s.alloc_dma(count * 4096));
     for (name, base) in [("ep", b1), ("ep2", b2)] {
-        let st = DmaStream::new(
-            DmaOpKind::Write,
-            1024,
-            8,
-            count,
-            base,
-            count * 4096,
-            AddrPattern::Sequential,
-        );
-        s.attach(name, Box::new(st)).unwrap();
+        s.attach(name, write_stream(base, count)).unwrap();
     }
     (s, b1, b2)
 }
@@ -92,16 +83,7 @@ fn secondary_bus_reset_resets_the_device_below_until_cleared() {
     assert_eq!(r2["dmas"], count, "{r2}");
     assert_eq!(r2["failed"], 0, "the neighbour lost nothing: {r2}");
     // The neighbour's data is all there.
-    let mut buf = vec![0u8; 1024];
-    for i in 0..count {
-        s.host_read(b2 + i * 4096, &mut buf);
-        assert!(
-            buf.iter()
-                .enumerate()
-                .all(|(k, b)| *b == (k as u8) ^ (i as u8).wrapping_mul(31)),
-            "DMA {i}"
-        );
-    }
+    check_write_slots(&s, b2, 0..count);
     assert!(s.errors().is_empty(), "{:?}", s.errors());
 }
 
