@@ -222,6 +222,11 @@ pub struct SimArgs {
     /// at least 100 ms, unless the device reports readiness earlier).
     #[arg(long, value_name = "US", default_value_t = 100_000)]
     ready_wait_us: u64,
+    /// How long a reset device takes to initialize once its link is back, in µs
+    /// (0..=1000000): until then it answers configuration requests with Configuration
+    /// Request Retry Status and the root complex re-issues them every 10 µs.
+    #[arg(long, value_name = "US", default_value_t = 0)]
+    device_ready_us: u64,
     /// Downstream Port Containment armed on every root port and switch downstream
     /// port: an ERR_NONFATAL or ERR_FATAL (a Surprise Down among them) disables the
     /// port's link, contained requests get Unsupported Request.
@@ -1089,6 +1094,12 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
     if a.recover_us.is_some_and(|r| r > 1_000_000) {
         return Err(fail("--recover-us: allowed 0..=1000000 (µs)"));
     }
+    if a.device_ready_us > 1_000_000 {
+        return Err(fail(format!(
+            "--device-ready-us {}: allowed 0..=1000000 (µs)",
+            a.device_ready_us
+        )));
+    }
     if a.ready_wait_us > 1_000_000 {
         return Err(fail(format!(
             "--ready-wait-us {}: allowed 0..=1000000 (µs)",
@@ -1116,6 +1127,7 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         propagation: SimDuration::from_ns(a.prop_ns),
         fc_update_period: SimDuration::from_ps(a.fc_update_us.saturating_mul(1_000_000)),
         device_ready_wait: SimDuration::from_ps(a.ready_wait_us.saturating_mul(1_000_000)),
+        device_ready_time: SimDuration::from_ps(a.device_ready_us.saturating_mul(1_000_000)),
         error_rate: a.error_rate,
         poison_rate: a.poison_rate,
         ecrc: a.ecrc,
@@ -1328,6 +1340,7 @@ impl SimArgs {
             fail: None,
             recover_us: None,
             ready_wait_us: 100_000,
+            device_ready_us: 0,
             l1ss: self.l1ss,
             dpc: self.dpc,
             seed: self.seed,

@@ -143,6 +143,10 @@ fn bad_input_exits_2_with_one_line() {
             vec!["sim", &f, "--ready-wait-us", "1000001"],
             "--ready-wait-us 1000001",
         ),
+        (
+            vec!["sim", &f, "--device-ready-us", "1000001"],
+            "--device-ready-us 1000001",
+        ),
     ] {
         let (rc, out, err) = pcielab(&args);
         assert_eq!(rc, 2, "{args:?}: {out}{err}");
@@ -377,6 +381,24 @@ fn a_failed_link_under_dpc_is_contained_and_comes_back() {
     let rc = &r["failure"]["recovery"];
     let t = |k: &str| rc[k].as_f64().unwrap();
     assert_eq!(t("restore_started_at_ns"), t("link_up_at_ns") + 1e6, "{rc}");
+    assert_eq!(r["dmas"], 300, "{r}");
+    // A device that needs 3 ms to initialize: the restore waits for it (CRS, retried).
+    let r = run(&[
+        "--fail",
+        "mem1@20",
+        "--recover-us",
+        "150",
+        "--ready-wait-us",
+        "1000",
+        "--device-ready-us",
+        "3000",
+    ]);
+    let rc = &r["failure"]["recovery"];
+    let t = |k: &str| rc[k].as_f64().unwrap();
+    assert_eq!(t("restore_started_at_ns"), t("link_up_at_ns") + 1e6, "{rc}");
+    let late = t("restored_at_ns") - (t("link_up_at_ns") + 3e6);
+    assert!(late > -1e3 && late < 50e3, "{rc}");
+    assert_eq!(rc["failed_writes"], 0, "{rc}");
     assert_eq!(r["dmas"], 300, "{r}");
     // Without DPC the port only logs the Surprise Down; without recovery it stays down
     // and the stream stays paused.

@@ -725,6 +725,9 @@ pub struct Engine {
     pub(crate) rc_node: u32,
     pub(crate) host_bdf: Bdf,
     pub(crate) host_tags: Vec<u16>,
+    /// Per node: until when (ps) it is initializing after a reset and answers
+    /// configuration requests with CRS (`SimConfig::device_ready_time`).
+    pub(crate) ready_at: Vec<u64>,
     pub(crate) host_reqs: HashMap<u16, HostReq>,
     pub(crate) host_done: HashMap<u16, HostRead>,
     /// Interrupts delivered to the host's sink, with their arrival times.
@@ -2557,6 +2560,16 @@ impl Engine {
                 self.signal_error(f, AER_UNSUPPORTED, true, Some(id), cx);
             }
             self.send_io_completion(origin, completer, t, CplStatus::Ur, None, false, cx);
+            return;
+        }
+        // A component still initializing after a reset: Configuration Request Retry
+        // Status (the root complex re-issues the request).
+        if self
+            .ready_at
+            .get(node as usize)
+            .is_some_and(|&r| cx.now().as_ps() < r)
+        {
+            self.send_io_completion(origin, completer, t, CplStatus::Crs, None, false, cx);
             return;
         }
         let f = FnId(func);

@@ -177,6 +177,9 @@ impl Engine {
             self.set_link_active(p, true, cx);
         }
         let below = self.dirs[di].to;
+        // The component below was reset: it initializes from now on.
+        let ready = cx.now() + self.cfg.device_ready_time;
+        self.ready_at[below as usize] = ready.as_ps();
         if matches!(self.nodes[below as usize].kind, NodeKind::Switch) {
             for x in (0..self.dirs.len()).step_by(2) {
                 if self.dirs[x].from == below {

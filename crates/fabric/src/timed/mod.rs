@@ -190,6 +190,16 @@ pub struct SimConfig {
     /// waits that long); a device that reports readiness earlier (Readiness
     /// Notifications) allows less. 0..=1 s. Default 100 ms.
     pub device_ready_wait: SimDuration,
+    /// How long a component that was reset (its link went down: a failure, DPC, a
+    /// hot-plug, a Secondary Bus Reset) takes to initialize once its link is back: until
+    /// then its functions complete configuration requests with Configuration Request
+    /// Retry Status (CRS), and the root complex re-issues them every
+    /// `crs_retry_delay` (PCIe Base Spec 2.3.1, 6.6.1: at most 1 s). 0..=1 s. Default
+    /// 0: ready at once.
+    pub device_ready_time: SimDuration,
+    /// How long the root complex waits before it re-issues a configuration request
+    /// completed with CRS (implementation specific). 100 ns..=10 ms. Default 10 µs.
+    pub crs_retry_delay: SimDuration,
     /// Completion timeout (host MMIO reads and device DMA reads). Default 10 ms.
     pub completion_timeout: SimDuration,
     /// PME service timeout (PCIe Base Spec 5.3.3.3.1: 100 ms, +50 %/−5 %): a function
@@ -301,6 +311,8 @@ impl Default for SimConfig {
             retrain_time: SimDuration::from_us(1),
             link_training_time: SimDuration::from_us(100),
             device_ready_wait: SimDuration::from_ms(100),
+            device_ready_time: SimDuration::ZERO,
+            crs_retry_delay: SimDuration::from_us(10),
             completion_timeout: SimDuration::from_ms(10),
             pme_service_timeout: SimDuration::from_ms(100),
             aspm: 0,
@@ -433,6 +445,20 @@ fn check(cfg: &SimConfig) -> Result<(), SimError> {
             "link training time",
             format!("{} ps", lt.as_ps()),
             "1 µs..=1 s",
+        );
+    }
+    if cfg.device_ready_time > SimDuration::from_ms(1000) {
+        return p(
+            "device ready time",
+            format!("{} ps", cfg.device_ready_time.as_ps()),
+            "0..=1 s (PCIe Base Spec 6.6.1)",
+        );
+    }
+    if !(SimDuration::from_ns(100)..=SimDuration::from_ms(10)).contains(&cfg.crs_retry_delay) {
+        return p(
+            "CRS retry delay",
+            format!("{} ps", cfg.crs_retry_delay.as_ps()),
+            "100 ns..=10 ms",
         );
     }
     if cfg.device_ready_wait > SimDuration::from_ms(1000) {
@@ -776,6 +802,7 @@ impl FabricSim {
             rc_node,
             host_bdf,
             host_tags: (0..256u16).rev().collect(),
+            ready_at: vec![0; topo.nodes.len()],
             host_reqs: HashMap::new(),
             host_done: HashMap::new(),
             interrupts: Vec::new(),
@@ -1038,7 +1065,40 @@ impl FabricSim {
         self.host_cfg(Kind::CfgWr, bdf, register, value, be)
     }
 
+    /// A configuration request from the root complex, re-issued every
+    /// `SimConfig::crs_retry_delay` while its target completes it with Configuration
+    /// Request Retry Status (a device still initializing after a reset), for at most
+    /// 1 s; `Done` then spans from the first issue.
     fn host_cfg(
+        &mut self,
+        kind: Kind,
+        bdf: Bdf,
+        register: u16,
+        value: u32,
+        be: pcielab_wire::ByteEnables,
+    ) -> Result<HostRead, SimError> {
+        let first = self.now();
+        let give_up = first + SimDuration::from_ms(1000);
+        loop {
+            let r = self.host_cfg_once(kind, bdf, register, value, be)?;
+            match r {
+                HostRead::Failed(CplStatus::Crs) if self.now() < give_up => {
+                    let delay = self.sim.world().cfg.crs_retry_delay;
+                    self.run_for(delay);
+                }
+                HostRead::Done { data, done, .. } => {
+                    return Ok(HostRead::Done {
+                        data,
+                        issued: first,
+                        done,
+                    })
+                }
+                r => return Ok(r),
+            }
+        }
+    }
+
+    fn host_cfg_once(
         &mut self,
         kind: Kind,
         bdf: Bdf,

@@ -319,15 +319,75 @@ fn recovery_waits_for_the_link_and_says_when_it_never_comes() {
 }
 
 #[test]
-fn a_device_ready_wait_beyond_a_second_is_refused() {
-    let e = FabricSim::new(
+fn a_device_still_initializing_answers_crs_and_the_root_complex_retries() {
+    let count = 100;
+    let mut s = FabricSim::new(
         &one_link(),
         &KindRegistry::builtin(),
         SimConfig {
-            device_ready_wait: SimDuration::from_ms(1001),
+            device_ready_time: SimDuration::from_ms(5),
+            device_ready_wait: SimDuration::from_ms(1),
+            trace: true,
             ..cfg()
         },
     )
-    .unwrap_err();
-    assert!(e.to_string().contains("device ready wait"), "{e}");
+    .unwrap();
+    let base = s.alloc_dma(count * 4096);
+    s.attach("ep", write_stream(base, count)).unwrap();
+    s.run_for(SimDuration::from_us(5));
+    let saved = s.save_below("ep").unwrap();
+    s.link_down("ep").unwrap();
+    s.run_for(SimDuration::from_us(10));
+    s.link_up("ep").unwrap();
+    let r = s.recover("ep", &saved).unwrap();
+    assert_eq!(r.failed_writes, 0, "{r:?}");
+    assert_eq!(r.restore_started_at, r.link_up_at + SimDuration::from_ms(1));
+    // Ready 5 ms after training (just before DL_Active): the first write was
+    // re-issued until then (every 10 µs plus its round trip), the other 26 follow.
+    let ready = r.link_up_at + SimDuration::from_ms(5);
+    assert!(r.restored_at + SimDuration::from_us(1) > ready, "{r:?}");
+    assert!(r.restored_at < ready + SimDuration::from_us(50), "{r:?}");
+    // On the wire: a Cpl with status CRS (010b) for every early try.
+    let tr = s.trace().unwrap();
+    let crs = tr
+        .records
+        .iter()
+        .map(|x| tr.bytes(x))
+        .filter(|b| b.len() >= 12 && b[0] == 0x0a && b[6] >> 5 == 2)
+        .count();
+    assert!((300..=400).contains(&crs), "{crs} CRS completions in 4 ms");
+    s.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+    let rep = s.model("ep").unwrap().report().unwrap();
+    assert_eq!(rep["dmas"], count, "{rep}");
+    check_write_slots(&s, base, 60..count);
+}
+
+#[test]
+fn recovery_parameters_out_of_range_are_refused() {
+    for (c, what) in [
+        (
+            SimConfig {
+                device_ready_wait: SimDuration::from_ms(1001),
+                ..cfg()
+            },
+            "device ready wait",
+        ),
+        (
+            SimConfig {
+                device_ready_time: SimDuration::from_ms(1001),
+                ..cfg()
+            },
+            "device ready time",
+        ),
+        (
+            SimConfig {
+                crs_retry_delay: SimDuration::from_ns(10),
+                ..cfg()
+            },
+            "CRS retry delay",
+        ),
+    ] {
+        let e = FabricSim::new(&one_link(), &KindRegistry::builtin(), c).unwrap_err();
+        assert!(e.to_string().contains(what), "{e}");
+    }
 }
