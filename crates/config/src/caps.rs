@@ -933,6 +933,8 @@ pub mod pcie_reg {
     pub const SLTSTA: u16 = 0x1a;
     /// Root Control.
     pub const RTCTL: u16 = 0x1c;
+    /// Root Capabilities (bit 0: CRS Software Visibility).
+    pub const RTCAP: u16 = 0x1e;
     /// Root Status.
     pub const RTSTA: u16 = 0x20;
     /// Device Capabilities 2.
@@ -1049,6 +1051,9 @@ impl Capability for PcieCap {
         }
         if t == PortType::RootPort {
             cs.define(at + RTCTL, 2, 0x001f, Access::Rw, 0);
+            // CRS Software Visibility: the root complex can return 0001h for a Vendor
+            // ID read that a device answers with CRS (enabled by Root Control bit 4).
+            cs.define(at + RTCAP, 2, 0xffff, Access::Ro, 1);
             // PME Requester ID (15:0) and PME Pending (17): set by the port.
             cs.define(at + RTSTA, 4, 0x0002_ffff, Access::Ro, 0);
             cs.define(at + RTSTA, 4, 0x0001_0000, Access::Rw1c, 0);

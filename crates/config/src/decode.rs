@@ -341,7 +341,17 @@ fn describe_cap(s: &mut String, cap: u8, o: u16, rd: &dyn Fn(u16, usize) -> u32)
             if PortType::from_raw(t) == Some(PortType::RootPort) {
                 let rc = rd(o + pcie_reg::RTCTL, 2);
                 let rs = rd(o + pcie_reg::RTSTA, 4);
-                let _ = writeln!(s, "\tRootCtl: PMEIntEna{}", flag(rc & 8 != 0));
+                let rcap = rd(o + pcie_reg::RTCAP, 2);
+                let _ = writeln!(
+                    s,
+                    "\tRootCap: CRSVisible{}\n\tRootCtl: ErrCorrectable{} ErrNon-Fatal{} ErrFatal{} PMEIntEna{} CRSVisible{}",
+                    flag(rcap & 1 != 0),
+                    flag(rc & 1 != 0),
+                    flag(rc & 2 != 0),
+                    flag(rc & 4 != 0),
+                    flag(rc & 8 != 0),
+                    flag(rc & 16 != 0)
+                );
                 let _ = writeln!(
                     s,
                     "\tRootSta: PME ReqID {:04x}, PMEStatus{} PMEPending{}",

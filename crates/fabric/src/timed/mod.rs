@@ -1068,7 +1068,10 @@ impl FabricSim {
     /// A configuration request from the root complex, re-issued every
     /// `SimConfig::crs_retry_delay` while its target completes it with Configuration
     /// Request Retry Status (a device still initializing after a reset), for at most
-    /// 1 s; `Done` then spans from the first issue.
+    /// 1 s; `Done` then spans from the first issue. Except with CRS Software Visibility
+    /// enabled at the root port (Root Control bit 4) for a read of the Vendor ID: the
+    /// root complex then returns 0001h for it, and all ones for the other bytes (PCIe
+    /// Base Spec 2.3.2), and software decides when to ask again.
     fn host_cfg(
         &mut self,
         kind: Kind,
@@ -1082,6 +1085,18 @@ impl FabricSim {
         loop {
             let r = self.host_cfg_once(kind, bdf, register, value, be)?;
             match r {
+                HostRead::Failed(CplStatus::Crs)
+                    if kind == Kind::CfgRd
+                        && register & 0xffc == 0
+                        && be.bits() & 3 == 3
+                        && self.crs_visible(bdf) =>
+                {
+                    return Ok(HostRead::Done {
+                        data: vec![0x01, 0x00, 0xff, 0xff],
+                        issued: first,
+                        done: self.now(),
+                    });
+                }
                 HostRead::Failed(CplStatus::Crs) if self.now() < give_up => {
                     let delay = self.sim.world().cfg.crs_retry_delay;
                     self.run_for(delay);
@@ -1096,6 +1111,22 @@ impl FabricSim {
                 r => return Ok(r),
             }
         }
+    }
+
+    /// True if the root port that configuration requests to `bdf` leave by has CRS
+    /// Software Visibility enabled (Root Control bit 4).
+    pub fn crs_visible(&self, bdf: Bdf) -> bool {
+        let fabric = self.fabric();
+        let Some(&rp) = fabric.route_config_partial(bdf).0.first() else {
+            return false;
+        };
+        let f = &fabric.functions[rp.0 as usize];
+        if !matches!(f.role, Role::RootPort { .. }) {
+            return false;
+        }
+        engine::std_cap(fabric, rp, pcielab_config::caps::id::PCIE).is_some_and(|p| {
+            f.config.read_u16(p + pcielab_config::caps::pcie_reg::RTCTL) & 0x10 != 0
+        })
     }
 
     fn host_cfg_once(

@@ -13,7 +13,8 @@ pub struct Recovery {
     /// When the link came up (Data Link Layer Link Active), as seen after the event
     /// that trained it.
     pub link_up_at: SimTime,
-    /// When the first configuration write went out (after the device-ready wait).
+    /// When the first configuration write went out (after the device-ready wait and,
+    /// with CRS Software Visibility, the Vendor ID poll).
     pub restore_started_at: SimTime,
     /// When the last configuration write completed.
     pub restored_at: SimTime,
@@ -161,7 +162,9 @@ impl FabricSim {
     /// 1. the simulation runs until the link is up (Data Link Layer Link Active), for
     ///    at most 2 s of simulated time;
     /// 2. then for `SimConfig::device_ready_wait` (100 ms by default, PCIe Base Spec
-    ///    6.6.1);
+    ///    6.6.1); with CRS Software Visibility enabled at the root port it then reads
+    ///    the first function's Vendor ID until it is no longer 0001h (the device has
+    ///    stopped answering CRS), sleeping 1, 2, 4 … ms in between, for at most 1 s;
     /// 3. then `saved` ([`FabricSim::save_below`], parents first) is written back with
     ///    configuration requests ([`FabricSim::restore_config`]).
     ///
@@ -202,6 +205,28 @@ impl FabricSim {
         let link_up_at = self.now();
         let wait = self.sim.world().cfg.device_ready_wait;
         self.run_for(wait);
+        // With CRS Software Visibility, poll the Vendor ID until the device is ready,
+        // sleeping 1, 2, 4 … ms in between (Linux's `pci_dev_wait`), for at most 1 s.
+        if let Some(first) = saved.first() {
+            if self.crs_visible(first.bdf) {
+                let mut delay = SimDuration::from_ms(1);
+                let give_up = self.now() + SimDuration::from_ms(1000);
+                loop {
+                    let r = self.config_read(first.bdf, 0)?;
+                    if !matches!(&r, HostRead::Done { data, .. } if data[..2] == [1, 0]) {
+                        break;
+                    }
+                    if self.now() >= give_up {
+                        return Err(SimError::Recovery(format!(
+                            "{} still not ready (CRS) 1 s after the wait",
+                            first.bdf
+                        )));
+                    }
+                    self.run_for(delay);
+                    delay = delay + delay;
+                }
+            }
+        }
         let restore_started_at = self.now();
         let (mut writes, mut failed_writes) = (0, 0);
         for sv in saved {

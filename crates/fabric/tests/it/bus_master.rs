@@ -4,7 +4,9 @@
 //! peer-to-peer traffic below it; host software restores a reset component after the
 //! link is back and the spec's 100 ms, and the DMA stream resumes.
 
-use crate::common::{caps, check_write_slots, hand_timing, parent, switch_tree, write_stream};
+use crate::common::{
+    caps, check_write_slots, hand_timing, lspci_vvv, parent, switch_tree, write_stream,
+};
 use pcielab_fabric::kinds::KindRegistry;
 use pcielab_fabric::timed::{DmaId, Endpoint, EpCx, FabricSim, HostRead, SimConfig, SimError};
 use pcielab_fabric::topology::Topology;
@@ -348,18 +350,73 @@ fn a_device_still_initializing_answers_crs_and_the_root_complex_retries() {
     assert!(r.restored_at + SimDuration::from_us(1) > ready, "{r:?}");
     assert!(r.restored_at < ready + SimDuration::from_us(50), "{r:?}");
     // On the wire: a Cpl with status CRS (010b) for every early try.
-    let tr = s.trace().unwrap();
-    let crs = tr
-        .records
-        .iter()
-        .map(|x| tr.bytes(x))
-        .filter(|b| b.len() >= 12 && b[0] == 0x0a && b[6] >> 5 == 2)
-        .count();
+    let crs = crs_completions(&s);
     assert!((300..=400).contains(&crs), "{crs} CRS completions in 4 ms");
     s.run_until_idle(SimTime::from_ps(u64::MAX / 2));
     let rep = s.model("ep").unwrap().report().unwrap();
     assert_eq!(rep["dmas"], count, "{rep}");
     check_write_slots(&s, base, 60..count);
+}
+
+/// Counts the Cpl TLPs with status CRS (010b) in the trace.
+fn crs_completions(s: &FabricSim) -> usize {
+    let tr = s.trace().unwrap();
+    tr.records
+        .iter()
+        .map(|x| tr.bytes(x))
+        .filter(|b| b.len() >= 12 && b[0] == 0x0a && b[6] >> 5 == 2)
+        .count()
+}
+
+#[test]
+fn with_crs_software_visibility_recovery_polls_the_vendor_id_as_linux_does() {
+    let count = 100;
+    let mut s = FabricSim::new(
+        &one_link(),
+        &KindRegistry::builtin(),
+        SimConfig {
+            device_ready_time: SimDuration::from_ms(5),
+            device_ready_wait: SimDuration::from_ms(1),
+            trace: true,
+            ..cfg()
+        },
+    )
+    .unwrap();
+    let base = s.alloc_dma(count * 4096);
+    s.attach("ep", write_stream(base, count)).unwrap();
+    s.run_for(SimDuration::from_us(5));
+    let ep = s.bdf("ep").unwrap();
+    let rp = parent(&s, ep);
+    assert!(!s.crs_visible(ep));
+    // Root Control (the low half of DW 0x1c of the PCIe capability): CRS SV Enable.
+    let (p, _) = caps(&mut s, rp);
+    let v = s.cfg_read(rp, p + 0x1c) & 0xffff;
+    s.cfg_write(rp, p + 0x1c, v | 0x10);
+    assert!(s.crs_visible(ep));
+    // The real lspci sees the capability and the enable, as our decoder does.
+    let text = lspci_vvv(&s, rp, "crs");
+    let f = s.fabric().function_at(rp).unwrap();
+    let ours = pcielab_config::decode::describe(s.fabric().functions[f.0 as usize].config.bytes());
+    for want in ["RootCap: CRSVisible+", "PMEIntEna- CRSVisible+"] {
+        assert!(text.contains(want), "{want} in\n{text}");
+        assert!(ours.contains(want), "{want} in\n{ours}");
+    }
+    let saved = s.save_below("ep").unwrap();
+    s.link_down("ep").unwrap();
+    s.run_for(SimDuration::from_us(10));
+    s.link_up("ep").unwrap();
+    let r = s.recover("ep", &saved).unwrap();
+    // Polls 1, 2 and 4 ms after the link came up read 0001h (the device answers CRS
+    // until 5 ms); the one at 8 ms reads the device's ID, and the restore follows.
+    let at8 = r.link_up_at + SimDuration::from_ms(8);
+    assert!(
+        r.restore_started_at > at8 && r.restore_started_at < at8 + SimDuration::from_us(5),
+        "{r:?}"
+    );
+    assert_eq!(crs_completions(&s), 3);
+    assert_eq!(r.failed_writes, 0);
+    s.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+    assert_eq!(s.model("ep").unwrap().report().unwrap()["dmas"], count);
 }
 
 #[test]

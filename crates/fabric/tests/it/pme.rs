@@ -366,7 +366,7 @@ fn lspci_decodes_root_status_and_pmcsr_after_a_pme() {
     let ours =
         pcielab_config::decode::describe(sim.fabric().functions[f.0 as usize].config.bytes());
     assert!(ours.contains(&want), "want {want:?} in\n{ours}");
-    assert!(ours.contains("RootCtl: PMEIntEna+"), "{ours}");
+    assert!(ours.contains("PMEIntEna+"), "{ours}");
     for d in [ep, ep2] {
         let b = block(d);
         assert!(
