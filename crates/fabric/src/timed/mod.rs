@@ -439,34 +439,70 @@ fn check(cfg: &SimConfig) -> Result<(), SimError> {
             "0 (off) or 1 µs..=1 ms (the spec's 30 µs, 120 µs with Extended Synch)",
         );
     }
-    let lt = cfg.link_training_time;
-    if !(SimDuration::from_us(1)..=SimDuration::from_ms(1000)).contains(&lt) {
-        return p(
+    // Durations with a closed range.
+    let us = SimDuration::from_us;
+    let ms = SimDuration::from_ms;
+    for (what, v, lo, hi, allowed) in [
+        (
             "link training time",
-            format!("{} ps", lt.as_ps()),
+            cfg.link_training_time,
+            us(1),
+            ms(1000),
             "1 µs..=1 s",
-        );
-    }
-    if cfg.device_ready_time > SimDuration::from_ms(1000) {
-        return p(
+        ),
+        (
             "device ready time",
-            format!("{} ps", cfg.device_ready_time.as_ps()),
+            cfg.device_ready_time,
+            SimDuration::ZERO,
+            ms(1000),
             "0..=1 s (PCIe Base Spec 6.6.1)",
-        );
-    }
-    if !(SimDuration::from_ns(100)..=SimDuration::from_ms(10)).contains(&cfg.crs_retry_delay) {
-        return p(
+        ),
+        (
             "CRS retry delay",
-            format!("{} ps", cfg.crs_retry_delay.as_ps()),
+            cfg.crs_retry_delay,
+            SimDuration::from_ns(100),
+            ms(10),
             "100 ns..=10 ms",
-        );
-    }
-    if cfg.device_ready_wait > SimDuration::from_ms(1000) {
-        return p(
+        ),
+        (
             "device ready wait",
-            format!("{} ps", cfg.device_ready_wait.as_ps()),
+            cfg.device_ready_wait,
+            SimDuration::ZERO,
+            ms(1000),
             "0..=1 s",
-        );
+        ),
+        (
+            "aspm l0s entry",
+            cfg.aspm_l0s_entry,
+            SimDuration::from_ns(1),
+            ms(1000),
+            "1 ns..=1 s (L0s: the spec's at most 7 µs)",
+        ),
+        (
+            "aspm l1 entry",
+            cfg.aspm_l1_entry,
+            SimDuration::from_ns(1),
+            ms(1000),
+            "1 ns..=1 s (L0s: the spec's at most 7 µs)",
+        ),
+        (
+            "aspm l1 exit",
+            cfg.aspm_l1_exit,
+            SimDuration::ZERO,
+            ms(1),
+            "0..=1 ms",
+        ),
+        (
+            "aspm l1 propagation",
+            cfg.aspm_l1_propagation,
+            SimDuration::ZERO,
+            us(1),
+            "0..=1 µs (the spec's bound)",
+        ),
+    ] {
+        if !(lo..=hi).contains(&v) {
+            return p(what, format!("{} ps", v.as_ps()), allowed);
+        }
     }
     let pme = cfg.pme_service_timeout;
     if pme != SimDuration::ZERO
@@ -483,32 +519,6 @@ fn check(cfg: &SimConfig) -> Result<(), SimError> {
             "aspm",
             cfg.aspm.to_string(),
             "0 (off), 1 (L0s), 2 (L1) or 3 (L0s and L1)",
-        );
-    }
-    for (what, v) in [
-        ("aspm l0s entry", cfg.aspm_l0s_entry),
-        ("aspm l1 entry", cfg.aspm_l1_entry),
-    ] {
-        if !(SimDuration::from_ns(1)..=SimDuration::from_ms(1000)).contains(&v) {
-            return p(
-                what,
-                format!("{} ps", v.as_ps()),
-                "1 ns..=1 s (L0s: the spec's at most 7 µs)",
-            );
-        }
-    }
-    if cfg.aspm_l1_exit > SimDuration::from_ms(1) {
-        return p(
-            "aspm l1 exit",
-            format!("{} ps", cfg.aspm_l1_exit.as_ps()),
-            "0..=1 ms",
-        );
-    }
-    if cfg.aspm_l1_propagation > SimDuration::from_us(1) {
-        return p(
-            "aspm l1 propagation",
-            format!("{} ps", cfg.aspm_l1_propagation.as_ps()),
-            "0..=1 µs (the spec's bound)",
         );
     }
     if let Some(p2p) = cfg.p2p_split {

@@ -320,9 +320,9 @@ fn recovery_waits_for_the_link_and_says_when_it_never_comes() {
     assert!(s.save_below("rc").is_err());
 }
 
-#[test]
-fn a_device_still_initializing_answers_crs_and_the_root_complex_retries() {
-    let count = 100;
+/// One link; a device that needs 5 ms to initialize after a reset, a 1 ms ready
+/// wait, traced; a stream of `count` writes running for 5 µs. Returns its buffer.
+fn slow_device(count: u64) -> (FabricSim, u64) {
     let mut s = FabricSim::new(
         &one_link(),
         &KindRegistry::builtin(),
@@ -337,6 +337,13 @@ fn a_device_still_initializing_answers_crs_and_the_root_complex_retries() {
     let base = s.alloc_dma(count * 4096);
     s.attach("ep", write_stream(base, count)).unwrap();
     s.run_for(SimDuration::from_us(5));
+    (s, base)
+}
+
+#[test]
+fn a_device_still_initializing_answers_crs_and_the_root_complex_retries() {
+    let count = 100;
+    let (mut s, base) = slow_device(count);
     let saved = s.save_below("ep").unwrap();
     s.link_down("ep").unwrap();
     s.run_for(SimDuration::from_us(10));
@@ -371,20 +378,7 @@ fn crs_completions(s: &FabricSim) -> usize {
 #[test]
 fn with_crs_software_visibility_recovery_polls_the_vendor_id_as_linux_does() {
     let count = 100;
-    let mut s = FabricSim::new(
-        &one_link(),
-        &KindRegistry::builtin(),
-        SimConfig {
-            device_ready_time: SimDuration::from_ms(5),
-            device_ready_wait: SimDuration::from_ms(1),
-            trace: true,
-            ..cfg()
-        },
-    )
-    .unwrap();
-    let base = s.alloc_dma(count * 4096);
-    s.attach("ep", write_stream(base, count)).unwrap();
-    s.run_for(SimDuration::from_us(5));
+    let (mut s, _) = slow_device(count);
     let ep = s.bdf("ep").unwrap();
     let rp = parent(&s, ep);
     assert!(!s.crs_visible(ep));
