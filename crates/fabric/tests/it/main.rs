@@ -4,6 +4,7 @@
 mod aspm;
 mod ats;
 mod bus_master;
+mod chaos;
 mod common;
 mod config;
 mod dpc;
@@ -11,6 +12,7 @@ mod ecrc;
 mod enumerate;
 mod errors;
 mod gem5;
+mod host_script;
 mod hotplug;
 mod intx;
 mod io;

@@ -1,0 +1,155 @@
+//! A host that does anything: a script of actions (configuration writes anywhere, link
+//! failures, hot-plug, MMIO and I/O, stray completions, recovery, PME_Turn_Off, IOMMU
+//! unmaps, time passing) on a simulated fabric under DMA traffic. Shared by the chaos
+//! property test and the `sim_chaos` fuzz target (which includes this file).
+
+use pcielab_fabric::kinds::KindRegistry;
+use pcielab_fabric::timed::{AddrPattern, DmaOpKind, DmaStream, FabricSim, SimConfig};
+use pcielab_fabric::topology::Topology;
+use pcielab_sim::SimDuration;
+use pcielab_wire::{Bdf, ByteEnables};
+
+/// RC ─ switch (two hot-plug slots) ─ ep (with an I/O BAR), ep2; ep3 on a second root
+/// port.
+const TOPO: &str = "[[node]]\nname=\"rc\"\nkind=\"root-complex\"\nports=2\n\
+    [[node]]\nname=\"sw\"\nkind=\"switch\"\nports=2\nhotplug=true\n\
+    [[node]]\nname=\"ep\"\nkind=\"psmem\"\nio_size=256\n\
+    [[node]]\nname=\"ep2\"\nkind=\"psmem\"\n\
+    [[node]]\nname=\"ep3\"\nkind=\"psmem\"\n\
+    [[link]]\nup=\"rc.0\"\ndown=\"sw\"\ngen=3\nwidth=4\n\
+    [[link]]\nup=\"sw.0\"\ndown=\"ep\"\ngen=3\nwidth=4\n\
+    [[link]]\nup=\"sw.1\"\ndown=\"ep2\"\ngen=4\nwidth=2\n\
+    [[link]]\nup=\"rc.1\"\ndown=\"ep3\"\ngen=2\nwidth=1\n";
+const NODES: [&str; 4] = ["sw", "ep", "ep2", "ep3"];
+const EPS: [&str; 3] = ["ep", "ep2", "ep3"];
+
+/// Runs a script: its first byte picks the configuration (bit 0 ASPM, 1 L1 substates,
+/// 2 ECRC, 3 LCRC errors at 2 %, 4 IOMMU with ATS and PRI, 5 devices that take 30 µs to
+/// be ready after a reset); then 8 bytes per action, at most 64 actions. Returns the
+/// trace hash, the kernel events still pending 20 ms after the script, and the TLP
+/// records alive then.
+pub fn run(data: &[u8]) -> (u64, usize, i64) {
+    let Some((&pick, script)) = data.split_first() else {
+        return (0, 0, 0);
+    };
+    let reg = KindRegistry::builtin();
+    let topo = Topology::parse(TOPO, "fuzz.toml", &reg).unwrap();
+    let cfg = SimConfig {
+        trace: true,
+        link_training_time: SimDuration::from_us(5),
+        completion_timeout: SimDuration::from_us(100),
+        device_ready_wait: SimDuration::from_us(20),
+        aspm: if pick & 1 != 0 { 3 } else { 0 },
+        aspm_l1ss: pick & 2 != 0,
+        ecrc: pick & 4 != 0,
+        error_rate: if pick & 8 != 0 { 0.02 } else { 0.0 },
+        iommu: (pick & 16 != 0).then(Default::default),
+        ats: pick & 16 != 0,
+        pri: pick & 16 != 0,
+        device_ready_time: SimDuration::from_us(if pick & 32 != 0 { 30 } else { 0 }),
+        ..SimConfig::default()
+    };
+    let mut s = FabricSim::new(&topo, &reg, cfg).unwrap();
+    let mut dma = Vec::new();
+    for (i, name) in EPS.iter().enumerate() {
+        let base = s.alloc_dma(1 << 16);
+        dma.push(base);
+        if pick & 16 != 0 {
+            s.iommu_map(name, base, base, 1 << 15).unwrap();
+            s.iommu_map_on_demand(name, base + (1 << 15), base + (1 << 15), 1 << 15)
+                .unwrap();
+        }
+        let op = [DmaOpKind::Write, DmaOpKind::Read, DmaOpKind::ReadWrite][i];
+        let st = DmaStream::new(op, 700, 4, 40, base, 1 << 16, AddrPattern::Random);
+        s.attach(name, Box::new(st)).unwrap();
+    }
+    let funcs: Vec<_> = s
+        .tree()
+        .functions
+        .iter()
+        .map(|f| s.fabric().function_at(f.bdf).unwrap())
+        .collect();
+    let bars: Vec<Option<u64>> = EPS.iter().map(|n| s.bar(n, 0)).collect();
+    let io = s.bar("ep", 1);
+    let saved: Vec<_> = NODES.iter().map(|n| s.save_below(n).unwrap()).collect();
+    for op in script.chunks_exact(8).take(64) {
+        let v = u32::from_le_bytes([op[4], op[5], op[6], op[7]]);
+        let f = funcs[op[1] as usize % funcs.len()];
+        let bdf = s.fabric().bdf(f);
+        let reg = u16::from_le_bytes([op[2], op[3]]) & 0xffc;
+        match op[0] % 12 {
+            0 => s.cfg_write(bdf, reg, v),
+            1 => {
+                let old = s.cfg_read(bdf, reg);
+                s.cfg_write(bdf, reg, old ^ (1 << (v % 32)));
+            }
+            2 => {
+                let be = ByteEnables::new((v & 0xf) as u8).unwrap_or(ByteEnables::ALL);
+                let _ = s.config_write(bdf, reg, v, be);
+            }
+            3 => {
+                let _ = s.config_read(bdf, reg);
+            }
+            4 => s.run_for(SimDuration::from_ns(v as u64 % 200_000)),
+            5 => {
+                let n = NODES[op[1] as usize % 4];
+                let _ = if op[2] & 1 == 0 {
+                    s.link_down(n)
+                } else {
+                    s.link_up(n)
+                };
+            }
+            6 => {
+                let _ = if op[2] & 1 == 0 {
+                    s.unplug("ep2")
+                } else {
+                    s.plug("ep2")
+                };
+            }
+            7 => {
+                if let Some(bar) = bars[op[1] as usize % 3] {
+                    let a = bar + (v as u64 & 0xffc);
+                    let _ = if op[2] & 1 == 0 {
+                        s.mmio_write(a, &v.to_le_bytes()).map(|_| ())
+                    } else {
+                        s.mmio_read(a, 1 + (op[3] as u32 % 8)).map(|_| ())
+                    };
+                }
+            }
+            8 => {
+                let _ = s.inject_stray_completion(EPS[op[1] as usize % 3], (v & 0x3ff) as u16);
+            }
+            9 => {
+                let n = op[1] as usize % 4;
+                let _ = s.recover(NODES[n], &saved[n]);
+            }
+            10 => {
+                let rp = Bdf::new(0, 1 + op[1] % 2, 0).unwrap();
+                let _ = s.pme_turn_off(rp, SimDuration::from_us(50));
+            }
+            _ => {
+                if pick & 16 != 0 {
+                    let e = op[1] as usize % 3;
+                    let _ = s.iommu_unmap(EPS[e], dma[e] + (v as u64 % 16) * 4096, 4096);
+                } else if let Some(a) = io {
+                    let a = a as u32 + (v & 0xfc);
+                    let _ = if op[2] & 1 == 0 {
+                        s.io_write(a, &[1, 2, 3, 4])
+                    } else {
+                        s.io_read(a, 4)
+                    };
+                }
+            }
+        }
+    }
+    for n in NODES {
+        let _ = s.link_up(n);
+    }
+    let limit = s.now() + SimDuration::from_ms(20);
+    s.run_until_idle(limit);
+    (
+        s.trace().map_or(0, |t| t.hash()),
+        s.pending_events(),
+        s.tlps_in_flight(),
+    )
+}
