@@ -2635,7 +2635,7 @@ impl Engine {
         }
         if matches!(
             self.fabric.functions[f.0 as usize].role,
-            Role::RootPort { .. } | Role::SwitchDownstream { .. }
+            Role::RootPort { .. } | Role::SwitchDownstream { .. } | Role::SwitchUpstream
         ) {
             self.port_control_written(f, cx);
         }

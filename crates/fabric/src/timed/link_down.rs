@@ -23,14 +23,15 @@
 //! reset, a removed device (hot-plug), and host software through the port above: its
 //! Secondary Bus Reset bit (Bridge Control bit 6: a hot reset of the link and what is
 //! below, PCIe Base Spec 7.5.1.3.13) or Link Disable bit (Link Control bit 4), each
-//! until cleared. Once no reason is left it trains for `SimConfig::link_training_time`,
-//! then runs the InitFC handshake as at power-on. A failure or a removal, but not a
-//! link that DPC or software took down, is a Surprise Down error for the port above
-//! (AER uncorrectable bit 5).
+//! until cleared, and the Secondary Bus Reset bit of a switch upstream port (its
+//! downstream ports are reset and every link below them held). Once no reason is
+//! left it trains for `SimConfig::link_training_time`, then runs the InitFC handshake
+//! as at power-on. A failure or a removal, but not a link that DPC or software took
+//! down, is a Surprise Down error for the port above (AER uncorrectable bit 5).
 
 use super::engine::{std_cap, Credits, Dest, Dllp, Engine, Ev, NodeKind, Route, Tlp, NP};
 use super::packed::PackedEv;
-use crate::functional::{FnId, Origin};
+use crate::functional::{FnId, Origin, Role};
 use pcielab_sim::{Context, SimTime};
 use pcielab_wire::dllp::FcKind;
 use pcielab_wire::{Bdf, CplStatus};
@@ -47,6 +48,9 @@ pub(crate) const HELD_ABSENT: u8 = 8;
 pub(crate) const HELD_SBR: u8 = 16;
 /// Held disabled by the port's Link Disable bit.
 pub(crate) const HELD_DISABLED: u8 = 32;
+/// Held in hot reset by the Secondary Bus Reset bit of the switch upstream port above
+/// the link's downstream port.
+pub(crate) const HELD_UP_SBR: u8 = 64;
 
 /// Bridge Control: Secondary Bus Reset.
 const BRCTL_SBR: u16 = 1 << 6;
@@ -108,8 +112,16 @@ impl Engine {
 
     /// After a configuration write to root port or switch downstream port `f`: its
     /// Secondary Bus Reset and Link Disable bits hold the link below it down while set
-    /// and release it when cleared.
+    /// and release it when cleared. For a switch upstream port, see
+    /// [`Engine::upstream_sbr_written`].
     pub(crate) fn port_control_written(&mut self, f: FnId, cx: &mut Context<'_, PackedEv>) {
+        if matches!(
+            self.fabric.functions[f.0 as usize].role,
+            Role::SwitchUpstream
+        ) {
+            self.upstream_sbr_written(f, cx);
+            return;
+        }
         let Some(x) = (0..self.dirs.len())
             .step_by(2)
             .find(|&x| self.dirs[x | 1].rx_func == Some(f))
@@ -127,6 +139,45 @@ impl Engine {
                 self.take_link_down(x as u16, why, cx);
             } else if !on && held {
                 self.release_link(x as u16, why, cx);
+            }
+        }
+    }
+
+    /// Secondary Bus Reset of switch upstream port `f` (Bridge Control bit 6) resets the
+    /// switch's internal bus: when the bit becomes set, every downstream port of the
+    /// switch returns to its defaults (as at a reset; sticky bits keep their values)
+    /// and the link below each is in hot reset, with the component below it, until
+    /// the bit is cleared. The upstream port and its own link are not affected.
+    fn upstream_sbr_written(&mut self, f: FnId, cx: &mut Context<'_, PackedEv>) {
+        let node = self.fabric.functions[f.0 as usize].node.0;
+        let sbr = self.fabric.functions[f.0 as usize]
+            .config
+            .read_u16(pcielab_config::header::reg::BRIDGE_CONTROL)
+            & BRCTL_SBR
+            != 0;
+        let links: Vec<usize> = (0..self.dirs.len())
+            .step_by(2)
+            .filter(|&x| self.dirs[x].from == node)
+            .collect();
+        let held = links.iter().any(|&x| self.dirs[x].held & HELD_UP_SBR != 0);
+        if sbr && !held {
+            for &x in &links {
+                self.take_link_down(x as u16, HELD_UP_SBR, cx);
+            }
+            let ports: Vec<FnId> = links
+                .iter()
+                .filter_map(|&x| self.dirs[x | 1].rx_func)
+                .collect();
+            for &p in &ports {
+                self.fabric.functions[p.0 as usize].config.reset();
+            }
+            self.invalidate_routes();
+            for p in ports {
+                self.after_config_write(p, cx);
+            }
+        } else if !sbr && held {
+            for x in links {
+                self.release_link(x as u16, HELD_UP_SBR, cx);
             }
         }
     }

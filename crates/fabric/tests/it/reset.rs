@@ -1,6 +1,7 @@
 //! Resets host software asks for through a port: Secondary Bus Reset (Bridge Control
-//! bit 6, a hot reset of the link and everything below) and Link Disable (Link Control
-//! bit 4). The link is down while the bit is set, trains once it is cleared, nothing
+//! bit 6, a hot reset of the link and everything below; at a switch upstream port, of
+//! the switch's downstream ports and everything below them) and Link Disable (Link
+//! Control bit 4). The link is down while the bit is set, trains once it is cleared, nothing
 //! logs a Surprise Down, and host recovery brings the devices and their DMA back.
 
 use crate::common::{caps, check_write_slots, hand_timing, parent, switch_tree, write_stream};
@@ -124,4 +125,57 @@ fn link_disable_at_a_root_port_takes_the_switch_and_its_devices_down() {
         .dwords
         .iter()
         .all(|&(at, v)| at != 0x3c || v & (1 << 22) == 0)));
+}
+
+#[test]
+fn secondary_bus_reset_at_a_switch_upstream_port_resets_its_downstream_ports_and_below() {
+    let count = 200;
+    let (mut s, b1, b2) = sim(count);
+    let ep = s.bdf("ep").unwrap();
+    let dsp = parent(&s, ep);
+    let usp = parent(&s, dsp);
+    let saved = s.save_below("sw").unwrap();
+    let (usp_buses, dsp_buses) = (s.cfg_read(usp, 0x18), s.cfg_read(dsp, 0x18));
+    assert_ne!(dsp_buses & 0xffff00, 0);
+    s.run_for(SimDuration::from_us(20));
+    write_bit(&mut s, usp, 0x3c, true, 1 << 6, true);
+    s.run_for(SimDuration::from_us(5 * TRAINING_US));
+    assert!(
+        s.link_active("sw").unwrap(),
+        "the upstream port's own link stays up"
+    );
+    for n in ["ep", "ep2"] {
+        assert!(!s.link_active(n).unwrap(), "{n}: held while the bit is set");
+    }
+    assert_eq!(
+        s.cfg_read(usp, 0x18),
+        usp_buses,
+        "the upstream port keeps its state"
+    );
+    assert_eq!(s.cfg_read(dsp, 0x18), 0, "the downstream port was reset");
+    assert_eq!(s.cfg_read(dsp, 0x04) & 0x7, 0, "its Command register too");
+    assert_eq!(uncorrectable(&mut s, dsp) & SURPRISE_DOWN, 0, "no error");
+    write_bit(&mut s, usp, 0x3c, true, 1 << 6, false);
+    let t = s.now();
+    s.run_for(SimDuration::from_us(TRAINING_US + 1));
+    for n in ["ep", "ep2"] {
+        assert!(
+            s.link_active(n).unwrap(),
+            "{n}: trained after the bit was cleared"
+        );
+    }
+    let r = s.recover("sw", &saved).unwrap();
+    assert_eq!(r.failed_writes, 0, "{r:?}");
+    assert!(r.restore_started_at >= t + SimDuration::from_ms(1), "{r:?}");
+    assert_eq!(s.cfg_read(dsp, 0x18), dsp_buses);
+    s.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+    for (n, base) in [("ep", b1), ("ep2", b2)] {
+        let r = report(&s, n);
+        assert_eq!(r["dmas"], count, "{n}: {r}");
+        assert!(r["resumed_at_ns"].is_number(), "{n}: {r}");
+        let failed = r["failed"].as_u64().unwrap();
+        // The DMAs after the last one lost are all in host memory.
+        check_write_slots(&s, base, 100..count);
+        assert!(failed > 0 && failed <= 8, "{n}: {r}");
+    }
 }
