@@ -1275,43 +1275,68 @@ impl Fabric {
     /// table entry's address and data if MSI-X is enabled and neither the function nor
     /// the vector is masked; otherwise the pending bit is set.
     pub fn raise_msix(&mut self, f: FnId, vector: u16) -> Result<Signal, RouteError> {
+        match self.msix_message(f, vector) {
+            Ok((address, data)) => {
+                self.memory_write(Origin::Function(f), address, &data.to_le_bytes())?;
+                Ok(Signal::Sent)
+            }
+            Err(s) => Ok(s),
+        }
+    }
+
+    /// What raising MSI-X vector `vector` of function `f` sends: `Ok((address, data))`
+    /// for the message write (the caller delivers it), or why nothing is sent
+    /// (`Pending`: the pending bit is now set; `Disabled`).
+    pub fn msix_message(&mut self, f: FnId, vector: u16) -> Result<(u64, u32), Signal> {
         let cs = &self.functions[f.0 as usize].config;
         let Some(cap) = find_cap(cs, pcielab_config::caps::id::MSIX) else {
-            return Ok(Signal::Disabled);
+            return Err(Signal::Disabled);
         };
         let ctl = cs.read_u16(cap + 2);
         if ctl & 0x8000 == 0 || vector > ctl & 0x7ff {
-            return Ok(Signal::Disabled);
+            return Err(Signal::Disabled);
         }
         let Some(model) = self.functions[f.0 as usize].model.as_mut() else {
-            return Ok(Signal::Disabled);
+            return Err(Signal::Disabled);
         };
         let Some(table) = model.msix_table_mut() else {
-            return Ok(Signal::Disabled);
+            return Err(Signal::Disabled);
         };
         let Some((address, data, masked)) = table.entry(vector as usize) else {
-            return Ok(Signal::Disabled);
+            return Err(Signal::Disabled);
         };
         if masked || ctl & 0x4000 != 0 {
             table.set_pending(vector as usize, true);
-            return Ok(Signal::Pending);
+            return Err(Signal::Pending);
         }
         table.set_pending(vector as usize, false);
-        self.memory_write(Origin::Function(f), address, &data.to_le_bytes())?;
-        Ok(Signal::Sent)
+        Ok((address, data))
     }
 
     /// Raises MSI vector `vector` (0-based, below the enabled count) of function `f`:
     /// Message Data with the vector number in its low bits, unless masked.
     pub fn raise_msi(&mut self, f: FnId, vector: u8) -> Result<Signal, RouteError> {
+        match self.msi_message(f, vector) {
+            Ok((address, data)) => {
+                self.memory_write(Origin::Function(f), address, &data.to_le_bytes())?;
+                Ok(Signal::Sent)
+            }
+            Err(s) => Ok(s),
+        }
+    }
+
+    /// What raising MSI vector `vector` of function `f` sends: `Ok((address, data))`
+    /// for the message write (the caller delivers it), or why nothing is sent
+    /// (`Pending`: the pending bit is now set; `Disabled`).
+    pub fn msi_message(&mut self, f: FnId, vector: u8) -> Result<(u64, u32), Signal> {
         let cs = &mut self.functions[f.0 as usize].config;
         let Some(cap) = find_cap(cs, pcielab_config::caps::id::MSI) else {
-            return Ok(Signal::Disabled);
+            return Err(Signal::Disabled);
         };
         let ctl = cs.read_u16(cap + 2);
         let enabled = 1u32 << ((ctl >> 4) & 7);
         if ctl & 1 == 0 || vector as u32 >= enabled {
-            return Ok(Signal::Disabled);
+            return Err(Signal::Disabled);
         }
         let a64 = ctl & 0x80 != 0;
         let mut address = cs.read_u32(cap + 4) as u64;
@@ -1325,11 +1350,10 @@ impl Fabric {
             if mask & (1 << vector) != 0 {
                 let pend = cs.read_u32(data_off + 8);
                 cs.hw_write(data_off + 8, 4, pend | 1 << vector);
-                return Ok(Signal::Pending);
+                return Err(Signal::Pending);
             }
         }
-        self.memory_write(Origin::Function(f), address, &data.to_le_bytes())?;
-        Ok(Signal::Sent)
+        Ok((address, data))
     }
 
     /// The function at `bdf`, as currently numbered.

@@ -9,9 +9,8 @@
 //!   a request received on the secondary side of a root port or a switch downstream
 //!   port, or reaching a switch upstream port from the switch's internal bus, is an
 //!   Unsupported Request of that port — a non-posted one is completed with UR — and
-//!   the port logs it. Completions and messages pass. (An MSI or MSI-X write such a
-//!   bridge would refuse is not sent at all: the simulator records it. Interrupt
-//!   writes are built by the functional fabric, which refuses them at the source.)
+//!   the port logs it. MSI and MSI-X writes are memory writes: one from below travels
+//!   to the bridge and is refused there. Completions and messages pass.
 //!
 //! Enumeration sets the bit everywhere, as Linux's drivers do; a reset (a link that
 //! went down) clears it. The engine keeps the bit cached: per endpoint, and per

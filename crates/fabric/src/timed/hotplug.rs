@@ -124,12 +124,8 @@ impl Engine {
         what: &str,
         cx: &mut Context<'_, PackedEv>,
     ) {
-        let before = self.fabric.interrupts.len();
-        if self.fabric.raise_msi(p, vector as u8).is_err() {
-            self.errors
-                .push(format!("{}: {what} interrupt failed", self.fabric.bdf(p)));
-        }
+        let msg = self.fabric.msi_message(p, vector as u8);
         let me = self.fabric.bdf(p);
-        self.send_raised_interrupts(p, me, before, &format!("{what} MSI"), cx);
+        self.send_message_write(p, me, msg, &format!("{}: {what} MSI", me), cx);
     }
 }

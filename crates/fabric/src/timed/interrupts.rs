@@ -282,8 +282,9 @@ impl Engine {
         msix: bool,
         cx: &mut Context<'_, PackedEv>,
     ) {
-        // Let the functional fabric decide address/data (and pending bits), capturing
-        // the write it would make instead of delivering it instantly.
+        // The functional fabric decides address and data (and pending bits); the write
+        // goes out as a TLP, routed as any memory write: a bridge above with Bus
+        // Master Enable clear refuses it on its way.
         let what = if msix { "MSI-X" } else { "MSI" };
         if !self.bus_master_set(f) {
             self.errors.push(format!(
@@ -292,44 +293,37 @@ impl Engine {
             ));
             return;
         }
-        let before = self.fabric.interrupts.len();
-        let r = if msix {
-            self.fabric.raise_msix(f, v as u16)
+        let msg = if msix {
+            self.fabric.msix_message(f, v as u16)
         } else {
-            self.fabric.raise_msi(f, v as u8)
+            self.fabric.msi_message(f, v as u8)
         };
-        if let Err(e) = r {
-            // (A bridge above with Bus Master Enable clear refuses it here, at once.)
-            self.errors.push(format!(
-                "{what} of {} not sent: {e}",
-                self.nodes[node as usize].name
-            ));
-        }
         let me = self.ep_bdf(node);
-        self.send_raised_interrupts(f, me, before, "MSI", cx);
+        let what = format!("{}: {what}", self.nodes[node as usize].name);
+        self.send_message_write(f, me, msg, &what, cx);
     }
 
-    /// Sends the interrupt writes the functional fabric raised for function `f` since
-    /// `before` (its `interrupts` log) as MWr TLPs from `requester`, instead of
-    /// delivering them instantly; `what` names them in errors.
-    pub(crate) fn send_raised_interrupts(
+    /// Sends an MSI/MSI-X message write of function `f` (`requester`) as an MWr TLP;
+    /// routed like any memory write, it may be refused on its way (a bridge with Bus
+    /// Master Enable clear). `what` names it in errors.
+    pub(crate) fn send_message_write(
         &mut self,
         f: FnId,
         requester: Bdf,
-        before: usize,
+        msg: Result<(u64, u32), crate::functional::Signal>,
         what: &str,
         cx: &mut Context<'_, PackedEv>,
     ) {
-        let new: Vec<Interrupt> = self.fabric.interrupts.drain(before..).collect();
-        for i in new {
-            let p = self.alloc_payload(&i.data.to_le_bytes());
-            let t = Tlp {
-                data: p,
-                ..Tlp::new(Kind::MWr, requester, i.address, 4)
-            };
-            if let Err(e) = self.inject(Origin::Function(f), t, requester, cx) {
-                self.errors.push(format!("{what} write not routable: {e}"));
-            }
+        let Ok((address, data)) = msg else {
+            return; // disabled or pending
+        };
+        let p = self.alloc_payload(&data.to_le_bytes());
+        let t = Tlp {
+            data: p,
+            ..Tlp::new(Kind::MWr, requester, address, 4)
+        };
+        if let Err(e) = self.inject(Origin::Function(f), t, requester, cx) {
+            self.errors.push(format!("{what} write not routable: {e}"));
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Bus Master Enable (PCIe Base Spec 7.5.1.1.3) and host recovery after a reset: a
 //! function with the bit clear issues no DMA and no MSI-X; a bridge with it clear
-//! forwards no memory request upstream (Unsupported Request) but still forwards
-//! peer-to-peer traffic below it; host software restores a reset component after the
+//! forwards no memory request upstream (Unsupported Request), MSI-X writes included,
+//! but still forwards peer-to-peer traffic below it; host software restores a reset component after the
 //! link is back and the spec's 100 ms, and the DMA stream resumes.
 
 use crate::common::{
@@ -218,6 +218,32 @@ fn a_bridge_without_bus_master_enable_refuses_upstream_requests_only() {
     assert!(l[4].0 < t0 + 51_000, "UR, not a timeout: {l:?}");
     // The device itself misbehaved in no way.
     assert!(s.errors().is_empty(), "{:?}", s.errors());
+}
+
+#[test]
+fn an_msix_through_a_bridge_without_bus_master_enable_is_refused_there() {
+    let mut s = FabricSim::new(&switch_tree(1, false), &KindRegistry::builtin(), cfg()).unwrap();
+    let ep = s.bdf("ep").unwrap();
+    let dsp = parent(&s, ep);
+    let probe = Probe {
+        steps: vec![Step::Msix, Step::Msix],
+        ..Probe::default()
+    };
+    s.attach("ep", Box::new(probe)).unwrap();
+    set_bus_master(&mut s, dsp, false);
+    let irqs = s.interrupts().len();
+    let posted = posted_up(&s, "ep");
+    s.run_for(SimDuration::from_us(15));
+    // The device sent it (its own bit is set); the port refused it as a memory write
+    // from below: Unsupported Request, no interrupt.
+    assert_eq!(posted_up(&s, "ep"), posted + 1);
+    assert_ne!(uncorrectable(&mut s, dsp) & UNSUPPORTED, 0);
+    assert_eq!(s.interrupts().len(), irqs);
+    assert!(s.errors().is_empty(), "{:?}", s.errors());
+    set_bus_master(&mut s, dsp, true);
+    s.run_for(SimDuration::from_us(10));
+    assert_eq!(s.interrupts().len(), irqs + 1);
+    assert_eq!(s.interrupts()[irqs].1.from, ep);
 }
 
 #[test]
