@@ -829,6 +829,10 @@ pub struct PcieCap {
     /// The slot is hot-plug capable, surprise removal included (Slot Capabilities
     /// Hot-Plug Capable and Hot-Plug Surprise).
     pub hotplug: bool,
+    /// With `hotplug`: the slot has a power controller, an attention button and both
+    /// indicators, and expects orderly removal (Hot-Plug Surprise clear). The slot is
+    /// powered, its power indicator on, at power-up.
+    pub hotplug_power: bool,
     /// AtomicOp completer (32/64-bit and 128-bit CAS) supported.
     pub atomics: bool,
     /// LTR mechanism supported.
@@ -900,6 +904,7 @@ impl PcieCap {
             port_number: 0,
             slot: None,
             hotplug: false,
+            hotplug_power: false,
             atomics: false,
             ltr: true,
             aspm: 0,
@@ -1040,11 +1045,24 @@ impl Capability for PcieCap {
         if slot {
             let n = self.slot.unwrap_or(0) as u32 & 0x1fff;
             // 25 W slot power limit (value 25, scale 1.0x), no command completed support.
-            let hp = if self.hotplug { (1 << 5) | (1 << 6) } else { 0 };
+            // Hot-plug: Hot-Plug Capable (bit 6) with Hot-Plug Surprise (5), or with an
+            // attention button (0), power controller (1) and attention and power
+            // indicators (3, 4).
+            let hp = match (self.hotplug, self.hotplug_power) {
+                (false, _) => 0,
+                (true, false) => (1 << 5) | (1 << 6),
+                (true, true) => 0b101_1011,
+            };
             let sltcap = hp | (25 << 7) | (1 << 18) | (n << 19);
             cs.define(at + SLTCAP, 4, 0xffff_ffff, Access::Ro, sltcap);
-            // Attention and power indicators Off (11b each), everything else clear.
-            cs.define(at + SLTCTL, 2, 0x1fff, Access::Rw, 0x03c0);
+            // Attention indicator Off (11b); power indicator Off (11b), or On (01b) for
+            // a powered slot; Power Controller Control 0 (power on); the rest clear.
+            let ctl = if self.hotplug && self.hotplug_power {
+                0x01c0
+            } else {
+                0x03c0
+            };
+            cs.define(at + SLTCTL, 2, 0x1fff, Access::Rw, ctl);
             let present = if self.link.is_some() { 1 << 6 } else { 0 };
             cs.define(at + SLTSTA, 2, 0x0040, Access::Ro, present);
             cs.define(at + SLTSTA, 2, 0x011f, Access::Rw1c, 0);

@@ -361,13 +361,7 @@ fn describe_cap(s: &mut String, cap: u8, o: u16, rd: &dyn Fn(u16, usize) -> u32)
                 );
             }
             if caps & 0x100 != 0 {
-                let sc = rd(o + pcie_reg::SLTCAP, 4);
-                let _ = writeln!(
-                    s,
-                    "\tSltCap: Slot #{}, PowerLimit {}W",
-                    sc >> 19,
-                    (sc >> 7) & 0xff
-                );
+                describe_slot(s, o, rd);
             }
             let dc2 = rd(o + pcie_reg::DEVCAP2, 4);
             let _ = writeln!(
@@ -384,6 +378,70 @@ fn describe_cap(s: &mut String, cap: u8, o: u16, rd: &dyn Fn(u16, usize) -> u32)
         }
         _ => {}
     }
+}
+
+/// Slot Capabilities, Control and Status with lspci's words.
+fn describe_slot(s: &mut String, o: u16, rd: &dyn Fn(u16, usize) -> u32) {
+    let sc = rd(o + pcie_reg::SLTCAP, 4);
+    let ctl = rd(o + pcie_reg::SLTCTL, 2);
+    let sta = rd(o + pcie_reg::SLTSTA, 2);
+    let b = |v: u32, bit: u32| flag(v & (1 << bit) != 0);
+    let indicator = |v: u32| ["Unknown", "On", "Blink", "Off"][(v & 3) as usize];
+    let _ = writeln!(
+        s,
+        "\tSltCap: AttnBtn{} PwrCtrl{} MRL{} AttnInd{} PwrInd{} HotPlug{} Surprise{}",
+        b(sc, 0),
+        b(sc, 1),
+        b(sc, 2),
+        b(sc, 3),
+        b(sc, 4),
+        b(sc, 6),
+        b(sc, 5)
+    );
+    let _ = writeln!(
+        s,
+        "\t\tSlot #{}, PowerLimit {}W; Interlock{} NoCompl{}",
+        sc >> 19,
+        (sc >> 7) & 0xff,
+        b(sc, 17),
+        b(sc, 18)
+    );
+    let _ = writeln!(
+        s,
+        "\tSltCtl: Enable: AttnBtn{} PwrFlt{} MRL{} PresDet{} CmdCplt{} HPIrq{} LinkChg{}",
+        b(ctl, 0),
+        b(ctl, 1),
+        b(ctl, 2),
+        b(ctl, 3),
+        b(ctl, 4),
+        b(ctl, 5),
+        b(ctl, 12)
+    );
+    let _ = writeln!(
+        s,
+        "\t\tControl: AttnInd {}, PwrInd {}, Power{} Interlock{}",
+        indicator(ctl >> 6),
+        indicator(ctl >> 8),
+        b(ctl, 10),
+        b(ctl, 11)
+    );
+    let _ = writeln!(
+        s,
+        "\tSltSta: Status: AttnBtn{} PowerFlt{} MRL{} CmdCplt{} PresDet{} Interlock{}",
+        b(sta, 0),
+        b(sta, 1),
+        b(sta, 5),
+        b(sta, 4),
+        b(sta, 6),
+        b(sta, 7)
+    );
+    let _ = writeln!(
+        s,
+        "\t\tChanged: MRL{} PresDet{} LinkState{}",
+        b(sta, 2),
+        b(sta, 3),
+        b(sta, 8)
+    );
 }
 
 fn describe_ext(s: &mut String, cap: u16, o: u16, rd: &dyn Fn(u16, usize) -> u32) {

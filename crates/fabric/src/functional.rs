@@ -407,7 +407,8 @@ fn port_cap(
     c.l1_exit = l1_exit_code(crate::timed::aspm::DEFAULT_L1_EXIT.as_ps());
     c.port_number = port_number;
     c.slot = slot;
-    c.hotplug = slot.is_some() && params.bool("hotplug").unwrap_or(false);
+    c.hotplug_power = slot.is_some() && params.bool("hotplug_power").unwrap_or(false);
+    c.hotplug = c.hotplug_power || (slot.is_some() && params.bool("hotplug").unwrap_or(false));
     c
 }
 

@@ -13,8 +13,10 @@
 //! | all | `vendor_id`, `device_id` | 0..=0xffff | 0x1fee, per kind | identification |
 //! | root-complex | `ports` | 1..=31 | 1 | root ports (devices 1..=ports on bus 0) |
 //! | root-complex | `hotplug` | bool | false | root ports are hot-plug slots with surprise removal (`FabricSim::unplug`/`plug`) |
+//! | root-complex | `hotplug_power` | bool | false | root ports are hot-plug slots with a power controller, an attention button and indicators, for orderly removal (`FabricSim::press_attention_button`); implies `hotplug` |
 //! | switch | `ports` | 1..=32 | 1 | downstream ports |
 //! | switch | `hotplug` | bool | false | downstream ports are hot-plug slots with surprise removal |
+//! | switch | `hotplug_power` | bool | false | downstream ports are hot-plug slots with a power controller, an attention button and indicators; implies `hotplug` |
 //! | psmem | `bar_size` | power of two | "1MiB" | memory BAR size |
 //! | psmem | `prefetchable` | bool | true | memory BAR prefetchable |
 //! | psmem | `bar64` | bool | true | memory BAR is 64-bit |
@@ -352,6 +354,12 @@ impl KindRegistry {
             Some(ParamValue::Bool(false)),
             "root ports are hot-plug slots (surprise removal included)",
         ));
+        rc.push(key(
+            "hotplug_power",
+            KeyType::Bool,
+            Some(ParamValue::Bool(false)),
+            "root ports are hot-plug slots with a power controller, an attention button and indicators (orderly removal; implies hotplug)",
+        ));
         rc.extend(common_keys(256, device_ids::HOST_BRIDGE as i64));
         r.register(KindSpec {
             name: "root-complex",
@@ -370,6 +378,12 @@ impl KindRegistry {
             KeyType::Bool,
             Some(ParamValue::Bool(false)),
             "downstream ports are hot-plug slots (surprise removal included)",
+        ));
+        sw.push(key(
+            "hotplug_power",
+            KeyType::Bool,
+            Some(ParamValue::Bool(false)),
+            "downstream ports are hot-plug slots with a power controller, an attention button and indicators (orderly removal; implies hotplug)",
         ));
         sw.extend(common_keys(256, device_ids::SWITCH_UP as i64));
         r.register(KindSpec {

@@ -762,7 +762,7 @@ width = 8
     fn errors_name_file_line_key_and_allowed_values() {
         let rows: &[(&str, &str, &str)] = &[
             ("kind = \"switch\"", "kind = \"sw\"", "t.toml:8: key \"kind\": unknown kind \"sw\"; allowed: root-complex, switch, psmem"),
-            ("ports = 3", "ports = 3\ncolour = 1", "t.toml:10: key \"colour\": unknown key for kind \"switch\"; allowed: name, kind, ports, hotplug, max_gen, max_width, mps, aspm, vendor_id, device_id"),
+            ("ports = 3", "ports = 3\ncolour = 1", "t.toml:10: key \"colour\": unknown key for kind \"switch\"; allowed: name, kind, ports, hotplug, hotplug_power, max_gen, max_width, mps, aspm, vendor_id, device_id"),
             ("name = \"mem0\"", "name = \"sw0\"", "t.toml:11: key \"name\": duplicate node name \"sw0\" (first defined on line 6)"),
             ("up = \"sw0.1\"", "up = \"rc.0\"", "t.toml:19: key \"up\": port \"rc.0\" is already used by the link on line 13"),
             ("up = \"sw0.1\"", "up = \"sw9.1\"", "t.toml:19: key \"up\": no node named \"sw9\"; nodes: rc, sw0, mem0"),

@@ -14,9 +14,18 @@
 //!   INTx without MSI) when the condition becomes true.
 //! * A port with Hot-Plug Surprise does not report Surprise Down errors (the spec:
 //!   a removal there is expected).
+//! * Orderly hot-plug (`hotplug_power = true`): the slot has an attention button, a
+//!   power controller and attention and power indicators, and no Hot-Plug Surprise.
+//!   [`super::FabricSim::press_attention_button`] sets Attention Button Pressed (an
+//!   interrupt with its enable). Power Controller Control (Slot Control bit 10) set
+//!   powers the slot off: the link goes down, the device below is reset, and nothing
+//!   logs a Surprise Down; cleared, the slot is powered again and the link trains if
+//!   a device is present. A device plugged into a slot that is off stays down until
+//!   software powers the slot. The indicators are Slot Control fields software sets;
+//!   nothing reads them.
 //!
-//! Not modelled: attention buttons and indicators, power controllers, MRL sensors,
-//! Command Completed.
+//! Not modelled: MRL sensors, power faults, electromechanical interlocks, Command
+//! Completed (slots advertise No Command Completed Support).
 
 use super::engine::Engine;
 use super::packed::PackedEv;
@@ -30,9 +39,17 @@ pub(crate) const SLTSTA_PDC: u16 = 1 << 3;
 const SLTSTA_PDS: u16 = 1 << 6;
 /// Slot Status: Data Link Layer State Changed.
 pub(crate) const SLTSTA_DLLSC: u16 = 1 << 8;
-/// Slot Control: Presence Detect Changed Enable, Hot-Plug Interrupt Enable, Data Link
-/// Layer State Changed Enable.
+/// Slot Status: Attention Button Pressed.
+const SLTSTA_ABP: u16 = 1 << 0;
+/// Slot Capabilities: Attention Button Present, Power Controller Present.
+const SLTCAP_ABP: u32 = 1 << 0;
+const SLTCAP_PCP: u32 = 1 << 1;
+/// Slot Control: Attention Button Pressed Enable, Presence Detect Changed Enable,
+/// Hot-Plug Interrupt Enable, Power Controller Control (1: off), Data Link Layer State
+/// Changed Enable.
+const SLTCTL_ABPE: u16 = 1 << 0;
 const SLTCTL_PDCE: u16 = 1 << 3;
+const SLTCTL_PCC: u16 = 1 << 10;
 const SLTCTL_HPIE: u16 = 1 << 5;
 const SLTCTL_DLLSCE: u16 = 1 << 12;
 
@@ -53,7 +70,8 @@ pub(crate) fn interrupt_condition(cs: &pcielab_config::ConfigSpace) -> (bool, u1
     let sta = cs.read_u16(p + SLTSTA);
     let cond = ctl & SLTCTL_HPIE != 0
         && ((ctl & SLTCTL_PDCE != 0 && sta & SLTSTA_PDC != 0)
-            || (ctl & SLTCTL_DLLSCE != 0 && sta & SLTSTA_DLLSC != 0));
+            || (ctl & SLTCTL_DLLSCE != 0 && sta & SLTSTA_DLLSC != 0)
+            || (ctl & SLTCTL_ABPE != 0 && sta & SLTSTA_ABP != 0));
     (cond, (cs.read_u16(p + 2) >> 9) & 0x1f)
 }
 
@@ -74,6 +92,32 @@ impl Engine {
                 & (1 << 5)
                 != 0
         })
+    }
+
+    /// True if port `p`'s slot has a power controller and its Power Controller Control
+    /// says off.
+    pub(crate) fn slot_powered_off(&self, p: FnId) -> bool {
+        self.slot_cap(p).is_some_and(|at| {
+            let cs = &self.fabric.functions[p.0 as usize].config;
+            cs.read_u32(at + SLTCAP) & SLTCAP_PCP != 0 && cs.read_u16(at + SLTCTL) & SLTCTL_PCC != 0
+        })
+    }
+
+    /// The attention button of port `p`'s slot is pressed: Attention Button Pressed
+    /// is set (with the hot-plug interrupt when enabled). False if the slot has no
+    /// button.
+    pub(crate) fn attention_button(&mut self, p: FnId, cx: &mut Context<'_, PackedEv>) -> bool {
+        let has = self.slot_cap(p).is_some_and(|at| {
+            self.fabric.functions[p.0 as usize]
+                .config
+                .read_u32(at + SLTCAP)
+                & SLTCAP_ABP
+                != 0
+        });
+        if has {
+            self.slot_event(p, SLTSTA_ABP, None, cx);
+        }
+        has
     }
 
     /// Slot Status of port `p` gains the change bits `changed`; Presence Detect State

@@ -23,8 +23,9 @@
 //! reset, a removed device (hot-plug), and host software through the port above: its
 //! Secondary Bus Reset bit (Bridge Control bit 6: a hot reset of the link and what is
 //! below, PCIe Base Spec 7.5.1.3.13) or Link Disable bit (Link Control bit 4), each
-//! until cleared, and the Secondary Bus Reset bit of a switch upstream port (its
-//! downstream ports are reset and every link below them held). Once no reason is
+//! until cleared, the Secondary Bus Reset bit of a switch upstream port (its
+//! downstream ports are reset and every link below them held), and a hot-plug slot's
+//! Power Controller Control (powered off). Once no reason is
 //! left it trains for `SimConfig::link_training_time`, then runs the InitFC handshake
 //! as at power-on. A failure or a removal, but not a link that DPC or software took
 //! down, is a Surprise Down error for the port above (AER uncorrectable bit 5).
@@ -51,6 +52,8 @@ pub(crate) const HELD_DISABLED: u8 = 32;
 /// Held in hot reset by the Secondary Bus Reset bit of the switch upstream port above
 /// the link's downstream port.
 pub(crate) const HELD_UP_SBR: u8 = 64;
+/// Held down because its hot-plug slot is powered off (Power Controller Control).
+pub(crate) const HELD_POWER: u8 = 128;
 
 /// Bridge Control: Secondary Bus Reset.
 const BRCTL_SBR: u16 = 1 << 6;
@@ -133,7 +136,12 @@ impl Engine {
         let disabled = std_cap(&self.fabric, f, pcielab_config::caps::id::PCIE).is_some_and(|p| {
             cs.read_u16(p + pcielab_config::caps::pcie_reg::LNKCTL) & LNKCTL_DISABLE != 0
         });
-        for (on, why) in [(sbr, HELD_SBR), (disabled, HELD_DISABLED)] {
+        let off = self.slot_powered_off(f);
+        for (on, why) in [
+            (sbr, HELD_SBR),
+            (disabled, HELD_DISABLED),
+            (off, HELD_POWER),
+        ] {
             let held = self.dirs[x].held & why != 0;
             if on && !held {
                 self.take_link_down(x as u16, why, cx);

@@ -1859,6 +1859,28 @@ impl FabricSim {
         Ok(())
     }
 
+    /// The attention button of the hot-plug slot above node `name` is pressed (a slot
+    /// of a `hotplug_power = true` node): the port sets Attention Button Pressed in
+    /// Slot Status and raises its hot-plug interrupt when enabled. Host software then
+    /// blinks the power indicator, powers the slot off (Slot Control bit 10) and the
+    /// device can be removed, as Linux's pciehp does. An error if the slot has no
+    /// attention button.
+    pub fn press_attention_button(&mut self, name: &str) -> Result<(), SimError> {
+        let d = self.up_link(name)?;
+        let pressed = self.sim.process(|e, cx| {
+            e.dirs[(d | 1) as usize]
+                .rx_func
+                .is_some_and(|p| e.attention_button(p, cx))
+        });
+        if pressed {
+            Ok(())
+        } else {
+            Err(SimError::Route(format!(
+                "the slot above {name} has no attention button (hotplug_power = true gives one)"
+            )))
+        }
+    }
+
     /// The LTR messages the root ports received, with their arrival times.
     pub fn ltr_messages(&self) -> &[(SimTime, LtrMessage)] {
         &self.sim.world().ltr_messages

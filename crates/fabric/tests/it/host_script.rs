@@ -9,9 +9,9 @@ use pcielab_fabric::topology::Topology;
 use pcielab_sim::SimDuration;
 use pcielab_wire::{Bdf, ByteEnables};
 
-/// RC ─ switch (two hot-plug slots) ─ ep (with an I/O BAR), ep2; ep3 on a second root
-/// port.
-const TOPO: &str = "[[node]]\nname=\"rc\"\nkind=\"root-complex\"\nports=2\n\
+/// RC ─ switch (two surprise hot-plug slots) ─ ep (with an I/O BAR), ep2; ep3 on a
+/// second root port (an orderly hot-plug slot: attention button, power controller).
+const TOPO: &str = "[[node]]\nname=\"rc\"\nkind=\"root-complex\"\nports=2\nhotplug_power=true\n\
     [[node]]\nname=\"sw\"\nkind=\"switch\"\nports=2\nhotplug=true\n\
     [[node]]\nname=\"ep\"\nkind=\"psmem\"\nio_size=256\n\
     [[node]]\nname=\"ep2\"\nkind=\"psmem\"\n\
@@ -100,10 +100,11 @@ pub fn run(data: &[u8]) -> (u64, usize, i64) {
                 };
             }
             6 => {
-                let _ = if op[2] & 1 == 0 {
-                    s.unplug("ep2")
-                } else {
-                    s.plug("ep2")
+                let n = ["ep2", "ep3"][op[1] as usize % 2];
+                let _ = match op[2] % 3 {
+                    0 => s.unplug(n),
+                    1 => s.plug(n),
+                    _ => s.press_attention_button(n),
                 };
             }
             7 => {
