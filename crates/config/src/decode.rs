@@ -457,10 +457,20 @@ fn describe_ext(s: &mut String, cap: u16, o: u16, rd: &dyn Fn(u16, usize) -> u32
                 rd(o + 0x14, 4)
             );
             // As lspci words them: the first error's bit and its TLP's header.
+            let cc = rd(o + 0x18, 4);
+            let b = |bit: u32| flag(cc & (1 << bit) != 0);
             let _ = writeln!(
                 s,
-                "\tAERCap: First Error Pointer: {:02x}",
-                rd(o + 0x18, 4) & 0x1f
+                "\tAERCap: First Error Pointer: {:02x}, ECRCGenCap{} ECRCGenEn{} ECRCChkCap{} ECRCChkEn{}\n\t\tMultHdrRecCap{} MultHdrRecEn{} TLPPfxPres{} HdrLogCap{}",
+                cc & 0x1f,
+                b(5),
+                b(6),
+                b(7),
+                b(8),
+                b(9),
+                b(10),
+                b(11),
+                b(12)
             );
             let _ = writeln!(
                 s,

@@ -31,8 +31,8 @@ pub const AER_CORR_BITS: u32 = 0x0000_f1c1;
 /// +0C | Uncorrectable Error Severity (RWS)                                  |
 /// +10 | Correctable Error Status (RW1CS)                                    |
 /// +14 | Correctable Error Mask (RWS; Advisory Non-Fatal masked at reset)    |
-/// +18 | Adv. Cap & Ctl: ECRCChkEn(8,RWS) ECRCChkCap(7) ECRCGenEn(6,RWS)      |
-/// |   |                 ECRCGenCap(5) FirstErrPtr(4:0,ROS)                  |
+/// +18 | Adv. Cap & Ctl: CTOHdrLogCap(12) ECRCChkEn(8,RWS) ECRCChkCap(7)      |
+/// |   |                 ECRCGenEn(6,RWS) ECRCGenCap(5) FirstErrPtr(4:0,ROS) |
 /// +1C | Header Log (4 DW, ROS)                                              |
 /// +2C | Root Error Command (RW, root ports)                                 |
 /// +30 | Root Error Status (RW1CS, root ports)                               |
@@ -69,7 +69,8 @@ impl ExtCapability for AerCap {
         cs.define(at + 0x0c, 4, bits, Access::Rw, AER_UNCORR_SEVERITY_DEFAULT);
         cs.define(at + 0x10, 4, AER_CORR_BITS, Access::Rw1c, 0);
         cs.define(at + 0x14, 4, AER_CORR_BITS, Access::Rw, 0x2000);
-        cs.define(at + 0x18, 4, 0x00a0, Access::Ro, 0x00a0);
+        // ECRC Generation/Check Capable; Completion Timeout Prefix/Header Log Capable.
+        cs.define(at + 0x18, 4, 0x10a0, Access::Ro, 0x10a0);
         cs.define(at + 0x18, 4, 0x0140, Access::Rw, 0);
         for o in (0x04..0x2c).step_by(4) {
             cs.set_sticky(at + o, 4, 0xffff_ffff);

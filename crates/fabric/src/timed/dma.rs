@@ -338,6 +338,21 @@ impl Engine {
         if expired.is_empty() {
             return;
         }
+        // The request each expired DMA waited on longest (its lowest offset still
+        // outstanding), for the Header Log: (tag, offset, length).
+        let oldest: Vec<Option<(u16, u64, u32)>> = expired
+            .iter()
+            .map(|&oi| {
+                ep.tag_map
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(t, e)| match e {
+                        Some((o, off, len, _)) if *o == oi => Some((t as u16, *off, *len)),
+                        _ => None,
+                    })
+                    .min_by_key(|&(_, off, _)| off)
+            })
+            .collect();
         for &oi in &expired {
             ep.ops[oi as usize].ok = false;
             for e in ep.tag_map.iter_mut() {
@@ -355,21 +370,45 @@ impl Engine {
         free.reverse();
         ep.free_tags = free;
         let name = self.nodes[node as usize].name.clone();
-        for oi in expired {
-            let what = match &self.nodes[node as usize].kind {
-                NodeKind::Ep(ep) if ep.ops[oi as usize].xlate_wait > 0 => "ATS translation",
-                _ => "DMA read",
+        for (oi, req) in expired.into_iter().zip(oldest) {
+            let (what, translating) = match &self.nodes[node as usize].kind {
+                NodeKind::Ep(ep) if ep.ops[oi as usize].xlate_wait > 0 => ("ATS translation", true),
+                _ => ("DMA read", false),
             };
             self.errors
                 .push(format!("{name}: {what} completion timeout"));
             if let Some(f) = self.nodes[node as usize].func {
-                self.signal_error(f, AER_COMPLETION_TIMEOUT, true, None, cx);
+                // Completion Timeout Prefix/Header Log Capable: the timed-out read
+                // request's header is logged (rebuilt as it was sent).
+                let req = req
+                    .filter(|_| !translating)
+                    .map(|(tag, off, len)| self.rebuild_read_request(node, oi, tag, off, len));
+                self.signal_error(f, AER_COMPLETION_TIMEOUT, true, req, cx);
+                if let Some(id) = req {
+                    self.release(id);
+                }
             }
             self.finish_dma(node, oi, cx);
         }
         if self.ats_any {
             self.ats_forget_dead(node);
         }
+    }
+
+    /// A TLP record of the read request DMA `oi` of `node` sent with `tag` for `len`
+    /// bytes at `off` (for the Header Log; the caller releases it).
+    fn rebuild_read_request(&mut self, node: u32, oi: u32, tag: u16, off: u64, len: u32) -> u32 {
+        let NodeKind::Ep(ep) = &self.nodes[node as usize].kind else {
+            unreachable!("DMAs belong to endpoints")
+        };
+        let me = ep.bdf;
+        let a = ep.ops[oi as usize].addr + off;
+        let (addr, addr_type) = self.dma_address(node, oi, a);
+        self.alloc_tlp(Tlp {
+            tag,
+            addr_type,
+            ..Tlp::new(Kind::MRd, me, addr, len)
+        })
     }
 
     pub(crate) fn finish_dma(&mut self, node: u32, oi: u32, cx: &mut Context<'_, PackedEv>) {

@@ -3199,9 +3199,9 @@ pub(crate) fn log_error(
 /// uncorrectable error `bit` becomes the first error when the Uncorrectable Error
 /// Status bit the pointer names is clear (software has serviced the last first error,
 /// or there was none); its TLP's header is then logged, the byte holding Fmt/Type in
-/// bits 31:24 of the first Header Log DW. An error without a header (Completion
-/// Timeout: this model does not set Completion Timeout Prefix/Header Log Capable)
-/// leaves zeros. A masked error is recorded in neither. Without Multiple Header
+/// bits 31:24 of the first Header Log DW (a Completion Timeout logs the request that
+/// timed out: functions set Completion Timeout Prefix/Header Log Capable). An error
+/// without a header (a timed-out ATS Translation Request) leaves zeros. A masked error is recorded in neither. Without Multiple Header
 /// Recording, the log stays locked until the first error's status bit is cleared.
 pub(crate) fn record_first_error(
     cs: &mut pcielab_config::ConfigSpace,

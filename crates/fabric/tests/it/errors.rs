@@ -597,16 +597,30 @@ fn the_header_log_keeps_the_first_error_until_software_clears_it() {
 }
 
 #[test]
-fn an_error_without_a_header_points_first_and_leaves_the_log_empty() {
-    // Completion Timeout (bit 14) comes first and has no header; the Unexpected
+fn a_completion_timeout_logs_the_request_that_timed_out() {
+    // Completion Timeout (bit 14) comes first: the log holds the read request as it
+    // went on the wire (Completion Timeout Prefix/Header Log Capable); the Unexpected
     // Completion (bit 16) that follows finds the log taken.
-    let (mut sim, ep, _) = late_completion(false, false);
+    let (mut sim, ep, _) = late_completion(false, true);
     let (_, a) = caps(&mut sim, ep);
     assert_eq!(
         sim.cfg_read(ep, a + 4) & (1 << 14 | 1 << 16),
         1 << 14 | 1 << 16
     );
-    assert_eq!(header_log(&mut sim, ep), ([0; 4], 14));
+    assert_eq!(sim.cfg_read(ep, a + 0x18) & (1 << 12), 1 << 12, "HdrLogCap");
+    let (log, fep) = header_log(&mut sim, ep);
+    assert_eq!(fep, 14);
+    let t = sim.trace().unwrap();
+    let (r, p) = trace_tlps(t)
+        .find(|(_, p)| matches!(p.header, TlpHeader::Mem(h) if h.requester_id == ep))
+        .expect("the read request is in the trace");
+    let TlpHeader::Mem(h) = p.header else {
+        unreachable!()
+    };
+    let n = if h.four_dw { 16 } else { 12 };
+    let wire: Vec<u8> = log.iter().flat_map(|w| w.to_be_bytes()).collect();
+    assert_eq!(&wire[..n], &t.bytes(r)[..n]);
+    assert!(wire[n..].iter().all(|&b| b == 0));
     // Without the timeout's status bit the pointer is free again: the late completion
     // of a second run is then logged with its header (a CplD to the endpoint).
     let (mut sim, ep, _) = late_completion_with(false, false, |sim| {
