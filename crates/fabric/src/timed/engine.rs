@@ -2276,12 +2276,19 @@ impl Engine {
             for (x, y) in v.iter_mut().zip(data) {
                 *x = *y;
             }
+            let mut v = u32::from_le_bytes(v);
+            if let Some(m) = self.iommu.as_mut() {
+                match m.remap_interrupt(cx.now(), req, addr, v) {
+                    Some(vector) => v = vector,
+                    None => return, // blocked by interrupt remapping (a fault)
+                }
+            }
             self.interrupts.push((
                 cx.now(),
                 Interrupt {
                     from: req,
                     address: addr,
-                    data: u32::from_le_bytes(v),
+                    data: v,
                 },
             ));
         } else if let Some(phys) = self.dma_target(id, cx.now()) {

@@ -1,11 +1,25 @@
-//! The root complex's IOMMU: per-device page tables and an IOTLB.
+//! The root complex's IOMMU: per-device page tables, an IOTLB and interrupt remapping.
 //!
 //! DMA from a device to host memory is translated by the requester's page table
 //! (I/O virtual address → physical). The IOTLB caches `entries` translations (LRU);
 //! a hit costs `hit_latency`, a miss `miss_latency` (a page walk). An unmapped page is
 //! a fault: the request is not performed, a read completes with Unsupported Request,
 //! and the fault is recorded. MSI/MSI-X writes (the interrupt address range) pass
-//! untranslated (interrupt remapping is not modelled).
+//! untranslated.
+//!
+//! **Interrupt remapping** (`IommuConfig::interrupt_remapping`, as Intel VT-d's): a
+//! write to the interrupt address range is an interrupt request the IOMMU checks
+//! before the host sees it. Only the remappable format passes — address bit 4 set, the
+//! handle in address bits 19:5 with bit 15 in address bit 2, plus the data's low 16
+//! bits when Sub-Handle Valid (address bit 3) is set ([`remappable_msi_address`]).
+//! The handle indexes the interrupt remapping table
+//! ([`super::FabricSim::iommu_map_interrupt`]): an entry whose source is the
+//! requester delivers the entry's vector as the interrupt's data. A
+//! compatibility-format write (what enumeration programs), a missing entry or another
+//! requester's entry is blocked and recorded as a fault
+//! ([`IommuFaultKind::Interrupt`]): a device cannot forge another's interrupt, or any
+//! interrupt, with a DMA write. Host software programs its devices' MSI/MSI-X in the
+//! remappable format once remapping is on, as Linux does.
 
 use pcielab_sim::{SimDuration, SimTime};
 use pcielab_wire::Bdf;
@@ -22,6 +36,8 @@ pub struct IommuConfig {
     pub hit_latency: SimDuration,
     /// Added latency of an IOTLB miss (page walk). Default 200 ns.
     pub miss_latency: SimDuration,
+    /// Interrupt remapping (see the module documentation). Default off.
+    pub interrupt_remapping: bool,
 }
 
 impl Default for IommuConfig {
@@ -31,11 +47,12 @@ impl Default for IommuConfig {
             iotlb_entries: 64,
             hit_latency: SimDuration::ZERO,
             miss_latency: SimDuration::from_ns(200),
+            interrupt_remapping: false,
         }
     }
 }
 
-/// A translation fault: who, what address, when.
+/// A fault: who, what address, when, and what kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IommuFault {
     /// When the request reached the IOMMU.
@@ -44,6 +61,39 @@ pub struct IommuFault {
     pub requester: Bdf,
     /// The untranslated address.
     pub iova: u64,
+    /// A DMA translation or an interrupt request.
+    pub kind: IommuFaultKind,
+}
+
+/// What an [`IommuFault`] blocked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IommuFaultKind {
+    /// A DMA request to an unmapped page.
+    Translation,
+    /// An interrupt request that remapping refused (compatibility format, no entry,
+    /// or another requester's entry).
+    Interrupt,
+}
+
+/// The MSI address of interrupt remapping handle `handle` (remappable format, no
+/// sub-handle): host software programs it, with data 0, into a device's MSI or MSI-X
+/// entry once it has mapped the handle ([`super::FabricSim::iommu_map_interrupt`]).
+///
+/// ```
+/// use pcielab_fabric::timed::remappable_msi_address;
+/// assert_eq!(remappable_msi_address(7), 0xfee0_00f0);
+/// assert_eq!(remappable_msi_address(0x8001), 0xfee0_0034);
+/// ```
+pub fn remappable_msi_address(handle: u16) -> u64 {
+    0xfee0_0000 | ((handle as u64 & 0x7fff) << 5) | (1 << 4) | (((handle as u64) >> 15) << 2)
+}
+
+/// An interrupt remapping table entry: the requester allowed to use it and the vector
+/// the host's interrupt controller receives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Irte {
+    pub source: Bdf,
+    pub vector: u32,
 }
 
 /// IOMMU counters.
@@ -68,6 +118,8 @@ pub(crate) struct Iommu {
     iotlb: VecDeque<((u16, u64), SimTime)>,
     pub stats: IommuStats,
     pub faults: Vec<IommuFault>,
+    /// The interrupt remapping table: handle → entry.
+    pub irt: HashMap<u16, Irte>,
 }
 
 impl Iommu {
@@ -79,6 +131,7 @@ impl Iommu {
             iotlb: VecDeque::new(),
             stats: IommuStats::default(),
             faults: Vec::new(),
+            irt: HashMap::new(),
         }
     }
 
@@ -116,12 +169,43 @@ impl Iommu {
 
     /// Records a blocked request as a fault.
     pub fn fault(&mut self, now: SimTime, bdf: Bdf, iova: u64) {
+        self.record(now, bdf, iova, IommuFaultKind::Translation);
+    }
+
+    fn record(&mut self, now: SimTime, bdf: Bdf, iova: u64, kind: IommuFaultKind) {
         self.stats.faults += 1;
         self.faults.push(IommuFault {
             time: now,
             requester: bdf,
             iova,
+            kind,
         });
+    }
+
+    /// An interrupt request (a write of `data` to `addr` in the interrupt range) from
+    /// `bdf`: the vector to deliver, or `None` when remapping blocks it (recorded as a
+    /// fault). Without remapping, `data` itself.
+    pub fn remap_interrupt(&mut self, now: SimTime, bdf: Bdf, addr: u64, data: u32) -> Option<u32> {
+        if !self.cfg.interrupt_remapping {
+            return Some(data);
+        }
+        let entry = (addr & (1 << 4) != 0)
+            .then(|| {
+                let mut handle = ((addr >> 5) & 0x7fff) as u16 | (((addr >> 2) & 1) as u16) << 15;
+                if addr & (1 << 3) != 0 {
+                    handle = handle.wrapping_add(data as u16);
+                }
+                handle
+            })
+            .and_then(|h| self.irt.get(&h))
+            .filter(|e| e.source == bdf);
+        match entry {
+            Some(e) => Some(e.vector),
+            None => {
+                self.record(now, bdf, addr, IommuFaultKind::Interrupt);
+                None
+            }
+        }
     }
 
     /// Looks the page up in the IOTLB at `now` (filling it on a miss): the added

@@ -80,7 +80,7 @@ pub use engine::{
     BufferCredits, Engine, ErrorMessage, ErrorSeverity, Ev, HostRead, IntxEvent, PmeMessage,
     PmeToAck, WireItem,
 };
-pub use iommu::{IommuConfig, IommuFault, IommuStats};
+pub use iommu::{remappable_msi_address, IommuConfig, IommuFault, IommuFaultKind, IommuStats};
 pub use ltr::{ltr_ns, ltr_value, LtrMessage};
 pub use packed::PackedEv;
 pub use phy::LinkTiming;
@@ -1674,6 +1674,36 @@ impl FabricSim {
     ) -> Result<(), SimError> {
         let bdf = self.endpoint_bdf(name)?;
         self.iommu_mut()?.map(bdf, iova, phys, len);
+        Ok(())
+    }
+
+    /// Maps interrupt remapping handle `handle` to `vector` for endpoint `name`: a
+    /// remappable-format interrupt request with this handle from that device delivers
+    /// `vector` as its data (see the `iommu` module; `IommuConfig::interrupt_remapping`
+    /// must be on). Remapping it again replaces the entry.
+    pub fn iommu_map_interrupt(
+        &mut self,
+        name: &str,
+        handle: u16,
+        vector: u32,
+    ) -> Result<(), SimError> {
+        let source = self.endpoint_bdf(name)?;
+        let m = self.iommu_mut()?;
+        if !m.cfg.interrupt_remapping {
+            return Err(SimError::Param {
+                what: "iommu interrupt_remapping",
+                value: "false".into(),
+                allowed: "true (interrupt remapping enabled) to map interrupts",
+            });
+        }
+        m.irt.insert(handle, iommu::Irte { source, vector });
+        Ok(())
+    }
+
+    /// Removes interrupt remapping handle `handle`: interrupt requests using it are
+    /// blocked from now on.
+    pub fn iommu_unmap_interrupt(&mut self, handle: u16) -> Result<(), SimError> {
+        self.iommu_mut()?.irt.remove(&handle);
         Ok(())
     }
 

@@ -4,7 +4,7 @@
 //! property test and the `sim_chaos` fuzz target (which includes this file).
 
 use pcielab_fabric::kinds::KindRegistry;
-use pcielab_fabric::timed::{AddrPattern, DmaOpKind, DmaStream, FabricSim, SimConfig};
+use pcielab_fabric::timed::{AddrPattern, DmaOpKind, DmaStream, FabricSim, IommuConfig, SimConfig};
 use pcielab_fabric::topology::Topology;
 use pcielab_sim::SimDuration;
 use pcielab_wire::{Bdf, ByteEnables};
@@ -24,10 +24,10 @@ const NODES: [&str; 4] = ["sw", "ep", "ep2", "ep3"];
 const EPS: [&str; 3] = ["ep", "ep2", "ep3"];
 
 /// Runs a script: its first byte picks the configuration (bit 0 ASPM, 1 L1 substates,
-/// 2 ECRC, 3 LCRC errors at 2 %, 4 IOMMU with ATS and PRI, 5 devices that take 30 µs to
-/// be ready after a reset); then 8 bytes per action, at most 64 actions. Returns the
-/// trace hash, the kernel events still pending 20 ms after the script, and the TLP
-/// records alive then.
+/// 2 ECRC, 3 LCRC errors at 2 %, 4 IOMMU with ATS and PRI, 5 devices that take 30 µs
+/// to be ready after a reset, 6 interrupt remapping with the IOMMU); then 8 bytes per
+/// action, at most 64 actions. Returns the trace hash, the kernel events still pending
+/// 20 ms after the script, and the TLP records alive then.
 pub fn run(data: &[u8]) -> (u64, usize, i64) {
     let Some((&pick, script)) = data.split_first() else {
         return (0, 0, 0);
@@ -43,7 +43,10 @@ pub fn run(data: &[u8]) -> (u64, usize, i64) {
         aspm_l1ss: pick & 2 != 0,
         ecrc: pick & 4 != 0,
         error_rate: if pick & 8 != 0 { 0.02 } else { 0.0 },
-        iommu: (pick & 16 != 0).then(Default::default),
+        iommu: (pick & 16 != 0).then(|| IommuConfig {
+            interrupt_remapping: pick & 64 != 0,
+            ..IommuConfig::default()
+        }),
         ats: pick & 16 != 0,
         pri: pick & 16 != 0,
         device_ready_time: SimDuration::from_us(if pick & 32 != 0 { 30 } else { 0 }),

@@ -14,6 +14,7 @@ mod errors;
 mod gem5;
 mod host_script;
 mod hotplug;
+mod interrupt_remapping;
 mod intx;
 mod io;
 mod ltr;
