@@ -1276,7 +1276,17 @@ impl Fabric {
     /// table entry's address and data if MSI-X is enabled and neither the function nor
     /// the vector is masked; otherwise the pending bit is set.
     pub fn raise_msix(&mut self, f: FnId, vector: u16) -> Result<Signal, RouteError> {
-        match self.msix_message(f, vector) {
+        let msg = self.msix_message(f, vector);
+        self.send_message(f, msg)
+    }
+
+    /// Delivers function `f`'s interrupt message write, if there is one.
+    fn send_message(
+        &mut self,
+        f: FnId,
+        msg: Result<(u64, u32), Signal>,
+    ) -> Result<Signal, RouteError> {
+        match msg {
             Ok((address, data)) => {
                 self.memory_write(Origin::Function(f), address, &data.to_le_bytes())?;
                 Ok(Signal::Sent)
@@ -1317,13 +1327,8 @@ impl Fabric {
     /// Raises MSI vector `vector` (0-based, below the enabled count) of function `f`:
     /// Message Data with the vector number in its low bits, unless masked.
     pub fn raise_msi(&mut self, f: FnId, vector: u8) -> Result<Signal, RouteError> {
-        match self.msi_message(f, vector) {
-            Ok((address, data)) => {
-                self.memory_write(Origin::Function(f), address, &data.to_le_bytes())?;
-                Ok(Signal::Sent)
-            }
-            Err(s) => Ok(s),
-        }
+        let msg = self.msi_message(f, vector);
+        self.send_message(f, msg)
     }
 
     /// What raising MSI vector `vector` of function `f` sends: `Ok((address, data))`
