@@ -1,10 +1,14 @@
 //! A host that does anything: a script of actions (configuration writes anywhere, link
 //! failures, hot-plug, MMIO and I/O, stray completions, recovery, PME_Turn_Off, IOMMU
-//! unmaps, time passing) on a simulated fabric under DMA traffic. Shared by the chaos
+//! unmaps, time passing) on a simulated fabric under DMA traffic, with a device that
+//! misbehaves in every way its API allows ([`ChaosDevice`]). Shared by the chaos
 //! property test and the `sim_chaos` fuzz target (which includes this file).
 
 use pcielab_fabric::kinds::KindRegistry;
-use pcielab_fabric::timed::{AddrPattern, DmaOpKind, DmaStream, FabricSim, IommuConfig, SimConfig};
+use pcielab_fabric::timed::{
+    AddrPattern, DmaId, DmaOpKind, DmaStream, Endpoint, EpCx, FabricSim, IommuConfig, ReadReply,
+    ReadTicket, SimConfig, VdmRoute, VendorMessage,
+};
 use pcielab_fabric::topology::Topology;
 use pcielab_sim::SimDuration;
 use pcielab_wire::{Bdf, ByteEnables};
@@ -62,10 +66,30 @@ pub fn run(data: &[u8]) -> (u64, usize, i64) {
             s.iommu_map_on_demand(name, base + (1 << 15), base + (1 << 15), 1 << 15)
                 .unwrap();
         }
-        let op = [DmaOpKind::Write, DmaOpKind::Read, DmaOpKind::ReadWrite][i];
+        if *name == "ep3" {
+            continue; // the misbehaving device, attached below
+        }
+        let op = [DmaOpKind::Write, DmaOpKind::Read][i];
         let st = DmaStream::new(op, 700, 4, 40, base, 1 << 16, AddrPattern::Random);
         s.attach(name, Box::new(st)).unwrap();
     }
+    // ep3 misbehaves: it reads the script too, as its own actions.
+    let targets = [
+        dma[2],
+        0xfee0_0000,
+        s.bar("ep", 0).unwrap_or(0),
+        s.bar("ep2", 0).unwrap_or(0),
+    ];
+    let device = ChaosDevice {
+        actions: script
+            .chunks_exact(8)
+            .take(64)
+            .map(|c| c.try_into().unwrap())
+            .collect(),
+        targets,
+        ..ChaosDevice::default()
+    };
+    s.attach("ep3", Box::new(device)).unwrap();
     let funcs: Vec<_> = s
         .tree()
         .functions
@@ -156,4 +180,116 @@ pub fn run(data: &[u8]) -> (u64, usize, i64) {
         s.pending_events(),
         s.tlps_in_flight(),
     )
+}
+
+/// A device that does whatever its bytes say, one action every 0.2–5.3 µs: DMA reads
+/// and writes of any length (none included) anywhere (host memory, the interrupt range,
+/// peers' BARs, any address), poisoned writes, completions for tickets it holds, holds
+/// no more or made up, interrupts of any vector, INTx, vendor-defined messages on any
+/// route, PM_PME, PME_TO_Ack unasked, LTR; its BAR reads are answered now, later,
+/// poisoned or not at all, as the last action's byte says.
+#[derive(Debug, Default)]
+struct ChaosDevice {
+    actions: Vec<[u8; 8]>,
+    next: usize,
+    targets: [u64; 4],
+    tickets: Vec<ReadTicket>,
+    mood: u8,
+}
+
+impl ChaosDevice {
+    fn act(&mut self, a: [u8; 8], cx: &mut EpCx<'_>) {
+        let v = u32::from_le_bytes([a[4], a[5], a[6], a[7]]);
+        let addr = match a[1] % 5 {
+            4 => u64::from(v) << (a[2] % 40),
+            k => self.targets[k as usize] + u64::from(v % 0x2_0000),
+        };
+        let len = u64::from(u16::from_le_bytes([a[2], a[3]])) % 9000;
+        self.mood = a[3];
+        match a[0] % 12 {
+            0 => {
+                cx.dma_read(addr, len);
+            }
+            1 => {
+                cx.dma_write(addr, vec![a[2]; len as usize]);
+            }
+            2 => {
+                cx.dma_write_poisoned(addr, vec![a[2]; len as usize % 600]);
+            }
+            3 | 4 => {
+                let t = if a[2] & 1 == 0 && !self.tickets.is_empty() {
+                    self.tickets.swap_remove(v as usize % self.tickets.len())
+                } else {
+                    ReadTicket(u64::from(v))
+                };
+                let data = vec![0x5a; len as usize % 300];
+                if a[0] % 12 == 3 {
+                    cx.complete(t, data);
+                } else {
+                    cx.complete_poisoned(t, data);
+                }
+            }
+            5 => cx.msix(v as u16),
+            6 => cx.msi(v as u8),
+            7 => cx.intx(a[2] & 1 != 0),
+            8 => {
+                let route = match a[2] % 4 {
+                    0 => VdmRoute::RootComplex,
+                    1 => VdmRoute::Id(Bdf::from_raw(v as u16)),
+                    2 => VdmRoute::Broadcast,
+                    _ => VdmRoute::Local,
+                };
+                let payload = vec![1; (len as usize % 5) * 4 + (a[3] as usize % 4)];
+                cx.vendor_message(VendorMessage::new(route, v as u16, v, payload));
+            }
+            9 => cx.pme(),
+            10 => cx.pme_to_ack(),
+            _ => cx.ltr(v as u16, (v >> 16) as u16),
+        }
+    }
+
+    fn reply(&mut self, cx: &mut EpCx<'_>) -> ReadReply {
+        match self.mood % 4 {
+            0 => ReadReply::Now,
+            1 => ReadReply::Unsupported,
+            2 => ReadReply::Poisoned,
+            _ => {
+                let t = ReadTicket(cx.now().as_ps() ^ u64::from(self.mood));
+                self.tickets.push(t);
+                ReadReply::Later(t)
+            }
+        }
+    }
+}
+
+impl Endpoint for ChaosDevice {
+    fn start(&mut self, cx: &mut EpCx<'_>) {
+        cx.timer(SimDuration::from_us(1), 0);
+    }
+    fn timer(&mut self, _token: u64, cx: &mut EpCx<'_>) {
+        let Some(&a) = self.actions.get(self.next) else {
+            return;
+        };
+        self.next += 1;
+        self.act(a, cx);
+        cx.timer(SimDuration::from_ns(200 + u64::from(a[1]) * 20), 0);
+    }
+    fn mem_read(&mut self, _bar: u8, _offset: u64, buf: &mut [u8], cx: &mut EpCx<'_>) -> ReadReply {
+        buf.fill(0xc3);
+        self.reply(cx)
+    }
+    fn io_read(&mut self, _bar: u8, _offset: u64, buf: &mut [u8], cx: &mut EpCx<'_>) -> ReadReply {
+        buf.fill(0x3c);
+        self.reply(cx)
+    }
+    fn io_write(&mut self, _bar: u8, _offset: u64, _data: &[u8], cx: &mut EpCx<'_>) -> ReadReply {
+        self.reply(cx)
+    }
+    fn dma_done(&mut self, _id: DmaId, _ok: bool, _data: &[u8], _cx: &mut EpCx<'_>) {}
+    fn vendor_message(&mut self, _from: Bdf, _msg: &VendorMessage, _cx: &mut EpCx<'_>) -> bool {
+        self.mood & 1 == 0
+    }
+    fn pme_turn_off(&mut self, _cx: &mut EpCx<'_>) -> bool {
+        self.mood & 2 == 0
+    }
 }
