@@ -184,10 +184,11 @@ pub fn run(data: &[u8]) -> (u64, usize, i64) {
 
 /// A device that does whatever its bytes say, one action every 0.2–5.3 µs: DMA reads
 /// and writes of any length (none included) anywhere (host memory, the interrupt range,
-/// peers' BARs, any address), poisoned writes, completions for tickets it holds, holds
-/// no more or made up, interrupts of any vector, INTx, vendor-defined messages on any
-/// route, PM_PME, PME_TO_Ack unasked, LTR; its BAR reads are answered now, later,
-/// poisoned or not at all, as the last action's byte says.
+/// peers' BARs, any address), poisoned writes, completions for tickets it holds (stale
+/// after a reset, which it ignores) or makes up, interrupts of any vector, INTx,
+/// vendor-defined messages on any route, PM_PME, PME_TO_Ack unasked, LTR; its BAR
+/// reads are answered now, later (perhaps never), poisoned or not at all, as the last
+/// action's byte says.
 #[derive(Debug, Default)]
 struct ChaosDevice {
     actions: Vec<[u8; 8]>,
