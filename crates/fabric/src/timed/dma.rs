@@ -193,12 +193,7 @@ impl Engine {
             ep.tag_map[tag as usize] = Some((oi, off, ch.len, 0));
             ep.ops[oi as usize].outstanding += 1;
             let me = ep.bdf;
-            let (addr, addr_type) = self.dma_address(node, oi, ch.addr);
-            let t = Tlp {
-                tag,
-                addr_type,
-                ..Tlp::new(Kind::MRd, me, addr, ch.len)
-            };
+            let t = self.read_request(node, oi, tag, off, ch.len);
             if let Err(e) = self.inject(Origin::Function(f), t, me, cx) {
                 self.errors.push(format!("DMA read not routable: {e}"));
                 if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
@@ -380,9 +375,10 @@ impl Engine {
             if let Some(f) = self.nodes[node as usize].func {
                 // Completion Timeout Prefix/Header Log Capable: the timed-out read
                 // request's header is logged (rebuilt as it was sent).
-                let req = req
-                    .filter(|_| !translating)
-                    .map(|(tag, off, len)| self.rebuild_read_request(node, oi, tag, off, len));
+                let req = req.filter(|_| !translating).map(|(tag, off, len)| {
+                    let t = self.read_request(node, oi, tag, off, len);
+                    self.alloc_tlp(t)
+                });
                 self.signal_error(f, AER_COMPLETION_TIMEOUT, true, req, cx);
                 if let Some(id) = req {
                     self.release(id);
@@ -395,20 +391,19 @@ impl Engine {
         }
     }
 
-    /// A TLP record of the read request DMA `oi` of `node` sent with `tag` for `len`
-    /// bytes at `off` (for the Header Log; the caller releases it).
-    fn rebuild_read_request(&mut self, node: u32, oi: u32, tag: u16, off: u64, len: u32) -> u32 {
+    /// The read request DMA `oi` of `node` sends with `tag` for `len` bytes at offset
+    /// `off` (also rebuilt for the Header Log when it times out).
+    #[inline]
+    fn read_request(&self, node: u32, oi: u32, tag: u16, off: u64, len: u32) -> Tlp {
         let NodeKind::Ep(ep) = &self.nodes[node as usize].kind else {
             unreachable!("DMAs belong to endpoints")
         };
-        let me = ep.bdf;
-        let a = ep.ops[oi as usize].addr + off;
-        let (addr, addr_type) = self.dma_address(node, oi, a);
-        self.alloc_tlp(Tlp {
+        let (addr, addr_type) = self.dma_address(node, oi, ep.ops[oi as usize].addr + off);
+        Tlp {
             tag,
             addr_type,
-            ..Tlp::new(Kind::MRd, me, addr, len)
-        })
+            ..Tlp::new(Kind::MRd, ep.bdf, addr, len)
+        }
     }
 
     pub(crate) fn finish_dma(&mut self, node: u32, oi: u32, cx: &mut Context<'_, PackedEv>) {
