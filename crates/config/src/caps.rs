@@ -221,6 +221,8 @@ pub mod id {
     pub const EXT_PRI: u16 = 0x0013;
     /// Extended: Latency Tolerance Reporting.
     pub const EXT_LTR: u16 = 0x0018;
+    /// Extended: Process Address Space ID.
+    pub const EXT_PASID: u16 = 0x001b;
     /// Extended: Downstream Port Containment.
     pub const EXT_DPC: u16 = 0x001d;
     /// Extended: L1 PM Substates.
@@ -840,11 +842,20 @@ pub struct PcieCap {
     /// Active State Power Management support (Link Capabilities bits 11:10):
     /// [`ASPM_L0S`] and/or [`ASPM_L1`].
     pub aspm: u8,
+    /// End-End TLP Prefixes supported (Device Capabilities 2 bit 21, up to four: bits
+    /// 23:22 = 00b), as a function with a PASID capability needs. A root or switch
+    /// port then also implements End-End TLP Prefix Blocking (Device Control 2 bit 15).
+    pub e2e_prefix: bool,
     /// L0s Exit Latency field (bits 14:12): see [`l0s_exit_code`].
     pub l0s_exit: u8,
     /// L1 Exit Latency field (bits 17:15): see [`l1_exit_code`].
     pub l1_exit: u8,
 }
+
+/// Device Control 2: End-End TLP Prefix Blocking (bit 15, root and switch ports with
+/// [`PcieCap::e2e_prefix`]): the port does not forward TLPs that carry End-End TLP
+/// Prefixes out of its egress.
+pub const DEVCTL2_E2E_PREFIX_BLOCKING: u16 = 1 << 15;
 
 /// ASPM L0s (in [`PcieCap::aspm`], and in Link Control's ASPM Control field).
 pub const ASPM_L0S: u8 = 1;
@@ -910,6 +921,7 @@ impl PcieCap {
             aspm: 0,
             l0s_exit: 0,
             l1_exit: 0,
+            e2e_prefix: false,
         }
     }
 }
@@ -1106,6 +1118,15 @@ impl Capability for PcieCap {
             if req {
                 devcap2 |= 1 << 17;
                 devctl2_rw |= 1 << 12;
+            }
+        }
+        if self.e2e_prefix {
+            devcap2 |= 1 << 21; // End-End TLP Prefix Supported; 23:22 = 00b: four
+            if matches!(
+                t,
+                PortType::RootPort | PortType::UpstreamPort | PortType::DownstreamPort
+            ) {
+                devctl2_rw |= DEVCTL2_E2E_PREFIX_BLOCKING as u32;
             }
         }
         cs.define(at + DEVCAP2, 4, 0xffff_ffff, Access::Ro, devcap2);

@@ -366,14 +366,15 @@ fn describe_cap(s: &mut String, cap: u8, o: u16, rd: &dyn Fn(u16, usize) -> u32)
             let dc2 = rd(o + pcie_reg::DEVCAP2, 4);
             let _ = writeln!(
                 s,
-                "\tDevCap2: CTO ranges {:x}, ARIFwd{} AtomicOpsCap 32bit{} 64bit{} 128bitCAS{} LTR{} 10BitTagReq{}",
+                "\tDevCap2: CTO ranges {:x}, ARIFwd{} AtomicOpsCap 32bit{} 64bit{} 128bitCAS{} LTR{} 10BitTagReq{} EETLPPrefix{}",
                 dc2 & 0xf,
                 flag(dc2 & 0x20 != 0),
                 flag(dc2 & 0x80 != 0),
                 flag(dc2 & 0x100 != 0),
                 flag(dc2 & 0x200 != 0),
                 flag(dc2 & 0x800 != 0),
-                flag(dc2 & 0x20000 != 0)
+                flag(dc2 & 0x20000 != 0),
+                flag(dc2 & 0x20_0000 != 0)
             );
         }
         _ => {}
@@ -611,6 +612,25 @@ fn describe_ext(s: &mut String, cap: u16, o: u16, rd: &dyn Fn(u16, usize) -> u32
                 (sta >> 8) & 0x1f
             );
             let _ = writeln!(s, "\tSource:\t{:04x}", rd(o + 0xa, 2));
+        }
+        id::EXT_PASID => {
+            // As lspci words them.
+            let cap = rd(o + 4, 2);
+            let ctl = rd(o + 6, 2);
+            let _ = writeln!(
+                s,
+                "\tPASIDCap: Exec{} Priv{}, Max PASID Width: {:02x}",
+                flag(cap & 2 != 0),
+                flag(cap & 4 != 0),
+                (cap >> 8) & 0x1f
+            );
+            let _ = writeln!(
+                s,
+                "\tPASIDCtl: Enable{} Exec{} Priv{}",
+                flag(ctl & 1 != 0),
+                flag(ctl & 2 != 0),
+                flag(ctl & 4 != 0)
+            );
         }
         id::EXT_ATS => {
             // As lspci words them.

@@ -1,4 +1,5 @@
-//! Extended capabilities (0x100 and above): AER, SR-IOV, ARI, ACS, DSN, LTR, ATS, PRI.
+//! Extended capabilities (0x100 and above): AER, SR-IOV, ARI, ACS, DSN, LTR, ATS, PRI,
+//! PASID.
 //!
 //! Each type documents its register map; offsets are from the capability header.
 
@@ -17,6 +18,12 @@ pub const AER_UNCORR_SEVERITY_DEFAULT: u32 = 0x0046_2030;
 /// Uncorrectable error bit Poisoned TLP Egress Blocked (26), implemented by ports with
 /// Poisoned TLP Egress Blocking ([`AerCap::egress_blocking`]); non-fatal by default.
 pub const AER_UNCORR_POISON_BLOCKED: u32 = 1 << 26;
+/// Uncorrectable error bit TLP Prefix Blocked (25), implemented by ports with End-End
+/// TLP Prefix Blocking ([`AerCap::prefix_blocking`]); non-fatal by default.
+pub const AER_UNCORR_PREFIX_BLOCKED: u32 = 1 << 25;
+/// Advanced Error Capabilities and Control: TLP Prefix Log Present (bit 11): the TLP
+/// Prefix Log (+0x38) holds the End-End TLP Prefixes of the first error's TLP.
+pub const AER_CTL_PREFIX_LOG_PRESENT: u32 = 1 << 11;
 /// Correctable error bits: Receiver(0), Bad TLP(6), Bad DLLP(7), REPLAY_NUM Rollover(8),
 /// Replay Timer Timeout(12), Advisory Non-Fatal(13), Corrected Internal(14),
 /// Header Log Overflow(15).
@@ -31,13 +38,14 @@ pub const AER_CORR_BITS: u32 = 0x0000_f1c1;
 /// +0C | Uncorrectable Error Severity (RWS)                                  |
 /// +10 | Correctable Error Status (RW1CS)                                    |
 /// +14 | Correctable Error Mask (RWS; Advisory Non-Fatal masked at reset)    |
-/// +18 | Adv. Cap & Ctl: CTOHdrLogCap(12) ECRCChkEn(8,RWS) ECRCChkCap(7)      |
+/// +18 | Adv. Cap & Ctl: CTOHdrLogCap(12) TLPPfxPres(11,ROS) ECRCChkEn(8,RWS) |
+/// |   |                 ECRCChkCap(7)                                       |
 /// |   |                 ECRCGenEn(6,RWS) ECRCGenCap(5) FirstErrPtr(4:0,ROS) |
 /// +1C | Header Log (4 DW, ROS)                                              |
 /// +2C | Root Error Command (RW, root ports)                                 |
 /// +30 | Root Error Status (RW1CS, root ports)                               |
 /// +34 | Error Source Identification (ROS, root ports)                       |
-/// +38 | TLP Prefix Log (4 DW, RO)                                           |
+/// +38 | TLP Prefix Log (4 DW, ROS)                                          |
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct AerCap {
@@ -46,6 +54,9 @@ pub struct AerCap {
     /// The port supports Poisoned TLP Egress Blocking (DPC): the Poisoned TLP Egress
     /// Blocked bit is implemented.
     pub egress_blocking: bool,
+    /// The port supports End-End TLP Prefix Blocking: the TLP Prefix Blocked bit is
+    /// implemented.
+    pub prefix_blocking: bool,
 }
 
 impl ExtCapability for AerCap {
@@ -59,11 +70,13 @@ impl ExtCapability for AerCap {
         0x48
     }
     fn install(&self, cs: &mut ConfigSpace, at: u16) {
-        let bits = if self.egress_blocking {
-            AER_UNCORR_BITS | AER_UNCORR_POISON_BLOCKED
-        } else {
-            AER_UNCORR_BITS
-        };
+        let mut bits = AER_UNCORR_BITS;
+        if self.egress_blocking {
+            bits |= AER_UNCORR_POISON_BLOCKED;
+        }
+        if self.prefix_blocking {
+            bits |= AER_UNCORR_PREFIX_BLOCKED;
+        }
         cs.define(at + 0x04, 4, bits, Access::Rw1c, 0);
         cs.define(at + 0x08, 4, bits, Access::Rw, 0);
         cs.define(at + 0x0c, 4, bits, Access::Rw, AER_UNCORR_SEVERITY_DEFAULT);
@@ -73,6 +86,9 @@ impl ExtCapability for AerCap {
         cs.define(at + 0x18, 4, 0x10a0, Access::Ro, 0x10a0);
         cs.define(at + 0x18, 4, 0x0140, Access::Rw, 0);
         for o in (0x04..0x2c).step_by(4) {
+            cs.set_sticky(at + o, 4, 0xffff_ffff);
+        }
+        for o in (0x38..0x48).step_by(4) {
             cs.set_sticky(at + o, 4, 0xffff_ffff);
         }
         if self.root_port {
@@ -400,6 +416,78 @@ impl ExtCapability for PriCap {
         cs.define(at + 6, 2, 0x0003, Access::Rw1c, 0);
         cs.define(at + 8, 4, 0xffff_ffff, Access::Ro, self.capacity);
         cs.define(at + 0xc, 4, 0xffff_ffff, Access::Rw, 0);
+    }
+}
+
+/// PASID Control: PASID Enable (bit 0 of the register at +06).
+pub const PASID_CTL_ENABLE: u16 = 1;
+/// PASID Control: Execute Permission Enable (bit 1).
+pub const PASID_CTL_EXECUTE: u16 = 1 << 1;
+/// PASID Control: Privileged Mode Enable (bit 2).
+pub const PASID_CTL_PRIVILEGED: u16 = 1 << 2;
+
+/// Process Address Space ID (ID 0x001b, version 1), 8 bytes (PCIe Base Spec, PASID
+/// Extended Capability): the function may tag its requests with a PASID TLP prefix,
+/// naming the address space they belong to.
+///
+/// ```text
+/// +00 | Next | Ver | ID                                                        |
+/// +04 | PASID Control: Privileged Mode     | PASID Capability: Max PASID       |
+/// |   |   Enable(2) Execute Permission     |   Width(12:8) Privileged Mode     |
+/// |   |   Enable(1) PASID Enable(0)        |   Supported(2) Execute Permission |
+/// |   |   (RW when supported)              |   Supported(1)                    |
+/// ```
+///
+/// ```
+/// use pcielab_config::caps::CapabilityList;
+/// use pcielab_config::ext_caps::{PasidCap, PASID_CTL_ENABLE};
+/// use pcielab_config::header::Type0;
+/// let mut cs = Type0::default().build().unwrap();
+/// let cap = PasidCap { max_width: 20, execute: false, privileged: true };
+/// let placed = CapabilityList::new().with_ext(cap).install(&mut cs).unwrap();
+/// let at = placed[0].offset;
+/// assert_eq!(cs.read_u16(at + 4), 0x1404); // width 20, Privileged Mode Supported
+/// cs.write_u16(at + 6, 0x0007); // Execute is not supported: its enable stays 0
+/// assert_eq!(cs.read_u16(at + 6), PASID_CTL_ENABLE | 4);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PasidCap {
+    /// Max PASID Width: PASIDs are below `1 << max_width` (1..=20).
+    pub max_width: u8,
+    /// Execute Permission Supported.
+    pub execute: bool,
+    /// Privileged Mode Supported.
+    pub privileged: bool,
+}
+
+impl ExtCapability for PasidCap {
+    fn id(&self) -> u16 {
+        id::EXT_PASID
+    }
+    fn version(&self) -> u8 {
+        1
+    }
+    fn size(&self) -> u16 {
+        8
+    }
+    fn install(&self, cs: &mut ConfigSpace, at: u16) {
+        let cap = ((self.max_width.min(20) as u32) << 8)
+            | (self.execute as u32) << 1
+            | (self.privileged as u32) << 2;
+        cs.define(at + 4, 2, 0xffff, Access::Ro, cap);
+        cs.define(at + 6, 2, 0xffff, Access::RsvdP, 0);
+        let rw = PASID_CTL_ENABLE as u32
+            | if self.execute {
+                PASID_CTL_EXECUTE as u32
+            } else {
+                0
+            }
+            | if self.privileged {
+                PASID_CTL_PRIVILEGED as u32
+            } else {
+                0
+            };
+        cs.define(at + 6, 2, rw, Access::Rw, 0);
     }
 }
 

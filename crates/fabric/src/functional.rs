@@ -409,6 +409,12 @@ fn port_cap(
     c.slot = slot;
     c.hotplug_power = slot.is_some() && params.bool("hotplug_power").unwrap_or(false);
     c.hotplug = c.hotplug_power || (slot.is_some() && params.bool("hotplug").unwrap_or(false));
+    // Ports forward End-End TLP Prefixes (PASID); endpoints support them when they
+    // implement PASID (psmem sets it).
+    c.e2e_prefix = matches!(
+        port_type,
+        PortType::RootPort | PortType::UpstreamPort | PortType::DownstreamPort
+    );
     c
 }
 
@@ -516,6 +522,7 @@ impl Fabric {
                 .with_ext(AerCap {
                     root_port: true,
                     egress_blocking: true,
+                    prefix_blocking: true,
                 })
                 .with_ext(AcsCap)
                 .with_ext(DpcCap)
@@ -605,7 +612,10 @@ impl Fabric {
                         0,
                         None,
                     ))
-                    .with_ext(AerCap::default())
+                    .with_ext(AerCap {
+                        prefix_blocking: true,
+                        ..AerCap::default()
+                    })
                     .with_ext(PORT_L1SS);
                 let dev = node
                     .params
@@ -645,6 +655,7 @@ impl Fabric {
                         .with_ext(AerCap {
                             root_port: false,
                             egress_blocking: true,
+                            prefix_blocking: true,
                         })
                         .with_ext(AcsCap)
                         .with_ext(DpcCap)

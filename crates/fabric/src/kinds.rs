@@ -34,7 +34,9 @@
 
 use crate::functional::{FunctionModel, HwFunction, Unsupported};
 use pcielab_config::caps::{CapabilityList, MsiCap, MsixCap, MsixTable, PcieCap, PmCap};
-use pcielab_config::ext_caps::{AerCap, AriCap, AtsCap, DsnCap, LtrCap, PriCap, SriovCap};
+use pcielab_config::ext_caps::{
+    AerCap, AriCap, AtsCap, DsnCap, LtrCap, PasidCap, PriCap, SriovCap,
+};
 use pcielab_config::{Bar, Ids, Type0, PCIELAB_VENDOR_ID};
 use std::collections::BTreeMap;
 
@@ -689,12 +691,20 @@ fn build_psmem(ctx: &EndpointCtx<'_>) -> Result<Vec<HwFunction>, KindError> {
             pba_bir: msix_bar,
             pba_offset: pba_offset as u32,
         })
-        .with(ctx.pcie)
+        .with(PcieCap {
+            e2e_prefix: true,
+            ..ctx.pcie
+        })
         .with_ext(AerCap::default())
         .with_ext(DsnCap { serial: ctx.serial })
         .with_ext(LtrCap)
         .with_ext(AtsCap::default())
         .with_ext(PriCap { capacity: 32 })
+        .with_ext(PasidCap {
+            max_width: 20,
+            execute: false,
+            privileged: false,
+        })
         .with_ext(crate::functional::PORT_L1SS);
     if vfs > 0 {
         list = list

@@ -72,6 +72,7 @@ fn lspci_decodes_every_port_type() {
             .with_ext(AerCap {
                 root_port: *t == PortType::RootPort,
                 egress_blocking: *t == PortType::RootPort,
+                prefix_blocking: false,
             })
             .with_ext(LtrCap);
         if bridge {

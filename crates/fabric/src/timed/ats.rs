@@ -351,6 +351,7 @@ impl Engine {
     pub(crate) fn dma_target(&mut self, id: u32, now: SimTime) -> Option<u64> {
         let t = &self.tlps[id as usize];
         let (req, addr, translated) = (t.requester, t.addr, t.addr_type == 2);
+        let pasid = t.pasid;
         if self.iommu.is_none() {
             return Some(addr);
         }
@@ -359,19 +360,19 @@ impl Engine {
                 return Some(addr);
             }
             if let Some(m) = self.iommu.as_mut() {
-                m.fault(now, req, addr);
+                m.fault(now, req, pasid, addr);
             }
             return None;
         }
         self.iommu
             .as_mut()
-            .and_then(|m| m.translate(now, req, addr))
+            .and_then(|m| m.translate(now, req, pasid, addr))
     }
 
     /// The IOMMU's added latency for a Translation Request (IOTLB hit or page walk).
     pub(crate) fn translation_latency(&mut self, req: Bdf, addr: u64, now: SimTime) -> SimDuration {
         match self.iommu.as_mut() {
-            Some(m) => m.lookup_latency(req, addr, now),
+            Some(m) => m.lookup_latency(req, NONE, addr, now),
             None => SimDuration::ZERO,
         }
     }
@@ -494,7 +495,7 @@ impl Engine {
         };
         m.stats.translation_requests += 1;
         let ps = m.cfg.page_size;
-        let v = match m.peek(t.requester, t.addr) {
+        let v = match m.peek(t.requester, NONE, t.addr) {
             Some(p) => encode_range(p, ps, 3),
             None => encode_range(t.addr, ps, 0),
         };

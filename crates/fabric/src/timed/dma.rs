@@ -13,18 +13,22 @@ use pcielab_wire::dma::{split_read, split_write, SplitPolicy};
 use pcielab_wire::CplStatus;
 
 impl Engine {
-    #[allow(clippy::too_many_arguments)]
+    /// Starts DMA `id` of `node`: `len` bytes at `addr`, in the address space of
+    /// `pasid` when given.
     pub(crate) fn new_dma(
         &mut self,
         node: u32,
         id: DmaId,
         dir: DmaDir,
-        addr: u64,
-        len: u64,
+        (addr, len, pasid): (u64, u64, Option<u32>),
         data: Vec<u8>,
         cx: &mut Context<'_, PackedEv>,
     ) {
         let now = cx.now();
+        let pasid_ok = match pasid {
+            Some(p) => self.pasid_allowed(node, p),
+            None => true,
+        };
         let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
             return;
         };
@@ -47,6 +51,7 @@ impl Engine {
             outstanding: 0,
             xlate: Vec::new(),
             xlate_wait: 0,
+            pasid: pasid.unwrap_or(NONE),
         };
         let oi = match ep.free_ops.pop() {
             Some(i) => {
@@ -61,6 +66,11 @@ impl Engine {
         if !ep.bus_master {
             ep.ops[oi as usize].ok = false;
             self.dma_without_bus_master(node);
+            self.finish_dma(node, oi, cx);
+            return;
+        }
+        if !pasid_ok {
+            ep.ops[oi as usize].ok = false;
             self.finish_dma(node, oi, cx);
             return;
         }
@@ -109,7 +119,7 @@ impl Engine {
             return;
         };
         let (addr, len) = (ep.ops[oi as usize].addr, ep.ops[oi as usize].len);
-        let poisoned = ep.ops[oi as usize].poisoned;
+        let (poisoned, pasid) = (ep.ops[oi as usize].poisoned, ep.ops[oi as usize].pasid);
         let buf = std::mem::take(&mut ep.ops[oi as usize].buf);
         let me = ep.bdf;
         let Some(f) = self.nodes[node as usize].func else {
@@ -134,6 +144,7 @@ impl Engine {
                 dma_last: if last { (node, oi) } else { (NONE, NONE) },
                 poisoned,
                 addr_type,
+                pasid,
                 ..Tlp::new(Kind::MWr, me, addr, ch.len)
             };
             if let Err(e) = self.inject(Origin::Function(f), t, me, cx) {
@@ -402,6 +413,7 @@ impl Engine {
         Tlp {
             tag,
             addr_type,
+            pasid: ep.ops[oi as usize].pasid,
             ..Tlp::new(Kind::MRd, ep.bdf, addr, len)
         }
     }

@@ -134,12 +134,14 @@ pub(crate) enum EpCmd {
         id: DmaId,
         addr: u64,
         len: u64,
+        pasid: Option<u32>,
     },
     DmaWrite {
         id: DmaId,
         addr: u64,
         data: Vec<u8>,
         poisoned: bool,
+        pasid: Option<u32>,
     },
     Complete {
         ticket: ReadTicket,
@@ -197,7 +199,28 @@ impl EpCx<'_> {
     /// receives the data. `len` 0 finishes at once with no data.
     pub fn dma_read(&mut self, addr: u64, len: u64) -> DmaId {
         let id = self.dma_id();
-        self.cmds.push(EpCmd::DmaRead { id, addr, len });
+        self.cmds.push(EpCmd::DmaRead {
+            id,
+            addr,
+            len,
+            pasid: None,
+        });
+        id
+    }
+    /// Like [`EpCx::dma_read`], in the address space of process `pasid`: every read
+    /// request carries a PASID TLP prefix (4 more bytes on the wire), and an IOMMU
+    /// with PASID support translates it by that PASID's table (see the `pasid` notes
+    /// in the crate README). The function's PASID capability must be enabled and
+    /// `pasid` below `1 << Max PASID Width`; otherwise nothing is sent, the DMA fails
+    /// and the simulator records the error.
+    pub fn dma_read_pasid(&mut self, addr: u64, len: u64, pasid: u32) -> DmaId {
+        let id = self.dma_id();
+        self.cmds.push(EpCmd::DmaRead {
+            id,
+            addr,
+            len,
+            pasid: Some(pasid),
+        });
         id
     }
     /// Writes `data` to host (or peer) memory at `addr`; [`Endpoint::dma_done`] is
@@ -209,6 +232,20 @@ impl EpCx<'_> {
             addr,
             data,
             poisoned: false,
+            pasid: None,
+        });
+        id
+    }
+    /// Like [`EpCx::dma_write`], in the address space of process `pasid` (see
+    /// [`EpCx::dma_read_pasid`]): every MWr carries a PASID TLP prefix.
+    pub fn dma_write_pasid(&mut self, addr: u64, data: Vec<u8>, pasid: u32) -> DmaId {
+        let id = self.dma_id();
+        self.cmds.push(EpCmd::DmaWrite {
+            id,
+            addr,
+            data,
+            poisoned: false,
+            pasid: Some(pasid),
         });
         id
     }
@@ -222,6 +259,7 @@ impl EpCx<'_> {
             addr,
             data,
             poisoned: true,
+            pasid: None,
         });
         id
     }

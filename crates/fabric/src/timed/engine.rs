@@ -13,6 +13,7 @@ use super::poison::Poison;
 use super::trace::{DirCounters, Trace, TraceKind};
 use super::SimConfig;
 use crate::functional::{Fabric, FnId, Interrupt, Origin, Role, RouteError, Target, MSI_RANGE};
+use pcielab_config::ext_caps::AER_CTL_PREFIX_LOG_PRESENT;
 use pcielab_sim::{Context, EventKey, FifoId, Rng, SimDuration, SimTime, World};
 use pcielab_wire::dllp::{FcClass as DFc, FcDllp, FcKind, FcScale};
 use pcielab_wire::dma::{completions, CplPolicy};
@@ -209,6 +210,8 @@ pub(crate) struct Tlp {
     pub corrupted: bool,
     /// The AT field of a memory request: 0 untranslated, 2 translated (ATS).
     pub addr_type: u8,
+    /// The PASID of its PASID TLP prefix (one End-End prefix DW on the wire), or NONE.
+    pub pasid: u32,
 }
 
 impl Tlp {
@@ -245,6 +248,7 @@ impl Tlp {
             td: false,
             corrupted: false,
             addr_type: 0,
+            pasid: NONE,
         }
     }
     /// The flow-control class: memory writes and every message are posted.
@@ -281,8 +285,19 @@ impl Tlp {
     }
     #[inline]
     pub fn tlp_bytes(&self) -> u64 {
-        self.hdr_bytes as u64 + self.payload_bytes() as u64 + 4 * self.td as u64
+        self.hdr_bytes as u64
+            + self.payload_bytes() as u64
+            + 4 * self.td as u64
+            + 4 * (self.pasid != NONE) as u64
     }
+}
+
+/// What AER logs of a TLP: its header (Header Log) and its End-End TLP Prefix (TLP
+/// Prefix Log), if it has one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LoggedHeader {
+    pub header: [u8; 16],
+    pub prefix: Option<[u8; 4]>,
 }
 
 /// A DLLP in the simulator.
@@ -427,6 +442,9 @@ pub(crate) struct Dir {
     /// The port transmitting on this (downward) direction blocks poisoned TLPs (DPC
     /// Poisoned TLP Egress Blocking Enable).
     pub poison_block: bool,
+    /// The port transmitting on this direction blocks End-End TLP Prefixes (Device
+    /// Control 2 End-End TLP Prefix Blocking; see the `pasid` module).
+    pub prefix_block: bool,
     /// Bus Master Enable is clear at a port of this (upward) direction
     /// (`bus_master::BME_*`): memory and I/O requests are not forwarded upstream.
     pub bme_block: u8,
@@ -538,6 +556,8 @@ pub(crate) struct DmaOp {
     pub xlate: Vec<(u64, u64, u64)>,
     /// Translations it still waits for before it starts.
     pub xlate_wait: u32,
+    /// The PASID its requests carry (a PASID TLP prefix), or NONE.
+    pub pasid: u32,
 }
 
 impl DmaOp {
@@ -913,18 +933,23 @@ impl Engine {
     /// The header of TLP `id` as it travels (3 or 4 DWs; a 3-DW header is followed by
     /// zeros), for the AER Header Log.
     #[cold]
-    pub(crate) fn tlp_header(&self, id: u32) -> [u8; 16] {
+    pub(crate) fn tlp_header(&self, id: u32) -> LoggedHeader {
         let raw = self.tlp_bytes_raw(id);
+        let (prefix, raw) = if self.tlps[id as usize].pasid != NONE && raw.len() >= 4 {
+            (Some([raw[0], raw[1], raw[2], raw[3]]), &raw[4..])
+        } else {
+            (None, &raw[..])
+        };
         // Fmt bit 0 (byte 0, bit 5): a 4-DW header.
         let n = if raw.first().is_some_and(|b| b & 0x20 != 0) {
             16
         } else {
             12
         };
-        let mut h = [0u8; 16];
+        let mut header = [0u8; 16];
         let n = n.min(raw.len());
-        h[..n].copy_from_slice(&raw[..n]);
-        h
+        header[..n].copy_from_slice(&raw[..n]);
+        LoggedHeader { header, prefix }
     }
 
     /// Raw bytes of a TLP for the trace.
@@ -1065,19 +1090,26 @@ impl Engine {
                 ))
             }
         };
+        // The PASID prefix DW comes first.
+        let pre = if t.pasid != NONE { 4 } else { 0 };
         r.and_then(|mut r| {
             r.ep = t.poisoned;
             r.td = t.td;
             if t.addr_type == 2 {
                 r.at = pcielab_wire::AddressType::Translated;
             }
+            if t.pasid != NONE {
+                r.prefixes = pcielab_wire::tlp::Prefixes::from_slice(&[
+                    pcielab_wire::tlp::Prefix::new_pasid(t.pasid, false, false),
+                ])?;
+            }
             r.to_vec()
         })
         .map(|mut out| {
             if corrupted {
                 // Now the bit flips, after the digest of the original was computed.
-                let hdr = if out[0] & 0x20 != 0 { 16 } else { 12 };
-                if let Some(b) = out.get_mut(hdr + front) {
+                let hdr = if out[pre] & 0x20 != 0 { 16 } else { 12 };
+                if let Some(b) = out.get_mut(pre + hdr + front) {
                     *b ^= 1;
                 }
             }
@@ -1311,7 +1343,7 @@ impl Engine {
     #[inline]
     pub(crate) fn enqueue(&mut self, d: u16, id: u32, cx: &mut Context<'_, PackedEv>) {
         let dir = &self.dirs[d as usize];
-        if (dir.down | dir.poison_block | (dir.bme_block & BME_USP != 0))
+        if (dir.down | dir.poison_block | dir.prefix_block | (dir.bme_block & BME_USP != 0))
             && self.egress_gate(d, id, cx)
         {
             return;
@@ -1340,6 +1372,10 @@ impl Engine {
         }
         if self.dirs[d as usize].poison_block && self.tlps[id as usize].poisoned {
             self.poison_egress_blocked(d, id, cx);
+            return true;
+        }
+        if self.dirs[d as usize].prefix_block && self.tlps[id as usize].pasid != NONE {
+            self.prefix_egress_blocked(d, id, cx);
             return true;
         }
         false
@@ -1965,6 +2001,7 @@ impl Engine {
         };
         if last {
             let (dest, kind, addr, len, req) = (t.dest, t.kind, t.addr, t.len as u64, t.requester);
+            let pasid = t.pasid;
             let translated = t.addr_type == 2;
             let extra = match (dest, kind) {
                 (Dest::HostMemory, Kind::MRd) => self.memory_read_latency(addr, len),
@@ -1982,7 +2019,7 @@ impl Engine {
                 let posted = kind == Kind::MWr;
                 // A translated request (ATS) passes the IOMMU without a lookup.
                 if let (Some(m), false) = (self.iommu.as_mut(), translated) {
-                    at += m.lookup_latency(req, addr, cx.now() + lat);
+                    at += m.lookup_latency(req, pasid, addr, cx.now() + lat);
                 }
                 if posted {
                     at = at.max(self.rc_posted_last);
@@ -2633,6 +2670,7 @@ impl Engine {
         self.refresh_bus_master(f, cx);
         self.refresh_ats(f, cx);
         self.dpc_config_written(f, cx);
+        self.refresh_prefix_blocking(f);
         // A root port's hot-plug interrupt was evaluated with its others above.
         if matches!(
             self.fabric.functions[f.0 as usize].role,
@@ -2859,18 +2897,22 @@ impl Engine {
             EpCmd::Timer { at, token } => {
                 cx.schedule_at(at, Ev::EpTimer(node, token));
             }
-            EpCmd::DmaRead { id, addr, len } => {
-                self.new_dma(node, id, DmaDir::Read, addr, len, Vec::new(), cx)
-            }
+            EpCmd::DmaRead {
+                id,
+                addr,
+                len,
+                pasid,
+            } => self.new_dma(node, id, DmaDir::Read, (addr, len, pasid), Vec::new(), cx),
             EpCmd::DmaWrite {
                 id,
                 addr,
                 data,
                 poisoned,
+                pasid,
             } => {
                 let len = data.len() as u64;
                 let dir = DmaDir::Write { poisoned };
-                self.new_dma(node, id, dir, addr, len, data, cx);
+                self.new_dma(node, id, dir, (addr, len, pasid), data, cx);
             }
             EpCmd::Complete {
                 ticket,
@@ -3156,7 +3198,7 @@ pub(crate) fn log_error(
     f: FnId,
     bit: u32,
     advisory: bool,
-    header: Option<[u8; 16]>,
+    header: Option<LoggedHeader>,
 ) -> Option<ErrorSeverity> {
     let (pcie, aer) = err_caps(fabric, f);
     let func = fabric.functions.get_mut(f.0 as usize)?;
@@ -3214,7 +3256,7 @@ pub(crate) fn record_first_error(
     cs: &mut pcielab_config::ConfigSpace,
     aer: u16,
     bit: u32,
-    header: Option<[u8; 16]>,
+    header: Option<LoggedHeader>,
 ) {
     let status = cs.read_u32(aer + 4);
     let masked = cs.read_u32(aer + 8) & bit != 0;
@@ -3222,11 +3264,27 @@ pub(crate) fn record_first_error(
     if masked || status & (1 << (ctl & 0x1f)) != 0 {
         return;
     }
-    cs.hw_write(aer + 0x18, 4, (ctl & !0x1f) | bit.trailing_zeros());
-    let h = header.unwrap_or([0; 16]);
+    let prefix = header.and_then(|h| h.prefix);
+    let present = if prefix.is_some() {
+        AER_CTL_PREFIX_LOG_PRESENT
+    } else {
+        0
+    };
+    cs.hw_write(
+        aer + 0x18,
+        4,
+        (ctl & !(0x1f | AER_CTL_PREFIX_LOG_PRESENT)) | bit.trailing_zeros() | present,
+    );
+    let h = header.map_or([0; 16], |h| h.header);
     for (i, dw) in h.chunks_exact(4).enumerate() {
         let v = u32::from_be_bytes([dw[0], dw[1], dw[2], dw[3]]);
         cs.hw_write(aer + 0x1c + 4 * i as u16, 4, v);
+    }
+    // The TLP Prefix Log: the prefix in its first DW, the rest zero.
+    let p = prefix.map_or(0, u32::from_be_bytes);
+    cs.hw_write(aer + 0x38, 4, p);
+    for o in [0x3c, 0x40, 0x44] {
+        cs.hw_write(aer + o, 4, 0);
     }
 }
 

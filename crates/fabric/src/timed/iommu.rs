@@ -38,6 +38,10 @@ pub struct IommuConfig {
     pub miss_latency: SimDuration,
     /// Interrupt remapping (see the module documentation). Default off.
     pub interrupt_remapping: bool,
+    /// PASID support: per-process tables for requests with a PASID prefix (see the
+    /// module documentation); enumeration then enables PASID on every function with
+    /// the capability, as Linux does for an IOMMU that can use it. Default off.
+    pub pasid: bool,
 }
 
 impl Default for IommuConfig {
@@ -48,6 +52,7 @@ impl Default for IommuConfig {
             hit_latency: SimDuration::ZERO,
             miss_latency: SimDuration::from_ns(200),
             interrupt_remapping: false,
+            pasid: false,
         }
     }
 }
@@ -63,6 +68,8 @@ pub struct IommuFault {
     pub iova: u64,
     /// A DMA translation or an interrupt request.
     pub kind: IommuFaultKind,
+    /// The PASID the request carried, if any.
+    pub pasid: Option<u32>,
 }
 
 /// What an [`IommuFault`] blocked.
@@ -109,13 +116,25 @@ pub struct IommuStats {
     pub translation_requests: u64,
 }
 
+/// The address space of requests from `bdf` with PASID `pasid` (NONE: without one):
+/// the requester ID in the low 16 bits, PASID + 1 above (0: no PASID).
+#[inline]
+fn space(bdf: Bdf, pasid: u32) -> u64 {
+    let p = if pasid == NONE { 0 } else { pasid as u64 + 1 };
+    bdf.raw() as u64 | p << 16
+}
+
+/// No PASID (the engine's marker).
+const NONE: u32 = super::engine::NONE;
+
 #[derive(Debug, Clone)]
 pub(crate) struct Iommu {
     pub cfg: IommuConfig,
     shift: u32,
-    tables: HashMap<(u16, u64), u64>,
-    /// (requester, page) → when its page walk ends, most recently used first.
-    iotlb: VecDeque<((u16, u64), SimTime)>,
+    /// (address space, page) → physical page; see [`space`].
+    tables: HashMap<(u64, u64), u64>,
+    /// (address space, page) → when its page walk ends, most recently used first.
+    iotlb: VecDeque<((u64, u64), SimTime)>,
     pub stats: IommuStats,
     pub faults: Vec<IommuFault>,
     /// The interrupt remapping table: handle → entry.
@@ -135,50 +154,53 @@ impl Iommu {
         }
     }
 
-    /// Maps `[iova, iova + len)` of `bdf` to `phys` (whole pages).
-    pub fn map(&mut self, bdf: Bdf, iova: u64, phys: u64, len: u64) {
+    /// Maps `[iova, iova + len)` of `bdf` (with PASID `pasid`, or NONE) to `phys`
+    /// (whole pages).
+    pub fn map(&mut self, bdf: Bdf, pasid: u32, iova: u64, phys: u64, len: u64) {
         let ps = self.cfg.page_size;
         let first = iova >> self.shift;
         let pages = (iova % ps + len).div_ceil(ps);
+        let sp = space(bdf, pasid);
         for i in 0..pages {
             self.tables
-                .insert((bdf.raw(), first + i), (phys >> self.shift) + i);
+                .insert((sp, first + i), (phys >> self.shift) + i);
         }
     }
 
-    /// Removes the mapping of `[iova, iova + len)` of `bdf` (whole pages) and its
-    /// IOTLB entries.
-    pub fn unmap(&mut self, bdf: Bdf, iova: u64, len: u64) {
+    /// Removes the mapping of `[iova, iova + len)` of `bdf` (with PASID `pasid`, or
+    /// NONE; whole pages) and its IOTLB entries.
+    pub fn unmap(&mut self, bdf: Bdf, pasid: u32, iova: u64, len: u64) {
         let ps = self.cfg.page_size;
         let first = iova >> self.shift;
         let pages = (iova % ps + len.max(1)).div_ceil(ps);
+        let key = space(bdf, pasid);
         for i in 0..pages {
-            self.tables.remove(&(bdf.raw(), first + i));
+            self.tables.remove(&(key, first + i));
         }
-        let key = bdf.raw();
         self.iotlb
             .retain(|&((b, p), _)| b != key || p < first || p >= first + pages);
     }
 
     /// The translated base of the page holding `iova`, without recording anything.
-    pub fn peek(&self, bdf: Bdf, iova: u64) -> Option<u64> {
+    pub fn peek(&self, bdf: Bdf, pasid: u32, iova: u64) -> Option<u64> {
         self.tables
-            .get(&(bdf.raw(), iova >> self.shift))
+            .get(&(space(bdf, pasid), iova >> self.shift))
             .map(|&p| p << self.shift)
     }
 
     /// Records a blocked request as a fault.
-    pub fn fault(&mut self, now: SimTime, bdf: Bdf, iova: u64) {
-        self.record(now, bdf, iova, IommuFaultKind::Translation);
+    pub fn fault(&mut self, now: SimTime, bdf: Bdf, pasid: u32, iova: u64) {
+        self.record(now, bdf, pasid, iova, IommuFaultKind::Translation);
     }
 
-    fn record(&mut self, now: SimTime, bdf: Bdf, iova: u64, kind: IommuFaultKind) {
+    fn record(&mut self, now: SimTime, bdf: Bdf, pasid: u32, iova: u64, kind: IommuFaultKind) {
         self.stats.faults += 1;
         self.faults.push(IommuFault {
             time: now,
             requester: bdf,
             iova,
             kind,
+            pasid: (pasid != NONE).then_some(pasid),
         });
     }
 
@@ -202,7 +224,7 @@ impl Iommu {
         match entry {
             Some(e) => Some(e.vector),
             None => {
-                self.record(now, bdf, addr, IommuFaultKind::Interrupt);
+                self.record(now, bdf, NONE, addr, IommuFaultKind::Interrupt);
                 None
             }
         }
@@ -211,8 +233,8 @@ impl Iommu {
     /// Looks the page up in the IOTLB at `now` (filling it on a miss): the added
     /// latency. A hit on an entry whose page walk is still running waits for the walk
     /// to end (it counts as a hit: no second walk).
-    pub fn lookup_latency(&mut self, bdf: Bdf, iova: u64, now: SimTime) -> SimDuration {
-        let key = (bdf.raw(), iova >> self.shift);
+    pub fn lookup_latency(&mut self, bdf: Bdf, pasid: u32, iova: u64, now: SimTime) -> SimDuration {
+        let key = (space(bdf, pasid), iova >> self.shift);
         if let Some(i) = self.iotlb.iter().position(|(k, _)| *k == key) {
             self.stats.hits += 1;
             let ready = self.iotlb[i].1;
@@ -236,12 +258,18 @@ impl Iommu {
         self.cfg.miss_latency
     }
 
-    /// Translates, or records a fault and returns `None`.
-    pub fn translate(&mut self, now: SimTime, bdf: Bdf, iova: u64) -> Option<u64> {
-        match self.tables.get(&(bdf.raw(), iova >> self.shift)) {
+    /// Translates, or records a fault and returns `None`. A request with a PASID
+    /// faults when the IOMMU has no PASID support.
+    pub fn translate(&mut self, now: SimTime, bdf: Bdf, pasid: u32, iova: u64) -> Option<u64> {
+        let found = if pasid != NONE && !self.cfg.pasid {
+            None
+        } else {
+            self.tables.get(&(space(bdf, pasid), iova >> self.shift))
+        };
+        match found {
             Some(&p) => Some((p << self.shift) | (iova & (self.cfg.page_size - 1))),
             None => {
-                self.fault(now, bdf, iova);
+                self.fault(now, bdf, pasid, iova);
                 None
             }
         }
@@ -259,27 +287,27 @@ mod tests {
             ..IommuConfig::default()
         });
         let a = Bdf::new(1, 0, 0).unwrap();
-        m.map(a, 0x1000, 0x9000, 0x3000); // iova pages 1,2,3 → phys pages 9,10,11
-        assert_eq!(m.translate(SimTime::ZERO, a, 0x2abc), Some(0xaabc));
-        assert_eq!(m.translate(SimTime::ZERO, a, 0x4000), None);
+        m.map(a, NONE, 0x1000, 0x9000, 0x3000); // iova pages 1,2,3 → phys pages 9,10,11
+        assert_eq!(m.translate(SimTime::ZERO, a, NONE, 0x2abc), Some(0xaabc));
+        assert_eq!(m.translate(SimTime::ZERO, a, NONE, 0x4000), None);
         assert_eq!(
-            m.translate(SimTime::ZERO, Bdf::new(2, 0, 0).unwrap(), 0x1000),
+            m.translate(SimTime::ZERO, Bdf::new(2, 0, 0).unwrap(), NONE, 0x1000),
             None
         );
         assert_eq!(m.stats.faults, 2);
         let miss = IommuConfig::default().miss_latency;
         let t = SimTime::from_ps(1_000_000);
-        assert_eq!(m.lookup_latency(a, 0x1000, t), miss);
-        assert_eq!(m.lookup_latency(a, 0x2000, t), miss);
+        assert_eq!(m.lookup_latency(a, NONE, 0x1000, t), miss);
+        assert_eq!(m.lookup_latency(a, NONE, 0x2000, t), miss);
         let later = t + miss;
-        assert_eq!(m.lookup_latency(a, 0x1000, later), SimDuration::ZERO); // hit, now MRU
-        assert_eq!(m.lookup_latency(a, 0x3000, later), miss); // evicts page 2 (LRU)
-        assert_eq!(m.lookup_latency(a, 0x2000, later), miss);
+        assert_eq!(m.lookup_latency(a, NONE, 0x1000, later), SimDuration::ZERO); // hit, now MRU
+        assert_eq!(m.lookup_latency(a, NONE, 0x3000, later), miss); // evicts page 2 (LRU)
+        assert_eq!(m.lookup_latency(a, NONE, 0x2000, later), miss);
         assert_eq!((m.stats.hits, m.stats.misses), (1, 4));
         // A hit while the page's walk still runs waits for the walk's end.
         let during = later + SimDuration::from_ns(50);
         assert_eq!(
-            m.lookup_latency(a, 0x2000, during),
+            m.lookup_latency(a, NONE, 0x2000, during),
             SimDuration::from_ps(miss.as_ps() - 50_000)
         );
         assert_eq!((m.stats.hits, m.stats.misses), (2, 4));

@@ -61,6 +61,7 @@ mod iommu;
 mod link_down;
 mod ltr;
 mod packed;
+mod pasid;
 mod phy;
 mod pm;
 pub(crate) mod poison;
@@ -765,6 +766,7 @@ impl FabricSim {
                     stale_until_ps: 0,
                     train_gen: 0,
                     poison_block: false,
+                    prefix_block: false,
                     bme_block: 0,
                     l12: None,
                     q: Default::default(),
@@ -883,6 +885,9 @@ impl FabricSim {
         sim.world_mut().init_bus_master();
         if cfg.ecrc {
             sim.world_mut().enable_ecrc();
+        }
+        if cfg.iommu.is_some_and(|m| m.pasid) {
+            sim.world_mut().enable_pasid();
         }
         if cfg.ats {
             sim.world_mut().enable_ats_pri(cfg.pri);
@@ -1234,6 +1239,7 @@ impl FabricSim {
                 td: false,
                 addr_type: 0,
                 corrupted: false,
+                pasid: NONE,
             };
             e.at_source(Origin::Host, &mut t, (hops > 0).then_some(path[0]));
             let id = e.alloc_tlp(t);
@@ -1673,8 +1679,82 @@ impl FabricSim {
         len: u64,
     ) -> Result<(), SimError> {
         let bdf = self.endpoint_bdf(name)?;
-        self.iommu_mut()?.map(bdf, iova, phys, len);
+        self.iommu_mut()?.map(bdf, NONE, iova, phys, len);
         Ok(())
+    }
+
+    /// Maps `[iova, iova + len)` of the address space of process `pasid` of endpoint
+    /// `name` to host physical `phys` (whole pages): the device's requests with that
+    /// PASID ([`EpCx::dma_read_pasid`], [`EpCx::dma_write_pasid`]) use this table,
+    /// those without a PASID the one of [`FabricSim::iommu_map`]. Fails when no
+    /// IOMMU is configured, when it has no PASID support (`IommuConfig::pasid`), or
+    /// when `pasid` does not fit 20 bits.
+    ///
+    /// ```
+    /// use pcielab_fabric::kinds::KindRegistry;
+    /// use pcielab_fabric::timed::{FabricSim, IommuConfig, SimConfig};
+    /// use pcielab_fabric::topology::Topology;
+    /// let reg = KindRegistry::builtin();
+    /// let topo = Topology::parse(
+    ///     "[[node]]\nname=\"rc\"\nkind=\"root-complex\"\n\
+    ///      [[node]]\nname=\"ep\"\nkind=\"psmem\"\n\
+    ///      [[link]]\nup=\"rc.0\"\ndown=\"ep\"\ngen=3\nwidth=4\n",
+    ///     "doc.toml",
+    ///     &reg,
+    /// )
+    /// .unwrap();
+    /// let iommu = IommuConfig { pasid: true, ..IommuConfig::default() };
+    /// let cfg = SimConfig { iommu: Some(iommu), ..SimConfig::default() };
+    /// let mut sim = FabricSim::new(&topo, &reg, cfg).unwrap();
+    /// sim.iommu_map_pasid("ep", 5, 0x1000, 0x8000_0000, 4096).unwrap();
+    /// assert!(sim.iommu_map_pasid("ep", 1 << 20, 0x1000, 0x8000_0000, 4096).is_err());
+    /// ```
+    pub fn iommu_map_pasid(
+        &mut self,
+        name: &str,
+        pasid: u32,
+        iova: u64,
+        phys: u64,
+        len: u64,
+    ) -> Result<(), SimError> {
+        let bdf = self.endpoint_bdf(name)?;
+        self.pasid_ok(pasid)?.map(bdf, pasid, iova, phys, len);
+        Ok(())
+    }
+
+    /// Removes the mapping of `[iova, iova + len)` of process `pasid` of endpoint
+    /// `name` (whole pages, with their IOTLB entries).
+    pub fn iommu_unmap_pasid(
+        &mut self,
+        name: &str,
+        pasid: u32,
+        iova: u64,
+        len: u64,
+    ) -> Result<(), SimError> {
+        let bdf = self.endpoint_bdf(name)?;
+        self.pasid_ok(pasid)?.unmap(bdf, pasid, iova, len);
+        Ok(())
+    }
+
+    /// The IOMMU if it supports PASID and `pasid` fits 20 bits, or the error that
+    /// says which does not hold.
+    fn pasid_ok(&mut self, pasid: u32) -> Result<&mut iommu::Iommu, SimError> {
+        if pasid >> 20 != 0 {
+            return Err(SimError::Param {
+                what: "pasid",
+                value: format!("{pasid:#x}"),
+                allowed: "0..=0xfffff (20 bits)",
+            });
+        }
+        let m = self.iommu_mut()?;
+        if !m.cfg.pasid {
+            return Err(SimError::Param {
+                what: "iommu pasid",
+                value: "false".into(),
+                allowed: "true (PASID support) to map a PASID's address space",
+            });
+        }
+        Ok(m)
     }
 
     /// Maps interrupt remapping handle `handle` to `vector` for endpoint `name`: a
@@ -1733,7 +1813,7 @@ impl FabricSim {
     pub fn iommu_unmap(&mut self, name: &str, iova: u64, len: u64) -> Result<(), SimError> {
         let n = self.node(name)?;
         let bdf = self.endpoint_bdf(name)?;
-        self.iommu_mut()?.unmap(bdf, iova, len);
+        self.iommu_mut()?.unmap(bdf, NONE, iova, len);
         self.sim.process(|e, cx| {
             e.send_ats_invalidate(n, iova, len, cx);
         });

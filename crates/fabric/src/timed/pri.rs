@@ -258,7 +258,7 @@ impl Engine {
                 .find(|r| r.device == dev && (r.iova..r.iova + r.len).contains(&page))
                 .copied();
             if let (Some(r), Some(m)) = (r, self.iommu.as_mut()) {
-                m.map(dev, page, r.phys + (page - r.iova), 4096);
+                m.map(dev, NONE, page, r.phys + (page - r.iova), 4096);
             }
         }
         if let Some(rec) = self

@@ -196,4 +196,7 @@ pub struct DirCounters {
     /// Poisoned TLPs the port blocked instead of sending them on this direction
     /// (Poisoned TLP Egress Blocking).
     pub poison_blocked: u64,
+    /// TLPs with an End-End TLP Prefix (PASID) the port blocked instead of sending them
+    /// on this direction (End-End TLP Prefix Blocking).
+    pub prefix_blocked: u64,
 }

@@ -29,7 +29,8 @@ const EPS: [&str; 3] = ["ep", "ep2", "ep3"];
 
 /// Runs a script: its first byte picks the configuration (bit 0 ASPM, 1 L1 substates,
 /// 2 ECRC, 3 LCRC errors at 2 %, 4 IOMMU with ATS and PRI, 5 devices that take 30 µs
-/// to be ready after a reset, 6 interrupt remapping with the IOMMU); then 8 bytes per
+/// to be ready after a reset (and PASID support with the IOMMU), 6 interrupt remapping
+/// with the IOMMU); then 8 bytes per
 /// action, at most 64 actions. Returns the trace hash, the kernel events still pending
 /// 20 ms after the script, and the TLP records alive then.
 pub fn run(data: &[u8]) -> (u64, usize, i64) {
@@ -49,6 +50,7 @@ pub fn run(data: &[u8]) -> (u64, usize, i64) {
         error_rate: if pick & 8 != 0 { 0.02 } else { 0.0 },
         iommu: (pick & 16 != 0).then(|| IommuConfig {
             interrupt_remapping: pick & 64 != 0,
+            pasid: pick & 32 != 0,
             ..IommuConfig::default()
         }),
         ats: pick & 16 != 0,
@@ -65,6 +67,10 @@ pub fn run(data: &[u8]) -> (u64, usize, i64) {
             s.iommu_map(name, base, base, 1 << 15).unwrap();
             s.iommu_map_on_demand(name, base + (1 << 15), base + (1 << 15), 1 << 15)
                 .unwrap();
+            if pick & 32 != 0 {
+                s.iommu_map_pasid(name, 1, base, base + (1 << 15), 1 << 15)
+                    .unwrap();
+            }
         }
         if *name == "ep3" {
             continue; // the misbehaving device, attached below
@@ -184,7 +190,8 @@ pub fn run(data: &[u8]) -> (u64, usize, i64) {
 
 /// A device that does whatever its bytes say, one action every 0.2–5.3 µs: DMA reads
 /// and writes of any length (none included) anywhere (host memory, the interrupt range,
-/// peers' BARs, any address), poisoned writes, completions for tickets it holds (stale
+/// peers' BARs, any address), some with a PASID (mapped, unmapped or wider than 20
+/// bits), poisoned writes, completions for tickets it holds (stale
 /// after a reset, which it ignores) or makes up, interrupts of any vector, INTx,
 /// vendor-defined messages on any route, PM_PME, PME_TO_Ack unasked, LTR; its BAR
 /// reads are answered now, later (perhaps never), poisoned or not at all, as the last
@@ -207,17 +214,26 @@ impl ChaosDevice {
         };
         let len = u64::from(u16::from_le_bytes([a[2], a[3]])) % 9000;
         self.mood = a[3];
-        match a[0] % 12 {
-            0 => {
+        // Some DMAs in a process's address space: PASID 1 (mapped when the IOMMU
+        // supports PASID), others, and some beyond 20 bits.
+        let pasid = (a[3] & 0x80 != 0).then_some(if v & 1 == 0 { 1 } else { (v >> 9) & 0x1f_ffff });
+        match (a[0] % 12, pasid) {
+            (0, None) => {
                 cx.dma_read(addr, len);
             }
-            1 => {
+            (0, Some(p)) => {
+                cx.dma_read_pasid(addr, len, p);
+            }
+            (1, None) => {
                 cx.dma_write(addr, vec![a[2]; len as usize]);
             }
-            2 => {
+            (1, Some(p)) => {
+                cx.dma_write_pasid(addr, vec![a[2]; len as usize], p);
+            }
+            (2, _) => {
                 cx.dma_write_poisoned(addr, vec![a[2]; len as usize % 600]);
             }
-            3 | 4 => {
+            (3 | 4, _) => {
                 let t = if a[2] & 1 == 0 && !self.tickets.is_empty() {
                     self.tickets.swap_remove(v as usize % self.tickets.len())
                 } else {
@@ -230,10 +246,10 @@ impl ChaosDevice {
                     cx.complete_poisoned(t, data);
                 }
             }
-            5 => cx.msix(v as u16),
-            6 => cx.msi(v as u8),
-            7 => cx.intx(a[2] & 1 != 0),
-            8 => {
+            (5, _) => cx.msix(v as u16),
+            (6, _) => cx.msi(v as u8),
+            (7, _) => cx.intx(a[2] & 1 != 0),
+            (8, _) => {
                 let route = match a[2] % 4 {
                     0 => VdmRoute::RootComplex,
                     1 => VdmRoute::Id(Bdf::from_raw(v as u16)),
@@ -243,9 +259,9 @@ impl ChaosDevice {
                 let payload = vec![1; (len as usize % 5) * 4 + (a[3] as usize % 4)];
                 cx.vendor_message(VendorMessage::new(route, v as u16, v, payload));
             }
-            9 => cx.pme(),
-            10 => cx.pme_to_ack(),
-            _ => cx.ltr(v as u16, (v >> 16) as u16),
+            (9, _) => cx.pme(),
+            (10, _) => cx.pme_to_ack(),
+            (_, _) => cx.ltr(v as u16, (v >> 16) as u16),
         }
     }
 

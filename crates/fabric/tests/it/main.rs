@@ -18,6 +18,7 @@ mod interrupt_remapping;
 mod intx;
 mod io;
 mod ltr;
+mod pasid;
 mod pme;
 mod poison;
 mod pri;

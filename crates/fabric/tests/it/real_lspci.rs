@@ -381,3 +381,57 @@ fn lspci_reads_the_ats_and_pri_capabilities() {
         ]
     );
 }
+
+/// lspci reads psmem's PASID capability and its End-End TLP Prefix support: PASID
+/// disabled without an IOMMU that can use it, enabled by enumeration with one; our
+/// decoder prints the same lines.
+#[test]
+fn lspci_reads_the_pasid_capability() {
+    use pcielab_fabric::kinds::KindRegistry;
+    use pcielab_fabric::timed::{FabricSim, IommuConfig, SimConfig};
+    let topo = crate::common::switch_tree(1, false);
+    let lines = |sim: &FabricSim, tag: &str| {
+        let path = dump_to_temp(tag, &sim.fabric().lspci_dump());
+        let bl = blocks(&lspci(&path, &["-vvv"]));
+        let _ = std::fs::remove_file(&path);
+        let b = bl[&sim.bdf("ep").unwrap().to_string()].clone();
+        assert!(b.contains("Process Address Space ID (PASID)"), "{b}");
+        assert!(b.contains("EETLPPrefix+, MaxEETLPPrefixes 4"), "{b}");
+        let theirs: Vec<String> = b
+            .lines()
+            .filter(|l| l.starts_with("PASIDCap:") || l.starts_with("PASIDCtl:"))
+            .map(str::to_string)
+            .collect();
+        let f = sim.fabric().function_at(sim.bdf("ep").unwrap()).unwrap();
+        let ours =
+            pcielab_config::decode::describe(sim.fabric().functions[f.0 as usize].config.bytes());
+        for l in &theirs {
+            assert!(ours.contains(l.as_str()), "{l:?} not in\n{ours}");
+        }
+        assert!(ours.contains("EETLPPrefix+"), "{ours}");
+        theirs
+    };
+    let sim = FabricSim::new(&topo, &KindRegistry::builtin(), SimConfig::default()).unwrap();
+    assert_eq!(
+        lines(&sim, "pasid-off"),
+        [
+            "PASIDCap: Exec- Priv-, Max PASID Width: 14",
+            "PASIDCtl: Enable- Exec- Priv-"
+        ]
+    );
+    let cfg = SimConfig {
+        iommu: Some(IommuConfig {
+            pasid: true,
+            ..IommuConfig::default()
+        }),
+        ..SimConfig::default()
+    };
+    let sim = FabricSim::new(&topo, &KindRegistry::builtin(), cfg).unwrap();
+    assert_eq!(
+        lines(&sim, "pasid-on"),
+        [
+            "PASIDCap: Exec- Priv-, Max PASID Width: 14",
+            "PASIDCtl: Enable+ Exec- Priv-"
+        ]
+    );
+}
