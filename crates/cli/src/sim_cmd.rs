@@ -194,6 +194,11 @@ pub struct SimArgs {
     /// and send translated requests that skip the IOTLB (needs --iommu).
     #[arg(long)]
     ats: bool,
+    /// PASID (needs --iommu, not with --ats): the DMA workloads run in the address
+    /// space of process N (0..=1048575): every request carries a PASID TLP prefix and
+    /// the IOMMU translates it by that PASID's table.
+    #[arg(long, value_name = "N")]
+    pasid: Option<u32>,
     /// Entries of each device's Address Translation Cache, with --ats (1..=65536).
     #[arg(long, default_value_t = 64)]
     atc_entries: usize,
@@ -357,7 +362,9 @@ fn dma_row(
     if a.iommu {
         // The device sees I/O virtual addresses; the IOMMU maps them to the buffer
         // (with --pri, page by page as the device asks).
-        if a.pri {
+        if let Some(p) = a.pasid {
+            sim.iommu_map_pasid(device, p, IOVA_BASE, base, a.region)
+        } else if a.pri {
             sim.iommu_map_on_demand(device, IOVA_BASE, base, a.region)
         } else {
             sim.iommu_map(device, IOVA_BASE, base, a.region)
@@ -377,9 +384,11 @@ fn dma_row(
     let count = a.count.max(a.window as u64 * 2);
     sim.attach(
         device,
-        Box::new(DmaStream::new(
-            kind, size, a.window, count, base, a.region, pattern,
-        )),
+        Box::new({
+            let mut st = DmaStream::new(kind, size, a.window, count, base, a.region, pattern);
+            st.pasid = a.pasid;
+            st
+        }),
     )
     .map_err(|e| fail(e.to_string()))?;
     if a.dpc {
@@ -1079,6 +1088,21 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
             "--ats needs --iommu (the IOMMU is the translation agent that answers ATS)",
         ));
     }
+    if let Some(p) = a.pasid {
+        if !a.iommu {
+            return Err(fail(
+                "--pasid needs --iommu (the IOMMU translates by the PASID's table)",
+            ));
+        }
+        if a.ats {
+            return Err(fail(
+                "--pasid with --ats: ATS Translation Requests with a PASID are not modelled",
+            ));
+        }
+        if p >> 20 != 0 {
+            return Err(fail(format!("--pasid {p}: allowed 0..=1048575 (20 bits)")));
+        }
+    }
     if a.page_fault_us > 1_000_000 {
         return Err(fail(format!(
             "--page-fault-us {}: allowed 0..=1000000",
@@ -1139,6 +1163,7 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
             page_size: a.iommu_page,
             iotlb_entries: a.iotlb_entries,
             miss_latency: SimDuration::from_ns(a.page_walk_ns),
+            pasid: a.pasid.is_some(),
             ..IommuConfig::default()
         }),
         ats: a.ats,
@@ -1193,12 +1218,13 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
             a.iotlb_entries,
             a.page_walk_ns,
             a.iommu_page,
-            match (a.ats, a.pri) {
-                (true, true) => format!(
+            match (a.ats, a.pri, a.pasid) {
+                (true, true, _) => format!(
                     ", ATS with ATC {}, PRI with {} us page faults",
                     a.atc_entries, a.page_fault_us
                 ),
-                (true, false) => format!(", ATS with ATC {}", a.atc_entries),
+                (true, false, _) => format!(", ATS with ATC {}", a.atc_entries),
+                (false, _, Some(p)) => format!(", PASID {p}"),
                 _ => String::new(),
             }
         )
@@ -1334,6 +1360,7 @@ impl SimArgs {
             page_walk_ns: self.page_walk_ns,
             iommu_page: self.iommu_page,
             ats: self.ats,
+            pasid: self.pasid,
             atc_entries: self.atc_entries,
             pri: self.pri,
             page_fault_us: self.page_fault_us,

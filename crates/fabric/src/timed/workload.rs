@@ -80,6 +80,8 @@ pub struct DmaStream {
     /// Transfers start at multiples of `size` rounded up to this alignment. Default
     /// 4096 (every transfer starts on a page, as the analytic model assumes).
     pub align: u64,
+    /// The PASID every DMA carries ([`EpCx::dma_read_pasid`]), or None. Default None.
+    pub pasid: Option<u32>,
     issued: u64,
     inflight: super::engine::IntMap<DmaId, (SimTime, u64)>,
     done: u64,
@@ -118,6 +120,7 @@ impl DmaStream {
             pattern,
             offset: 0,
             align: 4096,
+            pasid: None,
             issued: 0,
             inflight: Default::default(),
             done: 0,
@@ -189,9 +192,15 @@ impl DmaStream {
                 let data: Vec<u8> = (0..self.size)
                     .map(|k| (k as u8) ^ (i as u8).wrapping_mul(31))
                     .collect();
-                cx.dma_write(addr, data)
+                match self.pasid {
+                    Some(p) => cx.dma_write_pasid(addr, data, p),
+                    None => cx.dma_write(addr, data),
+                }
             } else {
-                cx.dma_read(addr, self.size)
+                match self.pasid {
+                    Some(p) => cx.dma_read_pasid(addr, self.size, p),
+                    None => cx.dma_read(addr, self.size),
+                }
             };
             self.inflight.insert(id, (cx.now(), self.size));
             self.issued += 1;
