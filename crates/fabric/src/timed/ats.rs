@@ -52,7 +52,7 @@
 //! first): address bits 63:12, S (bit 11), and for entries W (bit 1) and R (bit 0).
 //! With S set, the size is 8 KiB << (the number of ones from bit 12 up).
 //!
-//! Not modelled: PASID, Global Invalidate, the Execute, Privileged and No-Snoop
+//! Not modelled: Translation Requests with a PASID, Global Invalidate, the Execute, Privileged and No-Snoop
 //! attributes, an Invalidate Queue Depth limit, and ATS for peer-to-peer DMA (the Page
 //! Request Interface is in `pri`).
 
