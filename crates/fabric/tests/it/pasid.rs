@@ -318,3 +318,58 @@ fn a_port_with_prefix_blocking_refuses_pasid_requests_and_logs_the_prefix() {
     assert!(l.contains("TLPPfxPres+"), "{l}");
     assert!(l.contains("EETLPPrefix+, MaxEETLPPrefixes 4"), "{l}");
 }
+
+#[test]
+fn a_device_with_ats_sends_its_pasid_requests_untranslated() {
+    // ATS on: the plain write asks for a translation and goes out translated; the
+    // PASID write goes out untranslated (AT 00b, with its prefix) for the IOMMU to
+    // translate by PASID 4's table.
+    let cfg = SimConfig {
+        iommu: Some(IommuConfig {
+            pasid: true,
+            ..IommuConfig::default()
+        }),
+        ats: true,
+        trace: true,
+        ..SimConfig::default()
+    };
+    let mut s = FabricSim::new(&switch_tree(1, false), &KindRegistry::builtin(), cfg).unwrap();
+    let (a, b) = (s.alloc_dma(4096), s.alloc_dma(4096));
+    s.iommu_map("ep", IOVA, a, 4096).unwrap();
+    s.iommu_map_pasid("ep", 4, IOVA, b, 4096).unwrap();
+    let seen = Seen::default();
+    let steps = vec![
+        Step::Write(IOVA, 0x11, None),
+        Step::Write(IOVA, 0x44, Some(4)),
+    ];
+    s.attach("ep", Box::new(Script(steps, seen.clone())))
+        .unwrap();
+    s.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+    assert_eq!(seen.lock().unwrap().clone(), [(true, 0), (true, 0)]);
+    let (mut x, mut y) = ([0u8; 256], [0u8; 256]);
+    s.host_read(a, &mut x);
+    s.host_read(b, &mut y);
+    assert_eq!((x, y), ([0x11; 256], [0x44; 256]));
+    let ep = s.bdf("ep").unwrap();
+    let writes: Vec<_> = trace_tlps(s.trace().unwrap())
+        .filter(|(_, r)| r.kind() == TlpKind::MWr && r.requester_id() == ep)
+        .map(|(_, r)| {
+            let addr = match r.header {
+                pcielab_wire::tlp::TlpHeader::Mem(h) => h.address,
+                _ => unreachable!("a memory write"),
+            };
+            (r.at, r.prefixes.as_slice().len(), addr)
+        })
+        .collect();
+    use pcielab_wire::AddressType::{Translated, Untranslated};
+    assert_eq!(
+        writes,
+        [
+            (Translated, 0, a),
+            (Translated, 0, a),
+            (Untranslated, 1, IOVA),
+            (Untranslated, 1, IOVA)
+        ]
+    );
+    assert_eq!(s.ats_stats("ep").unwrap().translation_requests, 1);
+}
