@@ -202,10 +202,15 @@ impl Engine {
             if op.issued >= op.len {
                 ep.read_queue.pop_front();
             }
-            ep.tag_map[tag as usize] = Some((oi, off, ch.len, 0));
+            ep.tag_map[tag as usize] = Some((oi, off, ch.len, 0, 0));
             ep.ops[oi as usize].outstanding += 1;
             let me = ep.bdf;
             let t = self.read_request(node, oi, tag, off, ch.len);
+            // Completions count their addresses from the request's, as sent (the
+            // translated one when the DMA holds an ATS translation).
+            if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
+                ep.tag_map[tag as usize] = Some((oi, off, ch.len, 0, t.addr));
+            }
             if let Err(e) = self.inject(Origin::Function(f), t, me, cx) {
                 self.errors.push(format!("DMA read not routable: {e}"));
                 if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
@@ -241,7 +246,7 @@ impl Engine {
             return;
         };
         let entry = ep.tag_map.get(tag as usize).copied().flatten();
-        let Some((oi, off, clen, got)) = entry else {
+        let Some((oi, off, clen, got, wire)) = entry else {
             // Unexpected Completion (PCIe Base Spec 2.3.2): discard, log in AER.
             let name = self.nodes[node as usize].name.clone();
             self.errors
@@ -263,6 +268,19 @@ impl Engine {
             }
             return;
         }
+        // Its data's place in the request; data outside the request is a Malformed TLP
+        // too (never clipped silently).
+        let start = addr.wrapping_sub(wire);
+        if status == CplStatus::Sc && start.saturating_add(u64::from(len)) > u64::from(clen) {
+            let name = self.nodes[node as usize].name.clone();
+            self.errors.push(format!(
+                "{name}: malformed completion (tag {tag}: data at {addr:#x} outside the request at {wire:#x}, {clen} bytes)"
+            ));
+            if let Some(f) = self.nodes[node as usize].func {
+                self.signal_error(f, AER_MALFORMED, false, Some(id), cx);
+            }
+            return;
+        }
         let op = &mut ep.ops[oi as usize];
         op.last_progress = now;
         let mut done_req = false;
@@ -270,7 +288,7 @@ impl Engine {
             op.ok = false;
             done_req = true;
         } else {
-            let start = addr.wrapping_sub(op.addr + off) as usize;
+            let start = start as usize;
             let n = (len as usize).min(payload.len());
             let dst = (off as usize + start).min(op.buf.len());
             let end = (dst + n).min(op.buf.len());
@@ -285,7 +303,7 @@ impl Engine {
             if g >= clen {
                 done_req = true;
             } else {
-                ep.tag_map[tag as usize] = Some((oi, off, clen, g));
+                ep.tag_map[tag as usize] = Some((oi, off, clen, g, wire));
             }
         }
         if poisoned {
@@ -354,7 +372,7 @@ impl Engine {
                     .iter()
                     .enumerate()
                     .filter_map(|(t, e)| match e {
-                        Some((o, off, len, _)) if *o == oi => Some((t as u16, *off, *len)),
+                        Some((o, off, len, ..)) if *o == oi => Some((t as u16, *off, *len)),
                         _ => None,
                     })
                     .min_by_key(|&(_, off, _)| off)

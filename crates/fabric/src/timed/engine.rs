@@ -577,8 +577,8 @@ pub(crate) struct EpState {
     pub model: Option<Box<dyn Endpoint>>,
     pub bdf: Bdf,
     pub free_tags: Vec<u16>,
-    /// tag → (op, offset in op, len, bytes received)
-    pub tag_map: Vec<Option<(u32, u64, u32, u32)>>,
+    /// tag → (op, offset in op, len, bytes received, the request's address as sent)
+    pub tag_map: Vec<Option<(u32, u64, u32, u32, u64)>>,
     pub ops: Vec<DmaOp>,
     pub free_ops: Vec<u32>,
     pub read_queue: VecDeque<u32>,
