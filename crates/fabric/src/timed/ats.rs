@@ -78,6 +78,9 @@ const PAGE: u64 = 4096;
 pub struct AtsInvalidation {
     /// The device it went to.
     pub device: Bdf,
+    /// The PASID whose translations it takes back (its PASID prefix), or None: those
+    /// obtained without a PASID.
+    pub pasid: Option<u32>,
     /// The untranslated range it invalidates: base (aligned to `size`) …
     pub base: u64,
     /// … and size (a power of two, at least the device's STU).
@@ -119,6 +122,8 @@ pub struct AtsStats {
 #[derive(Debug, Clone)]
 pub(super) struct Pending {
     pub unit: u64,
+    /// The PASID of the address space the unit belongs to, or NONE.
+    pub pasid: u32,
     /// The Translation Request's tag; NONE while it waits for a tag, or `PAGING`
     /// while the unit waits for a Page Request's answer (see `pri`).
     pub tag: u16,
@@ -143,12 +148,14 @@ pub(crate) struct AtsDevice {
     pub(super) bdf: Bdf,
     /// Smallest Translation Unit in bytes.
     stu: u64,
-    /// The ATC, most recently used first: (untranslated base, translated base, size).
-    atc: VecDeque<(u64, u64, u64)>,
+    /// The ATC, most recently used first: (untranslated base, translated base, size,
+    /// PASID or NONE).
+    atc: VecDeque<(u64, u64, u64, u32)>,
     pub(super) pending: Vec<Pending>,
     free_tags: Vec<u16>,
-    /// Invalidations waiting for DMAs that use the range: (base, size, ITag, from).
-    parked: Vec<(u64, u64, u8, Bdf)>,
+    /// Invalidations waiting for DMAs that use the range: (base, size, PASID or NONE,
+    /// ITag, from).
+    parked: Vec<(u64, u64, u32, u8, Bdf)>,
     /// PRI enabled: the free Page Request Group indices (the allocation's worth).
     pub(super) prg_free: Option<Vec<u16>>,
     pub stats: AtsStats,
@@ -370,9 +377,15 @@ impl Engine {
     }
 
     /// The IOMMU's added latency for a Translation Request (IOTLB hit or page walk).
-    pub(crate) fn translation_latency(&mut self, req: Bdf, addr: u64, now: SimTime) -> SimDuration {
+    pub(crate) fn translation_latency(
+        &mut self,
+        req: Bdf,
+        pasid: u32,
+        addr: u64,
+        now: SimTime,
+    ) -> SimDuration {
         match self.iommu.as_mut() {
-            Some(m) => m.lookup_latency(req, NONE, addr, now),
+            Some(m) => m.lookup_latency(req, pasid, addr, now),
             None => SimDuration::ZERO,
         }
     }
@@ -388,14 +401,14 @@ impl Engine {
             return false;
         };
         let op = &mut ep.ops[oi as usize];
-        let (id, end) = (op.id, op.addr + op.len);
+        let (id, end, sp) = (op.id, op.addr + op.len, op.pasid);
         let mut unit = op.addr & !(dev.stu - 1);
         let mut missing = Vec::new();
         while unit < end {
             match dev
                 .atc
                 .iter()
-                .position(|&(b, _, s)| b <= unit && unit < b + s)
+                .position(|&(b, _, s, p)| p == sp && b <= unit && unit < b + s)
             {
                 Some(i) => {
                     dev.stats.atc_hits += 1;
@@ -404,8 +417,9 @@ impl Engine {
                         dev.atc.remove(i);
                         dev.atc.push_front(e);
                     }
-                    if !op.xlate.contains(&e) {
-                        op.xlate.push(e);
+                    let x = (e.0, e.1, e.2);
+                    if !op.xlate.contains(&x) {
+                        op.xlate.push(x);
                     }
                     unit = (e.0 + e.2).max(unit + dev.stu);
                 }
@@ -425,7 +439,11 @@ impl Engine {
         self.arm_dma_timeout(node, cx);
         for u in missing {
             let dev = self.ats.get_mut(&node).expect("checked above");
-            match dev.pending.iter_mut().find(|p| p.unit == u && !p.stale) {
+            match dev
+                .pending
+                .iter_mut()
+                .find(|p| p.unit == u && p.pasid == sp && !p.stale)
+            {
                 Some(p) => {
                     p.waiters.push((oi, id));
                     p.rw |= rw;
@@ -433,6 +451,7 @@ impl Engine {
                 None => {
                     dev.pending.push(Pending {
                         unit: u,
+                        pasid: sp,
                         tag: NONE as u16,
                         waiters: vec![(oi, id)],
                         stale: false,
@@ -440,19 +459,20 @@ impl Engine {
                         prg: NONE as u16,
                         paged: false,
                     });
-                    self.send_translation_request(node, u, cx);
+                    self.send_translation_request(node, u, sp, cx);
                 }
             }
         }
         true
     }
 
-    /// Sends the Translation Request of `unit` when a tag is free (else it waits for
-    /// one: see `translation_completion`).
+    /// Sends the Translation Request of `unit` (of PASID `pasid`'s address space, or
+    /// NONE) when a tag is free (else it waits for one: see `translation_completion`).
     pub(super) fn send_translation_request(
         &mut self,
         node: u32,
         unit: u64,
+        pasid: u32,
         cx: &mut Context<'_, PackedEv>,
     ) {
         let Some(f) = self.nodes[node as usize].func else {
@@ -467,7 +487,7 @@ impl Engine {
         if let Some(p) = dev
             .pending
             .iter_mut()
-            .find(|p| p.unit == unit && p.tag == NONE as u16)
+            .find(|p| p.unit == unit && p.pasid == pasid && p.tag == NONE as u16)
         {
             p.tag = tag;
         }
@@ -476,6 +496,7 @@ impl Engine {
         let host = self.host_bdf;
         let t = Tlp {
             tag,
+            pasid,
             ..Tlp::new(Kind::TransReq, me, unit, 8)
         };
         if let Err(e) = self.inject(Origin::Function(f), t, host, cx) {
@@ -495,7 +516,13 @@ impl Engine {
         };
         m.stats.translation_requests += 1;
         let ps = m.cfg.page_size;
-        let v = match m.peek(t.requester, NONE, t.addr) {
+        // A PASID's space when the request carries one (none without PASID support).
+        let found = if t.pasid != NONE && !m.cfg.pasid {
+            None
+        } else {
+            m.peek(t.requester, t.pasid, t.addr)
+        };
+        let v = match found {
             Some(p) => encode_range(p, ps, 3),
             None => encode_range(t.addr, ps, 0),
         };
@@ -541,13 +568,13 @@ impl Engine {
         let p = dev.pending.remove(i);
         dev.free_tags.push(tag);
         // A unit waiting for a tag takes this one.
-        if let Some(w) = dev
+        if let Some((w, wp)) = dev
             .pending
             .iter()
             .find(|p| p.tag == NONE as u16)
-            .map(|p| p.unit)
+            .map(|p| (p.unit, p.pasid))
         {
-            self.send_translation_request(node, w, cx);
+            self.send_translation_request(node, w, wp, cx);
         }
         if p.stale {
             // Invalidated while in flight: not cached; ask again.
@@ -557,7 +584,7 @@ impl Engine {
                     tag: NONE as u16,
                     ..p
                 });
-                self.send_translation_request(node, p.unit, cx);
+                self.send_translation_request(node, p.unit, p.pasid, cx);
             }
             return true;
         }
@@ -575,14 +602,14 @@ impl Engine {
                 };
                 // The entry covers the unit's page (its size may exceed the STU).
                 let ubase = p.unit & !(size - 1);
-                let e = (ubase, base, size);
+                let e = (ubase, base, size, p.pasid);
                 dev.atc.retain(|x| *x != e);
                 dev.atc.push_front(e);
                 while dev.atc.len() > atc_cap {
                     dev.atc.pop_back();
                     dev.stats.evictions += 1;
                 }
-                Some(e)
+                Some((ubase, base, size))
             }
             _ => {
                 // With PRI the device asks the host to make the page resident first.
@@ -593,8 +620,15 @@ impl Engine {
                     dev.stats.denied += 1;
                 }
                 let name = self.nodes[node as usize].name.clone();
-                self.errors
-                    .push(format!("{name}: ATS translation of {:#x} refused", p.unit));
+                let space = if p.pasid == NONE {
+                    String::new()
+                } else {
+                    format!(" (PASID {:#x})", p.pasid)
+                };
+                self.errors.push(format!(
+                    "{name}: ATS translation of {:#x}{space} refused",
+                    p.unit
+                ));
                 None
             }
         };
@@ -670,6 +704,7 @@ impl Engine {
     pub(crate) fn send_ats_invalidate(
         &mut self,
         node: u32,
+        pasid: u32,
         iova: u64,
         len: u64,
         cx: &mut Context<'_, PackedEv>,
@@ -692,10 +727,12 @@ impl Engine {
             completer: dest,
             byte_count: itag as u16,
             data: p,
+            pasid,
             ..Tlp::new(Kind::AtsInv, host, base, 8)
         };
         self.ats_invals.push(AtsInvalidation {
             device: dest,
+            pasid: (pasid != NONE).then_some(pasid),
             base,
             size,
             itag,
@@ -716,9 +753,9 @@ impl Engine {
         id: u32,
         cx: &mut Context<'_, PackedEv>,
     ) {
-        let (itag, from) = {
+        let (itag, from, sp) = {
             let t = &self.tlps[id as usize];
-            (t.byte_count as u8 & 0x1f, t.requester)
+            (t.byte_count as u8 & 0x1f, t.requester, t.pasid)
         };
         let payload = self.payload(id);
         let mut b = [0u8; 8];
@@ -733,15 +770,17 @@ impl Engine {
         };
         dev.stats.invalidations += 1;
         let before = dev.atc.len();
-        dev.atc.retain(|&(b, _, s)| !overlaps(b, s));
+        // Only the translations of the request's address space: its PASID's, or
+        // those obtained without a PASID.
+        dev.atc.retain(|&(b, _, s, p)| p != sp || !overlaps(b, s));
         dev.stats.invalidated_entries += (before - dev.atc.len()) as u64;
         let stu = dev.stu;
         for p in dev.pending.iter_mut() {
-            if overlaps(p.unit, stu) {
+            if p.pasid == sp && overlaps(p.unit, stu) {
                 p.stale = true;
             }
         }
-        dev.parked.push((base, size, itag, from));
+        dev.parked.push((base, size, sp, itag, from));
         self.ats_dma_finished(node, cx);
     }
 
@@ -757,9 +796,10 @@ impl Engine {
         let NodeKind::Ep(ep) = &self.nodes[node as usize].kind else {
             return;
         };
-        let in_use = |base: u64, size: u64| {
+        let in_use = |base: u64, size: u64, sp: u32| {
             ep.ops.iter().any(|op| {
                 op.live
+                    && op.pasid == sp
                     && op
                         .xlate
                         .iter()
@@ -767,8 +807,8 @@ impl Engine {
             })
         };
         let mut done = Vec::new();
-        dev.parked.retain(|&(b, s, itag, from)| {
-            if in_use(b, s) {
+        dev.parked.retain(|&(b, s, sp, itag, from)| {
+            if in_use(b, s, sp) {
                 true
             } else {
                 done.push((itag, from));

@@ -78,9 +78,9 @@ impl Engine {
             self.finish_dma(node, oi, cx);
             return;
         }
-        // With ATS on, the DMA starts once the device holds its translations (a DMA
-        // with a PASID goes untranslated: Translation Requests carry no PASID here).
-        if self.ats_any && pasid.is_none() && self.ats_gate(node, oi, cx) {
+        // With ATS on, the DMA starts once the device holds its translations (of its
+        // PASID's address space when it has one).
+        if self.ats_any && self.ats_gate(node, oi, cx) {
             return;
         }
         self.dma_go(node, oi, cx);

@@ -2005,7 +2005,9 @@ impl Engine {
             let translated = t.addr_type == 2;
             let extra = match (dest, kind) {
                 (Dest::HostMemory, Kind::MRd) => self.memory_read_latency(addr, len),
-                (Dest::Rc, Kind::TransReq) => self.translation_latency(req, addr, cx.now() + lat),
+                (Dest::Rc, Kind::TransReq) => {
+                    self.translation_latency(req, pasid, addr, cx.now() + lat)
+                }
                 (Dest::Bar { .. }, Kind::MRd | Kind::IoRd | Kind::IoWr) => self.cfg.ep_latency,
                 (Dest::Config { node, .. }, _)
                     if matches!(self.nodes[node as usize].kind, NodeKind::Ep(_)) =>

@@ -1723,7 +1723,9 @@ impl FabricSim {
     }
 
     /// Removes the mapping of `[iova, iova + len)` of process `pasid` of endpoint
-    /// `name` (whole pages, with their IOTLB entries).
+    /// `name` (whole pages, with their IOTLB entries). When the device has ATS
+    /// enabled, the root complex also sends it an Invalidate Request with that PASID
+    /// (see [`FabricSim::iommu_unmap`]).
     pub fn iommu_unmap_pasid(
         &mut self,
         name: &str,
@@ -1731,8 +1733,35 @@ impl FabricSim {
         iova: u64,
         len: u64,
     ) -> Result<(), SimError> {
+        let n = self.node(name)?;
         let bdf = self.endpoint_bdf(name)?;
         self.pasid_ok(pasid)?.unmap(bdf, pasid, iova, len);
+        self.sim.process(|e, cx| {
+            e.send_ats_invalidate(n, pasid, iova, len, cx);
+        });
+        Ok(())
+    }
+
+    /// Like [`FabricSim::iommu_map_on_demand`], in the address space of process
+    /// `pasid` of endpoint `name`: a Page Request with that PASID makes a page of it
+    /// resident in that PASID's table. Fails as [`FabricSim::iommu_map_pasid`] does.
+    pub fn iommu_map_on_demand_pasid(
+        &mut self,
+        name: &str,
+        pasid: u32,
+        iova: u64,
+        phys: u64,
+        len: u64,
+    ) -> Result<(), SimError> {
+        let device = self.endpoint_bdf(name)?;
+        self.pasid_ok(pasid)?;
+        self.sim.world_mut().on_demand.push(pri::OnDemand {
+            device,
+            pasid,
+            iova: iova & !0xfff,
+            phys: phys & !0xfff,
+            len: len + (iova & 0xfff),
+        });
         Ok(())
     }
 
@@ -1815,7 +1844,7 @@ impl FabricSim {
         let bdf = self.endpoint_bdf(name)?;
         self.iommu_mut()?.unmap(bdf, NONE, iova, len);
         self.sim.process(|e, cx| {
-            e.send_ats_invalidate(n, iova, len, cx);
+            e.send_ats_invalidate(n, NONE, iova, len, cx);
         });
         Ok(())
     }
@@ -1834,6 +1863,7 @@ impl FabricSim {
         self.iommu_mut()?;
         self.sim.world_mut().on_demand.push(pri::OnDemand {
             device,
+            pasid: NONE,
             iova: iova & !0xfff,
             phys: phys & !0xfff,
             len: len + (iova & 0xfff),

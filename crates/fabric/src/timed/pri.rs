@@ -55,6 +55,8 @@ pub struct PageRequestRecord {
     pub device: Bdf,
     /// The page (I/O virtual address, 4 KiB aligned).
     pub page: u64,
+    /// The PASID of its address space (the request's PASID prefix), or None.
+    pub pasid: Option<u32>,
     /// Its Page Request Group index.
     pub prg_index: u16,
     /// Read and write access requested.
@@ -73,6 +75,8 @@ pub struct PageRequestRecord {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct OnDemand {
     pub device: Bdf,
+    /// The PASID whose address space it belongs to, or NONE.
+    pub pasid: u32,
     pub iova: u64,
     pub phys: u64,
     pub len: u64,
@@ -149,15 +153,16 @@ impl Engine {
             ..p.clone()
         });
         if prg != NONE as u16 {
-            self.send_page_request(node, p.unit, prg, p.rw, cx);
+            self.send_page_request(node, (p.unit, p.pasid), prg, p.rw, cx);
         }
         true
     }
 
+    /// Sends the Page Request for `page` of PASID `pasid`'s address space (or NONE).
     fn send_page_request(
         &mut self,
         node: u32,
-        page: u64,
+        (page, pasid): (u64, u32),
         prg: u16,
         rw: u8,
         cx: &mut Context<'_, PackedEv>,
@@ -174,6 +179,7 @@ impl Engine {
         let t = Tlp {
             completer: host,
             byte_count: prg | (rw as u16 & 3) << 9,
+            pasid,
             ..Tlp::new(Kind::PageReq, me, page & !0xfff, 0)
         };
         if let Err(e) = self.inject(Origin::Function(f), t, host, cx) {
@@ -185,17 +191,17 @@ impl Engine {
     /// time (and the root complex's latency), Success for a page of an on-demand
     /// range of that device, Invalid Request otherwise.
     pub(crate) fn host_page_request(&mut self, t: &Tlp, cx: &mut Context<'_, PackedEv>) {
-        let (dev, page) = (t.requester, t.addr & !0xfff);
+        let (dev, page, pasid) = (t.requester, t.addr & !0xfff, t.pasid);
         let prg = t.byte_count & 0x1ff;
         let rw = (t.byte_count >> 9) & 3;
-        let known = self
-            .on_demand
-            .iter()
-            .any(|r| r.device == dev && (r.iova..r.iova + r.len).contains(&page));
+        let known = self.on_demand.iter().any(|r| {
+            r.device == dev && r.pasid == pasid && (r.iova..r.iova + r.len).contains(&page)
+        });
         let code = if known { PRG_SUCCESS } else { PRG_INVALID };
         self.page_requests.push(PageRequestRecord {
             device: dev,
             page,
+            pasid: (pasid != NONE).then_some(pasid),
             prg_index: prg,
             read: rw & 1 != 0,
             write: rw & 2 != 0,
@@ -251,14 +257,24 @@ impl Engine {
             t.byte_count & 0x1ff,
             (t.byte_count >> 12) as u8,
         );
+        // The request's address space (PRG Responses carry no PASID: PRG Response
+        // PASID Required is clear).
+        let pasid = self
+            .page_requests
+            .iter()
+            .rev()
+            .find(|r| r.device == dev && r.prg_index == prg && r.answered.is_none())
+            .map_or(NONE, |r| r.pasid.unwrap_or(NONE));
         if code == PRG_SUCCESS {
             let r = self
                 .on_demand
                 .iter()
-                .find(|r| r.device == dev && (r.iova..r.iova + r.len).contains(&page))
+                .find(|r| {
+                    r.device == dev && r.pasid == pasid && (r.iova..r.iova + r.len).contains(&page)
+                })
                 .copied();
             if let (Some(r), Some(m)) = (r, self.iommu.as_mut()) {
-                m.map(dev, NONE, page, r.phys + (page - r.iova), 4096);
+                m.map(dev, pasid, page, r.phys + (page - r.iova), 4096);
             }
         }
         if let Some(rec) = self
@@ -310,8 +326,8 @@ impl Engine {
             if let Some(free) = dev.prg_free.as_mut() {
                 free.retain(|&x| x != prg);
             }
-            let (unit, rw) = (w.unit, w.rw);
-            self.send_page_request(node, unit, prg, rw, cx);
+            let (unit, pasid, rw) = (w.unit, w.pasid, w.rw);
+            self.send_page_request(node, (unit, pasid), prg, rw, cx);
         }
         let Some(dev) = self.ats.get_mut(&node) else {
             return;
@@ -322,9 +338,9 @@ impl Engine {
             p.prg = NONE as u16;
             p.tag = NONE as u16;
             p.stale = false;
-            let unit = p.unit;
+            let (unit, pasid) = (p.unit, p.pasid);
             dev.pending.push(p);
-            self.send_translation_request(node, unit, cx);
+            self.send_translation_request(node, unit, pasid, cx);
             return;
         }
         dev.stats.page_requests_failed += 1;

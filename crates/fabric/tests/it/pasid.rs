@@ -320,10 +320,10 @@ fn a_port_with_prefix_blocking_refuses_pasid_requests_and_logs_the_prefix() {
 }
 
 #[test]
-fn a_device_with_ats_sends_its_pasid_requests_untranslated() {
-    // ATS on: the plain write asks for a translation and goes out translated; the
-    // PASID write goes out untranslated (AT 00b, with its prefix) for the IOMMU to
-    // translate by PASID 4's table.
+fn ats_translates_and_invalidates_per_pasid() {
+    // ATS on: the same I/O virtual address is translated once per address space (no
+    // PASID, PASID 4), and each DMA goes out translated to its own page; the PASID
+    // write carries its prefix, as does its Translation Request.
     let cfg = SimConfig {
         iommu: Some(IommuConfig {
             pasid: true,
@@ -341,35 +341,72 @@ fn a_device_with_ats_sends_its_pasid_requests_untranslated() {
     let steps = vec![
         Step::Write(IOVA, 0x11, None),
         Step::Write(IOVA, 0x44, Some(4)),
+        Step::Read(IOVA, Some(4)),
+        // After the host takes PASID 4's page back (at 35 µs):
+        Step::Read(IOVA, None),
+        Step::Read(IOVA, Some(4)),
     ];
     s.attach("ep", Box::new(Script(steps, seen.clone())))
         .unwrap();
+    s.run_for(SimDuration::from_us(35));
+    assert_eq!(s.ats_stats("ep").unwrap().translation_requests, 2);
+    s.iommu_unmap_pasid("ep", 4, IOVA, 4096).unwrap();
     s.run_until_idle(SimTime::from_ps(u64::MAX / 2));
-    assert_eq!(seen.lock().unwrap().clone(), [(true, 0), (true, 0)]);
+    // The plain read still hits the ATC; PASID 4's is asked again and refused.
+    assert_eq!(
+        seen.lock().unwrap().clone(),
+        [(true, 0), (true, 0), (true, 0x44), (true, 0x11), (false, 0)]
+    );
+    let st = s.ats_stats("ep").unwrap();
+    assert_eq!((st.translation_requests, st.denied), (3, 1));
+    assert_eq!((st.invalidations, st.invalidated_entries), (1, 1));
+    let inv = s.ats_invalidations().to_vec();
+    assert_eq!(inv.len(), 1);
+    assert_eq!(inv[0].pasid, Some(4));
+    assert!(inv[0].completed.is_some());
+    let e = s.errors().join("\n");
+    assert!(
+        e.contains("ep: ATS translation of 0x100000 (PASID 0x4) refused"),
+        "{e}"
+    );
     let (mut x, mut y) = ([0u8; 256], [0u8; 256]);
     s.host_read(a, &mut x);
     s.host_read(b, &mut y);
     assert_eq!((x, y), ([0x11; 256], [0x44; 256]));
+    // On the device's link: each request with its address, AT and PASID.
     let ep = s.bdf("ep").unwrap();
-    let writes: Vec<_> = trace_tlps(s.trace().unwrap())
-        .filter(|(_, r)| r.kind() == TlpKind::MWr && r.requester_id() == ep)
-        .map(|(_, r)| {
-            let addr = match r.header {
-                pcielab_wire::tlp::TlpHeader::Mem(h) => h.address,
-                _ => unreachable!("a memory write"),
-            };
-            (r.at, r.prefixes.as_slice().len(), addr)
+    let up = s
+        .trace()
+        .unwrap()
+        .dir_names
+        .iter()
+        .position(|n| n.starts_with("ep->"));
+    let reqs: Vec<_> = trace_tlps(s.trace().unwrap())
+        .filter(|(rec, r)| Some(rec.dir as usize) == up && r.requester_id() == ep)
+        .filter_map(|(_, r)| {
+            let pasid = r
+                .prefixes
+                .as_slice()
+                .first()
+                .and_then(|p| p.pasid())
+                .map(|p| p.0);
+            match r.header {
+                pcielab_wire::tlp::TlpHeader::Mem(h) => Some((r.kind(), r.at, h.address, pasid)),
+                _ => None,
+            }
         })
         .collect();
-    use pcielab_wire::AddressType::{Translated, Untranslated};
+    use pcielab_wire::AddressType::{Translated as Tx, TranslationRequest as Tr};
     assert_eq!(
-        writes,
+        reqs,
         [
-            (Translated, 0, a),
-            (Translated, 0, a),
-            (Untranslated, 1, IOVA),
-            (Untranslated, 1, IOVA)
+            (TlpKind::MRd, Tr, IOVA, None),
+            (TlpKind::MWr, Tx, a, None),
+            (TlpKind::MRd, Tr, IOVA, Some(4)),
+            (TlpKind::MWr, Tx, b, Some(4)),
+            (TlpKind::MRd, Tx, b, Some(4)),
+            (TlpKind::MRd, Tx, a, None),
+            (TlpKind::MRd, Tr, IOVA, Some(4)),
         ]
     );
-    assert_eq!(s.ats_stats("ep").unwrap().translation_requests, 1);
 }
