@@ -194,9 +194,10 @@ pub struct SimArgs {
     /// and send translated requests that skip the IOTLB (needs --iommu).
     #[arg(long)]
     ats: bool,
-    /// PASID (needs --iommu, not with --ats): the DMA workloads run in the address
-    /// space of process N (0..=1048575): every request carries a PASID TLP prefix and
-    /// the IOMMU translates it by that PASID's table.
+    /// PASID (needs --iommu): the DMA workloads run in the address space of process N
+    /// (0..=1048575): every request carries a PASID TLP prefix (Translation and Page
+    /// Requests too, with --ats and --pri) and the IOMMU translates it by that PASID's
+    /// table.
     #[arg(long, value_name = "N")]
     pasid: Option<u32>,
     /// Entries of each device's Address Translation Cache, with --ats (1..=65536).
@@ -362,12 +363,11 @@ fn dma_row(
     if a.iommu {
         // The device sees I/O virtual addresses; the IOMMU maps them to the buffer
         // (with --pri, page by page as the device asks).
-        if let Some(p) = a.pasid {
-            sim.iommu_map_pasid(device, p, IOVA_BASE, base, a.region)
-        } else if a.pri {
-            sim.iommu_map_on_demand(device, IOVA_BASE, base, a.region)
-        } else {
-            sim.iommu_map(device, IOVA_BASE, base, a.region)
+        match (a.pasid, a.pri) {
+            (Some(p), true) => sim.iommu_map_on_demand_pasid(device, p, IOVA_BASE, base, a.region),
+            (Some(p), false) => sim.iommu_map_pasid(device, p, IOVA_BASE, base, a.region),
+            (None, true) => sim.iommu_map_on_demand(device, IOVA_BASE, base, a.region),
+            (None, false) => sim.iommu_map(device, IOVA_BASE, base, a.region),
         }
         .map_err(|e| fail(e.to_string()))?;
         base = IOVA_BASE;
@@ -1094,11 +1094,6 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
                 "--pasid needs --iommu (the IOMMU translates by the PASID's table)",
             ));
         }
-        if a.ats {
-            return Err(fail(
-                "--pasid with --ats: ATS Translation Requests with a PASID are not modelled",
-            ));
-        }
         if p >> 20 != 0 {
             return Err(fail(format!("--pasid {p}: allowed 0..=1048575 (20 bits)")));
         }
@@ -1224,9 +1219,8 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
                     a.atc_entries, a.page_fault_us
                 ),
                 (true, false, _) => format!(", ATS with ATC {}", a.atc_entries),
-                (false, _, Some(p)) => format!(", PASID {p}"),
                 _ => String::new(),
-            }
+            } + &a.pasid.map_or(String::new(), |p| format!(", PASID {p}"))
         )
     } else {
         String::new()

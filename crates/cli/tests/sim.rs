@@ -108,10 +108,6 @@ fn bad_input_exits_2_with_one_line() {
         (vec!["sim", &f, "--iommu", "--pri"], "--pri needs --ats"),
         (vec!["sim", &f, "--pasid", "3"], "--pasid needs --iommu"),
         (
-            vec!["sim", &f, "--iommu", "--ats", "--pasid", "3"],
-            "ATS Translation Requests with a PASID",
-        ),
-        (
             vec!["sim", &f, "--iommu", "--pasid", "1048576"],
             "--pasid 1048576: allowed 0..=1048575",
         ),

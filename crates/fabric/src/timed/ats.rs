@@ -52,7 +52,9 @@
 //! first): address bits 63:12, S (bit 11), and for entries W (bit 1) and R (bit 0).
 //! With S set, the size is 8 KiB << (the number of ones from bit 12 up).
 //!
-//! Not modelled: Translation Requests with a PASID, Global Invalidate, the Execute, Privileged and No-Snoop
+//! PASID: see the `pasid` module (translations are kept per PASID).
+//!
+//! Not modelled: Global Invalidate, the Execute, Privileged and No-Snoop
 //! attributes, an Invalidate Queue Depth limit, and ATS for peer-to-peer DMA (the Page
 //! Request Interface is in `pri`).
 

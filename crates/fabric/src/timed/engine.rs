@@ -568,6 +568,10 @@ impl DmaOp {
     }
 }
 
+/// A DMA read request in flight: (op, offset in op, length, bytes received, the
+/// request's address as sent — translated when the DMA holds an ATS translation).
+pub(crate) type TagEntry = (u32, u64, u32, u32, u64);
+
 #[derive(Debug)]
 pub(crate) struct EpState {
     /// An Assert_INTx message went out and no Deassert since.
@@ -577,8 +581,8 @@ pub(crate) struct EpState {
     pub model: Option<Box<dyn Endpoint>>,
     pub bdf: Bdf,
     pub free_tags: Vec<u16>,
-    /// tag → (op, offset in op, len, bytes received, the request's address as sent)
-    pub tag_map: Vec<Option<(u32, u64, u32, u32, u64)>>,
+    /// tag → the DMA read request it was given to.
+    pub tag_map: Vec<Option<TagEntry>>,
     pub ops: Vec<DmaOp>,
     pub free_ops: Vec<u32>,
     pub read_queue: VecDeque<u32>,

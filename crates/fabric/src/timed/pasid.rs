@@ -13,15 +13,21 @@
 //! * **The IOMMU** translates a request with a PASID by the table of its (requester,
 //!   PASID) — [`super::FabricSim::iommu_map_pasid`] — see the `iommu` module.
 //!   Without an IOMMU the prefix is carried and ignored.
+//! * **ATS and PRI** work per address space: a DMA's Translation Requests and Page
+//!   Requests carry its PASID, the device's ATC keeps translations per PASID, and
+//!   [`super::FabricSim::iommu_unmap_pasid`] sends an Invalidate Request with the
+//!   PASID, which takes back that PASID's translations only (one without a PASID, those
+//!   obtained without one). Pages of [`super::FabricSim::iommu_map_on_demand_pasid`]
+//!   are made resident in the PASID's table. PRG Responses carry no PASID (PRG
+//!   Response PASID Required is clear).
 //! * **Ports** forward End-End TLP Prefixes. A root or switch port with End-End TLP
 //!   Prefix Blocking set (Device Control 2 bit 15) forwards none out of its egress: a
 //!   posted request is dropped, a non-posted one is completed with Unsupported
 //!   Request by the port, and the port logs TLP Prefix Blocked (AER uncorrectable bit
 //!   25) with the TLP's header and its prefix in the TLP Prefix Log.
 //!
-//! Not modelled: ATS Translation Requests and Page Requests with a PASID (a device with
-//! ATS enabled sends its PASID requests untranslated, for the IOMMU to translate), the
-//! Execute and Privileged Mode bits, and PASIDs on completions.
+//! Not modelled: the Execute and Privileged Mode bits, Global Invalidate, and PASIDs on
+//! completions.
 
 use super::engine::{err_caps, Engine, NP};
 use super::packed::PackedEv;

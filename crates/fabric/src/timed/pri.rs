@@ -32,7 +32,7 @@
 //!   ([`FabricSim::send_prg_response`](super::FabricSim::send_prg_response)); those map
 //!   nothing.
 //!
-//! Not modelled: multi-page groups, Stop Markers, Page Requests with a PASID, and the PRG Response
+//! Not modelled: multi-page groups, Stop Markers, and the PRG Response
 //! timeout.
 
 use super::ats::{ext_cap, Pending, PAGING};

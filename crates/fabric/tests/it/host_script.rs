@@ -70,6 +70,8 @@ pub fn run(data: &[u8]) -> (u64, usize, i64) {
             if pick & 32 != 0 {
                 s.iommu_map_pasid(name, 1, base, base + (1 << 15), 1 << 15)
                     .unwrap();
+                s.iommu_map_on_demand_pasid(name, 2, base, base, 1 << 15)
+                    .unwrap();
             }
         }
         if *name == "ep3" {
@@ -215,8 +217,12 @@ impl ChaosDevice {
         let len = u64::from(u16::from_le_bytes([a[2], a[3]])) % 9000;
         self.mood = a[3];
         // Some DMAs in a process's address space: PASID 1 (mapped when the IOMMU
-        // supports PASID), others, and some beyond 20 bits.
-        let pasid = (a[3] & 0x80 != 0).then_some(if v & 1 == 0 { 1 } else { (v >> 9) & 0x1f_ffff });
+        // supports PASID), 2 (mapped on demand), others, and some beyond 20 bits.
+        let pasid = (a[3] & 0x80 != 0).then_some(match v % 4 {
+            0 => 1,
+            1 => 2,
+            _ => (v >> 9) & 0x1f_ffff,
+        });
         match (a[0] % 12, pasid) {
             (0, None) => {
                 cx.dma_read(addr, len);

@@ -410,3 +410,65 @@ fn ats_translates_and_invalidates_per_pasid() {
         ]
     );
 }
+
+#[test]
+fn page_requests_carry_the_pasid_and_fill_its_table() {
+    // PRI: PASID 6's buffer is mapped on demand, PASID 8 has none. The first write
+    // faults its page in (a Page Request with PASID 6), the second is refused.
+    let cfg = SimConfig {
+        iommu: Some(IommuConfig {
+            pasid: true,
+            ..IommuConfig::default()
+        }),
+        ats: true,
+        pri: true,
+        trace: true,
+        ..SimConfig::default()
+    };
+    let mut s = FabricSim::new(&switch_tree(1, false), &KindRegistry::builtin(), cfg).unwrap();
+    let b = s.alloc_dma(4096);
+    s.iommu_map_on_demand_pasid("ep", 6, IOVA, b, 4096).unwrap();
+    let seen = Seen::default();
+    let steps = vec![
+        Step::Write(IOVA, 0x66, Some(6)),
+        Step::Write(IOVA, 0x88, Some(8)),
+    ];
+    s.attach("ep", Box::new(Script(steps, seen.clone())))
+        .unwrap();
+    s.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+    assert_eq!(seen.lock().unwrap().clone(), [(true, 0), (false, 0)]);
+    let mut y = [0u8; 256];
+    s.host_read(b, &mut y);
+    assert_eq!(y, [0x66; 256]);
+    let pr: Vec<_> = s
+        .page_requests()
+        .iter()
+        .map(|r| (r.page, r.pasid, r.response))
+        .collect();
+    assert_eq!(pr, [(IOVA, Some(6), 0), (IOVA, Some(8), 1)]);
+    // The Page Requests on the wire carry their PASID; PRG Responses none.
+    let ep = s.bdf("ep").unwrap();
+    let msgs: Vec<_> = trace_tlps(s.trace().unwrap())
+        .filter(|(_, r)| matches!(r.kind(), TlpKind::Msg))
+        .filter_map(|(_, r)| match r.header {
+            pcielab_wire::tlp::TlpHeader::Msg(h) if h.code.raw() == 4 || h.code.raw() == 5 => {
+                let pasid = r
+                    .prefixes
+                    .as_slice()
+                    .first()
+                    .and_then(|p| p.pasid())
+                    .map(|p| p.0);
+                Some((h.code.raw(), r.requester_id() == ep, pasid))
+            }
+            _ => None,
+        })
+        .collect();
+    // Each message crosses two links (both requests go out before the first answer).
+    let mut msgs = msgs;
+    msgs.sort();
+    let want = [(4, true, Some(6)), (4, true, Some(8)), (5, false, None)];
+    let mut twice: Vec<_> = want.iter().flat_map(|w| [*w, *w]).collect();
+    twice.extend([(5, false, None); 2]);
+    twice.sort();
+    assert_eq!(msgs, twice);
+}
