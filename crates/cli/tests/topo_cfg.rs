@@ -102,9 +102,14 @@ fn cfg_decode_reads_our_own_dump_back() {
         "{text}"
     );
     // mem-c: AER at 0x100 (0x48 bytes), DSN 0x148 (12), LTR 0x154 (8), ATS 0x15c (8),
-    // PRI 0x164 (16), L1 PM Substates 0x174 (16), ARI 0x184 (8), SR-IOV 0x18c.
+    // PRI 0x164 (16), PASID 0x174 (8), L1 PM Substates 0x17c (16), ARI 0x18c (8),
+    // SR-IOV 0x194.
     assert!(
-        text.contains("Capabilities: [18c v1] Single Root I/O Virtualization"),
+        text.contains("Capabilities: [174 v1] Process Address Space ID\n\t\tPASIDCap: Exec- Priv-, Max PASID Width: 14"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Capabilities: [194 v1] Single Root I/O Virtualization"),
         "{text}"
     );
     assert!(

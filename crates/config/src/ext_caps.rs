@@ -24,6 +24,15 @@ pub const AER_UNCORR_PREFIX_BLOCKED: u32 = 1 << 25;
 /// Advanced Error Capabilities and Control: TLP Prefix Log Present (bit 11): the TLP
 /// Prefix Log (+0x38) holds the End-End TLP Prefixes of the first error's TLP.
 pub const AER_CTL_PREFIX_LOG_PRESENT: u32 = 1 << 11;
+/// Advanced Error Capabilities and Control: Multiple Header Recording Capable (bit 9).
+pub const AER_CTL_MHR_CAPABLE: u32 = 1 << 9;
+/// Advanced Error Capabilities and Control: Multiple Header Recording Enable (bit 10):
+/// the function records the headers of errors that come while a first error is
+/// unserviced, and loads the next into the Header Log when software clears the
+/// status bit the First Error Pointer names.
+pub const AER_CTL_MHR_ENABLE: u32 = 1 << 10;
+/// Correctable error bit Header Log Overflow (15): a header could not be recorded.
+pub const AER_CORR_HEADER_LOG_OVERFLOW: u32 = 1 << 15;
 /// Correctable error bits: Receiver(0), Bad TLP(6), Bad DLLP(7), REPLAY_NUM Rollover(8),
 /// Replay Timer Timeout(12), Advisory Non-Fatal(13), Corrected Internal(14),
 /// Header Log Overflow(15).
@@ -38,8 +47,8 @@ pub const AER_CORR_BITS: u32 = 0x0000_f1c1;
 /// +0C | Uncorrectable Error Severity (RWS)                                  |
 /// +10 | Correctable Error Status (RW1CS)                                    |
 /// +14 | Correctable Error Mask (RWS; Advisory Non-Fatal masked at reset)    |
-/// +18 | Adv. Cap & Ctl: CTOHdrLogCap(12) TLPPfxPres(11,ROS) ECRCChkEn(8,RWS) |
-/// |   |                 ECRCChkCap(7)                                       |
+/// +18 | Adv. Cap & Ctl: CTOHdrLogCap(12) TLPPfxPres(11,ROS) MHREn(10,RWS)    |
+/// |   |   MHRCap(9) ECRCChkEn(8,RWS) ECRCChkCap(7)                          |
 /// |   |                 ECRCGenEn(6,RWS) ECRCGenCap(5) FirstErrPtr(4:0,ROS) |
 /// +1C | Header Log (4 DW, ROS)                                              |
 /// +2C | Root Error Command (RW, root ports)                                 |
@@ -82,9 +91,11 @@ impl ExtCapability for AerCap {
         cs.define(at + 0x0c, 4, bits, Access::Rw, AER_UNCORR_SEVERITY_DEFAULT);
         cs.define(at + 0x10, 4, AER_CORR_BITS, Access::Rw1c, 0);
         cs.define(at + 0x14, 4, AER_CORR_BITS, Access::Rw, 0x2000);
-        // ECRC Generation/Check Capable; Completion Timeout Prefix/Header Log Capable.
-        cs.define(at + 0x18, 4, 0x10a0, Access::Ro, 0x10a0);
-        cs.define(at + 0x18, 4, 0x0140, Access::Rw, 0);
+        // ECRC Generation/Check Capable; Multiple Header Recording Capable; Completion
+        // Timeout Prefix/Header Log Capable.
+        let cap = 0x10a0 | AER_CTL_MHR_CAPABLE;
+        cs.define(at + 0x18, 4, cap, Access::Ro, cap);
+        cs.define(at + 0x18, 4, 0x0140 | AER_CTL_MHR_ENABLE, Access::Rw, 0);
         for o in (0x04..0x2c).step_by(4) {
             cs.set_sticky(at + o, 4, 0xffff_ffff);
         }

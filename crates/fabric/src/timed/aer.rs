@@ -7,6 +7,7 @@ use super::engine::{
 };
 use super::packed::PackedEv;
 use crate::functional::{FnId, Origin};
+use pcielab_config::ext_caps::{AER_CORR_HEADER_LOG_OVERFLOW, AER_CTL_MHR_ENABLE};
 use pcielab_sim::Context;
 use pcielab_wire::Bdf;
 
@@ -23,7 +24,19 @@ impl Engine {
         cx: &mut Context<'_, PackedEv>,
     ) {
         let header = tlp.map(|id| self.tlp_header(id));
-        let sev = log_error(&mut self.fabric, f, bit, advisory, header);
+        let mut overflow = false;
+        let sev = log_error(
+            &mut self.fabric,
+            &mut self.aer_records,
+            f,
+            bit,
+            advisory,
+            header,
+            &mut overflow,
+        );
+        if overflow {
+            self.signal_correctable(f, AER_CORR_HEADER_LOG_OVERFLOW, cx);
+        }
         // A Downstream Port that contains the error (DPC) does not signal it.
         if !advisory && self.dpc_port_error(f, bit, cx) {
             return;
@@ -158,5 +171,34 @@ impl Engine {
         cs.hw_write(a + 0x30, 4, st);
         cs.hw_write(a + 0x34, 4, src);
         self.root_port_interrupt(rp, cx);
+    }
+
+    /// After a configuration write to function `f`: with Multiple Header Recording,
+    /// once software has cleared the status bit the First Error Pointer names, the
+    /// next recorded error moves into the First Error Pointer and the Header Log
+    /// (PCIe Base Spec 6.2.4.2). Clearing Multiple Header Recording Enable drops the
+    /// records.
+    pub(crate) fn aer_records_written(&mut self, f: FnId) {
+        let Some(q) = self.aer_records.get_mut(&f.0) else {
+            return;
+        };
+        if q.is_empty() {
+            return;
+        }
+        let (_, Some(a)) = err_caps(&self.fabric, f) else {
+            return;
+        };
+        let cs = &mut self.fabric.functions[f.0 as usize].config;
+        let ctl = cs.read_u32(a + 0x18);
+        if ctl & AER_CTL_MHR_ENABLE == 0 {
+            q.clear();
+            return;
+        }
+        if cs.read_u32(a + 4) & (1 << (ctl & 0x1f)) != 0 {
+            return;
+        }
+        if let Some((bit, h)) = q.pop_front() {
+            super::engine::load_header_log(cs, a, bit, Some(h));
+        }
     }
 }

@@ -13,7 +13,7 @@ use super::poison::Poison;
 use super::trace::{DirCounters, Trace, TraceKind};
 use super::SimConfig;
 use crate::functional::{Fabric, FnId, Interrupt, Origin, Role, RouteError, Target, MSI_RANGE};
-use pcielab_config::ext_caps::AER_CTL_PREFIX_LOG_PRESENT;
+use pcielab_config::ext_caps::{AER_CTL_MHR_ENABLE, AER_CTL_PREFIX_LOG_PRESENT};
 use pcielab_sim::{Context, EventKey, FifoId, Rng, SimDuration, SimTime, World};
 use pcielab_wire::dllp::{FcClass as DFc, FcDllp, FcKind, FcScale};
 use pcielab_wire::dma::{completions, CplPolicy};
@@ -795,6 +795,9 @@ pub struct Engine {
     pub(crate) ats_any: bool,
     /// Invalidations the root complex sent, in order.
     pub(crate) ats_invals: Vec<super::ats::AtsInvalidation>,
+    /// AER Multiple Header Recording: per function, the errors recorded behind the
+    /// one in the Header Log, oldest first (see [`record_first_error`]).
+    pub(crate) aer_records: IntMap<u32, VecDeque<(u32, LoggedHeader)>>,
     /// Devices whose translated requests the IOMMU accepts (ATS was enabled).
     pub(crate) ats_trusted: Vec<Bdf>,
     /// Translation Requests outstanding when their device turned ATS off: (node, tag).
@@ -2677,6 +2680,7 @@ impl Engine {
         self.refresh_ats(f, cx);
         self.dpc_config_written(f, cx);
         self.refresh_prefix_blocking(f);
+        self.aer_records_written(f);
         // A root port's hot-plug interrupt was evaluated with its others above.
         if matches!(
             self.fabric.functions[f.0 as usize].role,
@@ -3201,16 +3205,19 @@ pub(crate) const AER_CORR_REPLAY_TIMEOUT: u32 = 1 << 12;
 /// Control) or SERR# Enable (Command) is set.
 pub(crate) fn log_error(
     fabric: &mut Fabric,
+    records: &mut IntMap<u32, VecDeque<(u32, LoggedHeader)>>,
     f: FnId,
     bit: u32,
     advisory: bool,
     header: Option<LoggedHeader>,
+    overflow: &mut bool,
 ) -> Option<ErrorSeverity> {
     let (pcie, aer) = err_caps(fabric, f);
     let func = fabric.functions.get_mut(f.0 as usize)?;
     let cs = &mut func.config;
     if let Some(a) = aer {
-        record_first_error(cs, a, bit, header);
+        // No room to record its header: Header Log Overflow, which the caller signals.
+        *overflow = !record_first_error(cs, a, bit, header, records.entry(f.0).or_default());
         set_bits(cs, a + 4, 4, bit);
     }
     let fatal = match aer {
@@ -3250,26 +3257,60 @@ pub(crate) fn log_error(
     (!masked && (devctl as u32 & flag != 0 || serr)).then_some(sev)
 }
 
+/// Headers a function with Multiple Header Recording enabled keeps behind the one in
+/// its Header Log.
+pub(crate) const AER_HEADER_RECORDS: usize = 4;
+
 /// First Error Pointer and Header Log (PCIe Base Spec 7.8.4.7–7.8.4.8): an unmasked
 /// uncorrectable error `bit` becomes the first error when the Uncorrectable Error
 /// Status bit the pointer names is clear (software has serviced the last first error,
 /// or there was none); its TLP's header is then logged, the byte holding Fmt/Type in
 /// bits 31:24 of the first Header Log DW (a Completion Timeout logs the request that
 /// timed out: functions set Completion Timeout Prefix/Header Log Capable). An error
-/// without a header (a timed-out ATS Translation Request) leaves zeros. A masked error is recorded in neither. Without Multiple Header
-/// Recording, the log stays locked until the first error's status bit is cleared.
+/// without a header (a timed-out ATS Translation Request) leaves zeros. A masked error
+/// is recorded in neither. Without Multiple Header Recording, the log stays locked
+/// until the first error's status bit is cleared; with it, an error that comes while
+/// the first is unserviced is recorded behind it (up to [`AER_HEADER_RECORDS`]; see
+/// `Engine::aer_records_written`). Returns false when there was no room to record it
+/// (Header Log Overflow).
 pub(crate) fn record_first_error(
     cs: &mut pcielab_config::ConfigSpace,
     aer: u16,
     bit: u32,
     header: Option<LoggedHeader>,
-) {
+    records: &mut VecDeque<(u32, LoggedHeader)>,
+) -> bool {
     let status = cs.read_u32(aer + 4);
     let masked = cs.read_u32(aer + 8) & bit != 0;
     let ctl = cs.read_u32(aer + 0x18);
-    if masked || status & (1 << (ctl & 0x1f)) != 0 {
-        return;
+    if masked {
+        return true;
     }
+    if status & (1 << (ctl & 0x1f)) != 0 {
+        // A first error is unserviced: with Multiple Header Recording this one is
+        // recorded behind it, while there is room (else: Header Log Overflow).
+        if ctl & AER_CTL_MHR_ENABLE == 0 {
+            return true;
+        }
+        if records.len() >= AER_HEADER_RECORDS {
+            return false;
+        }
+        records.push_back((bit, header.unwrap_or(LoggedHeader::ZERO)));
+        return true;
+    }
+    load_header_log(cs, aer, bit, header);
+    true
+}
+
+/// Puts error `bit` with `header` into the First Error Pointer, Header Log and TLP
+/// Prefix Log of the AER capability at `aer`.
+pub(crate) fn load_header_log(
+    cs: &mut pcielab_config::ConfigSpace,
+    aer: u16,
+    bit: u32,
+    header: Option<LoggedHeader>,
+) {
+    let ctl = cs.read_u32(aer + 0x18);
     let prefix = header.and_then(|h| h.prefix);
     let present = if prefix.is_some() {
         AER_CTL_PREFIX_LOG_PRESENT
@@ -3292,6 +3333,14 @@ pub(crate) fn record_first_error(
     for o in [0x3c, 0x40, 0x44] {
         cs.hw_write(aer + o, 4, 0);
     }
+}
+
+impl LoggedHeader {
+    /// Nothing logged (an error without a TLP).
+    pub(crate) const ZERO: LoggedHeader = LoggedHeader {
+        header: [0; 16],
+        prefix: None,
+    };
 }
 
 impl World for Engine {

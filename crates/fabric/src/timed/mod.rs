@@ -842,6 +842,7 @@ impl FabricSim {
             ats: Default::default(),
             ats_any: false,
             ats_invals: Vec::new(),
+            aer_records: Default::default(),
             ats_trusted: Vec::new(),
             ats_orphans: Vec::new(),
             on_demand: Vec::new(),

@@ -639,3 +639,73 @@ fn a_completion_timeout_logs_the_request_that_timed_out() {
     assert_eq!(p.status(), pcielab_wire::CplStatus::Sc);
     assert_eq!(p.length_dw(), 16, "the 64-byte read's completion");
 }
+
+/// The Header Log of `f` as 16 bytes.
+fn header_log_bytes(s: &mut FabricSim, f: Bdf, aer: u16) -> Vec<u8> {
+    (0..4)
+        .flat_map(|i| s.cfg_read(f, aer + 0x1c + 4 * i).to_be_bytes())
+        .collect()
+}
+
+#[test]
+fn multiple_header_recording_keeps_the_headers_of_later_errors() {
+    // Six poisoned writes reach ep: with Multiple Header Recording enabled the first
+    // is in the Header Log, the next four are recorded behind it, the sixth overflows
+    // (Header Log Overflow, a correctable error). Each time software clears the
+    // Poisoned TLP status bit, the next recorded header moves into the log.
+    let cfg = SimConfig {
+        trace: true,
+        ..SimConfig::default()
+    };
+    let mut s = FabricSim::new(&switch_tree(1, false), &KindRegistry::builtin(), cfg).unwrap();
+    let ep = s.bdf("ep").unwrap();
+    let (_, a) = caps(&mut s, ep);
+    let ctl = s.cfg_read(ep, a + 0x18);
+    assert_eq!(ctl & (1 << 9), 1 << 9, "Multiple Header Recording Capable");
+    s.cfg_write(ep, a + 0x18, ctl | 1 << 10);
+    let bar = s.bar("ep", 0).unwrap();
+    for i in 0..6u64 {
+        s.mmio_write_poisoned(bar + 0x40 * i, &[9; 4]).unwrap();
+    }
+    s.run_for(SimDuration::from_us(5));
+    // The writes as ep received them, encoded by the codec.
+    let writes: Vec<Vec<u8>> = trace_tlps(s.trace().unwrap())
+        .filter(|(rec, r)| {
+            r.kind() == pcielab_wire::tlp::TlpKind::MWr
+                && s.trace().unwrap().dir_names[rec.dir as usize].ends_with("->ep")
+        })
+        .map(|(rec, _)| s.trace().unwrap().bytes(rec)[..12].to_vec())
+        .collect();
+    assert_eq!(writes.len(), 6);
+    const POISONED: u32 = 1 << 12;
+    const OVERFLOW: u32 = 1 << 15;
+    assert_eq!(s.cfg_read(ep, a + 4) & POISONED, POISONED);
+    assert_eq!(s.cfg_read(ep, a + 0x10) & OVERFLOW, OVERFLOW);
+    for (i, w) in writes.iter().enumerate().take(5) {
+        assert_eq!(s.cfg_read(ep, a + 0x18) & 0x1f, 12, "First Error Pointer");
+        assert_eq!(&header_log_bytes(&mut s, ep, a)[..12], &w[..], "header {i}");
+        s.cfg_write(ep, a + 4, POISONED);
+    }
+    // The sixth was not recorded: the status bit stays clear and the log as it was.
+    assert_eq!(s.cfg_read(ep, a + 4) & POISONED, 0);
+    assert_eq!(&header_log_bytes(&mut s, ep, a)[..12], &writes[4][..]);
+    // Without Multiple Header Recording only the first is kept.
+    s.cfg_write(ep, a + 0x18, ctl & !(1 << 10));
+    s.cfg_write(ep, a + 0x10, OVERFLOW);
+    for i in 0..3u64 {
+        s.mmio_write_poisoned(bar + 0x40 * i, &[9; 4]).unwrap();
+    }
+    s.run_for(SimDuration::from_us(5));
+    s.cfg_write(ep, a + 4, POISONED);
+    s.run_for(SimDuration::from_us(1));
+    assert_eq!(
+        s.cfg_read(ep, a + 4) & POISONED,
+        0,
+        "nothing recorded behind"
+    );
+    assert_eq!(
+        s.cfg_read(ep, a + 0x10) & OVERFLOW,
+        0,
+        "no overflow without recording"
+    );
+}

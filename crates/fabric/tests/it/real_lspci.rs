@@ -261,9 +261,9 @@ fn lspci_reads_the_first_error_pointer_and_header_log() {
     let bl = blocks(&lspci(&path, &["-vvv"]));
     let b = &bl[&down.to_string()];
     // ECRC generation and checking capable, Completion Timeout Prefix/Header Log
-    // Capable, no Multiple Header Recording.
+    // Capable, Multiple Header Recording capable (not enabled).
     let cap = "First Error Pointer: 14, ECRCGenCap+ ECRCGenEn- ECRCChkCap+ ECRCChkEn-";
-    let cap2 = "MultHdrRecCap- MultHdrRecEn- TLPPfxPres- HdrLogCap+";
+    let cap2 = "MultHdrRecCap+ MultHdrRecEn- TLPPfxPres- HdrLogCap+";
     assert!(b.contains(&format!("AERCap:\t{cap}")), "{b}");
     assert!(b.contains(cap2), "{b}");
     assert!(b.contains("UnsupReq+"), "{b}");
