@@ -271,12 +271,25 @@ impl Engine {
         cx: &mut Context<'_, PackedEv>,
     ) {
         self.dirs[d as usize].counters.poison_blocked += 1;
+        self.refuse_at_egress(d, id, AER_UNCORR_POISON_BLOCKED, cx);
+    }
+
+    /// The port transmitting on direction `d` refuses TLP `id` at its egress: it
+    /// completes a non-posted request with UR, logs uncorrectable error `bit` with the
+    /// TLP's header, and the TLP goes no further.
+    pub(crate) fn refuse_at_egress(
+        &mut self,
+        d: u16,
+        id: u32,
+        bit: u32,
+        cx: &mut Context<'_, PackedEv>,
+    ) {
         if let Some(p) = self.dirs[(d ^ 1) as usize].rx_func {
             let t = self.tlps[id as usize].clone();
             if t.class() == super::engine::NP {
                 self.port_completes(p, &t, CplStatus::Ur, cx);
             }
-            self.signal_error(p, AER_UNCORR_POISON_BLOCKED, false, Some(id), cx);
+            self.signal_error(p, bit, false, Some(id), cx);
         }
         self.discard(id, cx);
     }

@@ -198,12 +198,26 @@ impl EpCx<'_> {
     /// Reads `len` bytes of host (or peer) memory at `addr`; [`Endpoint::dma_done`]
     /// receives the data. `len` 0 finishes at once with no data.
     pub fn dma_read(&mut self, addr: u64, len: u64) -> DmaId {
+        self.read(addr, len, None)
+    }
+    fn read(&mut self, addr: u64, len: u64, pasid: Option<u32>) -> DmaId {
         let id = self.dma_id();
         self.cmds.push(EpCmd::DmaRead {
             id,
             addr,
             len,
-            pasid: None,
+            pasid,
+        });
+        id
+    }
+    fn write(&mut self, addr: u64, data: Vec<u8>, poisoned: bool, pasid: Option<u32>) -> DmaId {
+        let id = self.dma_id();
+        self.cmds.push(EpCmd::DmaWrite {
+            id,
+            addr,
+            data,
+            poisoned,
+            pasid,
         });
         id
     }
@@ -214,54 +228,23 @@ impl EpCx<'_> {
     /// `pasid` below `1 << Max PASID Width`; otherwise nothing is sent, the DMA fails
     /// and the simulator records the error.
     pub fn dma_read_pasid(&mut self, addr: u64, len: u64, pasid: u32) -> DmaId {
-        let id = self.dma_id();
-        self.cmds.push(EpCmd::DmaRead {
-            id,
-            addr,
-            len,
-            pasid: Some(pasid),
-        });
-        id
+        self.read(addr, len, Some(pasid))
     }
     /// Writes `data` to host (or peer) memory at `addr`; [`Endpoint::dma_done`] is
     /// called once the last MWr has left the device.
     pub fn dma_write(&mut self, addr: u64, data: Vec<u8>) -> DmaId {
-        let id = self.dma_id();
-        self.cmds.push(EpCmd::DmaWrite {
-            id,
-            addr,
-            data,
-            poisoned: false,
-            pasid: None,
-        });
-        id
+        self.write(addr, data, false, None)
     }
     /// Like [`EpCx::dma_write`], in the address space of process `pasid` (see
     /// [`EpCx::dma_read_pasid`]): every MWr carries a PASID TLP prefix.
     pub fn dma_write_pasid(&mut self, addr: u64, data: Vec<u8>, pasid: u32) -> DmaId {
-        let id = self.dma_id();
-        self.cmds.push(EpCmd::DmaWrite {
-            id,
-            addr,
-            data,
-            poisoned: false,
-            pasid: Some(pasid),
-        });
-        id
+        self.write(addr, data, false, Some(pasid))
     }
     /// Like [`EpCx::dma_write`], with data the device knows to be bad: every MWr
     /// carries the EP bit (data poisoning, PCIe Base Spec 2.7.2). The device sets
     /// Master Data Parity Error when its Parity Error Response bit is set.
     pub fn dma_write_poisoned(&mut self, addr: u64, data: Vec<u8>) -> DmaId {
-        let id = self.dma_id();
-        self.cmds.push(EpCmd::DmaWrite {
-            id,
-            addr,
-            data,
-            poisoned: true,
-            pasid: None,
-        });
-        id
+        self.write(addr, data, true, None)
     }
     /// Sends a vendor-defined message (posted). A payload that is not whole DWs or
     /// exceeds MPS is not sent (the simulator records the error).

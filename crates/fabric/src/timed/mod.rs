@@ -1734,11 +1734,38 @@ impl FabricSim {
         iova: u64,
         len: u64,
     ) -> Result<(), SimError> {
+        self.pasid_ok(pasid)?;
+        self.unmap_space(name, pasid, iova, len)
+    }
+
+    /// Removes a mapping of `name`'s address space `pasid` (NONE: without a PASID)
+    /// and sends the Invalidate Request that goes with it.
+    fn unmap_space(&mut self, name: &str, pasid: u32, iova: u64, len: u64) -> Result<(), SimError> {
         let n = self.node(name)?;
         let bdf = self.endpoint_bdf(name)?;
-        self.pasid_ok(pasid)?.unmap(bdf, pasid, iova, len);
+        self.iommu_mut()?.unmap(bdf, pasid, iova, len);
         self.sim.process(|e, cx| {
             e.send_ats_invalidate(n, pasid, iova, len, cx);
+        });
+        Ok(())
+    }
+
+    /// Declares a range of `name`'s address space `pasid` (NONE: without a PASID) as
+    /// mapped on demand.
+    fn on_demand(
+        &mut self,
+        name: &str,
+        pasid: u32,
+        (iova, phys, len): (u64, u64, u64),
+    ) -> Result<(), SimError> {
+        let device = self.endpoint_bdf(name)?;
+        self.iommu_mut()?;
+        self.sim.world_mut().on_demand.push(pri::OnDemand {
+            device,
+            pasid,
+            iova: iova & !0xfff,
+            phys: phys & !0xfff,
+            len: len + (iova & 0xfff),
         });
         Ok(())
     }
@@ -1754,16 +1781,8 @@ impl FabricSim {
         phys: u64,
         len: u64,
     ) -> Result<(), SimError> {
-        let device = self.endpoint_bdf(name)?;
         self.pasid_ok(pasid)?;
-        self.sim.world_mut().on_demand.push(pri::OnDemand {
-            device,
-            pasid,
-            iova: iova & !0xfff,
-            phys: phys & !0xfff,
-            len: len + (iova & 0xfff),
-        });
-        Ok(())
+        self.on_demand(name, pasid, (iova, phys, len))
     }
 
     /// The IOMMU if it supports PASID and `pasid` fits 20 bits, or the error that
@@ -1841,13 +1860,7 @@ impl FabricSim {
     /// complex also sends it an ATS Invalidate Request now; its progress is in
     /// [`FabricSim::ats_invalidations`]. Fails when no IOMMU is configured.
     pub fn iommu_unmap(&mut self, name: &str, iova: u64, len: u64) -> Result<(), SimError> {
-        let n = self.node(name)?;
-        let bdf = self.endpoint_bdf(name)?;
-        self.iommu_mut()?.unmap(bdf, NONE, iova, len);
-        self.sim.process(|e, cx| {
-            e.send_ats_invalidate(n, NONE, iova, len, cx);
-        });
-        Ok(())
+        self.unmap_space(name, NONE, iova, len)
     }
 
     /// Declares `[iova, iova + len)` of endpoint `name`'s DMA as mapped on demand to
@@ -1860,16 +1873,7 @@ impl FabricSim {
         phys: u64,
         len: u64,
     ) -> Result<(), SimError> {
-        let device = self.endpoint_bdf(name)?;
-        self.iommu_mut()?;
-        self.sim.world_mut().on_demand.push(pri::OnDemand {
-            device,
-            pasid: NONE,
-            iova: iova & !0xfff,
-            phys: phys & !0xfff,
-            len: len + (iova & 0xfff),
-        });
-        Ok(())
+        self.on_demand(name, NONE, (iova, phys, len))
     }
 
     /// The Page Requests the host received (PRI), in order, with their answers.

@@ -29,13 +29,12 @@
 //! Not modelled: the Execute and Privileged Mode bits, Global Invalidate, and PASIDs on
 //! completions.
 
-use super::engine::{err_caps, Engine, NP};
+use super::engine::{err_caps, Engine};
 use super::packed::PackedEv;
 use crate::functional::{FnId, Role};
 use pcielab_config::caps::{id, pcie_reg, DEVCTL2_E2E_PREFIX_BLOCKING};
 use pcielab_config::ext_caps::{AER_UNCORR_PREFIX_BLOCKED, PASID_CTL_ENABLE};
 use pcielab_sim::Context;
-use pcielab_wire::CplStatus;
 
 impl Engine {
     /// True if endpoint `node`'s function may tag a request with `pasid` (its PASID
@@ -119,13 +118,6 @@ impl Engine {
         cx: &mut Context<'_, PackedEv>,
     ) {
         self.dirs[d as usize].counters.prefix_blocked += 1;
-        if let Some(p) = self.dirs[(d ^ 1) as usize].rx_func {
-            let t = self.tlps[id as usize].clone();
-            if t.class() == NP {
-                self.port_completes(p, &t, CplStatus::Ur, cx);
-            }
-            self.signal_error(p, AER_UNCORR_PREFIX_BLOCKED, false, Some(id), cx);
-        }
-        self.discard(id, cx);
+        self.refuse_at_egress(d, id, AER_UNCORR_PREFIX_BLOCKED, cx);
     }
 }

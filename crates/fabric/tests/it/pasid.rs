@@ -62,18 +62,25 @@ impl Endpoint for Script {
     }
 }
 
-/// The switch tree with an IOMMU (`pasid`: with PASID support), tracing; `ep` runs
-/// `steps` once `setup` has run.
-fn sim(pasid: bool, setup: impl FnOnce(&mut FabricSim), steps: Vec<Step>) -> (FabricSim, Seen) {
+/// The switch tree with an IOMMU (`pasid`: with PASID support; `ats`, `pri` on or off),
+/// tracing.
+fn new_sim(pasid: bool, ats: bool, pri: bool) -> FabricSim {
     let cfg = SimConfig {
         iommu: Some(IommuConfig {
             pasid,
             ..IommuConfig::default()
         }),
+        ats,
+        pri,
         trace: true,
         ..SimConfig::default()
     };
-    let mut s = FabricSim::new(&switch_tree(1, false), &KindRegistry::builtin(), cfg).unwrap();
+    FabricSim::new(&switch_tree(1, false), &KindRegistry::builtin(), cfg).unwrap()
+}
+
+/// [`new_sim`] without ATS; `ep` runs `steps` once `setup` has run.
+fn sim(pasid: bool, setup: impl FnOnce(&mut FabricSim), steps: Vec<Step>) -> (FabricSim, Seen) {
+    let mut s = new_sim(pasid, false, false);
     setup(&mut s);
     let seen = Seen::default();
     s.attach("ep", Box::new(Script(steps, seen.clone())))
@@ -324,16 +331,7 @@ fn ats_translates_and_invalidates_per_pasid() {
     // ATS on: the same I/O virtual address is translated once per address space (no
     // PASID, PASID 4), and each DMA goes out translated to its own page; the PASID
     // write carries its prefix, as does its Translation Request.
-    let cfg = SimConfig {
-        iommu: Some(IommuConfig {
-            pasid: true,
-            ..IommuConfig::default()
-        }),
-        ats: true,
-        trace: true,
-        ..SimConfig::default()
-    };
-    let mut s = FabricSim::new(&switch_tree(1, false), &KindRegistry::builtin(), cfg).unwrap();
+    let mut s = new_sim(true, true, false);
     let (a, b) = (s.alloc_dma(4096), s.alloc_dma(4096));
     s.iommu_map("ep", IOVA, a, 4096).unwrap();
     s.iommu_map_pasid("ep", 4, IOVA, b, 4096).unwrap();
@@ -415,17 +413,7 @@ fn ats_translates_and_invalidates_per_pasid() {
 fn page_requests_carry_the_pasid_and_fill_its_table() {
     // PRI: PASID 6's buffer is mapped on demand, PASID 8 has none. The first write
     // faults its page in (a Page Request with PASID 6), the second is refused.
-    let cfg = SimConfig {
-        iommu: Some(IommuConfig {
-            pasid: true,
-            ..IommuConfig::default()
-        }),
-        ats: true,
-        pri: true,
-        trace: true,
-        ..SimConfig::default()
-    };
-    let mut s = FabricSim::new(&switch_tree(1, false), &KindRegistry::builtin(), cfg).unwrap();
+    let mut s = new_sim(true, true, true);
     let b = s.alloc_dma(4096);
     s.iommu_map_on_demand_pasid("ep", 6, IOVA, b, 4096).unwrap();
     let seen = Seen::default();
