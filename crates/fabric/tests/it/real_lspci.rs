@@ -308,6 +308,32 @@ fn lspci_reads_the_first_error_pointer_and_header_log() {
     let _ = std::fs::remove_file(&path);
 }
 
+/// lspci's `-vvv` block of `ep`, its lines that start with one of `prefixes` (each
+/// checked to be in our decoder's description too), and that description.
+fn ep_lines(
+    sim: &pcielab_fabric::timed::FabricSim,
+    tag: &str,
+    prefixes: &[&str],
+) -> (String, Vec<String>, String) {
+    let path = dump_to_temp(tag, &sim.fabric().lspci_dump());
+    let bl = blocks(&lspci(&path, &["-vvv"]));
+    let _ = std::fs::remove_file(&path);
+    let ep = sim.bdf("ep").unwrap();
+    let b = bl[&ep.to_string()].clone();
+    let theirs: Vec<String> = b
+        .lines()
+        .filter(|l| prefixes.iter().any(|p| l.starts_with(p)))
+        .map(str::to_string)
+        .collect();
+    let f = sim.fabric().function_at(ep).unwrap();
+    let ours =
+        pcielab_config::decode::describe(sim.fabric().functions[f.0 as usize].config.bytes());
+    for l in &theirs {
+        assert!(ours.contains(l.as_str()), "{l:?} not in\n{ours}");
+    }
+    (b, theirs, ours)
+}
+
 /// lspci reads psmem's ATS and PRI capabilities: disabled at reset, then as the
 /// simulator's `ats` and `pri` options and a driver's write of the Smallest
 /// Translation Unit leave them; our decoder prints the same lines.
@@ -317,31 +343,17 @@ fn lspci_reads_the_ats_and_pri_capabilities() {
     use pcielab_fabric::timed::{FabricSim, IommuConfig, SimConfig};
     let topo = crate::common::switch_tree(1, false);
     let lines = |sim: &FabricSim, tag: &str| {
-        let path = dump_to_temp(tag, &sim.fabric().lspci_dump());
-        let bl = blocks(&lspci(&path, &["-vvv"]));
-        let _ = std::fs::remove_file(&path);
-        let b = bl[&sim.bdf("ep").unwrap().to_string()].clone();
-        let theirs: Vec<String> = b
-            .lines()
-            .filter(|l| {
-                [
-                    "ATSCap:",
-                    "ATSCtl:",
-                    "PRICtl:",
-                    "PRISta:",
-                    "Page Request Capacity:",
-                ]
-                .iter()
-                .any(|p| l.starts_with(p))
-            })
-            .map(str::to_string)
-            .collect();
-        let f = sim.fabric().function_at(sim.bdf("ep").unwrap()).unwrap();
-        let ours =
-            pcielab_config::decode::describe(sim.fabric().functions[f.0 as usize].config.bytes());
-        for l in &theirs {
-            assert!(ours.contains(l.as_str()), "{l:?} not in\n{ours}");
-        }
+        let (b, theirs, _) = ep_lines(
+            sim,
+            tag,
+            &[
+                "ATSCap:",
+                "ATSCtl:",
+                "PRICtl:",
+                "PRISta:",
+                "Page Request Capacity:",
+            ],
+        );
         assert!(b.contains("Address Translation Service (ATS)"), "{b}");
         assert!(b.contains("Page Request Interface (PRI)"), "{b}");
         theirs
@@ -391,23 +403,9 @@ fn lspci_reads_the_pasid_capability() {
     use pcielab_fabric::timed::{FabricSim, IommuConfig, SimConfig};
     let topo = crate::common::switch_tree(1, false);
     let lines = |sim: &FabricSim, tag: &str| {
-        let path = dump_to_temp(tag, &sim.fabric().lspci_dump());
-        let bl = blocks(&lspci(&path, &["-vvv"]));
-        let _ = std::fs::remove_file(&path);
-        let b = bl[&sim.bdf("ep").unwrap().to_string()].clone();
+        let (b, theirs, ours) = ep_lines(sim, tag, &["PASIDCap:", "PASIDCtl:"]);
         assert!(b.contains("Process Address Space ID (PASID)"), "{b}");
         assert!(b.contains("EETLPPrefix+, MaxEETLPPrefixes 4"), "{b}");
-        let theirs: Vec<String> = b
-            .lines()
-            .filter(|l| l.starts_with("PASIDCap:") || l.starts_with("PASIDCtl:"))
-            .map(str::to_string)
-            .collect();
-        let f = sim.fabric().function_at(sim.bdf("ep").unwrap()).unwrap();
-        let ours =
-            pcielab_config::decode::describe(sim.fabric().functions[f.0 as usize].config.bytes());
-        for l in &theirs {
-            assert!(ours.contains(l.as_str()), "{l:?} not in\n{ours}");
-        }
         assert!(ours.contains("EETLPPrefix+"), "{ours}");
         theirs
     };
