@@ -247,6 +247,11 @@ impl Engine {
         };
         let entry = ep.tag_map.get(tag as usize).copied().flatten();
         let Some((oi, off, clen, got, wire)) = entry else {
+            if ep.raw_reads.contains_key(&tag) {
+                // A read the device sent as a raw TLP.
+                self.raw_read_completion(node, id, cx);
+                return;
+            }
             // Unexpected Completion (PCIe Base Spec 2.3.2): discard, log in AER.
             let name = self.nodes[node as usize].name.clone();
             self.errors

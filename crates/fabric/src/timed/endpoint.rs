@@ -159,6 +159,7 @@ pub(crate) enum EpCmd {
     Pme,
     PmeToAck,
     Ltr(u16, u16),
+    Raw(Vec<u8>),
 }
 
 /// What a device sees while the fabric calls it.
@@ -310,6 +311,49 @@ impl EpCx<'_> {
     pub fn intx(&mut self, assert: bool) {
         self.cmds.push(EpCmd::Intx(assert));
     }
+    /// Sends one TLP the device built itself, as its bytes on the wire (prefixes,
+    /// header, data, an ECRC digest if TD is set), on the device's link: the way to
+    /// model a device that gets a TLP wrong, or to send one the DMA engine does not
+    /// make. The port at the other end of the link checks it as a receiver does
+    /// (`wire::tlp::check::check_rx` with the fabric's Max_Payload_Size):
+    ///
+    /// * **Malformed** (undecodable, payload over MPS, crossing 4 KiB, illegal byte
+    ///   enables, …): the port discards it and logs a Malformed TLP in its AER
+    ///   registers, the header in its Header Log (an ERR_FATAL by default).
+    /// * **A memory read or write, a completion, a vendor-defined message**: it goes
+    ///   on as one of the fabric's own TLPs, with the device's requester ID, tag,
+    ///   address, byte enables, EP and TD (a wrong ECRC digest fails the check where
+    ///   the TLP ends, if that function checks ECRC). Completions of a read sent
+    ///   this way come back through [`Endpoint::raw_completion`] unless the DMA
+    ///   engine holds the tag (a device that reuses its engine's tags gets what such
+    ///   a device would).
+    /// * **A valid TLP the simulator does not carry** (I/O, configuration, locked and
+    ///   AtomicOp requests from below, other messages, a write with non-contiguous
+    ///   byte enables): the port answers a non-posted request with Unsupported Request
+    ///   and logs it; a posted one is dropped; the simulator records the error.
+    ///
+    /// The fabric's trace shows a Malformed or uncarried TLP byte for byte, and one
+    /// that goes on in the fabric's own encoding of it (its byte enables, TC 0).
+    ///
+    /// ```
+    /// use pcielab_fabric::timed::{Endpoint, EpCx};
+    /// use pcielab_wire::tlp::TlpRepr;
+    /// use pcielab_wire::Tag;
+    /// /// A device that writes 512 bytes in one TLP, past a Max_Payload_Size of 256.
+    /// #[derive(Debug)]
+    /// struct TooLong;
+    /// impl Endpoint for TooLong {
+    ///     fn start(&mut self, cx: &mut EpCx<'_>) {
+    ///         let data = [0xabu8; 512];
+    ///         let tag = Tag::new(0).unwrap();
+    ///         let t = TlpRepr::mem_write(cx.bdf(), tag, 0x1000, &data).unwrap();
+    ///         cx.send_raw(t.to_vec().unwrap());
+    ///     }
+    /// }
+    /// ```
+    pub fn send_raw(&mut self, tlp: Vec<u8>) {
+        self.cmds.push(EpCmd::Raw(tlp));
+    }
 }
 
 /// A device model on the timed fabric. Every method has a default, so a device
@@ -380,6 +424,11 @@ pub trait Endpoint: core::fmt::Debug {
     /// was reset resumes here, once host software has configured it again (see
     /// `FabricSim::recover`). Default: nothing.
     fn bus_master(&mut self, _enabled: bool, _cx: &mut EpCx<'_>) {}
+    /// A completion for a read the device sent with [`EpCx::send_raw`], as its bytes
+    /// (the fabric's encoding: header and data, no prefix or digest). Completions
+    /// keep coming until the read's bytes are all there or one has an error status;
+    /// the device times out such reads itself, if it wants to. Default: nothing.
+    fn raw_completion(&mut self, _tlp: &[u8], _cx: &mut EpCx<'_>) {}
     /// A summary for reports (workload results), if the device has one.
     fn report(&self) -> Option<serde_json::Value> {
         None

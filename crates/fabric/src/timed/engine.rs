@@ -98,6 +98,13 @@ pub(crate) enum Kind {
     /// header, no data; `completer` the device, `addr` the page, `byte_count` the PRG
     /// index | response code << 12.
     PrgResp,
+    /// Bytes a device model built itself ([`EpCx::send_raw`]) that the fabric does
+    /// not carry as one of its own TLPs: Malformed at the receiver, or a valid TLP of
+    /// a kind the simulator does not model (see the `raw` module). The whole TLP is
+    /// the payload (`len` bytes, `hdr_bytes` 0); it crosses one link (`dest` is
+    /// [`Dest::Hop`]) and the receiving port handles it. It takes one posted header
+    /// credit and no data credits (the receiver cannot tell what it consumes).
+    Raw,
 }
 
 impl Kind {
@@ -224,6 +231,7 @@ impl Tlp {
             Kind::MRd | Kind::MWr if addr > u32::MAX as u64 => 16,
             Kind::TransReq if addr > u32::MAX as u64 => 16,
             k if k.is_message() => 16,
+            Kind::Raw => 0,
             _ => 12,
         };
         Tlp {
@@ -257,7 +265,7 @@ impl Tlp {
         match self.kind {
             Kind::MRd | Kind::IoRd | Kind::IoWr | Kind::CfgRd | Kind::CfgWr | Kind::TransReq => NP,
             Kind::Cpl | Kind::CplD => CPL,
-            Kind::MWr => P,
+            Kind::MWr | Kind::Raw => P,
             k => {
                 debug_assert!(k.is_message());
                 P
@@ -271,6 +279,7 @@ impl Tlp {
             Kind::MWr | Kind::CplD | Kind::IoWr | Kind::CfgWr => self.dw_span() * 4,
             Kind::VendorMsg if self.len > 0 => self.dw_span() * 4,
             Kind::AtsInv => 8,
+            Kind::Raw => self.len,
             _ => 0,
         }
     }
@@ -281,6 +290,9 @@ impl Tlp {
     }
     #[inline(always)]
     pub fn data_credits(&self) -> u64 {
+        if self.kind == Kind::Raw {
+            return 0;
+        }
         self.payload_bytes().div_ceil(16) as u64
     }
     #[inline]
@@ -598,6 +610,9 @@ pub(crate) struct EpState {
     pub timeout_key: Option<EventKey>,
     /// Bus Master Enable of function 0 (cached; see the `bus_master` module).
     pub bus_master: bool,
+    /// tag → bytes still expected, for reads the device sent as raw TLPs (see the
+    /// `raw` module): their completions go to [`Endpoint::raw_completion`].
+    pub raw_reads: HashMap<u16, u32>,
 }
 
 /// A host (root-complex) request waiting for its completion.
@@ -776,6 +791,8 @@ pub struct Engine {
     pub(crate) err_rng: Rng,
     /// Function that received the TLP being consumed (for AER logging).
     pub(crate) last_rx_func: Option<FnId>,
+    /// Why a raw TLP in flight (its id) is not carried (see the `raw` module).
+    pub(crate) raw_why: HashMap<u32, String>,
     /// The IOMMU, when configured.
     pub(crate) iommu: Option<super::iommu::Iommu>,
     /// Time of the last posted request the root complex consumed (posted requests
@@ -942,7 +959,21 @@ impl Engine {
     #[cold]
     pub(crate) fn tlp_header(&self, id: u32) -> LoggedHeader {
         let raw = self.tlp_bytes_raw(id);
-        let (prefix, raw) = if self.tlps[id as usize].pasid != NONE && raw.len() >= 4 {
+        let t = &self.tlps[id as usize];
+        // A raw TLP's prefixes (Fmt 100b) come first: the first End-End one is logged.
+        let raw_prefixes = if t.kind == Kind::Raw {
+            super::raw::prefix_dws(&raw)
+        } else {
+            0
+        };
+        let (prefix, raw) = if raw_prefixes > 0 {
+            let first_e2e = raw
+                .chunks_exact(4)
+                .take(raw_prefixes)
+                .find(|p| p[0] & 0x10 != 0)
+                .map(|p| [p[0], p[1], p[2], p[3]]);
+            (first_e2e, &raw[raw_prefixes * 4..])
+        } else if t.pasid != NONE && raw.len() >= 4 {
             (Some([raw[0], raw[1], raw[2], raw[3]]), &raw[4..])
         } else {
             (None, &raw[..])
@@ -960,7 +991,7 @@ impl Engine {
     }
 
     /// Raw bytes of a TLP for the trace.
-    fn tlp_bytes_raw(&self, id: u32) -> Vec<u8> {
+    pub(crate) fn tlp_bytes_raw(&self, id: u32) -> Vec<u8> {
         let t = &self.tlps[id as usize];
         let tag = Tag::new(t.tag & 0x3ff).unwrap_or_else(|_| Tag::new(0).expect("tag 0"));
         let payload = self.payload(id);
@@ -998,6 +1029,8 @@ impl Engine {
             Kind::AtsInv | Kind::AtsInvCpl | Kind::PageReq | Kind::PrgResp => {
                 Ok(super::ats::message_repr(t, tag, &data))
             }
+            // Returned as they are above.
+            Kind::Raw => return self.payload(id).to_vec(),
             Kind::MWr => TlpRepr::mem_write(t.requester, tag, t.addr, &data).map(|mut r| {
                 set_be(&mut r);
                 r
@@ -1332,6 +1365,18 @@ impl Engine {
     ) -> Result<u32, RouteError> {
         let (path, hops, dest) = self.route(origin, t.kind, t.addr, dest_id)?;
         self.at_source(origin, &mut t, (hops > 0).then_some(path[0]));
+        Ok(self.launch(t, (path, hops, dest), cx))
+    }
+
+    /// Sends `t` on its route as it is (no poisoning or ECRC marking at the source):
+    /// the TLP's id.
+    pub(crate) fn launch(
+        &mut self,
+        mut t: Tlp,
+        route: Route,
+        cx: &mut Context<'_, PackedEv>,
+    ) -> u32 {
+        let (path, hops, dest) = route;
         t.path = path;
         t.hops = hops;
         t.at = 0;
@@ -1344,7 +1389,7 @@ impl Engine {
         } else {
             self.enqueue(path[0], id, cx);
         }
-        Ok(id)
+        id
     }
 
     #[inline]
@@ -2390,6 +2435,7 @@ impl Engine {
         let t = self.tlps[id as usize].clone();
         match (t.dest, t.kind) {
             (Dest::Refused, _) => self.refused_upstream(id, cx),
+            (_, Kind::Raw) => self.raw_arrived(id, cx),
             (Dest::HostMemory, Kind::MRd) => {
                 let host = self.host_bdf;
                 let phys = self.dma_target(id, cx.now());
@@ -2982,6 +3028,7 @@ impl Engine {
                 }
             }
             EpCmd::Intx(assert) => self.device_intx(node, assert, cx),
+            EpCmd::Raw(bytes) => self.send_raw(node, bytes, cx),
             EpCmd::Pme => {
                 if let Some(f) = self.nodes[node as usize].func {
                     self.device_pme(f, cx);

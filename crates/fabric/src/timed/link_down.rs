@@ -372,6 +372,7 @@ impl Engine {
             ep.free_tags = (0..tags).rev().collect();
             ep.read_queue.clear();
             ep.tickets.clear();
+            ep.raw_reads.clear();
             ep.intx_sent = false;
             // Cleared with the Command register, without a `bus_master` call: the
             // model hears of the reset itself.

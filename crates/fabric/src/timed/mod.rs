@@ -66,6 +66,7 @@ mod phy;
 mod pm;
 pub(crate) mod poison;
 mod pri;
+mod raw;
 mod saved_config;
 mod trace;
 mod vendor;
@@ -685,6 +686,7 @@ impl FabricSim {
                             timeout_armed: false,
                             timeout_key: None,
                             bus_master: false,
+                            raw_reads: HashMap::new(),
                         })),
                         f,
                     )
@@ -833,6 +835,7 @@ impl FabricSim {
             errors: Vec::new(),
             err_rng: root_rng.fork(0),
             last_rx_func: None,
+            raw_why: HashMap::new(),
             iommu: cfg.iommu.map(iommu::Iommu::new),
             rc_posted_last: SimTime::ZERO,
             llc_set: Default::default(),

@@ -11,7 +11,8 @@ use pcielab_fabric::timed::{
 };
 use pcielab_fabric::topology::Topology;
 use pcielab_sim::SimDuration;
-use pcielab_wire::{Bdf, ByteEnables};
+use pcielab_wire::tlp::TlpRepr;
+use pcielab_wire::{Bdf, ByteEnables, CplStatus, Tag};
 
 /// RC ─ switch (two surprise hot-plug slots) ─ ep (with an I/O BAR), ep2; ep3 on a
 /// second root port (an orderly hot-plug slot: attention button, power controller).
@@ -195,7 +196,8 @@ pub fn run(data: &[u8]) -> (u64, usize, i64) {
 /// peers' BARs, any address), some with a PASID (mapped, unmapped or wider than 20
 /// bits), poisoned writes, completions for tickets it holds (stale
 /// after a reset, which it ignores) or makes up, interrupts of any vector, INTx,
-/// vendor-defined messages on any route, PM_PME, PME_TO_Ack unasked, LTR; its BAR
+/// vendor-defined messages on any route, PM_PME, PME_TO_Ack unasked, LTR, TLPs it
+/// builds itself (malformed or not: see [`raw_tlp`]); its BAR
 /// reads are answered now, later (perhaps never), poisoned or not at all, as the last
 /// action's byte says.
 #[derive(Debug, Default)]
@@ -205,6 +207,40 @@ struct ChaosDevice {
     targets: [u64; 4],
     tickets: Vec<ReadTicket>,
     mood: u8,
+}
+
+/// A TLP as a device might get it wrong: a memory write (perhaps over MPS), a read
+/// (perhaps crossing 4 KiB), a completion nobody asked for, or bytes of anything;
+/// with one byte changed when `a[1]` says so.
+fn raw_tlp(a: [u8; 8], addr: u64, len: u64, me: Bdf) -> Vec<u8> {
+    let tag = Tag::from_bits_truncate(u16::from(a[2]));
+    let mut b = match a[3] % 4 {
+        0 => TlpRepr::mem_write(
+            me,
+            tag,
+            addr & !3,
+            &vec![a[2]; (len as usize % 512 + 1) * 4],
+        )
+        .and_then(|r| r.to_vec())
+        .unwrap_or_default(),
+        1 => TlpRepr::mem_read(me, tag, addr & !3, (len % 1024 + 1) as u16)
+            .and_then(|r| r.to_vec())
+            .unwrap_or_default(),
+        2 => TlpRepr::completion(me, Bdf::from_raw(0), tag, CplStatus::Sc, 4, 0, &[a[4]; 4])
+            .and_then(|r| r.to_vec())
+            .unwrap_or_default(),
+        _ => a
+            .iter()
+            .cycle()
+            .copied()
+            .take(12 + len as usize % 60)
+            .collect(),
+    };
+    if a[1] & 0x80 != 0 && !b.is_empty() {
+        let i = a[4] as usize % b.len();
+        b[i] = a[5];
+    }
+    b
 }
 
 impl ChaosDevice {
@@ -267,7 +303,8 @@ impl ChaosDevice {
             }
             (9, _) => cx.pme(),
             (10, _) => cx.pme_to_ack(),
-            (_, _) => cx.ltr(v as u16, (v >> 16) as u16),
+            (_, _) if a[1] & 0x40 == 0 => cx.ltr(v as u16, (v >> 16) as u16),
+            (_, _) => cx.send_raw(raw_tlp(a, addr, len, cx.bdf())),
         }
     }
 

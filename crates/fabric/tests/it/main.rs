@@ -23,6 +23,7 @@ mod pme;
 mod poison;
 mod pri;
 mod props;
+mod raw;
 mod real_lspci;
 mod reset;
 mod timed;
