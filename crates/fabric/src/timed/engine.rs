@@ -103,7 +103,8 @@ pub(crate) enum Kind {
     /// a kind the simulator does not model (see the `raw` module). The whole TLP is
     /// the payload (`len` bytes, `hdr_bytes` 0); it crosses one link (`dest` is
     /// [`Dest::Hop`]) and the receiving port handles it. It takes one posted header
-    /// credit and no data credits (the receiver cannot tell what it consumes).
+    /// credit and the data credits of all its bytes (the receiver cannot tell what
+    /// else it would consume).
     Raw,
 }
 
@@ -276,10 +277,10 @@ impl Tlp {
     #[inline(always)]
     pub fn payload_bytes(&self) -> u32 {
         match self.kind {
-            Kind::MWr | Kind::CplD | Kind::IoWr | Kind::CfgWr => self.dw_span() * 4,
+            // A raw TLP's bytes in whole DWs, as the physical layer frames them.
+            Kind::MWr | Kind::CplD | Kind::IoWr | Kind::CfgWr | Kind::Raw => self.dw_span() * 4,
             Kind::VendorMsg if self.len > 0 => self.dw_span() * 4,
             Kind::AtsInv => 8,
-            Kind::Raw => self.len,
             _ => 0,
         }
     }
@@ -290,9 +291,6 @@ impl Tlp {
     }
     #[inline(always)]
     pub fn data_credits(&self) -> u64 {
-        if self.kind == Kind::Raw {
-            return 0;
-        }
         self.payload_bytes().div_ceil(16) as u64
     }
     #[inline]
@@ -1370,6 +1368,7 @@ impl Engine {
 
     /// Sends `t` on its route as it is (no poisoning or ECRC marking at the source):
     /// the TLP's id.
+    #[inline(always)]
     pub(crate) fn launch(
         &mut self,
         mut t: Tlp,

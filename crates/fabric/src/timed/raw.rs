@@ -29,7 +29,7 @@
 
 use super::endpoint::{VdmRoute, VendorMessage};
 use super::engine::{
-    Dest, Engine, Kind, NodeKind, Tlp, AER_MALFORMED, AER_UNSUPPORTED, MAX_PATH, NONE, NP,
+    Dest, Engine, Kind, NodeKind, Tlp, AER_MALFORMED, AER_UNSUPPORTED, MAX_PATH, NONE, NP, P,
 };
 use super::packed::PackedEv;
 use crate::functional::{FnId, Origin};
@@ -110,6 +110,17 @@ impl Engine {
                 Carried::No(why) => Some(why),
             },
         };
+        let len = bytes.len() as u32;
+        // All its bytes take posted data credits: more than the port's buffer holds
+        // could never be sent (a real transmitter would wait for ever).
+        let need = len.div_ceil(16);
+        let buf = self.dirs[up as usize].rx_buf.data[P];
+        if buf != 0 && need > buf {
+            self.errors.push(format!(
+                "{name}: a raw TLP of {len} bytes needs {need} posted data credits; the port above holds {buf}: never sent"
+            ));
+            return;
+        }
         // Malformed or not carried: the bytes cross the link and the port handles them
         // (it answers a valid non-posted request: the device hears of that answer).
         if why.is_some() {
@@ -122,7 +133,6 @@ impl Engine {
                 }
             }
         }
-        let len = bytes.len() as u32;
         let data = self.alloc_payload(&bytes);
         let to = self.dirs[up as usize].to;
         let mut path = [0u16; MAX_PATH];

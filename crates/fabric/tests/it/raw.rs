@@ -411,3 +411,40 @@ fn raw_tlps_too_short_or_too_long_are_not_sent() {
     assert!(e.contains("a raw TLP of 5000 bytes"), "{e}");
     assert_eq!(uncorrectable(&mut sim, dsp), 0);
 }
+
+#[test]
+fn a_raw_tlp_bigger_than_the_ports_buffer_is_never_sent() {
+    // The port above holds 16 posted data credits (256 bytes): a 512-byte write
+    // (Malformed too, over MPS) could never get its credits.
+    let mut cfg = hand_timing(false);
+    cfg.port_buffer.data[0] = 16;
+    let mut sim = FabricSim::new(&switch_tree(5, false), &KindRegistry::builtin(), cfg).unwrap();
+    sim.run_for(SimDuration::from_us(5));
+    let ep = sim.bdf("ep").unwrap();
+    let dsp = parent(&sim, ep);
+    let (mut sim, _) = run(
+        sim,
+        vec![
+            Box::new(|ep| {
+                TlpRepr::mem_write(ep, tag(1), 0x1000, &[7; 512])
+                    .unwrap()
+                    .to_vec()
+                    .unwrap()
+            }),
+            // One that fits still goes (and is Malformed: 4 KiB crossing).
+            Box::new(|ep| {
+                TlpRepr::mem_write(ep, tag(2), 0xff8, &[7; 16])
+                    .unwrap()
+                    .to_vec()
+                    .unwrap()
+            }),
+        ],
+    );
+    let e = sim.errors().join("\n");
+    assert!(
+        e.contains("a raw TLP of 524 bytes needs 33 posted data credits; the port above holds 16: never sent"),
+        "{e}"
+    );
+    assert!(e.contains("Crosses4KiB"), "{e}");
+    assert_eq!(uncorrectable(&mut sim, dsp) & MALFORMED, MALFORMED);
+}
