@@ -835,7 +835,8 @@ pub struct PcieCap {
     /// indicators, and expects orderly removal (Hot-Plug Surprise clear). The slot is
     /// powered, its power indicator on, at power-up.
     pub hotplug_power: bool,
-    /// AtomicOp completer (32/64-bit and 128-bit CAS) supported.
+    /// AtomicOp completer (32/64-bit and 128-bit CAS) supported (Device Capabilities 2
+    /// bits 9:7; endpoints and root ports: a root port completes for host memory).
     pub atomics: bool,
     /// LTR mechanism supported.
     pub ltr: bool,
@@ -856,6 +857,22 @@ pub struct PcieCap {
 /// [`PcieCap::e2e_prefix`]): the port does not forward TLPs that carry End-End TLP
 /// Prefixes out of its egress.
 pub const DEVCTL2_E2E_PREFIX_BLOCKING: u16 = 1 << 15;
+
+/// Device Capabilities 2: AtomicOp Routing Supported (switch and root ports).
+pub const DEVCAP2_ATOMIC_ROUTING: u32 = 1 << 6;
+/// Device Capabilities 2: 32-bit AtomicOp Completer Supported (FetchAdd, Swap, CAS).
+pub const DEVCAP2_ATOMIC_COMPLETER_32: u32 = 1 << 7;
+/// Device Capabilities 2: 64-bit AtomicOp Completer Supported (FetchAdd, Swap, CAS).
+pub const DEVCAP2_ATOMIC_COMPLETER_64: u32 = 1 << 8;
+/// Device Capabilities 2: 128-bit CAS Completer Supported.
+pub const DEVCAP2_CAS_COMPLETER_128: u32 = 1 << 9;
+/// Device Control 2: AtomicOp Requester Enable (endpoints and root ports): with Bus
+/// Master Enable, the function may issue AtomicOp requests.
+pub const DEVCTL2_ATOMIC_REQUESTER: u16 = 1 << 6;
+/// Device Control 2: AtomicOp Egress Blocking (switch and root ports): AtomicOp
+/// requests that would leave by this port are refused (Unsupported Request, AtomicOp
+/// Egress Blocked logged).
+pub const DEVCTL2_ATOMIC_EGRESS_BLOCKING: u16 = 1 << 7;
 
 /// ASPM L0s (in [`PcieCap::aspm`], and in Link Control's ASPM Control field).
 pub const ASPM_L0S: u8 = 1;
@@ -1101,12 +1118,17 @@ impl Capability for PcieCap {
             devctl2_rw |= 1 << 5;
         }
         if !req || t == PortType::RootPort {
-            devcap2 |= 1 << 6; // AtomicOp routing
-            devctl2_rw |= 1 << 7; // egress blocking
+            devcap2 |= DEVCAP2_ATOMIC_ROUTING;
+            devctl2_rw |= DEVCTL2_ATOMIC_EGRESS_BLOCKING as u32;
+        }
+        if req {
+            // AtomicOp Requester Enable: endpoints and root ports.
+            devctl2_rw |= DEVCTL2_ATOMIC_REQUESTER as u32;
         }
         if self.atomics && req {
-            devcap2 |= (1 << 7) | (1 << 8) | (1 << 9);
-            devctl2_rw |= 1 << 6;
+            devcap2 |= DEVCAP2_ATOMIC_COMPLETER_32
+                | DEVCAP2_ATOMIC_COMPLETER_64
+                | DEVCAP2_CAS_COMPLETER_128;
         }
         if self.ltr {
             devcap2 |= 1 << 11;

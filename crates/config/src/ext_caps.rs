@@ -21,6 +21,9 @@ pub const AER_UNCORR_POISON_BLOCKED: u32 = 1 << 26;
 /// Uncorrectable error bit TLP Prefix Blocked (25), implemented by ports with End-End
 /// TLP Prefix Blocking ([`AerCap::prefix_blocking`]); non-fatal by default.
 pub const AER_UNCORR_PREFIX_BLOCKED: u32 = 1 << 25;
+/// Uncorrectable error bit AtomicOp Egress Blocked (24), implemented by ports with
+/// AtomicOp Egress Blocking ([`AerCap::atomic_blocking`]); non-fatal by default.
+pub const AER_UNCORR_ATOMIC_BLOCKED: u32 = 1 << 24;
 /// Advanced Error Capabilities and Control: TLP Prefix Log Present (bit 11): the TLP
 /// Prefix Log (+0x38) holds the End-End TLP Prefixes of the first error's TLP.
 pub const AER_CTL_PREFIX_LOG_PRESENT: u32 = 1 << 11;
@@ -66,6 +69,9 @@ pub struct AerCap {
     /// The port supports End-End TLP Prefix Blocking: the TLP Prefix Blocked bit is
     /// implemented.
     pub prefix_blocking: bool,
+    /// The port supports AtomicOp Egress Blocking (Device Control 2 bit 7): the
+    /// AtomicOp Egress Blocked bit is implemented.
+    pub atomic_blocking: bool,
 }
 
 impl ExtCapability for AerCap {
@@ -85,6 +91,9 @@ impl ExtCapability for AerCap {
         }
         if self.prefix_blocking {
             bits |= AER_UNCORR_PREFIX_BLOCKED;
+        }
+        if self.atomic_blocking {
+            bits |= AER_UNCORR_ATOMIC_BLOCKED;
         }
         cs.define(at + 0x04, 4, bits, Access::Rw1c, 0);
         cs.define(at + 0x08, 4, bits, Access::Rw, 0);

@@ -409,6 +409,8 @@ fn port_cap(
     c.slot = slot;
     c.hotplug_power = slot.is_some() && params.bool("hotplug_power").unwrap_or(false);
     c.hotplug = c.hotplug_power || (slot.is_some() && params.bool("hotplug").unwrap_or(false));
+    // Root ports complete AtomicOps for host memory unless the root complex says not.
+    c.atomics = port_type == PortType::RootPort && params.bool("atomics").unwrap_or(true);
     // Ports forward End-End TLP Prefixes (PASID); endpoints support them when they
     // implement PASID (psmem sets it).
     c.e2e_prefix = matches!(
@@ -523,6 +525,7 @@ impl Fabric {
                     root_port: true,
                     egress_blocking: true,
                     prefix_blocking: true,
+                    atomic_blocking: true,
                 })
                 .with_ext(AcsCap)
                 .with_ext(DpcCap)
@@ -614,6 +617,7 @@ impl Fabric {
                     ))
                     .with_ext(AerCap {
                         prefix_blocking: true,
+                        atomic_blocking: true,
                         ..AerCap::default()
                     })
                     .with_ext(PORT_L1SS);
@@ -656,6 +660,7 @@ impl Fabric {
                             root_port: false,
                             egress_blocking: true,
                             prefix_blocking: true,
+                            atomic_blocking: true,
                         })
                         .with_ext(AcsCap)
                         .with_ext(DpcCap)

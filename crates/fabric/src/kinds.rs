@@ -14,6 +14,7 @@
 //! | root-complex | `ports` | 1..=31 | 1 | root ports (devices 1..=ports on bus 0) |
 //! | root-complex | `hotplug` | bool | false | root ports are hot-plug slots with surprise removal (`FabricSim::unplug`/`plug`) |
 //! | root-complex | `hotplug_power` | bool | false | root ports are hot-plug slots with a power controller, an attention button and indicators, for orderly removal (`FabricSim::press_attention_button`); implies `hotplug` |
+//! | root-complex | `atomics` | bool | true | root ports complete 32- and 64-bit AtomicOps and 128-bit CAS for host memory (Device Capabilities 2) |
 //! | switch | `ports` | 1..=32 | 1 | downstream ports |
 //! | switch | `hotplug` | bool | false | downstream ports are hot-plug slots with surprise removal |
 //! | switch | `hotplug_power` | bool | false | downstream ports are hot-plug slots with a power controller, an attention button and indicators; implies `hotplug` |
@@ -361,6 +362,12 @@ impl KindRegistry {
             KeyType::Bool,
             Some(ParamValue::Bool(false)),
             "root ports are hot-plug slots with a power controller, an attention button and indicators (orderly removal; implies hotplug)",
+        ));
+        rc.push(key(
+            "atomics",
+            KeyType::Bool,
+            Some(ParamValue::Bool(true)),
+            "root ports complete 32- and 64-bit AtomicOps and 128-bit CAS for host memory",
         ));
         rc.extend(common_keys(256, device_ids::HOST_BRIDGE as i64));
         r.register(KindSpec {

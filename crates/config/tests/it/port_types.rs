@@ -73,6 +73,7 @@ fn lspci_decodes_every_port_type() {
                 root_port: *t == PortType::RootPort,
                 egress_blocking: *t == PortType::RootPort,
                 prefix_blocking: false,
+                atomic_blocking: false,
             })
             .with_ext(LtrCap);
         if bridge {

@@ -36,7 +36,7 @@ pub(crate) const BME_USP: u8 = 2;
 fn governed(kind: Kind) -> bool {
     matches!(
         kind,
-        Kind::MRd | Kind::MWr | Kind::IoRd | Kind::IoWr | Kind::TransReq
+        Kind::MRd | Kind::MWr | Kind::IoRd | Kind::IoWr | Kind::TransReq | Kind::Atomic
     )
 }
 

@@ -21,7 +21,7 @@ impl Engine {
         id: DmaId,
         dir: DmaDir,
         (addr, len, pasid): (u64, u64, Option<u32>),
-        data: Vec<u8>,
+        mut data: Vec<u8>,
         cx: &mut Context<'_, PackedEv>,
     ) {
         let now = cx.now();
@@ -32,9 +32,10 @@ impl Engine {
         let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
             return;
         };
-        let (write, poisoned) = match dir {
-            DmaDir::Read => (false, false),
-            DmaDir::Write { poisoned } => (true, poisoned),
+        let (write, poisoned, atomic) = match dir {
+            DmaDir::Read => (false, false, None),
+            DmaDir::Write { poisoned } => (true, poisoned, None),
+            DmaDir::Atomic(code) => (false, false, Some(code)),
         };
         let op = DmaOp {
             id,
@@ -44,6 +45,7 @@ impl Engine {
             len,
             issued: 0,
             done_bytes: 0,
+            atomic: atomic.map(|code| (code, std::mem::take(&mut data))),
             buf: if write { data } else { Vec::new() },
             last_progress: now,
             ok: true,
@@ -205,7 +207,10 @@ impl Engine {
             ep.tag_map[tag as usize] = Some((oi, off, ch.len, 0, 0));
             ep.ops[oi as usize].outstanding += 1;
             let me = ep.bdf;
-            let t = self.read_request(node, oi, tag, off, ch.len);
+            let mut t = self.read_request(node, oi, tag, off, ch.len);
+            if t.kind == Kind::Atomic {
+                t.data = self.atomic_operands(node, oi);
+            }
             // Completions count their addresses from the request's, as sent (the
             // translated one when the DMA holds an ATS translation).
             if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
@@ -433,12 +438,24 @@ impl Engine {
         let NodeKind::Ep(ep) = &self.nodes[node as usize].kind else {
             unreachable!("DMAs belong to endpoints")
         };
-        let (addr, addr_type) = self.dma_address(node, oi, ep.ops[oi as usize].addr + off);
-        Tlp {
+        let op = &ep.ops[oi as usize];
+        let (addr, addr_type) = self.dma_address(node, oi, op.addr + off);
+        let t = Tlp {
             tag,
             addr_type,
-            pasid: ep.ops[oi as usize].pasid,
+            pasid: op.pasid,
             ..Tlp::new(Kind::MRd, ep.bdf, addr, len)
+        };
+        match &op.atomic {
+            None => t,
+            // An AtomicOp: its operands are the payload (see `atomic_operands`).
+            // (The header is as long as the read's: 4 DW above 4 GiB.)
+            Some((code, operands)) => Tlp {
+                kind: Kind::Atomic,
+                len: operands.len() as u32,
+                byte_count: *code,
+                ..t
+            },
         }
     }
 

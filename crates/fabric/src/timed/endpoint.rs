@@ -160,6 +160,11 @@ pub(crate) enum EpCmd {
     PmeToAck,
     Ltr(u16, u16),
     Raw(Vec<u8>),
+    Atomic {
+        id: DmaId,
+        addr: u64,
+        op: super::atomic::AtomicOp,
+    },
 }
 
 /// What a device sees while the fabric calls it.
@@ -310,6 +315,38 @@ impl EpCx<'_> {
     /// the virtual wires; the host sees them in `FabricSim::intx_events`.
     pub fn intx(&mut self, assert: bool) {
         self.cmds.push(EpCmd::Intx(assert));
+    }
+    /// An AtomicOp on host (or peer) memory at `addr`, which must be aligned to the
+    /// operand size: [`Endpoint::dma_done`] receives the target's original value
+    /// (little-endian, the operand size). The function needs AtomicOp Requester Enable
+    /// (Device Control 2 bit 6, see `FabricSim::enable_atomic_ops_to_root`) and Bus
+    /// Master Enable; otherwise, or when misaligned, nothing is sent and the DMA fails
+    /// at once (the simulator records why). The completer is the root complex for host
+    /// memory (its root port must advertise the size in Device Capabilities 2, or it
+    /// answers Unsupported Request); a port with AtomicOp Egress Blocking set refuses
+    /// it on the way.
+    ///
+    /// ```
+    /// use pcielab_fabric::timed::{AtomicOp, DmaId, Endpoint, EpCx};
+    /// /// A device that counts events in host memory at 0x1000 (a 64-bit counter).
+    /// #[derive(Debug)]
+    /// struct Counter;
+    /// impl Endpoint for Counter {
+    ///     fn start(&mut self, cx: &mut EpCx<'_>) {
+    ///         cx.atomic(0x1000, AtomicOp::FetchAdd64(1));
+    ///     }
+    ///     fn dma_done(&mut self, _id: DmaId, ok: bool, old: &[u8], _cx: &mut EpCx<'_>) {
+    ///         if ok {
+    ///             let before = u64::from_le_bytes(old.try_into().unwrap());
+    ///             let _ = before; // the counter's value before this event
+    ///         }
+    ///     }
+    /// }
+    /// ```
+    pub fn atomic(&mut self, addr: u64, op: super::atomic::AtomicOp) -> DmaId {
+        let id = self.dma_id();
+        self.cmds.push(EpCmd::Atomic { id, addr, op });
+        id
     }
     /// Sends one TLP the device built itself, as its bytes on the wire (prefixes,
     /// header, data, an ECRC digest if TD is set), on the device's link: the way to

@@ -106,6 +106,12 @@ pub(crate) enum Kind {
     /// credit and the data credits of all its bytes (the receiver cannot tell what
     /// else it would consume).
     Raw,
+    /// An AtomicOp request (FetchAdd, Swap or CAS; see the `atomic` module) from a
+    /// device's DMA engine: non-posted, routed by address, `len` bytes of operands as
+    /// its payload (CAS: the compare and swap values, twice the operand size), the
+    /// operation in `byte_count` (`atomic::FETCH_ADD`, `SWAP`, `CAS`). Answered with a
+    /// CplD of the target's original value.
+    Atomic,
 }
 
 impl Kind {
@@ -229,7 +235,7 @@ impl Tlp {
     /// above 4 GiB and for messages, else 3 DW.
     pub fn new(kind: Kind, requester: Bdf, addr: u64, len: u32) -> Tlp {
         let hdr_bytes = match kind {
-            Kind::MRd | Kind::MWr if addr > u32::MAX as u64 => 16,
+            Kind::MRd | Kind::MWr | Kind::Atomic if addr > u32::MAX as u64 => 16,
             Kind::TransReq if addr > u32::MAX as u64 => 16,
             k if k.is_message() => 16,
             Kind::Raw => 0,
@@ -264,7 +270,13 @@ impl Tlp {
     #[inline]
     pub fn class(&self) -> usize {
         match self.kind {
-            Kind::MRd | Kind::IoRd | Kind::IoWr | Kind::CfgRd | Kind::CfgWr | Kind::TransReq => NP,
+            Kind::MRd
+            | Kind::IoRd
+            | Kind::IoWr
+            | Kind::CfgRd
+            | Kind::CfgWr
+            | Kind::TransReq
+            | Kind::Atomic => NP,
             Kind::Cpl | Kind::CplD => CPL,
             Kind::MWr | Kind::Raw => P,
             k => {
@@ -278,7 +290,9 @@ impl Tlp {
     pub fn payload_bytes(&self) -> u32 {
         match self.kind {
             // A raw TLP's bytes in whole DWs, as the physical layer frames them.
-            Kind::MWr | Kind::CplD | Kind::IoWr | Kind::CfgWr | Kind::Raw => self.dw_span() * 4,
+            Kind::MWr | Kind::CplD | Kind::IoWr | Kind::CfgWr | Kind::Raw | Kind::Atomic => {
+                self.dw_span() * 4
+            }
             Kind::VendorMsg if self.len > 0 => self.dw_span() * 4,
             Kind::AtsInv => 8,
             _ => 0,
@@ -454,7 +468,7 @@ pub(crate) struct Dir {
     pub poison_block: bool,
     /// The port transmitting on this direction blocks End-End TLP Prefixes (Device
     /// Control 2 End-End TLP Prefix Blocking; see the `pasid` module).
-    pub prefix_block: bool,
+    pub egress_block: u8,
     /// Bus Master Enable is clear at a port of this (upward) direction
     /// (`bus_master::BME_*`): memory and I/O requests are not forwarded upstream.
     pub bme_block: u8,
@@ -544,6 +558,8 @@ pub(crate) enum DmaDir {
     Write {
         poisoned: bool,
     },
+    /// An AtomicOp (`atomic::FETCH_ADD`, `SWAP`, `CAS`); its operands come as the data.
+    Atomic(u16),
 }
 
 #[derive(Debug)]
@@ -568,6 +584,9 @@ pub(crate) struct DmaOp {
     pub xlate_wait: u32,
     /// The PASID its requests carry (a PASID TLP prefix), or NONE.
     pub pasid: u32,
+    /// An AtomicOp: its operation and operands (see the `atomic` module); the DMA is a
+    /// read of the original value (`len` bytes).
+    pub atomic: Option<(u16, Vec<u8>)>,
 }
 
 impl DmaOp {
@@ -1029,6 +1048,7 @@ impl Engine {
             }
             // Returned as they are above.
             Kind::Raw => return self.payload(id).to_vec(),
+            Kind::Atomic => Ok(super::atomic::request_repr(t, tag, &data)),
             Kind::MWr => TlpRepr::mem_write(t.requester, tag, t.addr, &data).map(|mut r| {
                 set_be(&mut r);
                 r
@@ -1394,7 +1414,7 @@ impl Engine {
     #[inline]
     pub(crate) fn enqueue(&mut self, d: u16, id: u32, cx: &mut Context<'_, PackedEv>) {
         let dir = &self.dirs[d as usize];
-        if (dir.down | dir.poison_block | dir.prefix_block | (dir.bme_block & BME_USP != 0))
+        if (dir.down | dir.poison_block | (dir.egress_block != 0) | (dir.bme_block & BME_USP != 0))
             && self.egress_gate(d, id, cx)
         {
             return;
@@ -1425,8 +1445,13 @@ impl Engine {
             self.poison_egress_blocked(d, id, cx);
             return true;
         }
-        if self.dirs[d as usize].prefix_block && self.tlps[id as usize].pasid != NONE {
+        let block = self.dirs[d as usize].egress_block;
+        if block & super::pasid::BLOCK_PREFIX != 0 && self.tlps[id as usize].pasid != NONE {
             self.prefix_egress_blocked(d, id, cx);
+            return true;
+        }
+        if block & super::pasid::BLOCK_ATOMIC != 0 && self.tlps[id as usize].kind == Kind::Atomic {
+            self.atomic_egress_blocked(d, id, cx);
             return true;
         }
         false
@@ -2056,10 +2081,16 @@ impl Engine {
             let translated = t.addr_type == 2;
             let extra = match (dest, kind) {
                 (Dest::HostMemory, Kind::MRd) => self.memory_read_latency(addr, len),
+                (Dest::HostMemory, Kind::Atomic) => {
+                    let size = super::atomic::operand_size(self.tlps[id as usize].byte_count, len);
+                    self.memory_read_latency(addr, size)
+                }
                 (Dest::Rc, Kind::TransReq) => {
                     self.translation_latency(req, pasid, addr, cx.now() + lat)
                 }
-                (Dest::Bar { .. }, Kind::MRd | Kind::IoRd | Kind::IoWr) => self.cfg.ep_latency,
+                (Dest::Bar { .. }, Kind::MRd | Kind::IoRd | Kind::IoWr | Kind::Atomic) => {
+                    self.cfg.ep_latency
+                }
                 (Dest::Config { node, .. }, _)
                     if matches!(self.nodes[node as usize].kind, NodeKind::Ep(_)) =>
                 {
@@ -2435,6 +2466,8 @@ impl Engine {
         match (t.dest, t.kind) {
             (Dest::Refused, _) => self.refused_upstream(id, cx),
             (_, Kind::Raw) => self.raw_arrived(id, cx),
+            (Dest::HostMemory, Kind::Atomic) => self.host_atomic(id, cx),
+            (Dest::Bar { node, .. }, Kind::Atomic) => self.device_atomic(node, id, cx),
             (Dest::HostMemory, Kind::MRd) => {
                 let host = self.host_bdf;
                 let phys = self.dma_target(id, cx.now());
@@ -2724,7 +2757,7 @@ impl Engine {
         self.refresh_bus_master(f, cx);
         self.refresh_ats(f, cx);
         self.dpc_config_written(f, cx);
-        self.refresh_prefix_blocking(f);
+        self.refresh_egress_blocking(f);
         self.aer_records_written(f);
         // A root port's hot-plug interrupt was evaluated with its others above.
         if matches!(
@@ -3028,6 +3061,7 @@ impl Engine {
             }
             EpCmd::Intx(assert) => self.device_intx(node, assert, cx),
             EpCmd::Raw(bytes) => self.send_raw(node, bytes, cx),
+            EpCmd::Atomic { id, addr, op } => self.new_atomic(node, id, addr, op, cx),
             EpCmd::Pme => {
                 if let Some(f) = self.nodes[node as usize].func {
                     self.device_pme(f, cx);

@@ -48,6 +48,7 @@
 
 mod aer;
 pub(crate) mod aspm;
+mod atomic;
 mod ats;
 mod bus_master;
 mod dma;
@@ -73,6 +74,7 @@ mod vendor;
 mod wire_bus;
 mod workload;
 
+pub use atomic::AtomicOp;
 pub use ats::{AtsInvalidation, AtsStats};
 pub use dpc::{DpcEvent, DpcReason};
 pub use endpoint::{
@@ -768,7 +770,7 @@ impl FabricSim {
                     stale_until_ps: 0,
                     train_gen: 0,
                     poison_block: false,
-                    prefix_block: false,
+                    egress_block: 0,
                     bme_block: 0,
                     l12: None,
                     q: Default::default(),

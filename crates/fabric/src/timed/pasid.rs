@@ -32,9 +32,16 @@
 use super::engine::{err_caps, Engine};
 use super::packed::PackedEv;
 use crate::functional::{FnId, Role};
-use pcielab_config::caps::{id, pcie_reg, DEVCTL2_E2E_PREFIX_BLOCKING};
+use pcielab_config::caps::{
+    id, pcie_reg, DEVCTL2_ATOMIC_EGRESS_BLOCKING, DEVCTL2_E2E_PREFIX_BLOCKING,
+};
 use pcielab_config::ext_caps::{AER_UNCORR_PREFIX_BLOCKED, PASID_CTL_ENABLE};
 use pcielab_sim::Context;
+
+/// `Dir::egress_block`: the transmitting port blocks End-End TLP Prefixes.
+pub(crate) const BLOCK_PREFIX: u8 = 1;
+/// `Dir::egress_block`: the transmitting port blocks AtomicOps (see `atomic`).
+pub(crate) const BLOCK_ATOMIC: u8 = 2;
 
 impl Engine {
     /// True if endpoint `node`'s function may tag a request with `pasid` (its PASID
@@ -91,9 +98,9 @@ impl Engine {
         }
     }
 
-    /// Re-reads End-End TLP Prefix Blocking of port `f` (after a configuration write
-    /// or a reset).
-    pub(crate) fn refresh_prefix_blocking(&mut self, f: FnId) {
+    /// Re-reads End-End TLP Prefix Blocking and AtomicOp Egress Blocking of port `f`
+    /// (after a configuration write or a reset).
+    pub(crate) fn refresh_egress_blocking(&mut self, f: FnId) {
         let Some(d) = self.egress_dir(f) else {
             return;
         };
@@ -103,7 +110,15 @@ impl Engine {
         let ctl2 = self.fabric.functions[f.0 as usize]
             .config
             .read_u16(p + pcie_reg::DEVCTL2);
-        self.dirs[d as usize].prefix_block = ctl2 & DEVCTL2_E2E_PREFIX_BLOCKING != 0;
+        self.dirs[d as usize].egress_block = if ctl2 & DEVCTL2_E2E_PREFIX_BLOCKING != 0 {
+            BLOCK_PREFIX
+        } else {
+            0
+        } | if ctl2 & DEVCTL2_ATOMIC_EGRESS_BLOCKING != 0 {
+            BLOCK_ATOMIC
+        } else {
+            0
+        };
     }
 
     /// TLP `id`, which carries a PASID prefix, was about to leave through direction `d`,

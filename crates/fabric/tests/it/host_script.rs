@@ -6,8 +6,8 @@
 
 use pcielab_fabric::kinds::KindRegistry;
 use pcielab_fabric::timed::{
-    AddrPattern, DmaId, DmaOpKind, DmaStream, Endpoint, EpCx, FabricSim, IommuConfig, ReadReply,
-    ReadTicket, SimConfig, VdmRoute, VendorMessage,
+    AddrPattern, AtomicOp, DmaId, DmaOpKind, DmaStream, Endpoint, EpCx, FabricSim, IommuConfig,
+    ReadReply, ReadTicket, SimConfig, VdmRoute, VendorMessage,
 };
 use pcielab_fabric::topology::Topology;
 use pcielab_sim::SimDuration;
@@ -99,6 +99,8 @@ pub fn run(data: &[u8]) -> (u64, usize, i64) {
         ..ChaosDevice::default()
     };
     s.attach("ep3", Box::new(device)).unwrap();
+    // The misbehaving device may issue AtomicOps (until the script clears the bit).
+    s.enable_atomic_ops_to_root("ep3", &[4, 8, 16]).unwrap();
     let funcs: Vec<_> = s
         .tree()
         .functions
@@ -196,7 +198,8 @@ pub fn run(data: &[u8]) -> (u64, usize, i64) {
 /// peers' BARs, any address), some with a PASID (mapped, unmapped or wider than 20
 /// bits), poisoned writes, completions for tickets it holds (stale
 /// after a reset, which it ignores) or makes up, interrupts of any vector, INTx,
-/// vendor-defined messages on any route, PM_PME, PME_TO_Ack unasked, LTR, TLPs it
+/// vendor-defined messages on any route, PM_PME, PME_TO_Ack unasked, LTR, AtomicOps
+/// of every kind anywhere (misaligned ones included), TLPs it
 /// builds itself (malformed or not: see [`raw_tlp`]); its BAR
 /// reads are answered now, later (perhaps never), poisoned or not at all, as the last
 /// action's byte says.
@@ -303,6 +306,27 @@ impl ChaosDevice {
             }
             (9, _) => cx.pme(),
             (10, _) => cx.pme_to_ack(),
+            (_, _) if a[1] & 0x60 == 0x20 => {
+                let op = match a[2] % 7 {
+                    0 => AtomicOp::FetchAdd32(v),
+                    1 => AtomicOp::FetchAdd64(u64::from(v) << 7),
+                    2 => AtomicOp::Swap32(v),
+                    3 => AtomicOp::Swap64(u64::from(v)),
+                    4 => AtomicOp::Cas32 {
+                        compare: v,
+                        swap: !v,
+                    },
+                    5 => AtomicOp::Cas64 {
+                        compare: 0,
+                        swap: u64::from(v),
+                    },
+                    _ => AtomicOp::Cas128 {
+                        compare: 0,
+                        swap: u128::from(v),
+                    },
+                };
+                cx.atomic(addr, op);
+            }
             (_, _) if a[1] & 0x40 == 0 => cx.ltr(v as u16, (v >> 16) as u16),
             (_, _) => cx.send_raw(raw_tlp(a, addr, len, cx.bdf())),
         }

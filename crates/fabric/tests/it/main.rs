@@ -2,6 +2,7 @@
 //! the real `lspci` reading our dumps, and random topologies.
 
 mod aspm;
+mod atomic;
 mod ats;
 mod bus_master;
 mod chaos;

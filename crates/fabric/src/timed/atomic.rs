@@ -1,0 +1,478 @@
+//! AtomicOps (PCIe Base Spec 6.15): FetchAdd, Swap and CAS.
+//!
+//! * **A device** asks for one with [`super::EpCx::atomic`]: its DMA engine sends one
+//!   non-posted request (routed by address, with a tag from its pool, under the
+//!   completion timeout) whose payload is the operand (FetchAdd, Swap: 4 or 8 bytes)
+//!   or the compare and swap values (CAS: 4, 8 or 16 bytes each); the completion's data
+//!   is the target's original value, which [`super::Endpoint::dma_done`] receives. The
+//!   function must have AtomicOp Requester Enable (Device Control 2 bit 6) and Bus
+//!   Master Enable set, and the address must be aligned to the operand size; otherwise
+//!   nothing is sent, the DMA fails and the simulator records which rule was broken.
+//! * **The root complex** completes AtomicOps for host memory when the root port the
+//!   request came in by advertises the size in Device Capabilities 2 (32-bit and
+//!   64-bit AtomicOp Completer, 128-bit CAS Completer: every root port unless the
+//!   topology says `atomics = false`). It reads the target (the host memory latency of
+//!   a read of the operand size), writes the result — FetchAdd: the sum, wrapping;
+//!   Swap: the operand; CAS: the swap value if the target equals the compare value,
+//!   else nothing — and completes with the original value, all in one event, so no
+//!   other access comes between. Operands and memory are little-endian. Otherwise (the
+//!   size not advertised, an MSI address, an IOMMU fault) it completes with
+//!   Unsupported Request; the root port logs the UR (advisory, as a completer does).
+//! * **Endpoints** complete no AtomicOps: one sent to a BAR is answered with
+//!   Unsupported Request, logged by the device.
+//! * **Ports** route AtomicOps (AtomicOp Routing Supported). A switch or root port
+//!   with AtomicOp Egress Blocking set (Device Control 2 bit 7) refuses one that would
+//!   leave by it: Unsupported Request, and AtomicOp Egress Blocked (AER uncorrectable
+//!   bit 24) logged with the header.
+//! * **Host software** enables a device as Linux's `pci_enable_atomic_ops_to_root`
+//!   does: [`super::FabricSim::enable_atomic_ops_to_root`] checks the path to the root
+//!   port and sets the device's Requester Enable.
+//!
+//! CAS operand order in the payload (6.15.3.3): when the target address is aligned to
+//! the size of both operands together, the compare value comes first; otherwise the
+//! swap value does.
+
+use super::engine::{err_caps, Engine, Kind, NodeKind, Tlp, AER_UNSUPPORTED};
+use super::packed::PackedEv;
+use super::poison::Poison;
+use crate::functional::{Origin, Role, MSI_RANGE};
+use pcielab_config::caps::{
+    pcie_reg, DEVCAP2_ATOMIC_COMPLETER_32, DEVCAP2_ATOMIC_COMPLETER_64, DEVCAP2_ATOMIC_ROUTING,
+    DEVCAP2_CAS_COMPLETER_128, DEVCTL2_ATOMIC_EGRESS_BLOCKING, DEVCTL2_ATOMIC_REQUESTER,
+};
+use pcielab_config::ext_caps::AER_UNCORR_ATOMIC_BLOCKED;
+use pcielab_sim::Context;
+use pcielab_wire::tlp::{MemHeader, MemOp, TlpHeader, TlpRepr};
+use pcielab_wire::{ByteEnables, CplStatus, Tag};
+
+/// `Tlp::byte_count` of a FetchAdd.
+pub(crate) const FETCH_ADD: u16 = 0;
+/// `Tlp::byte_count` of a Swap.
+pub(crate) const SWAP: u16 = 1;
+/// `Tlp::byte_count` of a CAS.
+pub(crate) const CAS: u16 = 2;
+
+/// An AtomicOp a device asks for with [`super::EpCx::atomic`]; the number is the
+/// operand size in bits.
+///
+/// ```
+/// use pcielab_fabric::timed::AtomicOp;
+/// let cas = AtomicOp::Cas64 { compare: 1, swap: 2 };
+/// assert_eq!(cas.operand_size(), 8);
+/// // Aligned to 16 bytes: compare first; at 8 mod 16: swap first.
+/// assert_eq!(cas.payload(0x1000)[..8], 1u64.to_le_bytes());
+/// assert_eq!(cas.payload(0x1008)[..8], 2u64.to_le_bytes());
+/// assert_eq!(AtomicOp::FetchAdd32(5).payload(0x1000), 5u32.to_le_bytes());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AtomicOp {
+    /// Adds the value to a 32-bit target (wrapping); returns the original.
+    FetchAdd32(u32),
+    /// Adds the value to a 64-bit target (wrapping); returns the original.
+    FetchAdd64(u64),
+    /// Writes the value to a 32-bit target; returns the original.
+    Swap32(u32),
+    /// Writes the value to a 64-bit target; returns the original.
+    Swap64(u64),
+    /// Writes `swap` to a 32-bit target if it holds `compare`; returns the original.
+    Cas32 {
+        /// The value the target must hold.
+        compare: u32,
+        /// The value written if it does.
+        swap: u32,
+    },
+    /// Writes `swap` to a 64-bit target if it holds `compare`; returns the original.
+    Cas64 {
+        /// The value the target must hold.
+        compare: u64,
+        /// The value written if it does.
+        swap: u64,
+    },
+    /// Writes `swap` to a 128-bit target if it holds `compare`; returns the original.
+    Cas128 {
+        /// The value the target must hold.
+        compare: u128,
+        /// The value written if it does.
+        swap: u128,
+    },
+}
+
+impl AtomicOp {
+    /// The operand (and target) size in bytes: 4, 8 or 16.
+    pub fn operand_size(self) -> u32 {
+        match self {
+            AtomicOp::FetchAdd32(_) | AtomicOp::Swap32(_) | AtomicOp::Cas32 { .. } => 4,
+            AtomicOp::FetchAdd64(_) | AtomicOp::Swap64(_) | AtomicOp::Cas64 { .. } => 8,
+            AtomicOp::Cas128 { .. } => 16,
+        }
+    }
+
+    fn code(self) -> u16 {
+        match self {
+            AtomicOp::FetchAdd32(_) | AtomicOp::FetchAdd64(_) => FETCH_ADD,
+            AtomicOp::Swap32(_) | AtomicOp::Swap64(_) => SWAP,
+            _ => CAS,
+        }
+    }
+
+    /// The request's payload for a target at `addr`: the operand, or for CAS the
+    /// compare and swap values in the order the spec gives for that address.
+    pub fn payload(self, addr: u64) -> Vec<u8> {
+        let le = |v: u128, n: u32| v.to_le_bytes()[..n as usize].to_vec();
+        let n = self.operand_size();
+        let (a, b) = match self {
+            AtomicOp::FetchAdd32(v) | AtomicOp::Swap32(v) => return le(v as u128, 4),
+            AtomicOp::FetchAdd64(v) | AtomicOp::Swap64(v) => return le(v as u128, 8),
+            AtomicOp::Cas32 { compare, swap } => (compare as u128, swap as u128),
+            AtomicOp::Cas64 { compare, swap } => (compare as u128, swap as u128),
+            AtomicOp::Cas128 { compare, swap } => (compare, swap),
+        };
+        let (first, second) = if addr % (2 * n as u64) == 0 {
+            (a, b)
+        } else {
+            (b, a)
+        };
+        let mut p = le(first, n);
+        p.extend(le(second, n));
+        p
+    }
+}
+
+/// The operand size of an AtomicOp with operation `code` and `payload` bytes.
+pub(crate) fn operand_size(code: u16, payload: u64) -> u64 {
+    if code == CAS {
+        payload / 2
+    } else {
+        payload
+    }
+}
+
+/// The new value of a target at `addr` holding `old` under operation `code` with
+/// `payload`, or None when it stays (a CAS that does not match).
+fn result(code: u16, addr: u64, old: &[u8], payload: &[u8]) -> Option<Vec<u8>> {
+    let n = old.len();
+    let num = |b: &[u8]| {
+        let mut x = [0u8; 16];
+        x[..b.len()].copy_from_slice(b);
+        u128::from_le_bytes(x)
+    };
+    match code {
+        FETCH_ADD => {
+            let sum = num(old).wrapping_add(num(payload));
+            Some(sum.to_le_bytes()[..n].to_vec())
+        }
+        SWAP => Some(payload[..n].to_vec()),
+        _ => {
+            let (first, second) = payload.split_at(n);
+            let (compare, swap) = if addr % (2 * n as u64) == 0 {
+                (first, second)
+            } else {
+                (second, first)
+            };
+            (old == compare).then(|| swap.to_vec())
+        }
+    }
+}
+
+/// The wire form of AtomicOp request `t` with payload `data`.
+pub(crate) fn request_repr<'a>(t: &Tlp, tag: Tag, data: &'a [u8]) -> TlpRepr<'a> {
+    let op = match t.byte_count {
+        FETCH_ADD => MemOp::FetchAdd,
+        SWAP => MemOp::Swap,
+        _ => MemOp::Cas,
+    };
+    // Whole DWs, as for a memory write of the payload's length.
+    let last = if data.len() > 4 {
+        ByteEnables::ALL
+    } else {
+        ByteEnables::NONE
+    };
+    let h = MemHeader::new(op, t.requester, tag, t.addr, ByteEnables::ALL, last, 0);
+    TlpRepr::with_header(TlpHeader::Mem(h), data)
+}
+
+/// An AtomicOp's name for messages.
+fn name(code: u16, size: u64) -> String {
+    let op = match code {
+        FETCH_ADD => "FetchAdd",
+        SWAP => "Swap",
+        _ => "CAS",
+    };
+    format!("{}-bit {op}", size * 8)
+}
+
+impl Engine {
+    /// Device `node` asks for AtomicOp `op` at `addr` (DMA `id`).
+    pub(crate) fn new_atomic(
+        &mut self,
+        node: u32,
+        id: super::DmaId,
+        addr: u64,
+        op: AtomicOp,
+        cx: &mut Context<'_, PackedEv>,
+    ) {
+        let size = op.operand_size() as u64;
+        let name = self.nodes[node as usize].name.clone();
+        let enabled = self.nodes[node as usize].func.is_some_and(|f| {
+            err_caps(&self.fabric, f).0.is_some_and(|p| {
+                let cs = &self.fabric.functions[f.0 as usize].config;
+                cs.read_u16(p + pcie_reg::DEVCTL2) & DEVCTL2_ATOMIC_REQUESTER != 0
+            })
+        });
+        let problem = if addr % size != 0 {
+            Some(format!(
+                "{name}: AtomicOp at {addr:#x} not aligned to its {size}-byte operand: not issued"
+            ))
+        } else if !enabled {
+            Some(format!(
+                "{name}: AtomicOp while AtomicOp Requester Enable is clear: not issued"
+            ))
+        } else {
+            None
+        };
+        if let Some(p) = problem {
+            self.errors.push(p);
+            self.call_ep(node, cx, |m, cx| m.dma_done(id, false, &[], cx));
+            return;
+        }
+        let dir = super::engine::DmaDir::Atomic(op.code());
+        self.new_dma(node, id, dir, (addr, size, None), op.payload(addr), cx);
+    }
+
+    /// A payload holding the operands of AtomicOp DMA `oi` of `node`.
+    pub(crate) fn atomic_operands(&mut self, node: u32, oi: u32) -> u32 {
+        let operands = match &self.nodes[node as usize].kind {
+            NodeKind::Ep(ep) => ep.ops[oi as usize]
+                .atomic
+                .as_ref()
+                .map(|(_, o)| o.clone())
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        self.alloc_payload(&operands)
+    }
+
+    /// AtomicOp `id` reached host memory: the root complex completes it (see the
+    /// module notes).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn host_atomic(&mut self, id: u32, cx: &mut Context<'_, PackedEv>) {
+        let t = self.tlps[id as usize].clone();
+        let size = operand_size(t.byte_count, t.len as u64);
+        let host = self.host_bdf;
+        // The request as the completion code sees it: `size` bytes at its address.
+        let req = Tlp {
+            kind: Kind::MRd,
+            len: size as u32,
+            ..t.clone()
+        };
+        let rp = self.last_rx_func;
+        let need = match (t.byte_count, size) {
+            (CAS, 16) => DEVCAP2_CAS_COMPLETER_128,
+            (_, 4) => DEVCAP2_ATOMIC_COMPLETER_32,
+            _ => DEVCAP2_ATOMIC_COMPLETER_64,
+        };
+        let caps = rp
+            .and_then(|f| {
+                let (p, _) = err_caps(&self.fabric, f);
+                p.map(|p| {
+                    self.fabric.functions[f.0 as usize]
+                        .config
+                        .read_u32(p + pcie_reg::DEVCAP2)
+                })
+            })
+            .unwrap_or(0);
+        let what = name(t.byte_count, size);
+        let refuse = if caps & need == 0 {
+            Some(format!("the root port completes no {what}"))
+        } else if (MSI_RANGE.0..=MSI_RANGE.1).contains(&t.addr) {
+            Some("the MSI address range is not memory".to_string())
+        } else {
+            None
+        };
+        let target = match refuse {
+            Some(r) => Err(r),
+            None => self
+                .dma_target(id, cx.now())
+                .ok_or_else(|| "IOMMU fault".to_string()),
+        };
+        let p = match target {
+            Ok(p) => p,
+            Err(why) => {
+                self.errors.push(format!(
+                    "root complex: {what} at {:#x} from {}: {why}: Unsupported Request",
+                    t.addr, t.requester
+                ));
+                if let Some(f) = rp {
+                    self.signal_error(f, AER_UNSUPPORTED, true, Some(id), cx);
+                }
+                self.send_completions(
+                    Origin::Host,
+                    host,
+                    &req,
+                    CplStatus::Ur,
+                    &[],
+                    Poison::Clean,
+                    cx,
+                );
+                return;
+            }
+        };
+        let mut old = vec![0u8; size as usize];
+        self.fabric.host_memory.read(p, &mut old);
+        let payload = self.payload(id).to_vec();
+        // The completion first: a poisoned target poisons it (the write clears it).
+        let poison = if self.poison_lines.is_empty() {
+            Poison::Clean
+        } else {
+            Poison::HostLines(p)
+        };
+        self.send_completions(Origin::Host, host, &req, CplStatus::Sc, &old, poison, cx);
+        if let Some(new) = result(t.byte_count, t.addr, &old, &payload) {
+            self.fabric.host_memory.write(p, &new);
+            if !self.poison_lines.is_empty() {
+                self.host_written(p, size, false);
+            }
+            if self.cfg.llc_lines > 0 {
+                self.llc_insert(t.addr / 64);
+            }
+            if self.cfg.log_writes {
+                self.write_log.push((t.requester, t.addr, size as u32));
+            }
+        }
+    }
+
+    /// AtomicOp `id` reached a BAR of `node`: endpoints complete none (Unsupported
+    /// Request, logged by the device).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn device_atomic(&mut self, node: u32, id: u32, cx: &mut Context<'_, PackedEv>) {
+        let t = self.tlps[id as usize].clone();
+        let size = operand_size(t.byte_count, t.len as u64);
+        let dev = self.nodes[node as usize].name.clone();
+        self.errors.push(format!(
+            "{dev}: {} at {:#x} from {}: the device completes no AtomicOps: Unsupported Request",
+            name(t.byte_count, size),
+            t.addr,
+            t.requester
+        ));
+        self.completer_ur(node, id, cx);
+        let req = Tlp {
+            kind: Kind::MRd,
+            len: size as u32,
+            ..t
+        };
+        let (origin, me) = (self.origin_of(node), self.ep_bdf(node));
+        self.send_completions(origin, me, &req, CplStatus::Ur, &[], Poison::Clean, cx);
+    }
+
+    /// AtomicOp `id` was about to leave through direction `d`, whose transmitting port
+    /// has AtomicOp Egress Blocking set: Unsupported Request, AtomicOp Egress Blocked.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn atomic_egress_blocked(
+        &mut self,
+        d: u16,
+        id: u32,
+        cx: &mut Context<'_, PackedEv>,
+    ) {
+        let t = &self.tlps[id as usize];
+        let size = operand_size(t.byte_count, t.len as u64);
+        let port = self.dirs[(d ^ 1) as usize].rx_func;
+        if let Some(p) = port {
+            let who = self.fabric.bdf(p);
+            let t = &self.tlps[id as usize];
+            self.errors.push(format!(
+                "{who}: {} at {:#x} from {}: AtomicOp Egress Blocking: Unsupported Request",
+                name(t.byte_count, size),
+                t.addr,
+                t.requester
+            ));
+        }
+        self.refuse_at_egress(d, id, AER_UNCORR_ATOMIC_BLOCKED, cx);
+    }
+}
+
+impl super::FabricSim {
+    /// Lets device `name` issue AtomicOps to host memory, as Linux's
+    /// `pci_enable_atomic_ops_to_root(dev, cap_mask)` does: every switch port on the
+    /// way must route AtomicOps (and a switch's upstream port must not block them at
+    /// its egress), and the root port must complete every size in `sizes` (4 and 8:
+    /// FetchAdd, Swap and CAS of that size; 16: 128-bit CAS). Then it sets AtomicOp
+    /// Requester Enable in the device's Device Control 2. Errors name the port that
+    /// stops it (the device is left as it was).
+    ///
+    /// ```
+    /// # use pcielab_fabric::kinds::KindRegistry;
+    /// # use pcielab_fabric::timed::{FabricSim, SimConfig};
+    /// # use pcielab_fabric::topology::Topology;
+    /// let t = "[[node]]\nname=\"rc\"\nkind=\"root-complex\"\natomics=false\n\
+    ///     [[node]]\nname=\"ep\"\nkind=\"psmem\"\n[[link]]\nup=\"rc.0\"\ndown=\"ep\"\ngen=3\nwidth=4\n";
+    /// let reg = KindRegistry::builtin();
+    /// let topo = Topology::parse(t, "t.toml", &reg).unwrap();
+    /// let mut sim = FabricSim::new(&topo, &reg, SimConfig::default()).unwrap();
+    /// let e = sim.enable_atomic_ops_to_root("ep", &[8]).unwrap_err();
+    /// assert!(e.contains("completes no 64-bit AtomicOps"), "{e}");
+    /// ```
+    pub fn enable_atomic_ops_to_root(&mut self, name: &str, sizes: &[u32]) -> Result<(), String> {
+        let dev = self
+            .bdf(name)
+            .ok_or_else(|| format!("no device named {name:?}"))?;
+        let fabric = &self.sim.world().fabric;
+        let pcie = |bdf| {
+            let f = fabric
+                .function_at(bdf)
+                .ok_or_else(|| format!("{bdf}: no such function"))?;
+            let p = err_caps(fabric, f)
+                .0
+                .ok_or_else(|| format!("{bdf}: no PCI Express capability"))?;
+            Ok::<_, String>((f, p))
+        };
+        let (f, p) = pcie(dev)?;
+        let mut at = self.tree().get(dev).and_then(|n| n.parent);
+        while let Some(bridge) = at {
+            let (bf, bp) = pcie(bridge)?;
+            let cs = &fabric.functions[bf.0 as usize].config;
+            let cap2 = cs.read_u32(bp + pcie_reg::DEVCAP2);
+            match fabric.functions[bf.0 as usize].role {
+                Role::RootPort { .. } => {
+                    for &s in sizes {
+                        let bit = match s {
+                            4 => DEVCAP2_ATOMIC_COMPLETER_32,
+                            8 => DEVCAP2_ATOMIC_COMPLETER_64,
+                            16 => DEVCAP2_CAS_COMPLETER_128,
+                            _ => return Err(format!("AtomicOp size {s}: 4, 8 or 16 bytes")),
+                        };
+                        if cap2 & bit == 0 {
+                            let what = if s == 16 {
+                                "128-bit CAS".to_string()
+                            } else {
+                                format!("{}-bit AtomicOps", s * 8)
+                            };
+                            return Err(format!("root port {bridge} completes no {what}"));
+                        }
+                    }
+                    break;
+                }
+                role => {
+                    if cap2 & DEVCAP2_ATOMIC_ROUTING == 0 {
+                        return Err(format!("{bridge} does not route AtomicOps"));
+                    }
+                    let ctl2 = cs.read_u16(bp + pcie_reg::DEVCTL2);
+                    if role == Role::SwitchUpstream && ctl2 & DEVCTL2_ATOMIC_EGRESS_BLOCKING != 0 {
+                        return Err(format!("switch upstream port {bridge} blocks AtomicOps"));
+                    }
+                }
+            }
+            at = self.tree().get(bridge).and_then(|n| n.parent);
+        }
+        let _ = f;
+        let v = self.cfg_read(dev, p + pcie_reg::DEVCTL2);
+        self.cfg_write(
+            dev,
+            p + pcie_reg::DEVCTL2,
+            v | DEVCTL2_ATOMIC_REQUESTER as u32,
+        );
+        Ok(())
+    }
+}
