@@ -357,15 +357,16 @@ impl EpCx<'_> {
     /// * **Malformed** (undecodable, payload over MPS, crossing 4 KiB, illegal byte
     ///   enables, …): the port discards it and logs a Malformed TLP in its AER
     ///   registers, the header in its Header Log (an ERR_FATAL by default).
-    /// * **A memory read or write, a completion, a vendor-defined message**: it goes
+    /// * **A memory read or write, an AtomicOp, a completion, a vendor-defined
+    ///   message**: it goes
     ///   on as one of the fabric's own TLPs, with the device's requester ID, tag,
     ///   address, byte enables, EP and TD (a wrong ECRC digest fails the check where
     ///   the TLP ends, if that function checks ECRC). Completions of a read sent
     ///   this way come back through [`Endpoint::raw_completion`] unless the DMA
     ///   engine holds the tag (a device that reuses its engine's tags gets what such
     ///   a device would).
-    /// * **A valid TLP the simulator does not carry** (I/O, configuration, locked and
-    ///   AtomicOp requests from below, other messages, a write with non-contiguous
+    /// * **A valid TLP the simulator does not carry** (I/O, configuration and locked
+    ///   requests from below, other messages, a write with non-contiguous
     ///   byte enables): the port answers a non-posted request with Unsupported Request
     ///   and logs it; a posted one is dropped; the simulator records the error.
     ///

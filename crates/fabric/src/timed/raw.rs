@@ -10,14 +10,15 @@
 //!   Malformed TLP (uncorrectable, fatal by default) with the header in its Header Log
 //!   and the first End-End prefix in its TLP Prefix Log;
 //! * or the TLP is valid and one the fabric carries — a memory read or write
-//!   (untranslated or translated, with a PASID prefix or not), a completion, a
-//!   vendor-defined message: it goes on as one of the fabric's own TLPs with the
+//!   (untranslated or translated, with a PASID prefix or not), an AtomicOp, a
+//!   completion, a vendor-defined message: it goes on as one of the fabric's own TLPs
+//!   with the
 //!   device's fields (requester ID, tag, address and byte enables, EP, TD; a digest
 //!   that does not match marks the TLP as corrupted, for the ECRC check where it
 //!   ends);
-//! * or it is valid but the fabric does not carry it (I/O, configuration, locked and
-//!   AtomicOp requests from below, other messages, writes with non-contiguous byte
-//!   enables, a TLP it cannot route): the port answers a non-posted request with
+//! * or it is valid but the fabric does not carry it (I/O, configuration and locked
+//!   requests from below, other messages, writes with non-contiguous byte enables, a
+//!   TLP it cannot route): the port answers a non-posted request with
 //!   Unsupported Request status and logs the Unsupported Request (advisory, as a
 //!   completer does); a posted one is dropped. Either way the simulator records why.
 //!
@@ -167,6 +168,10 @@ impl Engine {
     ) {
         match (t.kind, route.2) {
             (Kind::MRd, _) => self.expect_raw_completion(node, t.tag, t.len),
+            (Kind::Atomic, _) => {
+                let size = super::atomic::operand_size(t.byte_count, t.len as u64);
+                self.expect_raw_completion(node, t.tag, size as u32);
+            }
             (Kind::Cpl | Kind::CplD, Dest::Dma { node: to }) => {
                 if let NodeKind::Ep(ep) = &self.nodes[to as usize].kind {
                     if let Some(Some((_, _, _, got, wire))) = ep.tag_map.get(t.tag as usize) {
@@ -212,10 +217,34 @@ impl Engine {
                 let write = match h.op {
                     MemOp::Read => false,
                     MemOp::Write => true,
+                    MemOp::ReadLocked => {
+                        return Carried::No(
+                            "MRdLk requests are not carried (only the root complex locks)".into(),
+                        )
+                    }
                     op => {
-                        return Carried::No(format!(
-                            "{op:?} requests are not carried (the root complex completes no locked or AtomicOp requests)"
-                        ))
+                        // An AtomicOp: the operands are the payload (check_rx checked
+                        // their size and alignment).
+                        let code = match op {
+                            MemOp::FetchAdd => super::atomic::FETCH_ADD,
+                            MemOp::Swap => super::atomic::SWAP,
+                            _ => super::atomic::CAS,
+                        };
+                        let n = r.payload.len() as u32;
+                        let mut t = Tlp::new(Kind::Atomic, h.requester_id, h.address, n);
+                        t.tag = h.tag.value();
+                        t.byte_count = code;
+                        t.poisoned = r.ep;
+                        t.td = r.td;
+                        t.corrupted = bad_digest;
+                        t.addr_type = if r.at == AddressType::Translated {
+                            2
+                        } else {
+                            0
+                        };
+                        t.pasid = pasid;
+                        t.data = self.alloc_payload(r.payload);
+                        return Carried::Tlp(t, h.requester_id);
                     }
                 };
                 if r.at == AddressType::TranslationRequest {

@@ -448,3 +448,45 @@ fn a_raw_tlp_bigger_than_the_ports_buffer_is_never_sent() {
     assert!(e.contains("Crosses4KiB"), "{e}");
     assert_eq!(uncorrectable(&mut sim, dsp) & MALFORMED, MALFORMED);
 }
+
+#[test]
+fn a_raw_fetch_add_is_completed_and_a_cas_of_odd_length_is_malformed() {
+    use pcielab_wire::tlp::{MemHeader, MemOp};
+    let mut sim = trained_sim(5, false);
+    let base = sim.alloc_dma(4096);
+    sim.host_write(base, &41u32.to_le_bytes());
+    let ep = sim.bdf("ep").unwrap();
+    let dsp = parent(&sim, ep);
+    let atomic = move |ep, op, addr, data: Vec<u8>| {
+        let last = if data.len() > 4 {
+            ByteEnables::ALL
+        } else {
+            ByteEnables::NONE
+        };
+        let h = MemHeader::new(op, ep, tag(33), addr, ByteEnables::ALL, last, 0);
+        TlpRepr::with_header(TlpHeader::Mem(h), &data)
+            .to_vec()
+            .unwrap()
+    };
+    let (mut sim, got) = run(
+        sim,
+        vec![
+            Box::new(move |ep| atomic(ep, MemOp::FetchAdd, base, 1u32.to_le_bytes().to_vec())),
+            Box::new(move |ep| atomic(ep, MemOp::Cas, base + 16, vec![0; 12])),
+        ],
+    );
+    let mut m = [0u8; 4];
+    sim.host_read(base, &mut m);
+    assert_eq!(u32::from_le_bytes(m), 42);
+    assert_eq!(got.len(), 1, "the FetchAdd's completion");
+    let c = TlpRepr::parse_bytes(&got[0]).unwrap();
+    let TlpHeader::Cpl(h) = c.header else {
+        panic!("{c}")
+    };
+    assert_eq!(
+        (h.tag.value(), h.byte_count, c.payload),
+        (33, 4, &41u32.to_le_bytes()[..])
+    );
+    assert_eq!(uncorrectable(&mut sim, dsp) & MALFORMED, MALFORMED);
+    assert!(sim.errors().join("\n").contains("AtomicOperand"));
+}
