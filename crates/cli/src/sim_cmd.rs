@@ -39,6 +39,10 @@ pub enum Op {
     Write,
     /// Alternating reads and writes.
     Rw,
+    /// FetchAdd AtomicOps on 4- or 8-byte counters in host memory (--size 4 or 8;
+    /// --workload dma). The device is enabled as Linux's pci_enable_atomic_ops_to_root
+    /// does.
+    Atomic,
 }
 
 /// Active State Power Management the host enables.
@@ -342,6 +346,8 @@ fn model_gbps(ctx: &Ctx, device: &str, op: Op, size: u64) -> Option<f64> {
             Op::Write => m.write(size),
             // Both directions at once: the per-direction rate, twice.
             Op::Rw => m.read_write(size).map(|x| 2.0 * x),
+            // The model has no AtomicOps.
+            Op::Atomic => return None,
         }
         .ok()?;
         best = Some(best.map_or(g, |b: f64| b.min(g)));
@@ -376,6 +382,11 @@ fn dma_row(
         Op::Read => DmaOpKind::Read,
         Op::Write => DmaOpKind::Write,
         Op::Rw => DmaOpKind::ReadWrite,
+        Op::Atomic => {
+            sim.enable_atomic_ops_to_root(device, &[size as u32])
+                .map_err(|e| fail(format!("--op atomic: {e}")))?;
+            DmaOpKind::FetchAdd
+        }
     };
     let pattern = match a.pattern {
         Pattern::Seq => AddrPattern::Sequential,
@@ -654,6 +665,7 @@ fn op_name(op: Op) -> &'static str {
         Op::Read => "read",
         Op::Write => "write",
         Op::Rw => "rw",
+        Op::Atomic => "atomic",
     }
 }
 
@@ -1078,6 +1090,17 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
     if a.count == 0 {
         return Err(fail("--count 0: allowed 1 or more"));
     }
+    if a.op == Op::Atomic {
+        if a.workload != Workload::Dma {
+            return Err(fail("--op atomic works with --workload dma"));
+        }
+        if !matches!(a.size, None | Some(4) | Some(8)) {
+            return Err(fail(format!(
+                "--size {}: an atomic counter is 4 or 8 bytes",
+                a.size.unwrap_or(0)
+            )));
+        }
+    }
     if a.pri && !a.ats {
         return Err(fail(
             "--pri needs --ats (page requests follow refused translations)",
@@ -1244,7 +1267,7 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
             a,
             &device,
             a.op,
-            a.size.unwrap_or(4096),
+            a.size.unwrap_or(if a.op == Op::Atomic { 8 } else { 4096 }),
             &mut cap,
         )?),
         Workload::MmioLat => rows = mmio_rows(&ctx, a, &mut cap)?,

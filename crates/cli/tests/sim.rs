@@ -152,6 +152,23 @@ fn bad_input_exits_2_with_one_line() {
             vec!["sim", &f, "--device-ready-us", "1000001"],
             "--device-ready-us 1000001",
         ),
+        (
+            vec!["sim", &f, "--op", "atomic"],
+            "--op atomic works with --workload dma",
+        ),
+        (
+            vec![
+                "sim",
+                &f,
+                "--workload",
+                "dma",
+                "--op",
+                "atomic",
+                "--size",
+                "16",
+            ],
+            "--size 16: an atomic counter is 4 or 8 bytes",
+        ),
     ] {
         let (rc, out, err) = pcielab(&args);
         assert_eq!(rc, 2, "{args:?}: {out}{err}");
@@ -447,4 +464,37 @@ fn mmio_means(extra: &[&str]) -> Vec<f64> {
         .iter()
         .map(|r| r["mean_latency_ns"].as_f64().unwrap())
         .collect()
+}
+
+#[test]
+fn atomic_counters_cost_a_read_plus_their_operand_upstream() {
+    // mem0, one at a time: an 8-byte FetchAdd's round trip is an 8-byte read's plus
+    // the operand's wire time on the two Gen3 x8 links up (8 × 8 × 130/128 × 376/375
+    // / 64 Gb/s = 1.018 ns each).
+    let f = example("sim-default.toml");
+    let row = |op: &str| {
+        first_row(&[
+            "sim",
+            &f,
+            "--workload",
+            "dma",
+            "--op",
+            op,
+            "--size",
+            "8",
+            "--window",
+            "1",
+            "--count",
+            "50",
+            "--json",
+        ])
+    };
+    let (a, r) = (row("atomic"), row("read"));
+    assert_eq!(
+        (a["op"].as_str(), a["failed"].as_u64()),
+        (Some("atomic"), Some(0))
+    );
+    assert!(a["model_gbps"].is_null());
+    let d = a["mean_latency_ns"].as_f64().unwrap() - r["mean_latency_ns"].as_f64().unwrap();
+    assert!((d - 2.036).abs() < 0.01, "{d} ns");
 }

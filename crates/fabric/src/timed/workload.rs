@@ -12,6 +12,10 @@ pub enum DmaOpKind {
     Write,
     /// Alternating reads and writes.
     ReadWrite,
+    /// FetchAdd AtomicOps adding 1 to a counter at each address (`size` 4: 32-bit
+    /// counters, any other size: 64-bit ones, 8 bytes counted per DMA). The device
+    /// needs AtomicOp Requester Enable (`FabricSim::enable_atomic_ops_to_root`).
+    FetchAdd,
 }
 
 /// How a stream picks addresses inside its window of host memory.
@@ -183,11 +187,17 @@ impl DmaStream {
             };
             let addr = self.base + slot * stride + self.offset;
             let write = match self.op {
-                DmaOpKind::Read => false,
+                DmaOpKind::Read | DmaOpKind::FetchAdd => false,
                 DmaOpKind::Write => true,
                 DmaOpKind::ReadWrite => self.issued % 2 == 1,
             };
-            let id = if write {
+            let id = if self.op == DmaOpKind::FetchAdd {
+                if self.size == 4 {
+                    cx.atomic(addr, super::AtomicOp::FetchAdd32(1))
+                } else {
+                    cx.atomic(addr, super::AtomicOp::FetchAdd64(1))
+                }
+            } else if write {
                 let i = self.issued;
                 let data: Vec<u8> = (0..self.size)
                     .map(|k| (k as u8) ^ (i as u8).wrapping_mul(31))
@@ -202,7 +212,11 @@ impl DmaStream {
                     None => cx.dma_read(addr, self.size),
                 }
             };
-            self.inflight.insert(id, (cx.now(), self.size));
+            let bytes = match self.op {
+                DmaOpKind::FetchAdd if self.size != 4 => 8,
+                _ => self.size,
+            };
+            self.inflight.insert(id, (cx.now(), bytes));
             self.issued += 1;
         }
     }

@@ -299,3 +299,38 @@ fn the_real_lspci_reads_the_atomicop_bits() {
     let usp_text = lspci_vvv(&sim, usp, "atomic-usp");
     assert!(usp_text.contains("AtomicOpsCtl: EgressBlck+"), "{usp_text}");
 }
+
+#[test]
+fn a_fetch_add_takes_a_reads_time_plus_its_operand_on_each_link_up() {
+    use pcielab_fabric::timed::{AddrPattern, DmaOpKind, DmaStream};
+    // One 8-byte FetchAdd and one 8-byte read, alone on the trained switch tree: the
+    // same path, the same host memory latency (a read of 8 bytes), the same CplD back;
+    // the request carries 8 bytes more on each of its two links up (Gen3 x4: 8 × 8
+    // bits × 130/128 × 376/375 / 32 Gb/s = 2036.67 ps each, rounded up to the ps).
+    let lat = |op| {
+        let mut sim = trained_sim(5, false);
+        let base = sim.alloc_dma(4096);
+        sim.enable_atomic_ops_to_root("ep", &[8]).unwrap();
+        sim.attach(
+            "ep",
+            Box::new(DmaStream::new(
+                op,
+                8,
+                1,
+                1,
+                base,
+                4096,
+                AddrPattern::Sequential,
+            )),
+        )
+        .unwrap();
+        sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+        assert!(sim.errors().is_empty(), "{:?}", sim.errors());
+        let r = sim.model("ep").unwrap().report().unwrap();
+        assert_eq!(r["failed"], 0);
+        (r["mean_latency_ns"].as_f64().unwrap() * 1000.0).round() as u64
+    };
+    let (atomic, read) = (lat(DmaOpKind::FetchAdd), lat(DmaOpKind::Read));
+    let d = atomic - read;
+    assert!((4073..=4075).contains(&d), "{atomic} - {read} = {d} ps");
+}
