@@ -1195,3 +1195,65 @@ fn pasid_capture_shows_the_prefix_in_dump_and_tshark() {
     assert_eq!(v.len(), with, "tshark sees every PASID prefix");
     assert!(v.iter().all(|l| *l == "7"), "{fields}");
 }
+
+#[test]
+fn atomic_capture_is_decoded_and_matched_by_dump_and_tshark() {
+    let pcap = tmp("sim-atomic.pcapng");
+    let trace = tmp("sim-atomic.txt");
+    let topo = example("sim-default.toml");
+    let (p, t) = (pcap.to_str().unwrap(), trace.to_str().unwrap());
+    let (rc, _, err) = pcielab(&[
+        "sim",
+        &topo,
+        "--workload",
+        "dma",
+        "--op",
+        "atomic",
+        "--size",
+        "8",
+        "--count",
+        "12",
+        "--window",
+        "4",
+        "--error-rate",
+        "0.05",
+        "--pcap",
+        p,
+        "--trace",
+        t,
+    ]);
+    assert_eq!(rc, 0, "{err}");
+    let n = trace_lines(&trace).len();
+    let dump = dump_json(&pcap);
+    assert_eq!(dump.len(), n);
+    // Twelve FetchAdds from mem0 cross two links; each link's CplD answers its request.
+    let fetch: Vec<&Value> = dump.iter().filter(|o| o["kind"] == "FetchAdd").collect();
+    let first_copies = fetch
+        .iter()
+        .filter(|o| o["interface"] == "mem0->sw0.0")
+        .count();
+    assert_eq!(first_copies, 12, "{fetch:?}");
+    let replies = dump
+        .iter()
+        .filter(|o| {
+            o["kind"] == "CplD" && o["interface"] == "sw0.0->mem0" && !o["request_frame"].is_null()
+        })
+        .count();
+    assert_eq!(replies, 12);
+    if !tshark_wanted() {
+        return;
+    }
+    let (checked, _) = compare_with_tshark(&pcap, n);
+    assert!(checked > 500, "{checked}");
+    let (kinds, _) = tshark(&[
+        "-r",
+        p,
+        "-T",
+        "fields",
+        "-e",
+        "pcielab.tlp.kind",
+        "-Y",
+        "pcielab.tlp.kind == \"FetchAdd\"",
+    ]);
+    assert!(kinds.lines().count() >= 24, "{kinds}");
+}
