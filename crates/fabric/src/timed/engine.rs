@@ -132,6 +132,12 @@ impl Kind {
         )
     }
 
+    /// A completion (Cpl or CplD).
+    #[inline(always)]
+    pub(crate) fn is_completion(self) -> bool {
+        matches!(self, Kind::Cpl | Kind::CplD)
+    }
+
     /// Routed to a function by ID (completions, and the messages the simulator sends
     /// to the root complex or to a device), rather than by address or hop by hop.
     #[inline(always)]
@@ -1191,7 +1197,11 @@ impl Engine {
         };
         let key = match kind {
             // Completions and error messages go to a function by ID (messages: the host bridge).
-            k if k.routed_by_id() => (onode, 1u64 << 63 | dest_id.raw() as u64),
+            // Completions apart from messages (ACS redirects them by different bits).
+            k if k.routed_by_id() => (
+                onode,
+                1u64 << 63 | (k.is_completion() as u64) << 32 | dest_id.raw() as u64,
+            ),
             // I/O BARs are as small as 4 bytes and share pages: one entry per DW. Bit 62
             // keeps the keys apart from memory pages (at most 2^52) and completions.
             Kind::IoRd | Kind::IoWr => (onode, 1u64 << 62 | (addr & 0xffff_fffc)),
@@ -1251,6 +1261,9 @@ impl Engine {
                 }
             }
         };
+        // A peer-to-peer TLP between two downstream ports of a switch goes by the root
+        // complex when the port it enters by redirects it (ACS; see the `acs` module).
+        let hops = self.acs_redirect(origin, kind, addr, dest_id, hops)?;
         let (path, n) = self.dir_path(&self.node_seq(onode, &hops, dest_node))?;
         let r = (path, n, dest);
         self.route_cache.insert(key, r);

@@ -46,6 +46,7 @@
 //! }
 //! ```
 
+mod acs;
 mod aer;
 pub(crate) mod aspm;
 mod atomic;
@@ -271,6 +272,12 @@ pub struct SimConfig {
     /// PRG Response leaves, on top of the root complex latency; 0..=1 s. An assumption
     /// (the spec sets none): default 10 µs.
     pub page_fault_latency: SimDuration,
+    /// Access Control Services: enumeration sets Source Validation, P2P Request
+    /// Redirect, P2P Completion Redirect and Upstream Forwarding in every downstream
+    /// port with the ACS capability, as Linux does when an IOMMU isolates devices:
+    /// peer-to-peer traffic between ports of a switch then goes by the root complex
+    /// (see the `acs` notes in the crate README). Default false.
+    pub acs: bool,
     /// Record every TLP/DLLP with its bytes. Default false.
     pub trace: bool,
     /// Record host-memory writes (requester, address, length) in order. Default false.
@@ -332,6 +339,7 @@ impl Default for SimConfig {
             ats: false,
             atc_entries: 64,
             pri: false,
+            acs: false,
             page_fault_latency: SimDuration::from_us(10),
             trace: false,
             log_writes: false,
@@ -897,6 +905,9 @@ impl FabricSim {
         }
         if cfg.ats {
             sim.world_mut().enable_ats_pri(cfg.pri);
+        }
+        if cfg.acs {
+            sim.world_mut().enable_acs();
         }
         // Link training ends in the InitFC handshake: every receiver advertises its
         // buffers with InitFC1 and InitFC2 for P, NP and Cpl (0 = infinite).

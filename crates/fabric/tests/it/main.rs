@@ -1,6 +1,7 @@
 //! Integration tests of pcielab-fabric: enumeration of the example topologies, routing,
 //! the real `lspci` reading our dumps, and random topologies.
 
+mod acs;
 mod aspm;
 mod atomic;
 mod ats;
