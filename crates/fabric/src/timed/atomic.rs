@@ -18,6 +18,8 @@
 //!   other access comes between. Operands and memory are little-endian. Otherwise (the
 //!   size not advertised, an MSI address, an IOMMU fault) it completes with
 //!   Unsupported Request; the root port logs the UR (advisory, as a completer does).
+//!   Poisoned operands leave the target alone: Poisoned TLP Received, and a UR
+//!   completion.
 //! * **Endpoints** complete no AtomicOps: one sent to a BAR is answered with
 //!   Unsupported Request, logged by the device.
 //! * **Ports** route AtomicOps (AtomicOp Routing Supported). A switch or root port
@@ -283,6 +285,20 @@ impl Engine {
             })
             .unwrap_or(0);
         let what = name(t.byte_count, size);
+        if t.poisoned {
+            // Poisoned operands: the target is left alone (PCIe Base Spec 2.7.2.2).
+            self.poisoned_received(rp, false, "AtomicOp", id, cx);
+            self.send_completions(
+                Origin::Host,
+                host,
+                &req,
+                CplStatus::Ur,
+                &[],
+                Poison::Clean,
+                cx,
+            );
+            return;
+        }
         let refuse = if caps & need == 0 {
             Some(format!("the root port completes no {what}"))
         } else if (MSI_RANGE.0..=MSI_RANGE.1).contains(&t.addr) {

@@ -334,3 +334,30 @@ fn a_fetch_add_takes_a_reads_time_plus_its_operand_on_each_link_up() {
     let d = atomic - read;
     assert!((4073..=4075).contains(&d), "{atomic} - {read} = {d} ps");
 }
+
+#[test]
+fn poisoned_operands_leave_the_target_alone() {
+    use pcielab_fabric::timed::SimConfig;
+    // Every TLP with data is poisoned where it is made: the FetchAdd's operand too.
+    let cfg = SimConfig {
+        poison_rate: 1.0,
+        ..hand_timing(false)
+    };
+    let mut sim = FabricSim::new(
+        &crate::common::switch_tree(5, false),
+        &KindRegistry::builtin(),
+        cfg,
+    )
+    .unwrap();
+    sim.run_for(SimDuration::from_us(5));
+    let b = sim.alloc_dma(4096);
+    sim.host_write(b, &7u32.to_le_bytes());
+    sim.enable_atomic_ops_to_root("ep", &[4]).unwrap();
+    let got = run(&mut sim, vec![(b, AtomicOp::FetchAdd32(1))]);
+    assert_eq!(got, [(false, vec![0; 4])]);
+    assert_eq!(mem(&sim, b, 4), 7u32.to_le_bytes());
+    assert!(sim
+        .errors()
+        .iter()
+        .any(|e| e.contains("poisoned AtomicOp received")));
+}
