@@ -193,6 +193,29 @@ pub(crate) fn request_repr<'a>(t: &Tlp, tag: Tag, data: &'a [u8]) -> TlpRepr<'a>
     TlpRepr::with_header(TlpHeader::Mem(h), data)
 }
 
+/// The Device Capabilities 2 bit of a completer for operands of `size` bytes (16: only
+/// CAS has them).
+fn completer_bit(size: u64) -> Option<u32> {
+    match size {
+        4 => Some(DEVCAP2_ATOMIC_COMPLETER_32),
+        8 => Some(DEVCAP2_ATOMIC_COMPLETER_64),
+        16 => Some(DEVCAP2_CAS_COMPLETER_128),
+        _ => None,
+    }
+}
+
+/// AtomicOp request `t` as the completion code sees it: a read of its operand size at
+/// its address; and that size.
+fn as_read(t: &Tlp) -> (Tlp, u64) {
+    let size = operand_size(t.byte_count, t.len as u64);
+    let req = Tlp {
+        kind: Kind::MRd,
+        len: size as u32,
+        ..t.clone()
+    };
+    (req, size)
+}
+
 /// An AtomicOp's name for messages.
 fn name(code: u16, size: u64) -> String {
     let op = match code {
@@ -260,20 +283,10 @@ impl Engine {
     #[inline(never)]
     pub(crate) fn host_atomic(&mut self, id: u32, cx: &mut Context<'_, PackedEv>) {
         let t = self.tlps[id as usize].clone();
-        let size = operand_size(t.byte_count, t.len as u64);
+        let (req, size) = as_read(&t);
         let host = self.host_bdf;
-        // The request as the completion code sees it: `size` bytes at its address.
-        let req = Tlp {
-            kind: Kind::MRd,
-            len: size as u32,
-            ..t.clone()
-        };
         let rp = self.last_rx_func;
-        let need = match (t.byte_count, size) {
-            (CAS, 16) => DEVCAP2_CAS_COMPLETER_128,
-            (_, 4) => DEVCAP2_ATOMIC_COMPLETER_32,
-            _ => DEVCAP2_ATOMIC_COMPLETER_64,
-        };
+        let need = completer_bit(size).unwrap_or(0);
         let caps = rp
             .and_then(|f| {
                 let (p, _) = err_caps(&self.fabric, f);
@@ -299,7 +312,7 @@ impl Engine {
             );
             return;
         }
-        let refuse = if caps & need == 0 {
+        let refuse = if need == 0 || caps & need == 0 {
             Some(format!("the root port completes no {what}"))
         } else if (MSI_RANGE.0..=MSI_RANGE.1).contains(&t.addr) {
             Some("the MSI address range is not memory".to_string())
@@ -364,7 +377,7 @@ impl Engine {
     #[inline(never)]
     pub(crate) fn device_atomic(&mut self, node: u32, id: u32, cx: &mut Context<'_, PackedEv>) {
         let t = self.tlps[id as usize].clone();
-        let size = operand_size(t.byte_count, t.len as u64);
+        let (req, size) = as_read(&t);
         let dev = self.nodes[node as usize].name.clone();
         self.errors.push(format!(
             "{dev}: {} at {:#x} from {}: the device completes no AtomicOps: Unsupported Request",
@@ -373,11 +386,6 @@ impl Engine {
             t.requester
         ));
         self.completer_ur(node, id, cx);
-        let req = Tlp {
-            kind: Kind::MRd,
-            len: size as u32,
-            ..t
-        };
         let (origin, me) = (self.origin_of(node), self.ep_bdf(node));
         self.send_completions(origin, me, &req, CplStatus::Ur, &[], Poison::Clean, cx);
     }
@@ -453,11 +461,8 @@ impl super::FabricSim {
             match fabric.functions[bf.0 as usize].role {
                 Role::RootPort { .. } => {
                     for &s in sizes {
-                        let bit = match s {
-                            4 => DEVCAP2_ATOMIC_COMPLETER_32,
-                            8 => DEVCAP2_ATOMIC_COMPLETER_64,
-                            16 => DEVCAP2_CAS_COMPLETER_128,
-                            _ => return Err(format!("AtomicOp size {s}: 4, 8 or 16 bytes")),
+                        let Some(bit) = completer_bit(s as u64) else {
+                            return Err(format!("AtomicOp size {s}: 4, 8 or 16 bytes"));
                         };
                         if cap2 & bit == 0 {
                             let what = if s == 16 {

@@ -44,6 +44,12 @@ use pcielab_wire::{AddressType, Bdf, CplStatus};
 /// digest.
 pub(crate) const MAX_RAW_TLP: usize = 16 + 16 + 4096 + 4;
 
+/// `b` decoded, without checking its digest.
+fn parse(b: &[u8]) -> pcielab_wire::Result<TlpRepr<'_>> {
+    let opts = ParseOptions { check_ecrc: false };
+    TlpPacket::new_checked(b).and_then(|p| TlpRepr::parse_with(&p, opts))
+}
+
 /// How many prefix DWs (Fmt 100b) `b` starts with.
 pub(crate) fn prefix_dws(b: &[u8]) -> usize {
     b.chunks_exact(4).take_while(|c| c[0] >> 5 == 0b100).count()
@@ -125,10 +131,7 @@ impl Engine {
         // Malformed or not carried: the bytes cross the link and the port handles them
         // (it answers a valid non-posted request: the device hears of that answer).
         if why.is_some() {
-            let opts = ParseOptions { check_ecrc: false };
-            if let Ok(r) =
-                TlpPacket::new_checked(&bytes[..]).and_then(|p| TlpRepr::parse_with(&p, opts))
-            {
+            if let Ok(r) = parse(&bytes) {
                 if r.kind().is_non_posted() {
                     self.expect_raw_completion(node, r.tag().value(), 4);
                 }
@@ -198,9 +201,7 @@ impl Engine {
 
     /// What valid raw bytes become.
     fn raw_carried(&mut self, bytes: &[u8]) -> Carried {
-        let opts = ParseOptions { check_ecrc: false };
-        let Ok(r) = TlpPacket::new_checked(bytes).and_then(|p| TlpRepr::parse_with(&p, opts))
-        else {
+        let Ok(r) = parse(bytes) else {
             return Carried::No("cannot be decoded".into());
         };
         let bad_digest = r.td
@@ -212,6 +213,20 @@ impl Engine {
             .iter()
             .find_map(|p| p.pasid())
             .map_or(NONE, |(p, _, _)| p);
+        // A memory request of `kind` for `len` bytes at `addr` with the device's fields.
+        let request = |kind, h: &pcielab_wire::tlp::MemHeader, addr, len| Tlp {
+            tag: h.tag.value(),
+            poisoned: r.ep,
+            td: r.td,
+            corrupted: bad_digest,
+            addr_type: if r.at == AddressType::Translated {
+                2
+            } else {
+                0
+            },
+            pasid,
+            ..Tlp::new(kind, h.requester_id, addr, len)
+        };
         match r.header {
             TlpHeader::Mem(h) => {
                 let write = match h.op {
@@ -231,19 +246,11 @@ impl Engine {
                             _ => super::atomic::CAS,
                         };
                         let n = r.payload.len() as u32;
-                        let mut t = Tlp::new(Kind::Atomic, h.requester_id, h.address, n);
-                        t.tag = h.tag.value();
-                        t.byte_count = code;
-                        t.poisoned = r.ep;
-                        t.td = r.td;
-                        t.corrupted = bad_digest;
-                        t.addr_type = if r.at == AddressType::Translated {
-                            2
-                        } else {
-                            0
+                        let t = Tlp {
+                            byte_count: code,
+                            data: self.alloc_payload(r.payload),
+                            ..request(Kind::Atomic, &h, h.address, n)
                         };
-                        t.pasid = pasid;
-                        t.data = self.alloc_payload(r.payload);
                         return Carried::Tlp(t, h.requester_id);
                     }
                 };
@@ -273,17 +280,7 @@ impl Engine {
                 let front = shape.first_byte();
                 let len = shape.byte_count();
                 let kind = if write { Kind::MWr } else { Kind::MRd };
-                let mut t = Tlp::new(kind, h.requester_id, h.address + front as u64, len);
-                t.tag = h.tag.value();
-                t.poisoned = r.ep;
-                t.td = r.td;
-                t.corrupted = bad_digest;
-                t.addr_type = if r.at == AddressType::Translated {
-                    2
-                } else {
-                    0
-                };
-                t.pasid = pasid;
+                let mut t = request(kind, &h, h.address + front as u64, len);
                 if write {
                     let s = front as usize;
                     let e = (s + len as usize).min(r.payload.len());
@@ -378,9 +375,7 @@ impl Engine {
             return;
         }
         let why = why.unwrap_or_else(|| "not carried".into());
-        let opts = ParseOptions { check_ecrc: false };
-        let r = TlpPacket::new_checked(&bytes[..]).and_then(|p| TlpRepr::parse_with(&p, opts));
-        let Ok(r) = r else {
+        let Ok(r) = parse(&bytes) else {
             return;
         };
         let kind = r.kind();
