@@ -298,52 +298,35 @@ impl Engine {
             })
             .unwrap_or(0);
         let what = name(t.byte_count, size);
-        if t.poisoned {
-            // Poisoned operands: the target is left alone (PCIe Base Spec 2.7.2.2).
-            self.poisoned_received(rp, false, "AtomicOp", id, cx);
-            self.send_completions(
-                Origin::Host,
-                host,
-                &req,
-                CplStatus::Ur,
-                &[],
-                Poison::Clean,
-                cx,
-            );
-            return;
-        }
-        let refuse = if need == 0 || caps & need == 0 {
-            Some(format!("the root port completes no {what}"))
+        // Why the root complex refuses it (None: poisoned operands, which leave the
+        // target alone; PCIe Base Spec 2.7.2.2), or the physical address.
+        let target = if t.poisoned {
+            Err(None)
+        } else if need == 0 || caps & need == 0 {
+            Err(Some(format!("the root port completes no {what}")))
         } else if (MSI_RANGE.0..=MSI_RANGE.1).contains(&t.addr) {
-            Some("the MSI address range is not memory".to_string())
+            Err(Some("the MSI address range is not memory".to_string()))
         } else {
-            None
-        };
-        let target = match refuse {
-            Some(r) => Err(r),
-            None => self
-                .dma_target(id, cx.now())
-                .ok_or_else(|| "IOMMU fault".to_string()),
+            self.dma_target(id, cx.now())
+                .ok_or_else(|| Some("IOMMU fault".to_string()))
         };
         let p = match target {
             Ok(p) => p,
             Err(why) => {
-                self.errors.push(format!(
-                    "root complex: {what} at {:#x} from {}: {why}: Unsupported Request",
-                    t.addr, t.requester
-                ));
-                if let Some(f) = rp {
-                    self.signal_error(f, AER_UNSUPPORTED, true, Some(id), cx);
+                match why {
+                    None => self.poisoned_received(rp, false, "AtomicOp", id, cx),
+                    Some(why) => {
+                        self.errors.push(format!(
+                            "root complex: {what} at {:#x} from {}: {why}: Unsupported Request",
+                            t.addr, t.requester
+                        ));
+                        if let Some(f) = rp {
+                            self.signal_error(f, AER_UNSUPPORTED, true, Some(id), cx);
+                        }
+                    }
                 }
-                self.send_completions(
-                    Origin::Host,
-                    host,
-                    &req,
-                    CplStatus::Ur,
-                    &[],
-                    Poison::Clean,
-                    cx,
-                );
+                let clean = Poison::Clean;
+                self.send_completions(Origin::Host, host, &req, CplStatus::Ur, &[], clean, cx);
                 return;
             }
         };
