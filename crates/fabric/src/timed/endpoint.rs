@@ -163,7 +163,8 @@ pub(crate) enum EpCmd {
     Atomic {
         id: DmaId,
         addr: u64,
-        op: super::atomic::AtomicOp,
+        /// Boxed: its 128-bit operands would double the size of every command.
+        op: Box<super::atomic::AtomicOp>,
     },
 }
 
@@ -345,7 +346,11 @@ impl EpCx<'_> {
     /// ```
     pub fn atomic(&mut self, addr: u64, op: super::atomic::AtomicOp) -> DmaId {
         let id = self.dma_id();
-        self.cmds.push(EpCmd::Atomic { id, addr, op });
+        self.cmds.push(EpCmd::Atomic {
+            id,
+            addr,
+            op: Box::new(op),
+        });
         id
     }
     /// Sends one TLP the device built itself, as its bytes on the wire (prefixes,

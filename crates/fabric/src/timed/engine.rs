@@ -3074,7 +3074,7 @@ impl Engine {
             }
             EpCmd::Intx(assert) => self.device_intx(node, assert, cx),
             EpCmd::Raw(bytes) => self.send_raw(node, bytes, cx),
-            EpCmd::Atomic { id, addr, op } => self.new_atomic(node, id, addr, op, cx),
+            EpCmd::Atomic { id, addr, op } => self.new_atomic(node, id, addr, *op, cx),
             EpCmd::Pme => {
                 if let Some(f) = self.nodes[node as usize].func {
                     self.device_pme(f, cx);
