@@ -2478,9 +2478,6 @@ impl Engine {
         let t = self.tlps[id as usize].clone();
         match (t.dest, t.kind) {
             (Dest::Refused, _) => self.refused_upstream(id, cx),
-            (_, Kind::Raw) => self.raw_arrived(id, cx),
-            (Dest::HostMemory, Kind::Atomic) => self.host_atomic(id, cx),
-            (Dest::Bar { node, .. }, Kind::Atomic) => self.device_atomic(node, id, cx),
             (Dest::HostMemory, Kind::MRd) => {
                 let host = self.host_bdf;
                 let phys = self.dma_target(id, cx.now());
@@ -2662,6 +2659,20 @@ impl Engine {
                     self.root_pme(rp, t.requester, cx);
                 }
             }
+            _ => self.consume_rare(id, &t, cx),
+        }
+        self.release(id);
+    }
+
+    /// `consume` for the kinds off the hot path (kept out of its dispatch): raw TLPs,
+    /// AtomicOps, and TLPs that reach a consumer that takes none of their kind.
+    #[cold]
+    #[inline(never)]
+    fn consume_rare(&mut self, id: u32, t: &Tlp, cx: &mut Context<'_, PackedEv>) {
+        match (t.dest, t.kind) {
+            (_, Kind::Raw) => self.raw_arrived(id, cx),
+            (Dest::HostMemory, Kind::Atomic) => self.host_atomic(id, cx),
+            (Dest::Bar { node, .. }, Kind::Atomic) => self.device_atomic(node, id, cx),
             _ => {
                 // A completion routed to a BAR, a request to the RC's completion sink…
                 self.errors.push(format!(
@@ -2670,7 +2681,6 @@ impl Engine {
                 ));
             }
         }
-        self.release(id);
     }
 
     /// A configuration request reached `node`: the target function's configuration
