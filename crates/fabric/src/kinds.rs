@@ -26,6 +26,7 @@
 //! | psmem | `rom_size` | 0 or a power of two ≥ 2048 | 0 | expansion ROM size (0: none) |
 //! | psmem | `sriov_vfs` | 0..=255 | 0 | TotalVFs of an SR-IOV capability (0: none) |
 //! | psmem | `pme` | bool | false | the PM capability advertises PME from D0 and D3hot (PME_En writable) |
+//! | psmem | `atomics` | bool | false | the memory BAR completes 32- and 64-bit AtomicOps and 128-bit CAS from peers (Device Capabilities 2) |
 //!
 //! ```
 //! use pcielab_fabric::kinds::KindRegistry;
@@ -458,6 +459,12 @@ impl KindRegistry {
                 Some(ParamValue::Bool(false)),
                 "PM capability advertises PME (D0, D3hot)",
             ),
+            key(
+                "atomics",
+                KeyType::Bool,
+                Some(ParamValue::Bool(false)),
+                "the memory BAR completes 32- and 64-bit AtomicOps and 128-bit CAS (peer AtomicOps)",
+            ),
         ];
         ps.extend(common_keys(512, device_ids::PSMEM as i64));
         r.register(KindSpec {
@@ -700,6 +707,7 @@ fn build_psmem(ctx: &EndpointCtx<'_>) -> Result<Vec<HwFunction>, KindError> {
         })
         .with(PcieCap {
             e2e_prefix: true,
+            atomics: p.bool("atomics").unwrap_or(false),
             ..ctx.pcie
         })
         .with_ext(AerCap::default())

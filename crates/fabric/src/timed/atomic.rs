@@ -20,8 +20,9 @@
 //!   Unsupported Request; the root port logs the UR (advisory, as a completer does).
 //!   Poisoned operands leave the target alone: Poisoned TLP Received, and a UR
 //!   completion.
-//! * **Endpoints** complete no AtomicOps: one sent to a BAR is answered with
-//!   Unsupported Request, logged by the device.
+//! * **Endpoints**: psmem with `atomics = true` advertises the completer sizes and
+//!   completes peer AtomicOps on its BAR memory; other devices (and device models with
+//!   their own `Endpoint`) answer Unsupported Request, logged by the device.
 //! * **Ports** route AtomicOps (AtomicOp Routing Supported). A switch or root port
 //!   with AtomicOp Egress Blocking set (Device Control 2 bit 7) refuses one that would
 //!   leave by it: Unsupported Request, and AtomicOp Egress Blocked (AER uncorrectable
@@ -354,22 +355,60 @@ impl Engine {
         }
     }
 
-    /// AtomicOp `id` reached a BAR of `node`: endpoints complete none (Unsupported
-    /// Request, logged by the device).
+    /// AtomicOp `id` reached BAR `bar` of `node` at `offset`: a device without a timed
+    /// model (psmem) completes it on its memory when its Device Capabilities 2 advertise
+    /// the size (`atomics = true`); otherwise Unsupported Request, logged by the device.
     #[cold]
     #[inline(never)]
-    pub(crate) fn device_atomic(&mut self, node: u32, id: u32, cx: &mut Context<'_, PackedEv>) {
+    pub(crate) fn device_atomic(
+        &mut self,
+        (node, bar, offset): (u32, u8, u64),
+        id: u32,
+        cx: &mut Context<'_, PackedEv>,
+    ) {
         let t = self.tlps[id as usize].clone();
         let (req, size) = as_read(&t);
+        let (origin, me) = (self.origin_of(node), self.ep_bdf(node));
+        let caps = self.nodes[node as usize]
+            .func
+            .and_then(|f| {
+                let (p, _) = err_caps(&self.fabric, f);
+                p.map(|p| {
+                    self.fabric.functions[f.0 as usize]
+                        .config
+                        .read_u32(p + pcie_reg::DEVCAP2)
+                })
+            })
+            .unwrap_or(0);
+        if t.poisoned {
+            // Poisoned operands: the target is left alone (PCIe Base Spec 2.7.2.2).
+            let f = self.nodes[node as usize].func;
+            self.poisoned_received(f, false, "AtomicOp", id, cx);
+            self.send_completions(origin, me, &req, CplStatus::Ur, &[], Poison::Clean, cx);
+            return;
+        }
+        let completes =
+            completer_bit(size).is_some_and(|b| caps & b != 0) && self.is_functional(node);
+        let mut old = vec![0u8; size as usize];
+        let payload = self.payload(id).to_vec();
+        let done = completes
+            && self.functional_model(node).is_some_and(|m| {
+                m.mem_read(bar, offset, &mut old).is_ok()
+                    && result(t.byte_count, t.addr, &old, &payload)
+                        .map_or(true, |new| m.mem_write(bar, offset, &new).is_ok())
+            });
+        if done {
+            self.send_completions(origin, me, &req, CplStatus::Sc, &old, Poison::Clean, cx);
+            return;
+        }
         let dev = self.nodes[node as usize].name.clone();
         self.errors.push(format!(
-            "{dev}: {} at {:#x} from {}: the device completes no AtomicOps: Unsupported Request",
+            "{dev}: {} at {:#x} from {}: the device does not complete it: Unsupported Request",
             name(t.byte_count, size),
             t.addr,
             t.requester
         ));
         self.completer_ur(node, id, cx);
-        let (origin, me) = (self.origin_of(node), self.ep_bdf(node));
         self.send_completions(origin, me, &req, CplStatus::Ur, &[], Poison::Clean, cx);
     }
 

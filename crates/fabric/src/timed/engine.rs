@@ -2672,7 +2672,9 @@ impl Engine {
         match (t.dest, t.kind) {
             (_, Kind::Raw) => self.raw_arrived(id, cx),
             (Dest::HostMemory, Kind::Atomic) => self.host_atomic(id, cx),
-            (Dest::Bar { node, .. }, Kind::Atomic) => self.device_atomic(node, id, cx),
+            (Dest::Bar { node, bar, offset }, Kind::Atomic) => {
+                self.device_atomic((node, bar, offset), id, cx)
+            }
             _ => {
                 // A completion routed to a BAR, a request to the RC's completion sink…
                 self.errors.push(format!(
@@ -2807,7 +2809,7 @@ impl Engine {
         matches!(&self.nodes[node as usize].kind, NodeKind::Ep(ep) if ep.model.is_none())
     }
 
-    fn functional_model(
+    pub(crate) fn functional_model(
         &mut self,
         node: u32,
     ) -> Option<&mut Box<dyn crate::functional::FunctionModel>> {

@@ -272,7 +272,64 @@ fn an_endpoint_target_answers_unsupported_request() {
     assert!(sim
         .errors()
         .iter()
-        .any(|e| e.contains("the device completes no AtomicOps")));
+        .any(|e| e.contains("the device does not complete it")));
+}
+
+#[test]
+fn a_psmem_with_atomics_completes_peer_atomic_ops_on_its_memory() {
+    // ep2 completes AtomicOps (psmem key atomics = true): ep's FetchAdd and CAS on
+    // ep2's BAR go across the switch, peer to peer.
+    let text = "[[node]]\nname=\"rc\"\nkind=\"root-complex\"\n\
+        [[node]]\nname=\"sw\"\nkind=\"switch\"\nports=2\n\
+        [[node]]\nname=\"ep\"\nkind=\"psmem\"\n\
+        [[node]]\nname=\"ep2\"\nkind=\"psmem\"\natomics=true\n\
+        [[link]]\nup=\"rc.0\"\ndown=\"sw\"\ngen=3\nwidth=4\n\
+        [[link]]\nup=\"sw.0\"\ndown=\"ep\"\ngen=3\nwidth=4\n\
+        [[link]]\nup=\"sw.1\"\ndown=\"ep2\"\ngen=3\nwidth=4\n";
+    let reg = KindRegistry::builtin();
+    let topo = Topology::parse(text, "t.toml", &reg).unwrap();
+    let mut sim = FabricSim::new(&topo, &reg, hand_timing(true)).unwrap();
+    sim.run_for(SimDuration::from_us(5));
+    sim.enable_atomic_ops_to_root("ep", &[8]).unwrap();
+    let bar = sim.bar("ep2", 0).unwrap();
+    sim.mmio_write(bar + 0x40, &100u64.to_le_bytes()).unwrap();
+    // The posted write lands before the device starts.
+    sim.run_for(SimDuration::from_us(2));
+    let ep2 = sim.bdf("ep2").unwrap();
+    assert!(lspci_vvv(&sim, ep2, "atomic-ep2").contains("AtomicOpsCap: 32bit+ 64bit+ 128bitCAS+"));
+    let got = run(
+        &mut sim,
+        vec![
+            (bar + 0x40, AtomicOp::FetchAdd64(5)),
+            (
+                bar + 0x40,
+                AtomicOp::Cas64 {
+                    compare: 105,
+                    swap: 7,
+                },
+            ),
+        ],
+    );
+    assert!(sim.errors().is_empty(), "{:?}", sim.errors());
+    assert_eq!(
+        got,
+        [
+            (true, 100u64.to_le_bytes().to_vec()),
+            (true, 105u64.to_le_bytes().to_vec())
+        ]
+    );
+    let r = sim.mmio_read(bar + 0x40, 8).unwrap();
+    let pcielab_fabric::timed::HostRead::Done { data, .. } = r else {
+        panic!("{r:?}")
+    };
+    assert_eq!(data, 7u64.to_le_bytes());
+    // Peer to peer: the requests never reach the root complex.
+    let t = sim.trace().unwrap();
+    let dirs: Vec<&str> = trace_tlps(t)
+        .filter(|(_, p)| p.kind() == TlpKind::FetchAdd || p.kind() == TlpKind::CAS)
+        .map(|(r, _)| t.dir_names[r.dir as usize].as_str())
+        .collect();
+    assert_eq!(dirs, ["ep->sw.0", "sw.1->ep2", "ep->sw.0", "sw.1->ep2"]);
 }
 
 #[test]

@@ -14,12 +14,13 @@ use pcielab_sim::SimDuration;
 use pcielab_wire::tlp::TlpRepr;
 use pcielab_wire::{Bdf, ByteEnables, CplStatus, Tag};
 
-/// RC ─ switch (two surprise hot-plug slots) ─ ep (with an I/O BAR), ep2; ep3 on a
+/// RC ─ switch (two surprise hot-plug slots) ─ ep (with an I/O BAR), ep2 (an AtomicOp
+/// completer); ep3 on a
 /// second root port (an orderly hot-plug slot: attention button, power controller).
 const TOPO: &str = "[[node]]\nname=\"rc\"\nkind=\"root-complex\"\nports=2\nhotplug_power=true\n\
     [[node]]\nname=\"sw\"\nkind=\"switch\"\nports=2\nhotplug=true\n\
     [[node]]\nname=\"ep\"\nkind=\"psmem\"\nio_size=256\n\
-    [[node]]\nname=\"ep2\"\nkind=\"psmem\"\n\
+    [[node]]\nname=\"ep2\"\nkind=\"psmem\"\natomics=true\n\
     [[node]]\nname=\"ep3\"\nkind=\"psmem\"\n\
     [[link]]\nup=\"rc.0\"\ndown=\"sw\"\ngen=3\nwidth=4\n\
     [[link]]\nup=\"sw.0\"\ndown=\"ep\"\ngen=3\nwidth=4\n\
