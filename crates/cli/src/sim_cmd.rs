@@ -180,6 +180,14 @@ pub struct SimArgs {
     /// The root complex splits peer-to-peer requests into pieces of this many bytes.
     #[arg(long)]
     p2p_split: Option<u32>,
+    /// Peer-to-peer (--workload dma): the stream targets this endpoint's memory BAR
+    /// instead of host memory.
+    #[arg(long)]
+    peer: Option<String>,
+    /// Access Control Services: every downstream port redirects peer-to-peer requests
+    /// and completions by the root complex (as Linux sets it with an IOMMU).
+    #[arg(long)]
+    acs: bool,
     /// An IOMMU in the root complex: the DMA workloads then use I/O virtual addresses
     /// (from 0x10_0000_0000) mapped page by page to their host buffer, and every
     /// untranslated request is looked up in the IOTLB.
@@ -366,6 +374,24 @@ fn dma_row(
 ) -> Result<Value, Failure> {
     let mut sim = ctx.new_sim()?;
     let mut base = sim.alloc_dma(a.region);
+    let mut region = a.region;
+    if let Some(peer) = &a.peer {
+        if peer == device {
+            return Err(fail(format!("--peer {peer:?}: the device itself")));
+        }
+        // Peer to peer: the stream's buffer is the peer's memory BAR.
+        let bar = sim
+            .bdf(peer)
+            .and_then(|b| sim.tree().get(b))
+            .and_then(|n| {
+                n.bars
+                    .iter()
+                    .find(|b| b.index == 0 && !matches!(b.bar, pcielab_config::Bar::Io { .. }))
+            })
+            .ok_or_else(|| fail(format!("--peer {peer:?}: no endpoint with a memory BAR 0")))?;
+        base = bar.address;
+        region = region.min(bar.bar.size());
+    }
     if a.iommu {
         // The device sees I/O virtual addresses; the IOMMU maps them to the buffer
         // (with --pri, page by page as the device asks).
@@ -396,7 +422,7 @@ fn dma_row(
     sim.attach(
         device,
         Box::new({
-            let mut st = DmaStream::new(kind, size, a.window, count, base, a.region, pattern);
+            let mut st = DmaStream::new(kind, size, a.window, count, base, region, pattern);
             st.pasid = a.pasid;
             st
         }),
@@ -486,8 +512,9 @@ fn dma_row(
     });
     let mut row = json!({
         "workload": "dma", "device": device,
-        "op": op_name(op), "size_B": size, "window": a.window,
-        "gbps": rep["gbps"], "model_gbps": model_gbps(ctx, device, op, size),
+        "op": op_name(op), "size_B": size, "window": a.window, "peer": a.peer,
+        "gbps": rep["gbps"],
+        "model_gbps": if a.peer.is_some() { None } else { model_gbps(ctx, device, op, size) },
         "mean_latency_ns": rep["mean_latency_ns"],
         "min_latency_ns": rep["min_latency_ns"], "max_latency_ns": rep["max_latency_ns"],
         "dmas": rep["dmas"], "failed": rep["failed"], "replays": replays,
@@ -1090,6 +1117,16 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
     if a.count == 0 {
         return Err(fail("--count 0: allowed 1 or more"));
     }
+    if a.peer.is_some() {
+        if a.workload != Workload::Dma {
+            return Err(fail("--peer works with --workload dma"));
+        }
+        if a.iommu {
+            return Err(fail(
+                "--peer with --iommu: the IOMMU does not translate peer-to-peer requests",
+            ));
+        }
+    }
     if a.op == Op::Atomic {
         if a.workload != Workload::Dma {
             return Err(fail("--op atomic works with --workload dma"));
@@ -1177,6 +1214,7 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         ber: a.ber,
         cut_through: a.cut_through,
         p2p_split: a.p2p_split,
+        acs: a.acs,
         iommu: a.iommu.then(|| IommuConfig {
             page_size: a.iommu_page,
             iotlb_entries: a.iotlb_entries,
@@ -1372,6 +1410,8 @@ impl SimArgs {
             aspm: self.aspm,
             gap_us: self.gap_us,
             p2p_split: self.p2p_split,
+            peer: None,
+            acs: self.acs,
             iommu: self.iommu,
             iotlb_entries: self.iotlb_entries,
             page_walk_ns: self.page_walk_ns,

@@ -157,6 +157,22 @@ fn bad_input_exits_2_with_one_line() {
             "--op atomic works with --workload dma",
         ),
         (
+            vec!["sim", &f, "--peer", "mem1"],
+            "--peer works with --workload dma",
+        ),
+        (
+            vec!["sim", &f, "--workload", "dma", "--peer", "mem0"],
+            "--peer \"mem0\": the device itself",
+        ),
+        (
+            vec!["sim", &f, "--workload", "dma", "--peer", "nope"],
+            "--peer \"nope\": no endpoint with a memory BAR 0",
+        ),
+        (
+            vec!["sim", &f, "--workload", "dma", "--peer", "mem1", "--iommu"],
+            "the IOMMU does not translate peer-to-peer requests",
+        ),
+        (
             vec![
                 "sim",
                 &f,
@@ -497,4 +513,64 @@ fn atomic_counters_cost_a_read_plus_their_operand_upstream() {
     assert!(a["model_gbps"].is_null());
     let d = a["mean_latency_ns"].as_f64().unwrap() - r["mean_latency_ns"].as_f64().unwrap();
     assert!((d - 2.036).abs() < 0.01, "{d} ns");
+}
+
+#[test]
+fn peer_to_peer_streams_cross_the_switch_or_go_by_the_root_complex_with_acs() {
+    // mem0 (Gen3 x8) writes 4 KiB DMAs into mem1's BAR (Gen3 x4) below the same switch:
+    // the Gen3 x4 link's TLP rate, 32 GT/s × 128/130 × 375/376 × 256/280 = 28.73 Gb/s
+    // (256 payload bytes, a 4DW header and 8 framing bytes). Directly, only the two
+    // device links carry the TLPs; with --acs the switch sends them up to the root
+    // complex and back, at the same rate.
+    let f = example("sim-default.toml");
+    let run = |extra: &[&str], op: &str, size: &str| {
+        let mut args = vec![
+            "sim",
+            &f,
+            "--workload",
+            "dma",
+            "--device",
+            "mem0",
+            "--peer",
+            "mem1",
+            "--op",
+            op,
+            "--size",
+            size,
+            "--json",
+        ];
+        args.extend(extra);
+        first_row(&args)
+    };
+    let busy = |row: &serde_json::Value| -> Vec<String> {
+        row["links"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|l| l["tlps"].as_u64() == Some(200 * 16))
+            .map(|l| l["link"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let want = 32.0 * 128.0 / 130.0 * 375.0 / 376.0 * 256.0 / 280.0;
+    let direct = run(&[], "write", "4096");
+    let g = direct["gbps"].as_f64().unwrap();
+    assert!((g - want).abs() / want < 1e-3, "{g} vs {want}");
+    assert!(direct["model_gbps"].is_null());
+    assert_eq!(busy(&direct), ["mem0->sw0.0", "sw0.1->mem1"]);
+    let acs = run(&["--acs"], "write", "4096");
+    let g = acs["gbps"].as_f64().unwrap();
+    assert!((g - want).abs() / want < 1e-3, "{g} vs {want}");
+    assert_eq!(
+        busy(&acs),
+        ["rc.0->sw0", "sw0->rc.0", "mem0->sw0.0", "sw0.1->mem1"]
+    );
+    // One 64-byte read at a time: the detour costs the root complex and the switch
+    // once more each way, plus four more link crossings.
+    let lat = |extra: &[&str]| {
+        let mut e = vec!["--window", "1", "--count", "50"];
+        e.extend(extra);
+        run(&e, "read", "64")["mean_latency_ns"].as_f64().unwrap()
+    };
+    let (d, a) = (lat(&[]), lat(&["--acs"]));
+    assert!(a - d > 400.0 && a - d < 700.0, "{d} -> {a} ns");
 }
