@@ -13,6 +13,7 @@ mod model_cmd;
 mod nettlp_cmd;
 mod sim_capture;
 mod sim_cmd;
+mod sim_inject;
 mod tlp_cmd;
 mod topo_cmd;
 

@@ -28,6 +28,10 @@ pub enum Workload {
     /// configuration requests that travel the links as CfgRd/CfgWr TLPs: the functions
     /// found, the requests made and how long it took.
     Enumerate,
+    /// The device (--device) sends the TLPs given with --tlp HEX, byte for byte, on its
+    /// link: what the port above did with each (Malformed, Unsupported Request,
+    /// carried), the completions that came back, and the AER status left.
+    Inject,
 }
 
 /// DMA direction.
@@ -180,6 +184,9 @@ pub struct SimArgs {
     /// The root complex splits peer-to-peer requests into pieces of this many bytes.
     #[arg(long)]
     p2p_split: Option<u32>,
+    /// A TLP as hex for --workload inject (repeatable; `pcielab tlp encode` makes one).
+    #[arg(long = "tlp", value_name = "HEX")]
+    tlps: Vec<String>,
     /// Peer-to-peer (--workload dma): the stream targets this endpoint's memory BAR
     /// instead of host memory.
     #[arg(long)]
@@ -1117,6 +1124,16 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
     if a.count == 0 {
         return Err(fail("--count 0: allowed 1 or more"));
     }
+    let tlps = match a.workload {
+        Workload::Inject => {
+            if a.csv {
+                return Err(fail("--csv: --workload inject prints a table or --json"));
+            }
+            crate::sim_inject::parse_tlps(&a.tlps)?
+        }
+        _ if !a.tlps.is_empty() => return Err(fail("--tlp works with --workload inject")),
+        _ => Vec::new(),
+    };
     if a.peer.is_some() {
         if a.workload != Workload::Dma {
             return Err(fail("--peer works with --workload dma"));
@@ -1310,6 +1327,20 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         )?),
         Workload::MmioLat => rows = mmio_rows(&ctx, a, &mut cap)?,
         Workload::Enumerate => rows = enumerate_rows(&ctx, &mut cap)?,
+        Workload::Inject => {
+            let mut sim = ctx.new_sim()?;
+            sim.run_for(SimDuration::from_us(2)); // links up
+            let label = format!("inject from {device}");
+            rows = crate::sim_inject::inject_rows(&mut sim, &device, tlps, |sim| {
+                match cap.as_mut() {
+                    None => {
+                        sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+                        Ok(())
+                    }
+                    Some(c) => run_captured(sim, c, &label),
+                }
+            })?;
+        }
         Workload::Sweep => {
             let sizes = parse_sizes(&a.sizes)?;
             let targets: Vec<String> = match &a.device {
@@ -1346,6 +1377,8 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         s
     } else if a.csv {
         fmt_csv(&rows)
+    } else if a.workload == Workload::Inject {
+        header + &crate::sim_inject::fmt_inject(&rows)
     } else {
         header + &fmt_table(&rows)
     };
@@ -1411,6 +1444,7 @@ impl SimArgs {
             gap_us: self.gap_us,
             p2p_split: self.p2p_split,
             peer: None,
+            tlps: Vec::new(),
             acs: self.acs,
             iommu: self.iommu,
             iotlb_entries: self.iotlb_entries,

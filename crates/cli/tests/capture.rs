@@ -1257,3 +1257,54 @@ fn atomic_capture_is_decoded_and_matched_by_dump_and_tshark() {
     ]);
     assert!(kinds.lines().count() >= 24, "{kinds}");
 }
+
+#[test]
+fn an_injected_malformed_tlp_is_captured_as_sent_and_flagged_by_dump_and_tshark() {
+    // mem0 sends a write whose Length (2 DW) exceeds its data (1 DW), then a read.
+    let pcap = tmp("sim-inject.pcapng");
+    let topo = example("sim-default.toml");
+    let p = pcap.to_str().unwrap();
+    let bad = "40000002_0300010f_00001000_deadbeef";
+    let (rc, _, err) = pcielab(&[
+        "sim",
+        &topo,
+        "--workload",
+        "inject",
+        "--tlp",
+        bad,
+        "--tlp",
+        "00000001_0300050f_00001000",
+        "--pcap",
+        p,
+    ]);
+    assert_eq!(rc, 0, "{err}");
+    let (_, text, _) = pcielab(&["dump", p]);
+    // As it crossed the device's link, and nowhere else.
+    let bad_lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("malformed TLP"))
+        .collect();
+    assert_eq!(bad_lines.len(), 1, "{text}");
+    assert!(
+        bad_lines[0].contains("mem0->sw0.0 malformed TLP: truncated"),
+        "{text}"
+    );
+    // The read is answered and matched.
+    assert!(text.contains("CplD 00:00.0 -> 03:00.0 tag 5 SC"), "{text}");
+    if !tshark_wanted() {
+        return;
+    }
+    let (out, _) = tshark(&[
+        "-r",
+        p,
+        "-Y",
+        "pcielab.tlp.error",
+        "-T",
+        "fields",
+        "-e",
+        "pcielab.tlp.error",
+    ]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 1, "{out}");
+    assert!(lines[0].contains("truncated"), "{out}");
+}

@@ -161,6 +161,22 @@ fn bad_input_exits_2_with_one_line() {
             "--peer works with --workload dma",
         ),
         (
+            vec!["sim", &f, "--workload", "inject"],
+            "--workload inject needs at least one --tlp HEX",
+        ),
+        (
+            vec!["sim", &f, "--workload", "inject", "--tlp", "40zz"],
+            "--tlp #1: bad hex",
+        ),
+        (
+            vec!["sim", &f, "--tlp", "00"],
+            "--tlp works with --workload inject",
+        ),
+        (
+            vec!["sim", &f, "--workload", "inject", "--tlp", "00", "--csv"],
+            "--csv: --workload inject prints a table or --json",
+        ),
+        (
             vec!["sim", &f, "--workload", "dma", "--peer", "mem0"],
             "--peer \"mem0\": the device itself",
         ),
@@ -573,4 +589,81 @@ fn peer_to_peer_streams_cross_the_switch_or_go_by_the_root_complex_with_acs() {
     };
     let (d, a) = (lat(&[]), lat(&["--acs"]));
     assert!(a - d > 400.0 && a - d < 700.0, "{d} -> {a} ns");
+}
+
+#[test]
+fn injected_tlps_show_what_the_port_does_with_each() {
+    // From mem0 (03:00.0), hand-made: a 1-DW write of deadbeef to host memory at
+    // 0x1000, a 1-DW read of it back (tag 5), a CfgRd0 (configuration requests never
+    // travel upstream), and a write whose Length (2 DW) exceeds its data (1 DW).
+    let f = example("sim-default.toml");
+    let (rc, out, err) = pcielab(&[
+        "sim",
+        &f,
+        "--workload",
+        "inject",
+        "--tlp",
+        "40000001_0300010f_00001000_deadbeef",
+        "--tlp",
+        "00000001_0300050f_00001000",
+        "--tlp",
+        "04000001_03000a0f_00000000",
+        "--tlp",
+        "40000002_0300010f_00001000_deadbeef",
+        "--json",
+    ]);
+    assert_eq!(rc, 0, "{err}");
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    let of = |w: &str| {
+        rows.iter()
+            .filter(|r| r["workload"] == w)
+            .collect::<Vec<_>>()
+    };
+    let sent = of("inject");
+    assert_eq!(sent.len(), 4);
+    assert!(sent[3]["tlp"].as_str().unwrap().starts_with("undecodable"));
+    // The port answers the CfgRd with UR; the root complex answers the read with the
+    // data the write left.
+    let back = of("inject-completion");
+    assert_eq!(back.len(), 2, "{back:?}");
+    assert!(back[0]["tlp"]
+        .as_str()
+        .unwrap()
+        .contains("Cpl 02:00.0 -> 03:00.0 tag 10 UR"));
+    assert!(back[1]["tlp"]
+        .as_str()
+        .unwrap()
+        .contains("CplD 00:00.0 -> 03:00.0 tag 5 SC"));
+    assert!(
+        back[1]["hex"].as_str().unwrap().ends_with("deadbeef"),
+        "{}",
+        back[1]
+    );
+    let res = of("inject-result")[0];
+    // Malformed TLP (bit 18) and Unsupported Request (bit 20) at the switch port.
+    assert_eq!(res["port"], "02:00.0");
+    assert_eq!(res["port_uncorrectable"], "00140000");
+    assert_eq!(res["port_errors"], "MalfTLP UnsupReq");
+    let rec = res["recorded"].to_string();
+    assert!(
+        rec.contains(
+            "configuration requests travel only downstream; completed with Unsupported Request"
+        ),
+        "{rec}"
+    );
+    assert!(rec.contains("malformed TLP (Undecodable)"), "{rec}");
+    // The table says the same.
+    let (rc, text, _) = pcielab(&[
+        "sim",
+        &f,
+        "--workload",
+        "inject",
+        "--tlp",
+        "04000001_03000a0f_00000000",
+    ]);
+    assert_eq!(rc, 0);
+    assert!(
+        text.contains("AER uncorrectable status: port 02:00.0 00100000 (UnsupReq)"),
+        "{text}"
+    );
 }

@@ -379,8 +379,13 @@ impl Engine {
             return;
         };
         let kind = r.kind();
+        let fate = if kind.is_non_posted() {
+            "completed with Unsupported Request"
+        } else {
+            "dropped"
+        };
         self.errors
-            .push(format!("{who}: {kind:?} from {from}: {why}; dropped"));
+            .push(format!("{who}: {kind:?} from {from}: {why}; {fate}"));
         if kind.is_non_posted() {
             // The port completes it with Unsupported Request (with the requester's
             // ID and tag) and logs it as a completer does.
