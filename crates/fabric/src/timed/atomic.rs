@@ -38,7 +38,7 @@
 use super::engine::{err_caps, Engine, Kind, NodeKind, Tlp, AER_UNSUPPORTED};
 use super::packed::PackedEv;
 use super::poison::Poison;
-use crate::functional::{Origin, Role, MSI_RANGE};
+use crate::functional::{FnId, Origin, Role, MSI_RANGE};
 use pcielab_config::caps::{
     pcie_reg, DEVCAP2_ATOMIC_COMPLETER_32, DEVCAP2_ATOMIC_COMPLETER_64, DEVCAP2_ATOMIC_ROUTING,
     DEVCAP2_CAS_COMPLETER_128, DEVCTL2_ATOMIC_EGRESS_BLOCKING, DEVCTL2_ATOMIC_REQUESTER,
@@ -228,6 +228,15 @@ fn name(code: u16, size: u64) -> String {
 }
 
 impl Engine {
+    /// The dword at `reg` of function `f`'s PCI Express capability (0 without one).
+    fn pcie_dword(&self, f: Option<FnId>, reg: u16) -> u32 {
+        f.and_then(|f| {
+            let (p, _) = err_caps(&self.fabric, f);
+            p.map(|p| self.fabric.functions[f.0 as usize].config.read_u32(p + reg))
+        })
+        .unwrap_or(0)
+    }
+
     /// Device `node` asks for AtomicOp `op` at `addr` (DMA `id`).
     pub(crate) fn new_atomic(
         &mut self,
@@ -239,12 +248,8 @@ impl Engine {
     ) {
         let size = op.operand_size() as u64;
         let name = self.nodes[node as usize].name.clone();
-        let enabled = self.nodes[node as usize].func.is_some_and(|f| {
-            err_caps(&self.fabric, f).0.is_some_and(|p| {
-                let cs = &self.fabric.functions[f.0 as usize].config;
-                cs.read_u16(p + pcie_reg::DEVCTL2) & DEVCTL2_ATOMIC_REQUESTER != 0
-            })
-        });
+        let ctl2 = self.pcie_dword(self.nodes[node as usize].func, pcie_reg::DEVCTL2);
+        let enabled = ctl2 as u16 & DEVCTL2_ATOMIC_REQUESTER != 0;
         let problem = if addr % size != 0 {
             Some(format!(
                 "{name}: AtomicOp at {addr:#x} not aligned to its {size}-byte operand: not issued"
@@ -288,16 +293,7 @@ impl Engine {
         let host = self.host_bdf;
         let rp = self.last_rx_func;
         let need = completer_bit(size).unwrap_or(0);
-        let caps = rp
-            .and_then(|f| {
-                let (p, _) = err_caps(&self.fabric, f);
-                p.map(|p| {
-                    self.fabric.functions[f.0 as usize]
-                        .config
-                        .read_u32(p + pcie_reg::DEVCAP2)
-                })
-            })
-            .unwrap_or(0);
+        let caps = self.pcie_dword(rp, pcie_reg::DEVCAP2);
         let what = name(t.byte_count, size);
         // Why the root complex refuses it (None: poisoned operands, which leave the
         // target alone; PCIe Base Spec 2.7.2.2), or the physical address.
@@ -369,17 +365,7 @@ impl Engine {
         let t = self.tlps[id as usize].clone();
         let (req, size) = as_read(&t);
         let (origin, me) = (self.origin_of(node), self.ep_bdf(node));
-        let caps = self.nodes[node as usize]
-            .func
-            .and_then(|f| {
-                let (p, _) = err_caps(&self.fabric, f);
-                p.map(|p| {
-                    self.fabric.functions[f.0 as usize]
-                        .config
-                        .read_u32(p + pcie_reg::DEVCAP2)
-                })
-            })
-            .unwrap_or(0);
+        let caps = self.pcie_dword(self.nodes[node as usize].func, pcie_reg::DEVCAP2);
         if t.poisoned {
             // Poisoned operands: the target is left alone (PCIe Base Spec 2.7.2.2).
             let f = self.nodes[node as usize].func;
