@@ -83,16 +83,18 @@ fn tag(t: u16) -> Tag {
     Tag::new(t).unwrap()
 }
 
+/// The wire bytes of a TLP the codec built (or is asked to build).
+fn bytes(r: pcielab_wire::Result<TlpRepr<'_>>) -> Vec<u8> {
+    r.and_then(|r| r.to_vec()).unwrap()
+}
+
 #[test]
 fn a_write_over_max_payload_size_is_malformed_at_the_port_above() {
     let mut sim = trained_sim(5, true);
     let base = sim.alloc_dma(4096);
     let ep = sim.bdf("ep").unwrap();
     let dsp = parent(&sim, ep);
-    let sent = TlpRepr::mem_write(ep, tag(3), base, &[0xab; 512])
-        .unwrap()
-        .to_vec()
-        .unwrap();
+    let sent = bytes(TlpRepr::mem_write(ep, tag(3), base, &[0xab; 512]));
     let b = sent.clone();
     let (mut sim, got) = run(sim, vec![Box::new(move |_| b.clone())]);
     assert!(got.is_empty());
@@ -128,10 +130,7 @@ fn a_read_crossing_4kib_and_a_truncated_tlp_are_malformed_too() {
     let (mut sim, got) = run(
         sim,
         vec![Box::new(|ep| {
-            TlpRepr::mem_read(ep, tag(1), 0x1_0000_0f00, 128)
-                .unwrap()
-                .to_vec()
-                .unwrap()
+            bytes(TlpRepr::mem_read(ep, tag(1), 0x1_0000_0f00, 128))
         })],
     );
     assert!(got.is_empty(), "no completion for a discarded read");
@@ -146,10 +145,7 @@ fn a_read_crossing_4kib_and_a_truncated_tlp_are_malformed_too() {
     let (mut sim, _) = run(
         sim,
         vec![Box::new(|ep| {
-            let mut b = TlpRepr::mem_write(ep, tag(1), 0x1000, &[1; 16])
-                .unwrap()
-                .to_vec()
-                .unwrap();
+            let mut b = bytes(TlpRepr::mem_write(ep, tag(1), 0x1000, &[1; 16]));
             b.truncate(b.len() - 8);
             b
         })],
@@ -207,12 +203,7 @@ fn a_raw_read_gets_its_completions_raw_and_a_zero_length_read_gets_one_byte() {
     let (sim, got) = run(
         sim,
         vec![
-            Box::new(move |ep| {
-                TlpRepr::mem_read(ep, tag(200), base + 0x100, 64)
-                    .unwrap()
-                    .to_vec()
-                    .unwrap()
-            }),
+            Box::new(move |ep| bytes(TlpRepr::mem_read(ep, tag(200), base + 0x100, 64))),
             Box::new(move |ep| {
                 let mut r = TlpRepr::mem_read(ep, tag(201), base, 1).unwrap();
                 if let TlpHeader::Mem(h) = &mut r.header {
@@ -256,7 +247,7 @@ fn a_completion_nobody_asked_for_is_unexpected_at_the_root_port() {
     let (mut sim, _) = run(
         sim,
         vec![Box::new(|ep| {
-            TlpRepr::completion(
+            bytes(TlpRepr::completion(
                 ep,
                 Bdf::from_raw(0),
                 tag(7),
@@ -264,10 +255,7 @@ fn a_completion_nobody_asked_for_is_unexpected_at_the_root_port() {
                 4,
                 0,
                 &[1, 2, 3, 4],
-            )
-            .unwrap()
-            .to_vec()
-            .unwrap()
+            ))
         })],
     );
     assert_eq!(uncorrectable(&mut sim, rp) & UNEXPECTED_CPL, UNEXPECTED_CPL);
@@ -285,7 +273,7 @@ fn a_configuration_request_from_below_is_an_unsupported_request() {
     let (mut sim, got) = run(
         sim,
         vec![Box::new(|ep| {
-            TlpRepr::with_header(
+            bytes(Ok(TlpRepr::with_header(
                 TlpHeader::Cfg(CfgHeader {
                     write: false,
                     type1: false,
@@ -296,9 +284,7 @@ fn a_configuration_request_from_below_is_an_unsupported_request() {
                     register: 0,
                 }),
                 &[],
-            )
-            .to_vec()
-            .unwrap()
+            )))
         })],
     );
     // The port completed it with UR, and logged it (advisory: a completer's UR).
@@ -327,7 +313,7 @@ fn an_unmodelled_message_is_dropped_with_a_note() {
     let (mut sim, got) = run(
         sim,
         vec![Box::new(|ep| {
-            TlpRepr::with_header(
+            bytes(Ok(TlpRepr::with_header(
                 TlpHeader::Msg(pcielab_wire::tlp::MsgHeader {
                     requester_id: ep,
                     tag: tag(0),
@@ -336,9 +322,7 @@ fn an_unmodelled_message_is_dropped_with_a_note() {
                     fields: pcielab_wire::tlp::MsgFields([0; 8]),
                 }),
                 &[],
-            )
-            .to_vec()
-            .unwrap()
+            )))
         })],
     );
     assert!(got.is_empty());
@@ -425,19 +409,9 @@ fn a_raw_tlp_bigger_than_the_ports_buffer_is_never_sent() {
     let (mut sim, _) = run(
         sim,
         vec![
-            Box::new(|ep| {
-                TlpRepr::mem_write(ep, tag(1), 0x1000, &[7; 512])
-                    .unwrap()
-                    .to_vec()
-                    .unwrap()
-            }),
+            Box::new(|ep| bytes(TlpRepr::mem_write(ep, tag(1), 0x1000, &[7; 512]))),
             // One that fits still goes (and is Malformed: 4 KiB crossing).
-            Box::new(|ep| {
-                TlpRepr::mem_write(ep, tag(2), 0xff8, &[7; 16])
-                    .unwrap()
-                    .to_vec()
-                    .unwrap()
-            }),
+            Box::new(|ep| bytes(TlpRepr::mem_write(ep, tag(2), 0xff8, &[7; 16]))),
         ],
     );
     let e = sim.errors().join("\n");
@@ -464,9 +438,7 @@ fn a_raw_fetch_add_is_completed_and_a_cas_of_odd_length_is_malformed() {
             ByteEnables::NONE
         };
         let h = MemHeader::new(op, ep, tag(33), addr, ByteEnables::ALL, last, 0);
-        TlpRepr::with_header(TlpHeader::Mem(h), &data)
-            .to_vec()
-            .unwrap()
+        bytes(Ok(TlpRepr::with_header(TlpHeader::Mem(h), &data)))
     };
     let (mut sim, got) = run(
         sim,
