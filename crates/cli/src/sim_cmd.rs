@@ -145,6 +145,12 @@ pub struct SimArgs {
     /// Replay buffer capacity (TLPs).
     #[arg(long, default_value_t = 64)]
     replay_buffer: usize,
+    /// Burst mode: DMA engines send up to N back-to-back MPS writes to host memory as
+    /// one unit (far faster on long write streams; coarser data-link and flow-control
+    /// granularity; off with error injection, ECRC, cut-through, IOMMU or ASPM).
+    /// 1 = every TLP on its own (the exact model); 1..=64.
+    #[arg(long, default_value_t = 1)]
+    burst: u8,
     /// Longest time (µs) a receiver goes without UpdateFC for a class with finite
     /// credits: the spec's periodic refresh (30; 120 with Extended Synch; 0 = off, as
     /// the analytic model assumes).
@@ -1217,6 +1223,7 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         mrrs: a.mrrs,
         rcb: a.rcb,
         replay_buffer: a.replay_buffer,
+        burst: a.burst,
         switch_latency: SimDuration::from_ns(a.switch_ns),
         rc_latency: SimDuration::from_ns(a.rc_ns),
         mem_latency: SimDuration::from_ns(a.mem_ns),
@@ -1433,6 +1440,7 @@ impl SimArgs {
             mem_ns: self.mem_ns,
             prop_ns: self.prop_ns,
             replay_buffer: self.replay_buffer,
+            burst: self.burst,
             fc_update_us: self.fc_update_us,
             error_rate: self.error_rate,
             poison_rate: self.poison_rate,

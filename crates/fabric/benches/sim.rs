@@ -41,10 +41,16 @@ fn topo(switch: bool, gen: u8, width: u8) -> Topology {
     Topology::parse(&s, "bench.toml", &KindRegistry::builtin()).unwrap()
 }
 
+/// Burst size of the burst-mode runs (`SimConfig::burst`): a 4 KiB page of 256-byte
+/// writes.
+const BURST: u8 = 16;
+
 /// Builds one scenario (topology, enumeration, the DMA stream attached): not timed.
-fn build(t: &Topology, op: DmaOpKind, size: u64, count: u64) -> FabricSim {
+/// `burst` is `SimConfig::burst` (1: the exact model).
+fn build(t: &Topology, op: DmaOpKind, size: u64, count: u64, burst: u8) -> FabricSim {
     let cfg = SimConfig {
         dma_tags: 256,
+        burst,
         ..SimConfig::default()
     };
     let mut sim = FabricSim::new(t, &KindRegistry::builtin(), cfg).unwrap();
@@ -79,8 +85,9 @@ fn scenario(
     t: &Topology,
     op: DmaOpKind,
     size: u64,
+    burst: u8,
 ) -> (u64, SimTime) {
-    let done = drive(build(t, op, size, COUNT));
+    let done = drive(build(t, op, size, COUNT, burst));
     let (trav, ev) = (done.traversals(), done.events());
     eprintln!(
         "{name}: {trav} traversals, {ev} events ({:.2} per traversal)",
@@ -88,7 +95,11 @@ fn scenario(
     );
     g.throughput(Throughput::Elements(trav));
     g.bench_function(name, |b| {
-        b.iter_batched(|| build(t, op, size, COUNT), drive, BatchSize::LargeInput)
+        b.iter_batched(
+            || build(t, op, size, COUNT, burst),
+            drive,
+            BatchSize::LargeInput,
+        )
     });
     (trav, done.now())
 }
@@ -100,58 +111,56 @@ fn bench(c: &mut Criterion) {
     eprintln!("bytes per in-flight TLP: {}", bytes_per_inflight_tlp());
     let mut g = c.benchmark_group("timed");
     g.sample_size(10);
-    let t = topo(true, 4, 16);
-    scenario(
-        &mut g,
-        "gen4x16_via_switch_traversals",
-        &t,
-        DmaOpKind::ReadWrite,
-        1024,
-    );
-    scenario(
-        &mut g,
-        "gen4x16_via_switch_write4k_traversals",
-        &t,
-        DmaOpKind::Write,
-        4096,
-    );
-    scenario(
-        &mut g,
-        "gen4x16_via_switch_read4k_traversals",
-        &t,
-        DmaOpKind::Read,
-        4096,
-    );
-    let t = topo(false, 3, 8);
-    let (_, sim_t) = scenario(
-        &mut g,
-        "gen3x8_saturated_traversals",
-        &t,
-        DmaOpKind::Write,
-        4096,
-    );
-    // Simulated time over the wall time of the run alone (setup excluded), best of 5.
-    let mut wall = f64::MAX;
-    for _ in 0..5 {
-        let sim = build(&t, DmaOpKind::Write, 4096, COUNT);
-        let t0 = std::time::Instant::now();
-        let done = drive(sim);
-        wall = wall.min(t0.elapsed().as_secs_f64());
-        drop(done);
+    let sw = topo(true, 4, 16);
+    let direct = topo(false, 3, 8);
+    // The exact model, then burst mode (names end in `_burst16`).
+    for burst in [1, BURST] {
+        let sfx = if burst == 1 {
+            String::new()
+        } else {
+            format!("_burst{burst}")
+        };
+        for (name, op, size) in [
+            ("gen4x16_via_switch_traversals", DmaOpKind::ReadWrite, 1024),
+            (
+                "gen4x16_via_switch_write4k_traversals",
+                DmaOpKind::Write,
+                4096,
+            ),
+            (
+                "gen4x16_via_switch_read4k_traversals",
+                DmaOpKind::Read,
+                4096,
+            ),
+        ] {
+            scenario(&mut g, &format!("{name}{sfx}"), &sw, op, size, burst);
+        }
+        let name = format!("gen3x8_saturated_traversals{sfx}");
+        let (_, sim_t) = scenario(&mut g, &name, &direct, DmaOpKind::Write, 4096, burst);
+        // Simulated time over the wall time of the run alone (setup excluded), best of 5.
+        let mut wall = f64::MAX;
+        for _ in 0..5 {
+            let sim = build(&direct, DmaOpKind::Write, 4096, COUNT, burst);
+            let t0 = std::time::Instant::now();
+            let done = drive(sim);
+            wall = wall.min(t0.elapsed().as_secs_f64());
+            drop(done);
+        }
+        eprintln!(
+            "gen3x8 saturated (burst {burst}): {:.3} us simulated in {:.3} us wall: sim/wall = {:.2}",
+            sim_t.as_ps() as f64 / 1e6,
+            wall * 1e6,
+            sim_t.as_ps() as f64 * 1e-12 / wall
+        );
     }
-    eprintln!(
-        "gen3x8 saturated: {:.3} us simulated in {:.3} us wall: sim/wall = {:.2}",
-        sim_t.as_ps() as f64 / 1e6,
-        wall * 1e6,
-        sim_t.as_ps() as f64 * 1e-12 / wall
-    );
     g.finish();
     steady_state();
 }
 
-/// The same streams run ten times longer (best of 3, printed): the DMA window of host
-/// memory (4 MiB) is then reused, so the first-touch page allocations that weigh on
-/// the short runs above are amortised, as in any long simulation.
+/// The same streams run ten times longer (best of 3, printed), in the exact model and
+/// in burst mode alternately: the DMA window of host memory (4 MiB) is then reused, so
+/// the first-touch page allocations that weigh on the short runs above are amortised,
+/// as in any long simulation.
 fn steady_state() {
     let sw = topo(true, 4, 16);
     let direct = topo(false, 3, 8);
@@ -182,27 +191,32 @@ fn steady_state() {
         ),
     ];
     for (name, t, op, size) in runs {
-        let (mut best, mut ratio) = (0f64, 0f64);
+        // [exact, burst]: best traversals/s and simulated/wall time.
+        let mut best = [(0f64, 0f64); 2];
         for _ in 0..3 {
-            let sim = build(t, op, size, 10 * COUNT);
-            let t0 = std::time::Instant::now();
-            let done = drive(sim);
-            let wall = t0.elapsed().as_secs_f64();
-            best = best.max(done.traversals() as f64 / wall);
-            ratio = ratio.max(done.now().as_ps() as f64 * 1e-12 / wall);
-            drop(done);
+            for (k, burst) in [1, BURST].into_iter().enumerate() {
+                let sim = build(t, op, size, 10 * COUNT, burst);
+                let t0 = std::time::Instant::now();
+                let done = drive(sim);
+                let wall = t0.elapsed().as_secs_f64();
+                best[k].0 = best[k].0.max(done.traversals() as f64 / wall);
+                best[k].1 = best[k].1.max(done.now().as_ps() as f64 * 1e-12 / wall);
+                drop(done);
+            }
         }
-        // Simulated over wall time only means something for the saturated link.
-        let rt = if std::ptr::eq(t, &direct) {
-            format!(", sim/wall = {ratio:.2}")
-        } else {
-            String::new()
-        };
-        eprintln!(
-            "steady state ({} DMAs) {name}: {:.2} M traversals/s{rt}",
-            10 * COUNT,
-            best / 1e6
-        );
+        for (k, burst) in [1, BURST].into_iter().enumerate() {
+            // Simulated over wall time only means something for the saturated link.
+            let rt = if std::ptr::eq(t, &direct) {
+                format!(", sim/wall = {:.2}", best[k].1)
+            } else {
+                String::new()
+            };
+            eprintln!(
+                "steady state ({} DMAs, burst {burst:2}) {name}: {:.2} M traversals/s{rt}",
+                10 * COUNT,
+                best[k].0 / 1e6
+            );
+        }
     }
 }
 

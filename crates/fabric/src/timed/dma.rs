@@ -138,9 +138,18 @@ impl Engine {
         }
         let mut chunks = split.peekable();
         while let Some(ch) = chunks.next() {
+            // Burst mode: the following whole-MPS chunks may go with this one.
+            let (mut len, mut pieces) = (ch.len, 1);
+            if self.burst_max > 1 && !poisoned && pasid == NONE {
+                let more = chunks.clone().map(|c| (c.addr, c.len));
+                pieces = self.burst_pieces(f, me, (ch.addr, ch.len), more);
+                for c in chunks.by_ref().take(pieces as usize - 1) {
+                    len += c.len;
+                }
+            }
             let last = chunks.peek().is_none();
             let s = ch.offset as usize;
-            let p = self.alloc_payload(&buf[s..s + ch.len as usize]);
+            let p = self.alloc_payload(&buf[s..s + len as usize]);
             let (addr, addr_type) = self.dma_address(node, oi, ch.addr);
             let t = Tlp {
                 data: p,
@@ -148,7 +157,8 @@ impl Engine {
                 poisoned,
                 addr_type,
                 pasid,
-                ..Tlp::new(Kind::MWr, me, addr, ch.len)
+                pieces: pieces as u8,
+                ..Tlp::new(Kind::MWr, me, addr, len)
             };
             if let Err(e) = self.inject(Origin::Function(f), t, me, cx) {
                 self.errors.push(format!("DMA write not routable: {e}"));

@@ -22,6 +22,11 @@ use pcielab_wire::{Bdf, CplStatus, DllpRepr, SeqNum, Tag};
 use std::collections::{HashMap, HashSet, VecDeque};
 
 pub(crate) const NONE: u32 = u32::MAX;
+/// A transmit-queue entry packs its data credits (low 24 bits) with the number of
+/// TLPs it stands for less one (high 8 bits; see the `burst` module).
+pub(crate) const Q_PIECES_SHIFT: u32 = 24;
+/// The data-credit bits of a packed queue entry.
+pub(crate) const Q_DATA_MASK: u32 = (1 << Q_PIECES_SHIFT) - 1;
 
 pub(crate) use crate::inthash::{IntBuild, IntMap};
 pub(crate) const MAX_PATH: usize = 8;
@@ -232,6 +237,10 @@ pub(crate) struct Tlp {
     pub addr_type: u8,
     /// The PASID of its PASID TLP prefix (one End-End prefix DW on the wire), or NONE.
     pub pasid: u32,
+    /// TLPs this record stands for (burst mode, see the `burst` module): 1, or a
+    /// train of `pieces` memory writes of `len / pieces` bytes each at consecutive
+    /// addresses, sent back to back and handled as one unit.
+    pub pieces: u8,
 }
 
 impl Tlp {
@@ -270,6 +279,7 @@ impl Tlp {
             corrupted: false,
             addr_type: 0,
             pasid: NONE,
+            pieces: 1,
         }
     }
     /// The flow-control class: memory writes and every message are posted.
@@ -313,12 +323,13 @@ impl Tlp {
     pub fn data_credits(&self) -> u64 {
         self.payload_bytes().div_ceil(16) as u64
     }
+    /// Bytes of the TLP (of all its pieces: each has its own header, digest and
+    /// prefix).
     #[inline]
     pub fn tlp_bytes(&self) -> u64 {
-        self.hdr_bytes as u64
+        (self.hdr_bytes as u64 + 4 * self.td as u64 + 4 * (self.pasid != NONE) as u64)
+            * self.pieces as u64
             + self.payload_bytes() as u64
-            + 4 * self.td as u64
-            + 4 * (self.pasid != NONE) as u64
     }
 }
 
@@ -493,7 +504,10 @@ pub(crate) struct Dir {
     pub inf: [[bool; 2]; 3],
     // DLL tx
     pub next_seq: u32,
+    /// (first sequence number, TLP) of every entry sent and not yet acknowledged.
     pub replay: VecDeque<(u32, u32)>,
+    /// TLPs those entries stand for (a burst is one entry of several TLPs).
+    pub replay_held: usize,
     pub replay_cap: usize,
     pub replay_pos: Option<usize>,
     /// When the replay timer expires (None: not running).
@@ -833,6 +847,8 @@ pub struct Engine {
     pub(crate) ats: IntMap<u32, super::ats::AtsDevice>,
     /// Some device has ATS enabled.
     pub(crate) ats_any: bool,
+    /// The most TLPs a burst may stand for (1: burst mode off; see `burst`).
+    pub(crate) burst_max: u32,
     /// Invalidations the root complex sent, in order.
     pub(crate) ats_invals: Vec<super::ats::AtsInvalidation>,
     /// AER Multiple Header Recording: per function, the errors recorded behind the
@@ -1015,9 +1031,12 @@ impl Engine {
 
     /// Raw bytes of a TLP for the trace.
     pub(crate) fn tlp_bytes_raw(&self, id: u32) -> Vec<u8> {
-        let t = &self.tlps[id as usize];
+        Self::tlp_bytes_of(&self.tlps[id as usize], self.payload(id))
+    }
+
+    /// Raw bytes of TLP `t` carrying `payload` (one TLP: `t.pieces` is not looked at).
+    pub(crate) fn tlp_bytes_of(t: &Tlp, payload: &[u8]) -> Vec<u8> {
         let tag = Tag::new(t.tag & 0x3ff).unwrap_or_else(|_| Tag::new(0).expect("tag 0"));
-        let payload = self.payload(id);
         // The payload as it travels: whole DWs, the first byte at `addr & 3`.
         let front = (t.addr & 3) as usize;
         let dws = t.dw_span() as usize;
@@ -1053,7 +1072,7 @@ impl Engine {
                 Ok(super::ats::message_repr(t, tag, &data))
             }
             // Returned as they are above.
-            Kind::Raw => return self.payload(id).to_vec(),
+            Kind::Raw => return payload.to_vec(),
             Kind::Atomic => Ok(super::atomic::request_repr(t, tag, &data)),
             Kind::MWr => TlpRepr::mem_write(t.requester, tag, t.addr, &data).map(|mut r| {
                 set_be(&mut r);
@@ -1433,7 +1452,10 @@ impl Engine {
             return;
         }
         let t = &self.tlps[id as usize];
-        let (class, dc) = (t.class(), t.data_credits() as u32);
+        let (class, dc) = (
+            t.class(),
+            t.data_credits() as u32 | ((t.pieces as u32 - 1) << Q_PIECES_SHIFT),
+        );
         let dir = &mut self.dirs[d as usize];
         dir.order += 1;
         let o = dir.order;
@@ -1480,10 +1502,14 @@ impl Engine {
     }
 
     // ---------------------------------------------------------------- transmitter
+    /// True if the transmitter of `d` has the credits of class `c` for a queue entry
+    /// whose packed credits (see [`Q_PIECES_SHIFT`]) are `packed`: one header per
+    /// TLP it stands for, and its data.
     #[inline]
-    fn has_credits(&self, d: usize, c: usize, data_credits: u32) -> bool {
+    fn has_credits(&self, d: usize, c: usize, packed: u32) -> bool {
         let dir = &self.dirs[d];
-        let h_ok = dir.inf[c][0] || dir.consumed[c].hdr < dir.limit[c].hdr;
+        let (data_credits, more_hdrs) = (packed & Q_DATA_MASK, (packed >> Q_PIECES_SHIFT) as u64);
+        let h_ok = dir.inf[c][0] || dir.consumed[c].hdr + more_hdrs < dir.limit[c].hdr;
         let d_ok = dir.inf[c][1] || dir.consumed[c].data + data_credits as u64 <= dir.limit[c].data;
         h_ok && d_ok
     }
@@ -1632,8 +1658,15 @@ impl Engine {
         if !self.dirs[di].up {
             return;
         }
-        let full = self.dirs[di].replay.len() >= self.dirs[di].replay_cap;
         let pick = self.pick(di);
+        // Room in the replay buffer for every TLP of the entry picked.
+        let need = match pick {
+            Some((c, _)) if c != usize::MAX => self.dirs[di].q[c]
+                .front()
+                .map_or(1, |e| 1 + (e.2 >> Q_PIECES_SHIFT)),
+            _ => 1,
+        };
+        let full = self.dirs[di].replay_held + need as usize > self.dirs[di].replay_cap;
         // Stall accounting.
         let waiting = pick.is_some();
         if full && waiting {
@@ -1647,33 +1680,39 @@ impl Engine {
                 if let Some(s) = self.dirs[di].stall_since.take() {
                     self.dirs[di].counters.credit_stall_ps += (now - s).as_ps();
                 }
-                let Some((_, id, dc)) = self.dirs[di].q[c].pop_front() else {
+                let Some((_, id, packed)) = self.dirs[di].q[c].pop_front() else {
                     return;
                 };
-                let dc = dc as u64;
+                let dc = (packed & Q_DATA_MASK) as u64;
+                let n = 1 + (packed >> Q_PIECES_SHIFT) as u64;
                 let payload = self.tlps[id as usize].payload_bytes() as u64;
                 let dir = &mut self.dirs[di];
-                dir.consumed[c].hdr += 1;
+                dir.consumed[c].hdr += n;
                 dir.consumed[c].data += dc;
                 let seq = dir.next_seq;
-                dir.next_seq += 1;
+                dir.next_seq += n as u32;
                 dir.replay.push_back((seq, id));
+                dir.replay_held += n as usize;
                 self.tlps[id as usize].refs += 1;
                 let dir = &mut self.dirs[di];
-                dir.counters.tlps += 1;
+                dir.counters.tlps += n;
                 dir.counters.payload_bytes += payload;
-                dir.counters.poisoned += self.tlps[id as usize].poisoned as u64;
+                dir.counters.poisoned += self.tlps[id as usize].poisoned as u64 * n;
                 match c {
-                    P => dir.counters.posted += 1,
-                    NP => dir.counters.non_posted += 1,
-                    _ => dir.counters.completions += 1,
+                    P => dir.counters.posted += n,
+                    NP => dir.counters.non_posted += n,
+                    _ => dir.counters.completions += n,
                 }
                 if dir.aspm != 0 {
                     self.aspm_wake(d, now.as_ps());
                 }
                 if self.dirs[di].replay_deadline.is_none() {
-                    // The timer runs from the transmission (after any ASPM exit).
-                    let start = now.max(SimTime::from_ps(self.dirs[di].free_at_ps));
+                    // The timer runs from the transmission (after any ASPM exit); for
+                    // a burst, from its last TLP's (see the `burst` module).
+                    let mut start = now.max(SimTime::from_ps(self.dirs[di].free_at_ps));
+                    if n > 1 {
+                        start += self.burst_lead(di, id);
+                    }
                     self.arm_replay_at(d, start, cx);
                 }
                 // Put it on the wire first (the direction is then busy, so anything the
@@ -1683,7 +1722,7 @@ impl Engine {
                 let ing = self.tlps[id as usize].ingress;
                 if ing != NONE {
                     self.tlps[id as usize].ingress = NONE;
-                    self.return_credits(ing as u16, c, dc, cx);
+                    self.return_credits(ing as u16, c, n, dc, cx);
                 }
                 let (dn, op) = self.tlps[id as usize].dma_last;
                 if dn != NONE {
@@ -1707,9 +1746,7 @@ impl Engine {
         cx: &mut Context<'_, PackedEv>,
     ) {
         let di = d as usize;
-        let bytes = self.dirs[di]
-            .timing
-            .tlp_wire_bytes(self.tlps[id as usize].tlp_bytes());
+        let bytes = self.wire_bytes(di, id);
         let p = if self.cfg.ber > 0.0 {
             // Any of the TLP's bits flipped: 1 - (1 - BER)^bits.
             1.0 - (1.0 - self.cfg.ber).powf((bytes * 8) as f64)
@@ -1720,7 +1757,9 @@ impl Engine {
         if bad {
             self.dirs[di].counters.corrupted += 1;
         }
-        if self.trace.is_some() {
+        if self.trace.is_some() && self.tlps[id as usize].pieces > 1 {
+            self.trace_burst(d, seq, id, replay, bad, cx.now());
+        } else if self.trace.is_some() {
             let raw = self.tlp_bytes_raw(id);
             if let Some(tr) = self.trace.as_mut() {
                 tr.push(
@@ -1735,9 +1774,6 @@ impl Engine {
                 );
             }
         }
-        let bytes = self.dirs[di]
-            .timing
-            .tlp_wire_bytes(self.tlps[id as usize].tlp_bytes());
         if replay {
             // A new wire copy; a first transmission takes over the queue's reference.
             self.tlps[id as usize].refs += 1;
@@ -1857,7 +1893,12 @@ impl Engine {
                     self.release(id);
                     self.queue_dllp(d ^ 1, Dllp::Ack(s), true, cx);
                 } else {
-                    dir.rx_next += 1;
+                    let (c, dc, n) = {
+                        let t = &self.tlps[id as usize];
+                        (t.class(), t.data_credits(), t.pieces as u32)
+                    };
+                    let dir = &mut self.dirs[di];
+                    dir.rx_next += n;
                     dir.rx_nak_sent = false;
                     if !dir.rx_ack_pending {
                         dir.rx_ack_pending = true;
@@ -1865,12 +1906,8 @@ impl Engine {
                         let f = dir.ack_fifo;
                         cx.push_fifo(f, at, Ev::AckTimer(d));
                     }
-                    let (c, dc) = {
-                        let t = &self.tlps[id as usize];
-                        (t.class(), t.data_credits())
-                    };
                     let dir = &mut self.dirs[di];
-                    dir.rx_recv[c].hdr += 1;
+                    dir.rx_recv[c].hdr += n as u64;
                     dir.rx_recv[c].data += dc;
                     self.accepted(d, id, cx);
                 }
@@ -1885,10 +1922,13 @@ impl Engine {
             Dllp::Ack(s) | Dllp::Nak(s) => {
                 let mut popped = 0usize;
                 while let Some(&(seq, id)) = self.dirs[di].replay.front() {
-                    if seq.wrapping_add(1) > s.wrapping_add(1) {
+                    // The last sequence number of the entry (a burst has several).
+                    let n = self.tlps[id as usize].pieces as u32;
+                    if seq.wrapping_add(n) > s.wrapping_add(1) {
                         break;
                     }
                     self.dirs[di].replay.pop_front();
+                    self.dirs[di].replay_held -= n as usize;
                     self.release(id);
                     popped += 1;
                 }
@@ -1988,9 +2028,20 @@ impl Engine {
         }
     }
 
-    /// The receiver of `d` frees credits of class `c`.
-    fn return_credits(&mut self, d: u16, c: usize, data: u64, cx: &mut Context<'_, PackedEv>) {
-        let mps_credits = (self.cfg.mps as u64).div_ceil(16);
+    /// The receiver of `d` frees credits of class `c`: `hdr` headers (TLPs) and
+    /// `data` data credits.
+    fn return_credits(
+        &mut self,
+        d: u16,
+        c: usize,
+        hdr: u64,
+        data: u64,
+        cx: &mut Context<'_, PackedEv>,
+    ) {
+        // A transmitter short of what its largest TLP needs gets UpdateFC now: for
+        // posted writes in burst mode, a whole burst.
+        let burst = if c == P { self.burst_max as u64 } else { 1 };
+        let mps_credits = (self.cfg.mps as u64).div_ceil(16) * burst;
         let dir = &mut self.dirs[d as usize];
         if !dir.finite(c) {
             return; // infinite: nothing to advertise
@@ -1998,10 +2049,10 @@ impl Engine {
         // Credits the transmitter still had before this release.
         let avail_h = dir.rx_alloc[c].hdr.saturating_sub(dir.rx_recv[c].hdr);
         let avail_d = dir.rx_alloc[c].data.saturating_sub(dir.rx_recv[c].data);
-        dir.rx_alloc[c].hdr += 1;
+        dir.rx_alloc[c].hdr += hdr;
         dir.rx_alloc[c].data += data;
         dir.fc_refresh[c] = 0;
-        let urgent = (dir.rx_buf.hdr[c] != 0 && avail_h < 1)
+        let urgent = (dir.rx_buf.hdr[c] != 0 && avail_h < burst)
             || (dir.rx_buf.data[c] != 0 && avail_d < mps_credits);
         if urgent {
             if let Some(k) = dir.rx_fc_timer[c].take() {
@@ -2267,13 +2318,13 @@ impl Engine {
     /// direction it had arrived on (NONE if it held no buffer).
     #[inline]
     fn leave_ingress(&mut self, id: u32, cx: &mut Context<'_, PackedEv>) -> u32 {
-        let (ing, c, dc) = {
+        let (ing, c, n, dc) = {
             let t = &self.tlps[id as usize];
-            (t.ingress, t.class(), t.data_credits())
+            (t.ingress, t.class(), t.pieces as u64, t.data_credits())
         };
         if ing != NONE {
             self.tlps[id as usize].ingress = NONE;
-            self.return_credits(ing as u16, c, dc, cx);
+            self.return_credits(ing as u16, c, n, dc, cx);
         }
         ing
     }
@@ -2286,7 +2337,7 @@ impl Engine {
         // The original leaves the root port's receive buffer.
         if t.ingress != NONE {
             self.tlps[id as usize].ingress = NONE;
-            self.return_credits(t.ingress as u16, t.class(), t.data_credits(), cx);
+            self.return_credits(t.ingress as u16, t.class(), 1, t.data_credits(), cx);
         }
         let host = self.host_bdf;
         let mut off = 0u32;

@@ -292,6 +292,7 @@ impl Engine {
             self.tlp_at_down_link(x, id, cx);
         }
         let replay: Vec<(u32, u32)> = self.dirs[xi].replay.drain(..).collect();
+        self.dirs[xi].replay_held = 0;
         for (_, id) in replay {
             self.release(id);
         }

@@ -51,6 +51,7 @@ mod aer;
 pub(crate) mod aspm;
 mod atomic;
 mod ats;
+mod burst;
 mod bus_master;
 mod dma;
 mod dpc;
@@ -282,6 +283,12 @@ pub struct SimConfig {
     pub trace: bool,
     /// Record host-memory writes (requester, address, length) in order. Default false.
     pub log_writes: bool,
+    /// Burst mode: a DMA engine sends up to this many back-to-back memory writes
+    /// (MPS each, within one 4 KiB page, to host memory) as one unit that every link,
+    /// switch and the root complex handle at once — far fewer events per TLP, at the
+    /// price of a coarser data-link and flow-control granularity (see the `burst`
+    /// module). 1 = off (every TLP on its own, the exact model); 1..=64. Default 1.
+    pub burst: u8,
 }
 
 impl Default for SimConfig {
@@ -343,6 +350,7 @@ impl Default for SimConfig {
             page_fault_latency: SimDuration::from_us(10),
             trace: false,
             log_writes: false,
+            burst: 1,
         }
     }
 }
@@ -420,6 +428,9 @@ fn check(cfg: &SimConfig) -> Result<(), SimError> {
             cfg.replay_buffer.to_string(),
             "1..=2048 TLPs",
         );
+    }
+    if cfg.burst == 0 || cfg.burst > 64 {
+        return p("burst", cfg.burst.to_string(), "1..=64 TLPs");
     }
     if cfg.dma_tags == 0 || cfg.dma_tags > 768 {
         return p("dma tags", cfg.dma_tags.to_string(), "1..=768");
@@ -788,6 +799,7 @@ impl FabricSim {
                     inf: [[false; 2]; 3],
                     next_seq: 0,
                     replay: VecDeque::new(),
+                    replay_held: 0,
                     replay_cap: cfg.replay_buffer,
                     replay_pos: None,
                     replay_deadline: None,
@@ -854,6 +866,7 @@ impl FabricSim {
             ecrc_any: false,
             ats: Default::default(),
             ats_any: false,
+            burst_max: 1,
             ats_invals: Vec::new(),
             aer_records: Default::default(),
             ats_trusted: Vec::new(),
@@ -897,6 +910,7 @@ impl FabricSim {
         }
         sim.world_mut().init_aspm();
         sim.world_mut().init_bus_master();
+        sim.world_mut().init_burst();
         if cfg.ecrc {
             sim.world_mut().enable_ecrc();
         }
@@ -1257,6 +1271,7 @@ impl FabricSim {
                 addr_type: 0,
                 corrupted: false,
                 pasid: NONE,
+                pieces: 1,
             };
             e.at_source(Origin::Host, &mut t, (hops > 0).then_some(path[0]));
             let id = e.alloc_tlp(t);

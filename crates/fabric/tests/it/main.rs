@@ -5,6 +5,7 @@ mod acs;
 mod aspm;
 mod atomic;
 mod ats;
+mod burst;
 mod bus_master;
 mod chaos;
 mod common;

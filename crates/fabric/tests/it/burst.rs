@@ -1,0 +1,233 @@
+//! Burst mode (`SimConfig::burst`) against the exact model: the same TLPs on every
+//! link, the same bytes in host memory, the same saturated throughput; off where it
+//! would change what is modelled.
+
+use crate::timed::{one_link, with_switch};
+use pcielab_fabric::kinds::KindRegistry;
+use pcielab_fabric::timed::{AddrPattern, DmaOpKind, DmaStream, FabricSim, SimConfig, SimError};
+use pcielab_fabric::topology::Topology;
+use pcielab_sim::SimTime;
+use std::collections::BTreeMap;
+
+/// Runs `count` DMA writes of `size` bytes (window 16) from `ep` with `cfg` and
+/// `burst`; returns the finished simulation and the DMA buffer's base.
+fn run_writes(t: &Topology, cfg: &SimConfig, burst: u8, size: u64, count: u64) -> (FabricSim, u64) {
+    let cfg = SimConfig {
+        burst,
+        dma_tags: 256,
+        ..cfg.clone()
+    };
+    let mut sim = FabricSim::new(t, &KindRegistry::builtin(), cfg).unwrap();
+    let region = 1 << 20;
+    let base = sim.alloc_dma(region);
+    let stream = DmaStream::new(
+        DmaOpKind::Write,
+        size,
+        16,
+        count,
+        base,
+        region,
+        AddrPattern::Sequential,
+    );
+    sim.attach("ep", Box::new(stream)).unwrap();
+    sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+    assert!(sim.errors().is_empty(), "{:?}", sim.errors());
+    (sim, base)
+}
+
+/// Per direction name: the TLPs of the trace in order, as (sequence number, bytes).
+fn tlps_by_dir(sim: &FabricSim) -> BTreeMap<String, Vec<(u16, Vec<u8>)>> {
+    let t = sim.trace().expect("trace on");
+    let mut m: BTreeMap<String, Vec<(u16, Vec<u8>)>> = BTreeMap::new();
+    for r in &t.records {
+        if let pcielab_fabric::timed::TraceKind::Tlp { seq, .. } = r.kind {
+            m.entry(t.dir_name(r).to_string())
+                .or_default()
+                .push((seq, t.bytes(r).to_vec()));
+        }
+    }
+    m
+}
+
+#[test]
+fn bursts_carry_the_same_tlps_and_bytes_as_the_exact_model() {
+    // 1000-byte writes (three whole 256-byte TLPs and a 232-byte one: a burst of three
+    // and a single TLP) and 4 KiB writes (one burst of 16), through a switch.
+    for size in [1000u64, 4096] {
+        let cfg = SimConfig {
+            trace: true,
+            ..SimConfig::default()
+        };
+        let t = with_switch(3, 4);
+        let (exact, base) = run_writes(&t, &cfg, 1, size, 48);
+        let (burst, base_b) = run_writes(&t, &cfg, 16, size, 48);
+        assert_eq!(base, base_b);
+        // Every byte, computed independently of the workload code: byte k of DMA i is
+        // k ^ (i * 31) (mod 256); DMA i starts at base + i * 4096.
+        for i in 0..48u64 {
+            let mut got = vec![0u8; size as usize];
+            burst.host_read(base + i * 4096, &mut got);
+            let want: Vec<u8> = (0..size)
+                .map(|k| (k as u8) ^ (i as u8).wrapping_mul(31))
+                .collect();
+            assert_eq!(got, want, "size {size}, DMA {i}");
+        }
+        // The same TLPs, with the same sequence numbers, in the same order on every
+        // link direction.
+        let (a, b) = (tlps_by_dir(&exact), tlps_by_dir(&burst));
+        assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
+        for (dir, tlps) in &a {
+            assert_eq!(tlps.len(), b[dir].len(), "size {size}, {dir}");
+            assert!(tlps == &b[dir], "size {size}: TLPs differ on {dir}");
+        }
+        // Counters per direction: the same TLPs and payload.
+        let (ca, cb) = (exact.counters(), burst.counters());
+        for ((na, x), (nb, y)) in ca.iter().zip(cb.iter()) {
+            assert_eq!(na, nb);
+            assert_eq!(
+                (x.tlps, x.posted, x.payload_bytes),
+                (y.tlps, y.posted, y.payload_bytes),
+                "{na}"
+            );
+        }
+        // Burst mode did group them: fewer kernel events (half as many for whole
+        // pages of 16 TLPs).
+        let factor = if size == 4096 { 2 } else { 1 };
+        assert!(
+            burst.events() * factor < exact.events(),
+            "size {size}: {} events in burst mode, {} exact",
+            burst.events(),
+            exact.events()
+        );
+    }
+}
+
+#[test]
+fn burst_pieces_are_traced_at_the_times_the_exact_model_sends_them() {
+    // The first DMA finds the link idle: the exact model sends its 16 TLPs back to
+    // back, and the burst's pieces must be traced at exactly those times, with
+    // consecutive sequence numbers.
+    let cfg = SimConfig {
+        trace: true,
+        ..SimConfig::default()
+    };
+    let up_tlps = |sim: &FabricSim| -> Vec<(u64, u16)> {
+        let t = sim.trace().unwrap();
+        t.records
+            .iter()
+            .filter(|r| t.dir_name(r) == "ep->rc.0")
+            .filter_map(|r| match r.kind {
+                pcielab_fabric::timed::TraceKind::Tlp { seq, .. } => Some((r.time_ps, seq)),
+                _ => None,
+            })
+            .collect()
+    };
+    let (exact, _) = run_writes(&one_link(3, 4), &cfg, 1, 4096, 4);
+    let (burst, _) = run_writes(&one_link(3, 4), &cfg, 16, 4096, 4);
+    let (a, b) = (up_tlps(&exact), up_tlps(&burst));
+    assert_eq!(a.len(), 64);
+    assert_eq!(b.len(), 64);
+    assert_eq!(a[..16], b[..16]);
+    // Later pieces: consecutive sequence numbers, each piece one TLP time after the
+    // one before it (back to back within a burst).
+    let seqs: Vec<u16> = b.iter().map(|x| x.1).collect();
+    assert_eq!(seqs, (0..64).collect::<Vec<u16>>());
+    let step = a[1].0 - a[0].0;
+    for burst in b.chunks(16) {
+        for w in burst.windows(2) {
+            assert!(
+                w[1].0 - w[0].0 >= step - 1 && w[1].0 - w[0].0 <= step + 1,
+                "{w:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn bursts_keep_the_saturated_write_throughput() {
+    for (gen, width, mps) in [
+        (1u8, 4u8, 256u16),
+        (2, 8, 256),
+        (3, 8, 256),
+        (4, 16, 512),
+        (5, 16, 256),
+    ] {
+        let cfg = SimConfig {
+            mps,
+            ..SimConfig::default()
+        };
+        let t = with_switch(gen, width);
+        let (exact, _) = run_writes(&t, &cfg, 1, 4096, 256);
+        let (burst, _) = run_writes(&t, &cfg, 16, 4096, 256);
+        // The same TLPs on every direction, and no more waiting for credits or
+        // replay-buffer room than the exact model has (at Gen5 x16 the default 8 KiB
+        // switch buffer is below the link's bandwidth-delay product: both wait), give
+        // or take 100 ns and 0.1 % of the run.
+        let slack = 100_000 + exact.now().as_ps() / 1000;
+        for ((name, x), (_, y)) in exact.counters().iter().zip(burst.counters().iter()) {
+            assert_eq!(
+                (x.tlps, x.payload_bytes),
+                (y.tlps, y.payload_bytes),
+                "{name}"
+            );
+            let (sx, sy) = (
+                x.credit_stall_ps + x.replay_stall_ps,
+                y.credit_stall_ps + y.replay_stall_ps,
+            );
+            assert!(
+                sy <= sx + slack,
+                "Gen{gen} x{width} MPS {mps}: {name}: stalled {sy} ps in bursts, {sx} ps exact"
+            );
+        }
+        // The run ends later in burst mode only by the store-and-forward of its last
+        // burst's extra pieces at each of the two hops (and the coarser ACK/UpdateFC
+        // timing around it): within 2 × 15 TLP times plus 1 µs.
+        let (te, tb) = (exact.now().as_ps(), burst.now().as_ps());
+        let c = exact.counters();
+        let up = &c.iter().find(|x| x.0 == "sw->rc.0").unwrap().1;
+        let one_tlp = up.busy_ps / up.tlps;
+        let bound = 2 * 15 * one_tlp + 1_000_000;
+        assert!(
+            tb >= te && tb - te <= bound,
+            "Gen{gen} x{width} MPS {mps}: exact {te} ps, burst {tb} ps, bound {bound}"
+        );
+    }
+}
+
+#[test]
+fn burst_mode_is_off_where_it_would_change_the_model() {
+    // With LCRC errors injected, burst 16 runs the exact model: the same trace.
+    let cfg = SimConfig {
+        seed: Some(5),
+        error_rate: 0.02,
+        trace: true,
+        ..SimConfig::default()
+    };
+    let t = with_switch(2, 4);
+    let (a, _) = run_writes(&t, &cfg, 1, 4096, 16);
+    let (b, _) = run_writes(&t, &cfg, 16, 4096, 16);
+    assert_eq!(a.trace().unwrap().hash(), b.trace().unwrap().hash());
+    assert_eq!(a.events(), b.events());
+}
+
+#[test]
+fn burst_mode_is_deterministic_and_validated() {
+    let cfg = SimConfig {
+        trace: true,
+        ..SimConfig::default()
+    };
+    let t = with_switch(4, 8);
+    let (a, _) = run_writes(&t, &cfg, 8, 4096, 32);
+    let (b, _) = run_writes(&t, &cfg, 8, 4096, 32);
+    assert_eq!(a.trace().unwrap().hash(), b.trace().unwrap().hash());
+    for bad in [0u8, 65] {
+        let cfg = SimConfig {
+            burst: bad,
+            ..SimConfig::default()
+        };
+        match FabricSim::new(&t, &KindRegistry::builtin(), cfg) {
+            Err(SimError::Param { what, .. }) => assert_eq!(what, "burst"),
+            other => panic!("burst {bad}: {:?}", other.err()),
+        }
+    }
+}
