@@ -37,9 +37,9 @@
 //! splitting, an IOMMU, ATS/PRI and ASPM. Only writes to host memory are grouped
 //! (never peer-to-peer writes, the MSI range, poisoned or PASID writes). A burst is
 //! at most a quarter of any replay buffer and of any finite posted header buffer on
-//! the way, and two bursts must fit in each finite posted data buffer beside the
-//! bytes its link carries while the receiver holds a TLP (its node's latency and the
-//! UpdateFC delay). A receiver holds a whole burst from the start of its arrival
+//! the way, and four bursts must fit in each finite posted data buffer beside the
+//! bytes its link carries while the receiver holds a TLP (its node's latency). A
+//! receiver holds a whole burst from the start of its arrival
 //! until it passes it on, and with less room the transmitter above it waits for
 //! credits where single TLPs flow: with bursts of a quarter of the default 8 KiB
 //! buffer at Gen4 x16, MPS 512, a write stream through a switch ran 13 % slower (a
@@ -79,18 +79,18 @@ impl Engine {
                 max = max.min((d.rx_buf.hdr[P] as u64 / 4).max(1));
             }
             if d.rx_buf.data[P] != 0 {
-                // The receiver holds each TLP for its node's latency and until its
-                // UpdateFC goes out: the bytes the link carries meanwhile must fit
-                // beside two bursts, or bursts would stall where single TLPs do not.
+                // The receiver holds each TLP for its node's latency: the bytes the
+                // link carries meanwhile must fit beside four bursts, or bursts would
+                // stall where single TLPs do not (two or three were not enough).
                 let hold_ps = match self.nodes[d.to as usize].kind {
                     NodeKind::Switch => c.switch_latency.as_ps(),
                     NodeKind::Rc => c.rc_latency.as_ps(),
                     NodeKind::Ep(_) => c.ep_latency.as_ps(),
-                } + d.fc_ps;
+                };
                 let units_per_byte = d.timing.units(1).max(1);
                 let in_flight = (hold_ps as u128 * d.timing.units_per_ps() / units_per_byte) as u64;
                 let room = (d.rx_buf.data[P] as u64 * 16).saturating_sub(in_flight);
-                max = max.min((room / (2 * mps)).max(1));
+                max = max.min((room / (4 * mps)).max(1));
             }
         }
         self.burst_max = max as u32;
