@@ -18,13 +18,11 @@ fn default_scenario_prints_a_report() {
     );
 }
 
-#[test]
-fn dma_json_write_rate_is_the_link_rate() {
-    // mem3: Gen4 x16 directly on the root port. 256-byte writes above 4 GiB: 256 + 16
-    // header + 8 framing = 280 bytes per TLP. Gen4 x16 carries 16 GT/s × 16 × 128/130
-    // = 252.06 Gb/s, less one SKP block in 376: 251.39 Gb/s; × 256/280 = 229.83 Gb/s.
+/// `pcielab sim` on the default scenario: 4 KiB DMA writes from mem3 (Gen4 x16 on a
+/// root port) with `extra` arguments, as JSON.
+fn mem3_write_stream(extra: &[&str]) -> serde_json::Value {
     let f = example("sim-default.toml");
-    let (rc, out, err) = pcielab(&[
+    let mut args = vec![
         "sim",
         &f,
         "--workload",
@@ -36,9 +34,19 @@ fn dma_json_write_rate_is_the_link_rate() {
         "--size",
         "4096",
         "--json",
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let (rc, out, err) = pcielab(&args);
     assert_eq!(rc, 0, "{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    serde_json::from_str(&out).unwrap()
+}
+
+#[test]
+fn dma_json_write_rate_is_the_link_rate() {
+    // mem3: Gen4 x16 directly on the root port. 256-byte writes above 4 GiB: 256 + 16
+    // header + 8 framing = 280 bytes per TLP. Gen4 x16 carries 16 GT/s × 16 × 128/130
+    // = 252.06 Gb/s, less one SKP block in 376: 251.39 Gb/s; × 256/280 = 229.83 Gb/s.
+    let v = mem3_write_stream(&[]);
     let g = v[0]["gbps"].as_f64().unwrap();
     let want = 16.0 * 16.0 * 128.0 / 130.0 * 375.0 / 376.0 * 256.0 / 280.0;
     assert!((g - want).abs() / want < 1e-3, "{g} vs {want}");
@@ -60,23 +68,7 @@ fn burst_mode_keeps_the_link_rate() {
     // (counted per TLP), at the same rate within 0.2 % (the drain of its last burst).
     let f = example("sim-default.toml");
     let run = |burst: &str| {
-        let (rc, out, err) = pcielab(&[
-            "sim",
-            &f,
-            "--workload",
-            "dma",
-            "--device",
-            "mem3",
-            "--op",
-            "write",
-            "--size",
-            "4096",
-            "--burst",
-            burst,
-            "--json",
-        ]);
-        assert_eq!(rc, 0, "{err}");
-        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let v = mem3_write_stream(&["--burst", burst]);
         let up = v[0]["links"]
             .as_array()
             .unwrap()
