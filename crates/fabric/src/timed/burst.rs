@@ -35,17 +35,25 @@
 //! would change what is modelled: error injection of any kind (LCRC, BER, DLLP,
 //! poisoning, switch-internal errors), ECRC, cut-through switches, peer-to-peer
 //! splitting, an IOMMU, ATS/PRI and ASPM. Only writes to host memory are grouped
-//! (never peer-to-peer writes, the MSI range, poisoned or PASID writes). A burst is
-//! at most a quarter of any replay buffer and of any finite posted header buffer on
-//! the way, and four bursts must fit in each finite posted data buffer beside the
-//! bytes its link carries while the receiver holds a TLP (its node's latency). A
-//! receiver holds a whole burst from the start of its arrival
-//! until it passes it on, and with less room the transmitter above it waits for
-//! credits where single TLPs flow: with bursts of a quarter of the default 8 KiB
-//! buffer at Gen4 x16, MPS 512, a write stream through a switch ran 13 % slower (a
-//! test now guards this).
+//! (never peer-to-peer writes, the MSI range, poisoned or PASID writes).
+//!
+//! **Burst size.** A burst is at most a quarter of any replay buffer, and small
+//! enough that no transmitter waits for posted credits where single TLPs would not.
+//! A transmitter wants to start a burst as the one before ends; the receiver then
+//! holds that one and every earlier one whose credits are not back yet (`credit lag`:
+//! the receiving node's latency, the UpdateFC's trip back and the UpdateFC timer). So
+//! with bursts of `b` TLPs of `T` wire time each, each finite posted buffer (headers
+//! and data) must hold `ceil(lag / (b·T)) + 1` bursts. At Gen3 x8, MPS 256, into the
+//! root complex with the default 8 KiB buffers this allows a whole 4 KiB page (16);
+//! through a switch at Gen4 x16, 4. A first rule, bursts of a quarter of the buffer,
+//! left a Gen4 x16, MPS 512 stream through a switch 13 % slower (its transmitter
+//! waited out UpdateFC timers); a second, four bursts beside the bytes carried during
+//! the receiver's latency, was safe but allowed only 7 at Gen3 x8. `tests/it/burst.rs`
+//! compares the stall time of both modes over 6 generations, 4 widths, 3 payload
+//! sizes and several latencies, with and without a switch.
 
 use super::engine::{Dest, Engine, Kind, NodeKind, P};
+use super::phy::LinkTiming;
 use super::trace::TraceKind;
 use crate::functional::{FnId, Origin, MSI_RANGE};
 use pcielab_sim::{SimDuration, SimTime};
@@ -73,27 +81,50 @@ impl Engine {
         }
         let mps = c.mps as u64;
         let mut max = c.burst as u64;
-        for d in &self.dirs {
+        for (di, d) in self.dirs.iter().enumerate() {
             max = max.min((d.replay_cap as u64 / 4).max(1));
-            if d.rx_buf.hdr[P] != 0 {
-                max = max.min((d.rx_buf.hdr[P] as u64 / 4).max(1));
+            let hdr_buf = d.rx_buf.hdr[P] as u64;
+            let data_buf = d.rx_buf.data[P] as u64 * 16;
+            if hdr_buf == 0 && data_buf == 0 {
+                continue; // infinite posted credits: nothing to wait for
             }
-            if d.rx_buf.data[P] != 0 {
-                // The receiver holds each TLP for its node's latency: the bytes the
-                // link carries meanwhile must fit beside four bursts, or bursts would
-                // stall where single TLPs do not (two or three were not enough).
-                let hold_ps = match self.nodes[d.to as usize].kind {
-                    NodeKind::Switch => c.switch_latency.as_ps(),
-                    NodeKind::Rc => c.rc_latency.as_ps(),
-                    NodeKind::Ep(_) => c.ep_latency.as_ps(),
-                };
-                let units_per_byte = d.timing.units(1).max(1);
-                let in_flight = (hold_ps as u128 * d.timing.units_per_ps() / units_per_byte) as u64;
-                let room = (d.rx_buf.data[P] as u64 * 16).saturating_sub(in_flight);
-                max = max.min((room / (4 * mps)).max(1));
+            let lag = self.credit_lag_ps(di);
+            let piece_ps = wire_ps(&d.timing, d.timing.tlp_wire_bytes(16 + mps));
+            // The transmitter wants to start a burst as the one before ends. The
+            // receiver then holds that one and every earlier one whose credits are
+            // not back yet (sent less than `lag` ago): the buffer must also have
+            // room for the new one.
+            while max > 1 {
+                let held = lag.div_ceil(max * piece_ps);
+                let need = (held + 1) * max;
+                let fits_hdr = hdr_buf == 0 || need <= hdr_buf;
+                if fits_hdr && (data_buf == 0 || need * mps <= data_buf) {
+                    break;
+                }
+                max -= 1;
             }
         }
         self.burst_max = max as u32;
+    }
+
+    /// The time from the end of a TLP's (or burst's) arrival at the receiver of
+    /// direction `di` until its transmitter can count the credits it frees again:
+    /// the receiving node's latency, the UpdateFC DLLP's trip back (propagation both
+    /// ways, its wire time, and at most one MPS-sized TLP it may wait behind on the
+    /// reverse direction), and the receiver's UpdateFC timer (an UpdateFC that is not
+    /// urgent waits for it).
+    fn credit_lag_ps(&self, di: usize) -> u64 {
+        let c = &self.cfg;
+        let d = &self.dirs[di];
+        let rev = &self.dirs[di ^ 1];
+        let hold_ps = match self.nodes[d.to as usize].kind {
+            NodeKind::Switch => c.switch_latency.as_ps(),
+            NodeKind::Rc => c.rc_latency.as_ps(),
+            NodeKind::Ep(_) => c.ep_latency.as_ps(),
+        };
+        let rev_tlp = wire_ps(&rev.timing, rev.timing.tlp_wire_bytes(16 + c.mps as u64));
+        let dllp = wire_ps(&rev.timing, rev.timing.dllp_wire_bytes());
+        hold_ps + 2 * d.prop_ps + rev_tlp + dllp + d.fc_ps
     }
 
     /// How many of the DMA write chunks `(addr, len)` at the front of `chunks`, the
@@ -219,4 +250,9 @@ impl Engine {
             }
         }
     }
+}
+
+/// Wire time of `bytes` on a link direction, rounded up to the picosecond.
+fn wire_ps(t: &LinkTiming, bytes: u64) -> u64 {
+    t.units_to_ps_ceil(t.units(bytes))
 }

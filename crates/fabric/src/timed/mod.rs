@@ -1029,6 +1029,28 @@ impl FabricSim {
         self.sim.pending_foreground()
     }
 
+    /// The largest burst in effect (`SimConfig::burst` as capped by the fabric's
+    /// buffers, see the `burst` module; 1 when burst mode is off or turned itself
+    /// off).
+    ///
+    /// ```
+    /// # use pcielab_fabric::{kinds::KindRegistry, topology::Topology};
+    /// # use pcielab_fabric::timed::{FabricSim, SimConfig};
+    /// let t = Topology::parse(
+    ///     "[[node]]\nname=\"rc\"\nkind=\"root-complex\"\n[[node]]\nname=\"ep\"\nkind=\"psmem\"\n\
+    ///      [[link]]\nup=\"rc.0\"\ndown=\"ep\"\ngen=3\nwidth=8\n",
+    ///     "t.toml",
+    ///     &KindRegistry::builtin(),
+    /// )
+    /// .unwrap();
+    /// let cfg = SimConfig { burst: 16, ..SimConfig::default() };
+    /// let sim = FabricSim::new(&t, &KindRegistry::builtin(), cfg).unwrap();
+    /// assert_eq!(sim.burst_size(), 16); // a whole 4 KiB page of 256-byte writes
+    /// ```
+    pub fn burst_size(&self) -> u32 {
+        self.sim.world().burst_max
+    }
+
     /// Kernel events delivered so far.
     pub fn events(&self) -> u64 {
         self.sim.delivered()
