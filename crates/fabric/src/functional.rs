@@ -305,9 +305,18 @@ pub enum Signal {
 }
 
 /// Sparse host memory behind the root complex (DMA target).
+///
+/// A whole-page write can hand over its buffer instead of copying it (the timed
+/// simulator's root complex does this with a 4 KiB write's payload). When the writer
+/// may still need those bytes (a TLP that a link may have to retransmit), the page is
+/// *on loan*: before anything overwrites it, its bytes are kept aside for the
+/// lender, so a retransmission always sends what was written.
 #[derive(Debug, Clone, Default)]
 pub struct HostMemory {
     pages: crate::inthash::IntMap<u64, Box<[u8; 4096]>>,
+    /// Pages on loan: `None` while the page still holds the lender's bytes, else a
+    /// copy of them made before the page was overwritten.
+    loans: crate::inthash::IntMap<u64, Option<Box<[u8; 4096]>>>,
 }
 
 impl HostMemory {
@@ -337,9 +346,54 @@ impl HostMemory {
                 .pages
                 .entry(a >> 12)
                 .or_insert_with(|| Box::new([0; 4096]));
+            if !self.loans.is_empty() {
+                if let Some(l @ None) = self.loans.get_mut(&(a >> 12)) {
+                    // The lender's bytes, before they are overwritten.
+                    *l = Some(p.clone());
+                }
+            }
             p[off..off + n].copy_from_slice(&data[done..done + n]);
             done += n;
         }
+    }
+    /// Writes the page at `addr` (4 KiB aligned) with the 4096 bytes of `buf` by
+    /// taking `buf` as the page's storage; `buf` gets the page's old storage (its
+    /// contents are then meaningless), or an empty vector. With `loan`, the page goes
+    /// on loan (see [`HostMemory::loaned`]). Returns false, and changes nothing,
+    /// unless `addr` is aligned, `buf` holds exactly 4096 bytes in a 4096-byte
+    /// allocation and the page is not on loan already: then write it as usual.
+    pub(crate) fn write_page_from(&mut self, addr: u64, buf: &mut Vec<u8>, loan: bool) -> bool {
+        let page = addr >> 12;
+        if addr & 0xfff != 0
+            || buf.len() != 4096
+            || buf.capacity() != 4096
+            || self.loans.contains_key(&page)
+        {
+            return false;
+        }
+        let Ok(new) = Box::<[u8; 4096]>::try_from(std::mem::take(buf).into_boxed_slice()) else {
+            return false; // not reached: the length was checked
+        };
+        if let Some(old) = self.pages.insert(page, new) {
+            *buf = (old as Box<[u8]>).into_vec();
+        }
+        if loan {
+            self.loans.insert(page, None);
+        }
+        true
+    }
+    /// The bytes a loan of the page at `addr` handed over (whatever was written to the
+    /// page since), or None if the page is not on loan.
+    pub(crate) fn loaned(&self, addr: u64) -> Option<&[u8]> {
+        let page = addr >> 12;
+        match self.loans.get(&page)? {
+            Some(saved) => Some(&saved[..]),
+            None => self.pages.get(&page).map(|p| &p[..]),
+        }
+    }
+    /// Ends the loan of the page at `addr` (its lender no longer needs the bytes).
+    pub(crate) fn end_loan(&mut self, addr: u64) {
+        self.loans.remove(&(addr >> 12));
     }
 }
 
@@ -1419,6 +1473,70 @@ fn find_cap(cs: &ConfigSpace, id: u8) -> Option<u16> {
 mod tests {
     use super::*;
     use crate::topology::Topology;
+
+    fn page_of(b: u8) -> Vec<u8> {
+        let mut v = Vec::with_capacity(4096);
+        v.resize(4096, b);
+        v
+    }
+
+    #[test]
+    fn a_whole_page_write_hands_its_buffer_over() {
+        let mut m = HostMemory::default();
+        m.write(0x2000, &[7; 16]);
+        let mut buf = page_of(1);
+        assert!(m.write_page_from(0x2000, &mut buf, false));
+        // The buffer now holds the page's old storage.
+        assert_eq!(&buf[..16], &[7; 16]);
+        let mut got = [0u8; 4096];
+        m.read(0x2000, &mut got);
+        assert_eq!(got, [1; 4096]);
+        // A page never written before: the buffer comes back empty.
+        let mut buf = page_of(2);
+        assert!(m.write_page_from(0x9000, &mut buf, false));
+        assert!(buf.is_empty());
+        // Not aligned, not 4096 bytes, or a larger allocation: refused, unchanged.
+        let mut large = Vec::with_capacity(8192);
+        large.resize(4096, 3);
+        for (addr, mut b) in [
+            (0x2004, page_of(3)),
+            (0x2000, vec![3; 4095]),
+            (0x2000, large),
+        ] {
+            assert!(!m.write_page_from(addr, &mut b, false));
+            assert!(!b.is_empty());
+        }
+        m.read(0x2000, &mut got);
+        assert_eq!(got, [1; 4096]);
+        assert_eq!(m.loaned(0x2000), None);
+    }
+
+    #[test]
+    fn a_page_on_loan_keeps_the_lenders_bytes() {
+        let mut m = HostMemory::default();
+        let mut buf = page_of(5);
+        assert!(m.write_page_from(0x4000, &mut buf, true));
+        assert_eq!(m.loaned(0x4000), Some(&[5u8; 4096][..]));
+        assert_eq!(m.loaned(0x4fff), Some(&[5u8; 4096][..]));
+        // A second whole-page write while on loan is refused (it is written as usual).
+        let mut again = page_of(6);
+        assert!(!m.write_page_from(0x4000, &mut again, true));
+        // Overwriting part of the page: the lender still sees its bytes, readers the new.
+        m.write(0x4ffe, &[9, 9, 9, 9]);
+        assert_eq!(m.loaned(0x4000), Some(&[5u8; 4096][..]));
+        let mut got = [0u8; 4];
+        m.read(0x4ffc, &mut got);
+        assert_eq!(got, [5, 5, 9, 9]);
+        m.read(0x5000, &mut got);
+        assert_eq!(got, [9, 9, 0, 0]);
+        // A copy keeps its loans apart.
+        let c = m.clone();
+        m.end_loan(0x4000);
+        assert_eq!(m.loaned(0x4000), None);
+        assert_eq!(c.loaned(0x4000), Some(&[5u8; 4096][..]));
+        // Then whole-page writes hand buffers over again.
+        assert!(m.write_page_from(0x4000, &mut again, false));
+    }
 
     #[test]
     fn unprogrammed_fabric_sees_only_bus_zero() {

@@ -123,7 +123,7 @@ impl Engine {
         };
         let (addr, len) = (ep.ops[oi as usize].addr, ep.ops[oi as usize].len);
         let (poisoned, pasid) = (ep.ops[oi as usize].poisoned, ep.ops[oi as usize].pasid);
-        let buf = std::mem::take(&mut ep.ops[oi as usize].buf);
+        let mut buf = std::mem::take(&mut ep.ops[oi as usize].buf);
         let me = ep.bdf;
         let Some(f) = self.nodes[node as usize].func else {
             return;
@@ -149,7 +149,12 @@ impl Engine {
             }
             let last = chunks.peek().is_none();
             let s = ch.offset as usize;
-            let p = self.alloc_payload(&buf[s..s + len as usize]);
+            let p = if s == 0 && len as usize == buf.len() {
+                // One TLP (or burst) carries the whole buffer: it becomes the payload.
+                self.adopt_payload(std::mem::take(&mut buf))
+            } else {
+                self.alloc_payload(&buf[s..s + len as usize])
+            };
             let (addr, addr_type) = self.dma_address(node, oi, ch.addr);
             let t = Tlp {
                 data: p,

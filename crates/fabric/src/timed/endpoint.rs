@@ -177,6 +177,7 @@ pub struct EpCx<'a> {
     pub(crate) next_dma: &'a mut u64,
     pub(crate) rng: &'a mut Rng,
     pub(crate) config: Option<&'a mut pcielab_config::ConfigSpace>,
+    pub(crate) spare: &'a mut Vec<Vec<u8>>,
 }
 
 impl EpCx<'_> {
@@ -236,6 +237,33 @@ impl EpCx<'_> {
     /// and the simulator records the error.
     pub fn dma_read_pasid(&mut self, addr: u64, len: u64, pasid: u32) -> DmaId {
         self.read(addr, len, Some(pasid))
+    }
+    /// An empty buffer for the data of a DMA write, with room for at least `len`
+    /// bytes: a buffer of an earlier write when the simulator has one spare (a DMA
+    /// write whose data goes in one TLP or burst hands its buffer on without copying
+    /// it), so that a stream of writes allocates nothing once it runs.
+    ///
+    /// ```
+    /// # use pcielab_fabric::timed::{Endpoint, EpCx};
+    /// #[derive(Debug)]
+    /// struct Writer;
+    /// impl Endpoint for Writer {
+    ///     fn start(&mut self, cx: &mut EpCx<'_>) {
+    ///         let mut data = cx.buffer(4096);
+    ///         data.extend((0..4096).map(|i| i as u8));
+    ///         cx.dma_write(0x1000_0000, data);
+    ///     }
+    /// }
+    /// ```
+    pub fn buffer(&mut self, len: usize) -> Vec<u8> {
+        match self.spare.pop() {
+            Some(mut b) => {
+                b.clear();
+                b.reserve(len);
+                b
+            }
+            None => Vec::with_capacity(len),
+        }
     }
     /// Writes `data` to host (or peer) memory at `addr`; [`Endpoint::dma_done`] is
     /// called once the last MWr has left the device.

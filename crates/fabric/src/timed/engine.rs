@@ -241,6 +241,9 @@ pub(crate) struct Tlp {
     /// train of `pieces` memory writes of `len / pieces` bytes each at consecutive
     /// addresses, sent back to back and handled as one unit.
     pub pieces: u8,
+    /// Its payload became a host-memory page that is on loan to it (see
+    /// `Engine::host_write`); the page's address is in `Engine::loans`.
+    pub lent: bool,
 }
 
 impl Tlp {
@@ -280,6 +283,7 @@ impl Tlp {
             addr_type: 0,
             pasid: NONE,
             pieces: 1,
+            lent: false,
         }
     }
     /// The flow-control class: memory writes and every message are posted.
@@ -794,8 +798,14 @@ pub struct Engine {
     pub(crate) free_tlps: Vec<u32>,
     pub(crate) payloads: Vec<Vec<u8>>,
     pub(crate) free_payloads: Vec<u32>,
+    /// Buffers of written DMAs' payloads, for [`EpCx::buffer`] (at most
+    /// `SPARE_BUFFERS`).
+    pub(crate) spare_bufs: Vec<Vec<u8>>,
     pub(crate) pair_dir: HashMap<(u32, u32), u16>,
     pub(crate) route_cache: IntMap<(u32, u64), Route>,
+    /// TLP records whose payload buffer became a host-memory page on loan: the
+    /// page's address (see `Engine::host_write`).
+    pub(crate) loans: IntMap<u32, u64>,
     /// The last route looked up, with its key (consecutive TLPs of a DMA share a page).
     pub(crate) route_last: ((u32, u64), Route),
     pub(crate) rc_node: u32,
@@ -939,6 +949,9 @@ pub(crate) fn dllp_repr(d: Dllp) -> DllpRepr {
     }
 }
 
+/// Most spare DMA buffers the engine keeps for [`EpCx::buffer`].
+const SPARE_BUFFERS: usize = 64;
+
 impl Engine {
     // ---------------------------------------------------------------- TLP pool
     #[inline]
@@ -952,6 +965,25 @@ impl Engine {
             }
             None => {
                 self.payloads.push(bytes.to_vec());
+                (self.payloads.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Takes `bytes` as a payload without copying them (the slot's previous buffer
+    /// is kept for [`EpCx::buffer`]).
+    #[inline]
+    pub(crate) fn adopt_payload(&mut self, bytes: Vec<u8>) -> u32 {
+        match self.free_payloads.pop() {
+            Some(i) => {
+                let old = std::mem::replace(&mut self.payloads[i as usize], bytes);
+                if self.spare_bufs.len() < SPARE_BUFFERS && old.capacity() > 0 {
+                    self.spare_bufs.push(old);
+                }
+                i
+            }
+            None => {
+                self.payloads.push(bytes);
                 (self.payloads.len() - 1) as u32
             }
         }
@@ -976,6 +1008,11 @@ impl Engine {
         let t = &mut self.tlps[id as usize];
         t.refs = t.refs.saturating_sub(1);
         if t.refs == 0 {
+            if t.lent {
+                t.lent = false;
+                self.end_loan(id);
+            }
+            let t = &mut self.tlps[id as usize];
             if t.data != NONE {
                 self.free_payloads.push(t.data);
                 t.data = NONE;
@@ -985,11 +1022,32 @@ impl Engine {
     }
 
     pub(crate) fn payload(&self, id: u32) -> &[u8] {
-        let d = self.tlps[id as usize].data;
-        if d == NONE {
+        let t = &self.tlps[id as usize];
+        if t.lent {
+            return self.loaned_payload(id);
+        }
+        if t.data == NONE {
             &[]
         } else {
-            &self.payloads[d as usize]
+            &self.payloads[t.data as usize]
+        }
+    }
+
+    /// The payload of a TLP whose buffer became a host-memory page on loan.
+    #[cold]
+    #[inline(never)]
+    fn loaned_payload(&self, id: u32) -> &[u8] {
+        self.loans
+            .get(&id)
+            .and_then(|&page| self.fabric.host_memory.loaned(page))
+            .unwrap_or(&[])
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn end_loan(&mut self, id: u32) {
+        if let Some(page) = self.loans.remove(&id) {
+            self.fabric.host_memory.end_loan(page);
         }
     }
 
@@ -2477,12 +2535,30 @@ impl Engine {
                 },
             ));
         } else if let Some(phys) = self.dma_target(id, cx.now()) {
-            let data: &[u8] = if pd == NONE {
-                &[]
+            // A whole, aligned page: its buffer becomes the page (no copy). Links may
+            // still hold the TLP for retransmission: the page is then on loan to it
+            // until it is released.
+            let whole_page = n == 4096 && phys & 0xfff == 0 && !poisoned && pd != NONE;
+            let loan = self.tlps[id as usize].refs > 1;
+            if whole_page
+                && self.fabric.host_memory.write_page_from(
+                    phys,
+                    &mut self.payloads[pd as usize],
+                    loan,
+                )
+            {
+                if loan {
+                    self.tlps[id as usize].lent = true;
+                    self.loans.insert(id, phys);
+                }
             } else {
-                &self.payloads[pd as usize]
-            };
-            self.fabric.host_memory.write(phys, &data[..n]);
+                let data: &[u8] = if pd == NONE {
+                    &[]
+                } else {
+                    &self.payloads[pd as usize]
+                };
+                self.fabric.host_memory.write(phys, &data[..n]);
+            }
             // Nothing to track while no line is poisoned (the usual case).
             if poisoned || !self.poison_lines.is_empty() {
                 self.host_written(phys, n as u64, poisoned);
@@ -3042,6 +3118,7 @@ impl Engine {
             let mut ecx = EpCx {
                 now: cx.now(),
                 bdf: ep.bdf,
+                spare: &mut self.spare_bufs,
                 cmds: &mut cmds,
                 next_dma: &mut ep.next_dma,
                 rng: &mut ep.rng,

@@ -832,8 +832,10 @@ impl FabricSim {
             free_tlps: Vec::new(),
             payloads: Vec::new(),
             free_payloads: Vec::new(),
+            spare_bufs: Vec::new(),
             pair_dir,
             route_cache: Default::default(),
+            loans: Default::default(),
             route_last: engine::NO_ROUTE,
             rc_node,
             host_bdf,
@@ -1294,6 +1296,7 @@ impl FabricSim {
                 corrupted: false,
                 pasid: NONE,
                 pieces: 1,
+                lent: false,
             };
             e.at_source(Origin::Host, &mut t, (hops > 0).then_some(path[0]));
             let id = e.alloc_tlp(t);

@@ -198,10 +198,19 @@ impl DmaStream {
                     cx.atomic(addr, super::AtomicOp::FetchAdd64(1))
                 }
             } else if write {
-                let i = self.issued;
-                let data: Vec<u8> = (0..self.size)
-                    .map(|k| (k as u8) ^ (i as u8).wrapping_mul(31))
-                    .collect();
+                // Byte k of DMA i is k ^ (31 i) (mod 256): a 256-byte period, written
+                // a period at a time.
+                let m = (self.issued as u8).wrapping_mul(31);
+                let mut period = [0u8; 256];
+                for (k, b) in period.iter_mut().enumerate() {
+                    *b = k as u8 ^ m;
+                }
+                let n = self.size as usize;
+                let mut data = cx.buffer(n);
+                while data.len() < n {
+                    let k = (n - data.len()).min(256);
+                    data.extend_from_slice(&period[..k]);
+                }
                 match self.pasid {
                     Some(p) => cx.dma_write_pasid(addr, data, p),
                     None => cx.dma_write(addr, data),

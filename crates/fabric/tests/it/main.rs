@@ -21,6 +21,7 @@ mod interrupt_remapping;
 mod intx;
 mod io;
 mod ltr;
+mod page_loan;
 mod pasid;
 mod pme;
 mod poison;
