@@ -127,35 +127,28 @@ impl Engine {
         hold_ps + 2 * d.prop_ps + rev_tlp + dllp + d.fc_ps
     }
 
-    /// How many of the DMA write chunks `(addr, len)` at the front of `chunks`, the
-    /// first of which is at `addr` with `len` bytes, `node`'s function `f` may send as
+    /// How many MPS-sized DMA writes, the first of which is at `addr` with `len`
+    /// bytes and `rest` bytes of the DMA after it, `node`'s function `f` may send as
     /// one burst: 1 unless burst mode is on and they are whole-MPS writes to host
-    /// memory in one 4 KiB page.
+    /// memory in one 4 KiB page. (Writes are split at MPS-aligned addresses: after a
+    /// whole-MPS one, every following one is whole until the last.)
     pub(crate) fn burst_pieces(
         &mut self,
         f: FnId,
         me: Bdf,
         (addr, len): (u64, u32),
-        mut more: impl Iterator<Item = (u64, u32)>,
+        rest: u64,
     ) -> u32 {
-        let mps = self.cfg.mps as u32;
-        if self.burst_max <= 1 || len != mps {
+        let mps = self.cfg.mps as u64;
+        if self.burst_max <= 1 || len as u64 != mps {
             return 1;
         }
-        let mut n = 1u32;
-        let mut end = addr + len as u64;
-        while n < self.burst_max {
-            match more.next() {
-                Some((a, l)) if l == mps && a == end && (a >> 12) == (addr >> 12) => {
-                    n += 1;
-                    end += l as u64;
-                }
-                _ => break,
-            }
-        }
-        if n == 1 {
+        let in_page = (4096 - (addr & 0xfff)) / mps;
+        let n = (self.burst_max as u64).min(in_page).min(1 + rest / mps);
+        if n <= 1 {
             return 1;
         }
+        let end = addr + n * mps;
         // Host memory at both ends, clear of the interrupt range.
         let host = |e: &mut Engine, a: u64| {
             matches!(
@@ -165,7 +158,7 @@ impl Engine {
         };
         let clear_of_msi = end <= MSI_RANGE.0 || addr > MSI_RANGE.1;
         if clear_of_msi && host(self, addr) && host(self, end - 1) {
-            n
+            n as u32
         } else {
             1
         }

@@ -136,18 +136,17 @@ impl Engine {
         if poisoned {
             self.master_data_parity(f);
         }
-        let mut chunks = split.peekable();
+        let mut chunks = split;
         while let Some(ch) = chunks.next() {
             // Burst mode: the following whole-MPS chunks may go with this one.
             let (mut len, mut pieces) = (ch.len, 1);
             if self.burst_max > 1 && !poisoned && pasid == NONE {
-                let more = chunks.clone().map(|c| (c.addr, c.len));
-                pieces = self.burst_pieces(f, me, (ch.addr, ch.len), more);
-                for c in chunks.by_ref().take(pieces as usize - 1) {
-                    len += c.len;
-                }
+                pieces = self.burst_pieces(f, me, (ch.addr, ch.len), chunks.remaining());
+                let more = (pieces - 1) * ch.len;
+                chunks.skip_bytes(more as u64);
+                len += more;
             }
-            let last = chunks.peek().is_none();
+            let last = chunks.remaining() == 0;
             let s = ch.offset as usize;
             let p = if s == 0 && len as usize == buf.len() {
                 // One TLP (or burst) carries the whole buffer: it becomes the payload.

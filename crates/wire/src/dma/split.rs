@@ -133,6 +133,27 @@ impl Split {
     pub fn remaining(&self) -> u64 {
         self.remaining
     }
+
+    /// Skips the next `bytes` bytes (at most what remains) without building their
+    /// requests. When they end on a request boundary (whole requests, as in the
+    /// example) the requests that follow are the ones iterating would have given.
+    ///
+    /// ```
+    /// use pcielab_wire::dma::{split_write, SplitPolicy};
+    /// let mut s = split_write(0x1000, 1024, 256, SplitPolicy::Aligned)?;
+    /// s.next();
+    /// s.skip_bytes(512); // the second and third MWr
+    /// let c = s.next().unwrap();
+    /// assert_eq!((c.addr, c.len, c.offset), (0x1300, 256, 768));
+    /// assert_eq!(s.next(), None);
+    /// # Ok::<(), pcielab_wire::Error>(())
+    /// ```
+    pub fn skip_bytes(&mut self, bytes: u64) {
+        let n = bytes.min(self.remaining);
+        self.addr = self.addr.wrapping_add(n);
+        self.offset += n;
+        self.remaining -= n;
+    }
 }
 
 impl Iterator for Split {
@@ -185,6 +206,29 @@ mod tests {
 
     fn cuts(it: Split) -> Vec<(u64, u32, u64)> {
         it.map(|c| (c.addr, c.len, c.offset)).collect()
+    }
+
+    #[test]
+    fn skipping_whole_requests_leaves_the_same_rest() {
+        for (addr, len, max) in [
+            (0x0u64, 8192u64, 256u32),
+            (0xf80, 5000, 128),
+            (0x10, 4096, 512),
+        ] {
+            for policy in [SplitPolicy::Aligned, SplitPolicy::Naive] {
+                let all = cuts(split_write(addr, len, max, policy).unwrap());
+                for k in 0..all.len() {
+                    let mut s = split_write(addr, len, max, policy).unwrap();
+                    let skipped: u64 = all[..k].iter().map(|c| c.1 as u64).sum();
+                    s.skip_bytes(skipped);
+                    assert_eq!(
+                        cuts(s),
+                        all[k..],
+                        "{addr:#x} {len} {max} {policy:?} skip {k}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
