@@ -198,19 +198,9 @@ impl DmaStream {
                     cx.atomic(addr, super::AtomicOp::FetchAdd64(1))
                 }
             } else if write {
-                // Byte k of DMA i is k ^ (31 i) (mod 256): a 256-byte period, written
-                // a period at a time.
-                let m = (self.issued as u8).wrapping_mul(31);
-                let mut period = [0u8; 256];
-                for (k, b) in period.iter_mut().enumerate() {
-                    *b = k as u8 ^ m;
-                }
                 let n = self.size as usize;
                 let mut data = cx.buffer(n);
-                while data.len() < n {
-                    let k = (n - data.len()).min(256);
-                    data.extend_from_slice(&period[..k]);
-                }
+                fill_pattern(&mut data, n, (self.issued as u8).wrapping_mul(31));
                 match self.pasid {
                     Some(p) => cx.dma_write_pasid(addr, data, p),
                     None => cx.dma_write(addr, data),
@@ -229,6 +219,20 @@ impl DmaStream {
             self.issued += 1;
         }
     }
+}
+
+/// Appends `n` bytes to `data`, byte k being `k ^ m` (mod 256): a 256-byte period,
+/// appended a whole period at a time.
+fn fill_pattern(data: &mut Vec<u8>, n: usize, m: u8) {
+    let mut period = [0u8; 256];
+    for (k, b) in period.iter_mut().enumerate() {
+        *b = k as u8 ^ m;
+    }
+    data.reserve(n);
+    for _ in 0..n / 256 {
+        data.extend_from_slice(&period);
+    }
+    data.extend_from_slice(&period[..n % 256]);
 }
 
 impl Endpoint for DmaStream {
