@@ -21,7 +21,7 @@ proptest! {
     /// trace.
     #[test]
     fn random_host_actions_never_break_the_simulator(
-        pick in 0u8..128,
+        pick in any::<u8>(),
         actions in prop::collection::vec(action(), 1..64),
     ) {
         let mut script = vec![pick];

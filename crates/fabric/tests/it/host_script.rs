@@ -32,7 +32,7 @@ const EPS: [&str; 3] = ["ep", "ep2", "ep3"];
 /// Runs a script: its first byte picks the configuration (bit 0 ASPM, 1 L1 substates,
 /// 2 ECRC, 3 LCRC errors at 2 %, 4 IOMMU with ATS and PRI, 5 devices that take 30 µs
 /// to be ready after a reset (and PASID support with the IOMMU), 6 interrupt remapping
-/// with the IOMMU); then 8 bytes per
+/// with the IOMMU, 7 burst mode with bursts of up to 16 TLPs); then 8 bytes per
 /// action, at most 64 actions. Returns the trace hash, the kernel events still pending
 /// 20 ms after the script, and the TLP records alive then.
 pub fn run(data: &[u8]) -> (u64, usize, i64) {
@@ -58,6 +58,7 @@ pub fn run(data: &[u8]) -> (u64, usize, i64) {
         ats: pick & 16 != 0,
         pri: pick & 16 != 0,
         device_ready_time: SimDuration::from_us(if pick & 32 != 0 { 30 } else { 0 }),
+        burst: if pick & 128 != 0 { 16 } else { 1 },
         ..SimConfig::default()
     };
     let mut s = FabricSim::new(&topo, &reg, cfg).unwrap();
