@@ -313,10 +313,24 @@ pub enum Signal {
 /// lender, so a retransmission always sends what was written.
 #[derive(Debug, Clone, Default)]
 pub struct HostMemory {
-    pages: crate::inthash::IntMap<u64, Box<[u8; 4096]>>,
-    /// Pages on loan: `None` while the page still holds the lender's bytes, else a
-    /// copy of them made before the page was overwritten.
-    loans: crate::inthash::IntMap<u64, Option<Box<[u8; 4096]>>>,
+    pages: crate::inthash::IntMap<u64, Page>,
+}
+
+/// A page of host memory, and its loan (see [`HostMemory`]).
+#[derive(Debug, Clone)]
+struct Page {
+    data: Box<[u8; 4096]>,
+    loan: Loan,
+}
+
+#[derive(Debug, Clone)]
+enum Loan {
+    /// Not on loan.
+    None,
+    /// On loan, and `data` still holds the lender's bytes.
+    Live,
+    /// On loan; the lender's bytes, copied before `data` was overwritten.
+    Saved(Box<[u8; 4096]>),
 }
 
 impl HostMemory {
@@ -329,7 +343,7 @@ impl HostMemory {
             let n = (4096 - off).min(buf.len() - done);
             let dst = &mut buf[done..done + n];
             match self.pages.get(&(a >> 12)) {
-                Some(p) => dst.copy_from_slice(&p[off..off + n]),
+                Some(p) => dst.copy_from_slice(&p.data[off..off + n]),
                 None => dst.fill(0),
             }
             done += n;
@@ -342,17 +356,15 @@ impl HostMemory {
             let a = addr.wrapping_add(done as u64);
             let off = (a & 0xfff) as usize;
             let n = (4096 - off).min(data.len() - done);
-            let p = self
-                .pages
-                .entry(a >> 12)
-                .or_insert_with(|| Box::new([0; 4096]));
-            if !self.loans.is_empty() {
-                if let Some(l @ None) = self.loans.get_mut(&(a >> 12)) {
-                    // The lender's bytes, before they are overwritten.
-                    *l = Some(p.clone());
-                }
+            let p = self.pages.entry(a >> 12).or_insert_with(|| Page {
+                data: Box::new([0; 4096]),
+                loan: Loan::None,
+            });
+            if let Loan::Live = p.loan {
+                // The lender's bytes, before they are overwritten.
+                p.loan = Loan::Saved(p.data.clone());
             }
-            p[off..off + n].copy_from_slice(&data[done..done + n]);
+            p.data[off..off + n].copy_from_slice(&data[done..done + n]);
             done += n;
         }
     }
@@ -363,37 +375,49 @@ impl HostMemory {
     /// unless `addr` is aligned, `buf` holds exactly 4096 bytes in a 4096-byte
     /// allocation and the page is not on loan already: then write it as usual.
     pub(crate) fn write_page_from(&mut self, addr: u64, buf: &mut Vec<u8>, loan: bool) -> bool {
-        let page = addr >> 12;
-        if addr & 0xfff != 0
-            || buf.len() != 4096
-            || buf.capacity() != 4096
-            || self.loans.contains_key(&page)
-        {
+        if addr & 0xfff != 0 || buf.len() != 4096 || buf.capacity() != 4096 {
             return false;
         }
-        let Ok(new) = Box::<[u8; 4096]>::try_from(std::mem::take(buf).into_boxed_slice()) else {
-            return false; // not reached: the length was checked
-        };
-        if let Some(old) = self.pages.insert(page, new) {
-            *buf = (old as Box<[u8]>).into_vec();
-        }
-        if loan {
-            self.loans.insert(page, None);
+        let loan = if loan { Loan::Live } else { Loan::None };
+        match self.pages.entry(addr >> 12) {
+            std::collections::hash_map::Entry::Occupied(mut e) => {
+                let p = e.get_mut();
+                if !matches!(p.loan, Loan::None) {
+                    return false;
+                }
+                let Ok(new) = Box::<[u8; 4096]>::try_from(std::mem::take(buf).into_boxed_slice())
+                else {
+                    return false; // not reached: the length was checked
+                };
+                let old = std::mem::replace(&mut p.data, new);
+                *buf = (old as Box<[u8]>).into_vec();
+                p.loan = loan;
+            }
+            std::collections::hash_map::Entry::Vacant(e) => {
+                let Ok(data) = Box::<[u8; 4096]>::try_from(std::mem::take(buf).into_boxed_slice())
+                else {
+                    return false;
+                };
+                e.insert(Page { data, loan });
+            }
         }
         true
     }
     /// The bytes a loan of the page at `addr` handed over (whatever was written to the
     /// page since), or None if the page is not on loan.
     pub(crate) fn loaned(&self, addr: u64) -> Option<&[u8]> {
-        let page = addr >> 12;
-        match self.loans.get(&page)? {
-            Some(saved) => Some(&saved[..]),
-            None => self.pages.get(&page).map(|p| &p[..]),
+        let p = self.pages.get(&(addr >> 12))?;
+        match &p.loan {
+            Loan::None => None,
+            Loan::Live => Some(&p.data[..]),
+            Loan::Saved(saved) => Some(&saved[..]),
         }
     }
     /// Ends the loan of the page at `addr` (its lender no longer needs the bytes).
     pub(crate) fn end_loan(&mut self, addr: u64) {
-        self.loans.remove(&(addr >> 12));
+        if let Some(p) = self.pages.get_mut(&(addr >> 12)) {
+            p.loan = Loan::None;
+        }
     }
 }
 

@@ -241,9 +241,9 @@ pub(crate) struct Tlp {
     /// train of `pieces` memory writes of `len / pieces` bytes each at consecutive
     /// addresses, sent back to back and handled as one unit.
     pub pieces: u8,
-    /// Its payload became a host-memory page that is on loan to it (see
-    /// `Engine::host_write`); the page's address is in `Engine::loans`.
-    pub lent: bool,
+    /// Its payload became the host-memory page at this (physical) address, on loan
+    /// to it (see `Engine::host_write`), or `NOT_LENT`.
+    pub lent: u64,
 }
 
 impl Tlp {
@@ -283,7 +283,7 @@ impl Tlp {
             addr_type: 0,
             pasid: NONE,
             pieces: 1,
-            lent: false,
+            lent: NOT_LENT,
         }
     }
     /// The flow-control class: memory writes and every message are posted.
@@ -803,9 +803,6 @@ pub struct Engine {
     pub(crate) spare_bufs: Vec<Vec<u8>>,
     pub(crate) pair_dir: HashMap<(u32, u32), u16>,
     pub(crate) route_cache: IntMap<(u32, u64), Route>,
-    /// TLP records whose payload buffer became a host-memory page on loan: the
-    /// page's address (see `Engine::host_write`).
-    pub(crate) loans: IntMap<u32, u64>,
     /// The last route looked up, with its key (consecutive TLPs of a DMA share a page).
     pub(crate) route_last: ((u32, u64), Route),
     pub(crate) rc_node: u32,
@@ -949,6 +946,9 @@ pub(crate) fn dllp_repr(d: Dllp) -> DllpRepr {
     }
 }
 
+/// `Tlp::lent` of a TLP whose payload is its own.
+pub(crate) const NOT_LENT: u64 = u64::MAX;
+
 /// Most spare DMA buffers the engine keeps for [`EpCx::buffer`].
 const SPARE_BUFFERS: usize = 64;
 
@@ -1008,9 +1008,9 @@ impl Engine {
         let t = &mut self.tlps[id as usize];
         t.refs = t.refs.saturating_sub(1);
         if t.refs == 0 {
-            if t.lent {
-                t.lent = false;
-                self.end_loan(id);
+            if t.lent != NOT_LENT {
+                let page = std::mem::replace(&mut t.lent, NOT_LENT);
+                self.fabric.host_memory.end_loan(page);
             }
             let t = &mut self.tlps[id as usize];
             if t.data != NONE {
@@ -1023,8 +1023,8 @@ impl Engine {
 
     pub(crate) fn payload(&self, id: u32) -> &[u8] {
         let t = &self.tlps[id as usize];
-        if t.lent {
-            return self.loaned_payload(id);
+        if t.lent != NOT_LENT {
+            return self.loaned_payload(t.lent);
         }
         if t.data == NONE {
             &[]
@@ -1033,22 +1033,11 @@ impl Engine {
         }
     }
 
-    /// The payload of a TLP whose buffer became a host-memory page on loan.
+    /// The payload of a TLP whose buffer became the host-memory page at `page`.
     #[cold]
     #[inline(never)]
-    fn loaned_payload(&self, id: u32) -> &[u8] {
-        self.loans
-            .get(&id)
-            .and_then(|&page| self.fabric.host_memory.loaned(page))
-            .unwrap_or(&[])
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn end_loan(&mut self, id: u32) {
-        if let Some(page) = self.loans.remove(&id) {
-            self.fabric.host_memory.end_loan(page);
-        }
+    fn loaned_payload(&self, page: u64) -> &[u8] {
+        self.fabric.host_memory.loaned(page).unwrap_or(&[])
     }
 
     /// The header of TLP `id` as it travels (3 or 4 DWs; a 3-DW header is followed by
@@ -2548,8 +2537,7 @@ impl Engine {
                 )
             {
                 if loan {
-                    self.tlps[id as usize].lent = true;
-                    self.loans.insert(id, phys);
+                    self.tlps[id as usize].lent = phys;
                 }
             } else {
                 let data: &[u8] = if pd == NONE {

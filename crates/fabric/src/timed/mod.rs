@@ -835,7 +835,6 @@ impl FabricSim {
             spare_bufs: Vec::new(),
             pair_dir,
             route_cache: Default::default(),
-            loans: Default::default(),
             route_last: engine::NO_ROUTE,
             rc_node,
             host_bdf,
@@ -1296,7 +1295,7 @@ impl FabricSim {
                 corrupted: false,
                 pasid: NONE,
                 pieces: 1,
-                lent: false,
+                lent: engine::NOT_LENT,
             };
             e.at_source(Origin::Host, &mut t, (hops > 0).then_some(path[0]));
             let id = e.alloc_tlp(t);
