@@ -1,5 +1,5 @@
-//! Burst mode (`SimConfig::burst`): a DMA engine's back-to-back memory writes travel as
-//! one unit.
+//! Burst mode (`SimConfig::burst`): a DMA engine's back-to-back memory writes, and the
+//! root complex's completions of one read request, travel as one unit.
 //!
 //! A saturated DMA write stream puts one MPS-sized MWr after another on every link of
 //! its path. In the exact model each of them is its own record, queue entry, wire
@@ -7,7 +7,9 @@
 //! and host-memory write. In burst mode the DMA engine groups up to `burst`
 //! consecutive MPS-sized writes of one DMA that lie in one 4 KiB page of host memory
 //! into one record (`Tlp::pieces` TLPs of `len / pieces` bytes each), and the fabric
-//! handles it as a unit that stands for that many TLPs:
+//! handles it as a unit that stands for that many TLPs. Likewise the root complex
+//! groups the consecutive whole-MPS completions (CplD) of one memory read request
+//! from host memory (each piece keeps its own Byte Count and Lower Address):
 //!
 //! * **Wire**: the pieces are serialized back to back, each with its own header,
 //!   framing, sequence number and LCRC: the wire time is exactly that of the same TLPs
@@ -20,39 +22,52 @@
 //! * **Flow control**: it needs (and returns) one header credit per piece and the data
 //!   credits of all of them; a receiver sends UpdateFC at once when its transmitter is
 //!   short of a whole burst's credits.
-//! * **Switches and the root complex** store and forward the whole burst, and the root
-//!   complex writes its data to host memory in one piece, after its last TLP arrived.
+//! * **Switches and the root complex** store and forward the whole burst; the root
+//!   complex writes a write burst's data to host memory in one piece, and a DMA engine
+//!   takes a completion burst as the completions it stands for (a device that sent
+//!   the read as a raw TLP gets each completion's bytes).
 //!
 //! What changes against the exact model, by design: the receiver of each link sees a
 //! burst's earlier pieces only when its last piece arrives (up to `pieces - 1` TLP
 //! times later), a DLLP to be sent on a direction that is sending a burst waits for
-//! the burst's end, and ACKs and UpdateFCs are per burst. Throughput of saturated
-//! streams is the same (the wire carries the same bytes); latency through each
-//! store-and-forward hop grows by the burst's extra pieces. The tests compare both
-//! modes (`tests/it/burst.rs`).
+//! the burst's end, and ACKs and UpdateFCs are per burst (fewer DLLPs: where reads and
+//! writes share a direction, its data gets their wire time). Throughput of saturated
+//! streams is the same (the wire carries the same TLPs); latency through each
+//! store-and-forward hop grows by the burst's extra pieces. An ACK that waited behind
+//! a burst does not make its transmitter replay where the exact model's ACK (sent
+//! after the piece on the wire) would have come in time: the replay timer then runs
+//! until the late ACK arrives (`ack_behind_burst`). The tests compare both modes
+//! (`tests/it/burst.rs`).
 //!
-//! Burst mode turns itself off (`Engine::burst_max` = 1) where its coarser granularity
-//! would change what is modelled: error injection of any kind (LCRC, BER, DLLP,
-//! poisoning, switch-internal errors), ECRC, cut-through switches, peer-to-peer
-//! splitting, an IOMMU, ATS/PRI and ASPM. Only writes to host memory are grouped
-//! (never peer-to-peer writes, the MSI range, poisoned or PASID writes).
+//! Burst mode turns itself off (`Engine::burst_max` = `cpl_burst_max` = 1) where its
+//! coarser granularity would change what is modelled: error injection of any kind
+//! (LCRC, BER, DLLP, poisoning, switch-internal errors), ECRC, cut-through switches,
+//! peer-to-peer splitting, an IOMMU, ATS/PRI and ASPM. Only writes to host memory are
+//! grouped (never peer-to-peer writes, the MSI range, poisoned or PASID writes), and
+//! only the root complex's successful, clean completions of memory reads.
 //!
 //! **Burst size.** A burst is at most a quarter of any replay buffer, and small
-//! enough that no transmitter waits for posted credits where single TLPs would not.
-//! A transmitter wants to start a burst as the one before ends; the receiver then
-//! holds that one and every earlier one whose credits are not back yet (`credit lag`:
-//! the receiving node's latency, the UpdateFC's trip back and the UpdateFC timer). So
-//! with bursts of `b` TLPs of `T` wire time each, each finite posted buffer (headers
-//! and data) must hold `ceil(lag / (b·T)) + 1` bursts. At Gen3 x8, MPS 256, into the
-//! root complex with the default 8 KiB buffers this allows a whole 4 KiB page (16);
-//! through a switch at Gen4 x16, 4. A first rule, bursts of a quarter of the buffer,
+//! enough that no transmitter waits for credits where single TLPs would not. A
+//! transmitter wants to start a burst as the one before ends; the receiver then holds
+//! that one and every earlier one whose credits are not back yet (`credit lag`: the
+//! receiving node's latency, the UpdateFC's trip back — behind a burst going the other
+//! way — and the UpdateFC timer). So with bursts of `b` TLPs of `T` wire time each,
+//! each finite buffer of the class (headers and data) must hold `ceil(lag / (b·T)) + 1`
+//! bursts. Write bursts go up and completion bursts down, each lengthening the other's
+//! lag: writes are sized first (against single completions), then completions (at
+//! most MRRS / MPS) as far as both rules still hold. At Gen3 x8, MPS 256, into the
+//! root complex with the default 8 KiB buffers this allows a whole 4 KiB page of
+//! writes (16) and completions in pairs; through a switch at Gen4 x16, writes in 4s and
+//! single completions (there the switch's 8 KiB completion buffer already bounds the
+//! exact model's read throughput). A first rule, bursts of a quarter of the buffer,
 //! left a Gen4 x16, MPS 512 stream through a switch 13 % slower (its transmitter
 //! waited out UpdateFC timers); a second, four bursts beside the bytes carried during
 //! the receiver's latency, was safe but allowed only 7 at Gen3 x8. `tests/it/burst.rs`
-//! compares the stall time of both modes over 6 generations, 4 widths, 3 payload
-//! sizes and several latencies, with and without a switch.
+//! compares the stall time, replays and end of both modes over 6 generations, 4
+//! widths, 3 payload sizes and several latencies, with and without a switch, for
+//! writes, reads and read/write mixes with MRRS 512 and 4096.
 
-use super::engine::{Dest, Engine, Kind, NodeKind, P};
+use super::engine::{Dest, Engine, Kind, NodeKind, CPL, P};
 use super::phy::LinkTiming;
 use super::trace::TraceKind;
 use crate::functional::{FnId, Origin, MSI_RANGE};
@@ -60,7 +75,8 @@ use pcielab_sim::{SimDuration, SimTime};
 use pcielab_wire::Bdf;
 
 impl Engine {
-    /// Sets `burst_max` from the configuration and the fabric's buffers (at build).
+    /// Sets `burst_max` and `cpl_burst_max` from the configuration and the fabric's
+    /// buffers (at build).
     pub(crate) fn init_burst(&mut self) {
         let c = &self.cfg;
         let exact_only = c.error_rate > 0.0
@@ -75,36 +91,56 @@ impl Engine {
             || c.ats
             || c.pri
             || c.aspm != 0;
+        self.burst_max = 1;
+        self.cpl_burst_max = 1;
         if c.burst <= 1 || exact_only {
-            self.burst_max = 1;
             return;
         }
-        let mps = c.mps as u64;
-        let mut max = c.burst as u64;
-        for (di, d) in self.dirs.iter().enumerate() {
-            max = max.min((d.replay_cap as u64 / 4).max(1));
-            let hdr_buf = d.rx_buf.hdr[P] as u64;
-            let data_buf = d.rx_buf.data[P] as u64 * 16;
-            if hdr_buf == 0 && data_buf == 0 {
-                continue; // infinite posted credits: nothing to wait for
-            }
-            let lag = self.credit_lag_ps(di);
-            let piece_ps = wire_ps(&d.timing, d.timing.tlp_wire_bytes(16 + mps));
-            // The transmitter wants to start a burst as the one before ends. The
-            // receiver then holds that one and every earlier one whose credits are
-            // not back yet (sent less than `lag` ago): the buffer must also have
-            // room for the new one.
-            while max > 1 {
-                let held = lag.div_ceil(max * piece_ps);
-                let need = (held + 1) * max;
-                let fits_hdr = hdr_buf == 0 || need <= hdr_buf;
-                if fits_hdr && (data_buf == 0 || need * mps <= data_buf) {
-                    break;
-                }
-                max -= 1;
-            }
+        let replay = self.dirs.iter().map(|d| d.replay_cap as u64 / 4).min();
+        let start = (c.burst as u64).min(replay.unwrap_or(1)).max(1);
+        // Writes go up in bursts, completions down, and each holds up the other's
+        // DLLPs on the way back: size them together (both only shrink). Completions
+        // give way: a write burst stays as large as single completions allow.
+        let (mut p, mut cpl) = (start, start.min((c.mrrs / c.mps).max(1) as u64));
+        while p > 1 && !self.bursts_fit(P, p, 1) {
+            p -= 1;
         }
-        self.burst_max = max as u32;
+        while cpl > 1 && !(self.bursts_fit(CPL, cpl, p) && self.bursts_fit(P, p, cpl)) {
+            cpl -= 1;
+        }
+        self.burst_max = p as u32;
+        self.cpl_burst_max = cpl as u32;
+    }
+
+    /// Whether bursts of `b` TLPs of class `c` (P: writes, which travel upstream;
+    /// CPL: completions, downstream) never make a transmitter wait for credits where
+    /// single TLPs would not, with bursts of `rev` TLPs on the opposite directions
+    /// (the UpdateFCs wait behind them).
+    ///
+    /// A transmitter wants to start a burst as the one before ends. The receiver then
+    /// holds that one and every earlier one whose credits are not back yet (sent less
+    /// than `lag` ago): the buffer must also have room for the new one.
+    fn bursts_fit(&self, c: usize, b: u64, rev: u64) -> bool {
+        let mps = self.cfg.mps as u64;
+        self.dirs.iter().enumerate().all(|(di, d)| {
+            // Even directions go downstream, odd ones upstream.
+            if (di & 1 == 1) != (c == P) {
+                return true;
+            }
+            let hdr_buf = d.rx_buf.hdr[c] as u64;
+            let data_buf = d.rx_buf.data[c] as u64 * 16;
+            if hdr_buf == 0 && data_buf == 0 {
+                return true; // infinite credits: nothing to wait for
+            }
+            let back = &self.dirs[di ^ 1].timing;
+            // (The lag counts one TLP on the opposite direction already.)
+            let rev_more = rev.saturating_sub(1) * wire_ps(back, back.tlp_wire_bytes(16 + mps));
+            let lag = self.credit_lag_ps(di) + rev_more;
+            let piece_ps = wire_ps(&d.timing, d.timing.tlp_wire_bytes(16 + mps));
+            let held = lag.div_ceil(b * piece_ps);
+            let need = (held + 1) * b;
+            (hdr_buf == 0 || need <= hdr_buf) && (data_buf == 0 || need * mps <= data_buf)
+        })
     }
 
     /// The time from the end of a TLP's (or burst's) arrival at the receiver of
@@ -164,6 +200,49 @@ impl Engine {
         }
     }
 
+    /// An ACK or NAK about to be queued on direction `d` at `now_ps` while a burst is
+    /// on its wire waits for the burst's end, where the exact model sends it after the
+    /// TLP on the wire: remembers when that would have been (see
+    /// [`Engine::ack_behind_burst`]).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn dllp_behind_burst(&mut self, d: u16, now_ps: u64) {
+        let dir = &mut self.dirs[d as usize];
+        let (start, end, pieces) = dir.burst_tx;
+        if pieces < 2 || now_ps >= end || now_ps < start || end != dir.free_at_ps {
+            return;
+        }
+        // Where the piece on the wire at `now_ps` ends.
+        let piece = (end - start) / pieces;
+        let done = (now_ps - start).div_ceil(piece.max(1)).max(1);
+        let trip = wire_ps(&dir.timing, dir.timing.dllp_wire_bytes()) + dir.prop_ps;
+        // When it would arrive in the exact model, and when it will (an ACK replacing
+        // one that waits behind the same burst: the earlier one's exact time).
+        let exact = (start + done * piece).min(end) + trip;
+        let exact = if dir.ack_late.1 == end + trip {
+            exact.min(dir.ack_late.0)
+        } else {
+            exact
+        };
+        dir.ack_late = (exact, end + trip);
+    }
+
+    /// The replay timer of direction `d` expires at `now`: if the last ACK sent its
+    /// way waited behind a burst on the opposite direction and has not arrived yet,
+    /// and the exact model (sending it after the piece on the wire) would have had it
+    /// here in time, returns when it will arrive instead: the timer then runs until
+    /// just after.
+    /// A spurious replay would change what is modelled (a read stream's 4 KiB
+    /// completion bursts at Gen3 x4 outlast the replay timeout of the read requests
+    /// going the other way).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn ack_behind_burst(&self, d: u16, now: SimTime) -> Option<SimTime> {
+        let (exact, late) = self.dirs[d as usize ^ 1].ack_late;
+        let now = now.as_ps();
+        (exact <= now && now < late).then(|| SimTime::from_ps(late + 1))
+    }
+
     /// Wire bytes of TLP record `id` on direction `di` (all its pieces).
     #[inline(always)]
     pub(crate) fn wire_bytes(&self, di: usize, id: u32) -> u64 {
@@ -184,6 +263,33 @@ impl Engine {
         SimDuration::from_ps(timing.units_to_ps_ceil(timing.units(piece * (n - 1))))
     }
 
+    /// The TLPs record `id` stands for, as raw bytes (one unless it is a burst): each
+    /// piece its own address, length and, for completions, Byte Count.
+    pub(crate) fn piece_bytes(&self, id: u32) -> Vec<Vec<u8>> {
+        let t = &self.tlps[id as usize];
+        let payload = self.payload(id);
+        let n = t.pieces.max(1) as u32;
+        if n == 1 {
+            return vec![Self::tlp_bytes_of(t, payload)];
+        }
+        let plen = t.len / n;
+        (0..n)
+            .map(|i| {
+                let mut piece = t.clone();
+                piece.pieces = 1;
+                piece.addr = t.addr + (i * plen) as u64;
+                piece.len = plen;
+                if t.kind.is_completion() {
+                    // The bytes still to come, this completion's included.
+                    piece.byte_count = t.byte_count.wrapping_sub((i * plen) as u16);
+                }
+                let (s, e) = ((i * plen) as usize, ((i + 1) * plen) as usize);
+                let data = payload.get(s..e.min(payload.len())).unwrap_or(&[]);
+                Self::tlp_bytes_of(&piece, data)
+            })
+            .collect()
+    }
+
     /// Records every piece of burst `id`, about to be sent on `d` with first sequence
     /// number `seq`, in the trace: its own bytes, start time and sequence number.
     #[cold]
@@ -198,9 +304,7 @@ impl Engine {
         now: SimTime,
     ) {
         let di = d as usize;
-        let t = &self.tlps[id as usize];
-        let n = t.pieces as u32;
-        let plen = t.len / n;
+        let n = self.tlps[id as usize].pieces as u32;
         let piece_units = {
             let timing = &self.dirs[di].timing;
             timing.units(self.wire_bytes(di, id) / n as u64)
@@ -214,24 +318,20 @@ impl Engine {
             now_u
         };
         let first_ps = now.max(SimTime::from_ps(dir.free_at_ps));
-        let payload = self.payload(id);
-        let mut records = Vec::with_capacity(n as usize);
-        for i in 0..n {
-            let mut piece = t.clone();
-            piece.pieces = 1;
-            piece.addr = t.addr + (i * plen) as u64;
-            piece.len = plen;
-            let (s, e) = ((i * plen) as usize, ((i + 1) * plen) as usize);
-            let data = payload.get(s..e.min(payload.len())).unwrap_or(&[]);
-            let raw = Self::tlp_bytes_of(&piece, data);
-            let at = if i == 0 {
-                first_ps
-            } else {
-                let u = start_u + piece_units * i as u128;
-                SimTime::from_ps(dir.timing.units_to_ps_ceil(u))
-            };
-            records.push((at, seq.wrapping_add(i), raw));
-        }
+        let records: Vec<(SimTime, u32, Vec<u8>)> = self
+            .piece_bytes(id)
+            .into_iter()
+            .enumerate()
+            .map(|(i, raw)| {
+                let at = if i == 0 {
+                    first_ps
+                } else {
+                    let u = start_u + piece_units * i as u128;
+                    SimTime::from_ps(dir.timing.units_to_ps_ceil(u))
+                };
+                (at, seq.wrapping_add(i as u32), raw)
+            })
+            .collect();
         if let Some(tr) = self.trace.as_mut() {
             for (at, s, raw) in records {
                 let kind = TraceKind::Tlp {

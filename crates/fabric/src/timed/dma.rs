@@ -271,12 +271,15 @@ impl Engine {
                 self.raw_read_completion(node, id, cx);
                 return;
             }
-            // Unexpected Completion (PCIe Base Spec 2.3.2): discard, log in AER.
+            // Unexpected Completion (PCIe Base Spec 2.3.2): discard, log in AER (each
+            // TLP of a burst).
             let name = self.nodes[node as usize].name.clone();
             self.errors
                 .push(format!("{name}: unexpected completion for tag {tag}"));
             if let Some(f) = self.nodes[node as usize].func {
-                self.signal_error(f, AER_UNEXPECTED_CPL, true, Some(id), cx);
+                for _ in 0..self.tlps[id as usize].pieces {
+                    self.signal_error(f, AER_UNEXPECTED_CPL, true, Some(id), cx);
+                }
             }
             return;
         };

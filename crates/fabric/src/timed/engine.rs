@@ -512,6 +512,12 @@ pub(crate) struct Dir {
     pub replay: VecDeque<(u32, u32)>,
     /// TLPs those entries stand for (a burst is one entry of several TLPs).
     pub replay_held: usize,
+    /// The burst on the wire (burst mode): (first piece's start, end, pieces), for
+    /// DLLPs that wait behind it (see `Engine::dllp_behind_burst`).
+    pub burst_tx: (u64, u64, u64),
+    /// The last ACK that waited behind a burst here: when it would have arrived in
+    /// the exact model, and when it arrives.
+    pub ack_late: (u64, u64),
     pub replay_cap: usize,
     pub replay_pos: Option<usize>,
     /// When the replay timer expires (None: not running).
@@ -856,6 +862,8 @@ pub struct Engine {
     pub(crate) ats_any: bool,
     /// The most TLPs a burst may stand for (1: burst mode off; see `burst`).
     pub(crate) burst_max: u32,
+    /// The largest burst of completions (see the `burst` module).
+    pub(crate) cpl_burst_max: u32,
     /// Invalidations the root complex sent, in order.
     pub(crate) ats_invals: Vec<super::ats::AtsInvalidation>,
     /// AER Multiple Header Recording: per function, the errors recorded behind the
@@ -1044,7 +1052,12 @@ impl Engine {
     /// zeros), for the AER Header Log.
     #[cold]
     pub(crate) fn tlp_header(&self, id: u32) -> LoggedHeader {
-        let raw = self.tlp_bytes_raw(id);
+        // A burst's first TLP (burst mode).
+        let raw = if self.tlps[id as usize].pieces > 1 {
+            self.piece_bytes(id).swap_remove(0)
+        } else {
+            self.tlp_bytes_raw(id)
+        };
         let t = &self.tlps[id as usize];
         // A raw TLP's prefixes (Fmt 100b) come first: the first End-End one is logged.
         let raw_prefixes = if t.kind == Kind::Raw {
@@ -1825,7 +1838,13 @@ impl Engine {
             // A new wire copy; a first transmission takes over the queue's reference.
             self.tlps[id as usize].refs += 1;
         }
+        let pieces = self.tlps[id as usize].pieces as u64;
+        let start_ps = cx.now().as_ps().max(self.dirs[di].free_at_ps);
         self.transmit(d, bytes, Wire::Tlp { id, seq, bad }, cx);
+        if pieces > 1 {
+            let dir = &mut self.dirs[di];
+            dir.burst_tx = (start_ps, dir.free_at_ps, pieces);
+        }
     }
 
     #[inline(always)]
@@ -1893,6 +1912,9 @@ impl Engine {
                 Ev::Arrive(d, WireItem(Wire::Dllp { d: dl, bad: false }, false)),
             );
             return;
+        }
+        if front && self.cpl_burst_max.max(self.burst_max) > 1 {
+            self.dllp_behind_burst(d, cx.now().as_ps());
         }
         let q = &mut self.dirs[d as usize].dllq;
         if front {
@@ -2086,8 +2108,12 @@ impl Engine {
         cx: &mut Context<'_, PackedEv>,
     ) {
         // A transmitter short of what its largest TLP needs gets UpdateFC now: for
-        // posted writes in burst mode, a whole burst.
-        let burst = if c == P { self.burst_max as u64 } else { 1 };
+        // posted writes and completions in burst mode, a whole burst.
+        let burst = match c {
+            P => self.burst_max as u64,
+            CPL => self.cpl_burst_max as u64,
+            _ => 1,
+        };
         let mps_credits = (self.cfg.mps as u64).div_ceil(16) * burst;
         let dir = &mut self.dirs[d as usize];
         if !dir.finite(c) {
@@ -3027,17 +3053,40 @@ impl Engine {
             ));
             return;
         };
-        for ch in it {
+        // Burst mode: the root complex's whole-MPS completions of a memory read go
+        // together (see the `burst` module).
+        let group = self.cpl_burst_max > 1
+            && origin == Origin::Host
+            && req.kind == Kind::MRd
+            && req.pasid == NONE
+            && matches!(poison, Poison::Clean);
+        let mps = self.cfg.mps as u32;
+        let mut it = it.peekable();
+        while let Some(ch) = it.next() {
+            let (mut len, mut pieces) = (ch.len, 1u32);
+            if group && ch.len == mps && ch.addr & 3 == 0 {
+                while pieces < self.cpl_burst_max {
+                    match it.peek() {
+                        Some(n) if n.len == mps => {
+                            len += mps;
+                            pieces += 1;
+                            it.next();
+                        }
+                        _ => break,
+                    }
+                }
+            }
             let s = ch.offset as usize;
-            let e = (s + ch.len as usize).min(data.len());
+            let e = (s + len as usize).min(data.len());
             let p = self.alloc_payload(data.get(s..e).unwrap_or(&[]));
             let mut t = base.clone();
             t.kind = Kind::CplD;
             t.addr = ch.addr;
-            t.len = ch.len;
+            t.len = len;
             t.byte_count = ch.byte_count;
             t.data = p;
-            t.poisoned = self.completion_poisoned(poison, s as u64, ch.len as u64);
+            t.pieces = pieces as u8;
+            t.poisoned = self.completion_poisoned(poison, s as u64, len as u64);
             if let Err(e) = self.inject(origin, t, req.requester, cx) {
                 self.errors.push(format!("completion not routable: {e}"));
             }
@@ -3612,8 +3661,19 @@ impl World for Engine {
                         cx.schedule_at(t, Ev::ReplayTimer(d));
                         return;
                     }
-                    Some(_) => dir.replay_deadline = None,
+                    Some(_) => {}
                 }
+                if self.burst_max.max(self.cpl_burst_max) > 1 {
+                    if let Some(t) = self.ack_behind_burst(d, now) {
+                        let dir = &mut self.dirs[d as usize];
+                        dir.replay_deadline = Some(t);
+                        dir.replay_armed = true;
+                        cx.schedule_at(t, Ev::ReplayTimer(d));
+                        return;
+                    }
+                }
+                let dir = &mut self.dirs[d as usize];
+                dir.replay_deadline = None;
                 if !dir.replay.is_empty() {
                     dir.counters.replay_timeouts += 1;
                     self.start_replay(d, cx);

@@ -800,6 +800,8 @@ impl FabricSim {
                     next_seq: 0,
                     replay: VecDeque::new(),
                     replay_held: 0,
+                    burst_tx: (0, 0, 0),
+                    ack_late: (0, 0),
                     replay_cap: cfg.replay_buffer,
                     replay_pos: None,
                     replay_deadline: None,
@@ -868,6 +870,7 @@ impl FabricSim {
             ats: Default::default(),
             ats_any: false,
             burst_max: 1,
+            cpl_burst_max: 1,
             ats_invals: Vec::new(),
             aer_records: Default::default(),
             ats_trusted: Vec::new(),
@@ -1030,9 +1033,9 @@ impl FabricSim {
         self.sim.pending_foreground()
     }
 
-    /// The largest burst in effect (`SimConfig::burst` as capped by the fabric's
-    /// buffers, see the `burst` module; 1 when burst mode is off or turned itself
-    /// off).
+    /// The largest burst of DMA writes in effect (`SimConfig::burst` as capped by the
+    /// fabric's buffers, see the `burst` module; 1 when burst mode is off or turned
+    /// itself off).
     ///
     /// ```
     /// # use pcielab_fabric::{kinds::KindRegistry, topology::Topology};
@@ -1050,6 +1053,13 @@ impl FabricSim {
     /// ```
     pub fn burst_size(&self) -> u32 {
         self.sim.world().burst_max
+    }
+
+    /// The largest burst of completions in effect: the root complex's whole-MPS
+    /// completions of one read request travel together (1 when off; at most
+    /// MRRS / MPS; see the `burst` module).
+    pub fn completion_burst_size(&self) -> u32 {
+        self.sim.world().cpl_burst_max
     }
 
     /// Kernel events delivered so far.

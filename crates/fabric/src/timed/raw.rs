@@ -412,7 +412,8 @@ impl Engine {
             let t = &self.tlps[id as usize];
             (t.tag, t.status, t.len, t.poisoned)
         };
-        let bytes = self.tlp_bytes_raw(id);
+        // A burst of completions (burst mode) reaches the device as its TLPs.
+        let pieces = self.piece_bytes(id);
         if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
             if let Some(left) = ep.raw_reads.get_mut(&tag) {
                 *left = left.saturating_sub(len);
@@ -425,6 +426,8 @@ impl Engine {
             let f: Option<FnId> = self.nodes[node as usize].func;
             self.poisoned_received(f, true, "completion", id, cx);
         }
-        self.call_ep(node, cx, |m, cx| m.raw_completion(&bytes, cx));
+        for bytes in pieces {
+            self.call_ep(node, cx, |m, cx| m.raw_completion(&bytes, cx));
+        }
     }
 }
