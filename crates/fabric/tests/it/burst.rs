@@ -255,36 +255,40 @@ fn burst_pieces_are_traced_at_the_times_the_exact_model_sends_them() {
     }
 }
 
+/// Every link of the throughput tests: one link or through a switch, Gen1–Gen6,
+/// x1/x4/x8/x16, MPS 128/256/512 (144).
+fn links() -> impl Iterator<Item = (bool, u8, u8, u16)> {
+    [false, true].into_iter().flat_map(|sw| {
+        (1u8..=6).flat_map(move |gen| {
+            [1u8, 4, 8, 16]
+                .into_iter()
+                .flat_map(move |width| [128u16, 256, 512].map(|mps| (sw, gen, width, mps)))
+        })
+    })
+}
+
 #[test]
 fn bursts_keep_the_saturated_write_throughput() {
-    // Every generation, four widths, three payload sizes and four (switch, root
-    // complex) latency pairs, on one link and through a switch: 576 pairs of runs.
+    // Every link, four (switch, root complex) latency pairs: 576 pairs of runs.
     let mut formed = 0;
-    for sw in [false, true] {
-        for gen in 1u8..=6 {
-            for width in [1u8, 4, 8, 16] {
-                for mps in [128u16, 256, 512] {
-                    for (swl, rcl) in [(150, 100), (50, 50), (50, 150), (300, 20)] {
-                        let cfg = SimConfig {
-                            mps,
-                            switch_latency: SimDuration::from_ns(swl),
-                            rc_latency: SimDuration::from_ns(rcl),
-                            ..SimConfig::default()
-                        };
-                        let what =
-                            format!("switch {sw} Gen{gen} x{width} MPS {mps} {swl}/{rcl} ns");
-                        let t = if sw {
-                            with_switch(gen, width)
-                        } else {
-                            one_link(gen, width)
-                        };
-                        let (exact, _) = run_writes(&t, &cfg, 1, 4096, 128);
-                        let (burst, _) = run_writes(&t, &cfg, 16, 4096, 128);
-                        formed += (burst.burst_size() > 1) as u32;
-                        same_throughput(&exact, &burst, sw, &what);
-                    }
-                }
-            }
+    for (sw, gen, width, mps) in links() {
+        for (swl, rcl) in [(150, 100), (50, 50), (50, 150), (300, 20)] {
+            let cfg = SimConfig {
+                mps,
+                switch_latency: SimDuration::from_ns(swl),
+                rc_latency: SimDuration::from_ns(rcl),
+                ..SimConfig::default()
+            };
+            let what = format!("switch {sw} Gen{gen} x{width} MPS {mps} {swl}/{rcl} ns");
+            let t = if sw {
+                with_switch(gen, width)
+            } else {
+                one_link(gen, width)
+            };
+            let (exact, _) = run_writes(&t, &cfg, 1, 4096, 128);
+            let (burst, _) = run_writes(&t, &cfg, 16, 4096, 128);
+            formed += (burst.burst_size() > 1) as u32;
+            same_throughput(&exact, &burst, sw, &what);
         }
     }
     // Bursts form in most (517; links whose buffers bound the exact model's
@@ -346,39 +350,31 @@ fn same_throughput(exact: &FabricSim, burst: &FabricSim, switch: bool, what: &st
 fn bursts_keep_the_saturated_read_throughput() {
     // Reads and read/write mixes with MRRS 512 and 4096 (completion bursts of up to
     // 16 TLPs going down while read requests, and write bursts, go up: each holds up
-    // the other's ACKs and UpdateFCs), every generation, four widths, three payload
-    // sizes, on one link and through a switch: 576 pairs of runs, no more stall and
-    // no replay the exact model does not have.
+    // the other's ACKs and UpdateFCs) on every link: 576 pairs of runs, no more stall
+    // and no replay the exact model does not have.
     let mut formed = 0;
-    for sw in [false, true] {
-        for gen in 1u8..=6 {
-            for width in [1u8, 4, 8, 16] {
-                for mps in [128u16, 256, 512] {
-                    for (op, mrrs) in [
-                        (DmaOpKind::Read, 512u16),
-                        (DmaOpKind::ReadWrite, 512),
-                        (DmaOpKind::Read, 4096),
-                        (DmaOpKind::ReadWrite, 4096),
-                    ] {
-                        let cfg = SimConfig {
-                            mps,
-                            mrrs,
-                            ..SimConfig::default()
-                        };
-                        let what =
-                            format!("switch {sw} Gen{gen} x{width} MPS {mps} {op:?} MRRS {mrrs}");
-                        let t = if sw {
-                            with_switch(gen, width)
-                        } else {
-                            one_link(gen, width)
-                        };
-                        let (exact, _) = run_dma(&t, &cfg, 1, op, 4096, 128);
-                        let (burst, _) = run_dma(&t, &cfg, 16, op, 4096, 128);
-                        formed += (burst.completion_burst_size() > 1) as u32;
-                        same_throughput(&exact, &burst, sw, &what);
-                    }
-                }
-            }
+    for (sw, gen, width, mps) in links() {
+        for (op, mrrs) in [
+            (DmaOpKind::Read, 512u16),
+            (DmaOpKind::ReadWrite, 512),
+            (DmaOpKind::Read, 4096),
+            (DmaOpKind::ReadWrite, 4096),
+        ] {
+            let cfg = SimConfig {
+                mps,
+                mrrs,
+                ..SimConfig::default()
+            };
+            let what = format!("switch {sw} Gen{gen} x{width} MPS {mps} {op:?} MRRS {mrrs}");
+            let t = if sw {
+                with_switch(gen, width)
+            } else {
+                one_link(gen, width)
+            };
+            let (exact, _) = run_dma(&t, &cfg, 1, op, 4096, 128);
+            let (burst, _) = run_dma(&t, &cfg, 16, op, 4096, 128);
+            formed += (burst.completion_burst_size() > 1) as u32;
+            same_throughput(&exact, &burst, sw, &what);
         }
     }
     assert!(formed >= 300, "completion bursts formed in {formed} of 576");
