@@ -112,6 +112,18 @@ impl Engine {
         self.cpl_burst_max = cpl as u32;
     }
 
+    /// Burst mode is on (writes or completions may travel in bursts).
+    #[inline]
+    pub(crate) fn bursts_on(&self) -> bool {
+        self.burst_max.max(self.cpl_burst_max) > 1
+    }
+
+    /// Wire time of an MPS-sized TLP (4-DW header) on direction `di`.
+    fn mps_tlp_ps(&self, di: usize) -> u64 {
+        let t = &self.dirs[di].timing;
+        wire_ps(t, t.tlp_wire_bytes(16 + self.cfg.mps as u64))
+    }
+
     /// Whether bursts of `b` TLPs of class `c` (P: writes, which travel upstream;
     /// CPL: completions, downstream) never make a transmitter wait for credits where
     /// single TLPs would not, with bursts of `rev` TLPs on the opposite directions
@@ -132,12 +144,9 @@ impl Engine {
             if hdr_buf == 0 && data_buf == 0 {
                 return true; // infinite credits: nothing to wait for
             }
-            let back = &self.dirs[di ^ 1].timing;
             // (The lag counts one TLP on the opposite direction already.)
-            let rev_more = rev.saturating_sub(1) * wire_ps(back, back.tlp_wire_bytes(16 + mps));
-            let lag = self.credit_lag_ps(di) + rev_more;
-            let piece_ps = wire_ps(&d.timing, d.timing.tlp_wire_bytes(16 + mps));
-            let held = lag.div_ceil(b * piece_ps);
+            let lag = self.credit_lag_ps(di) + rev.saturating_sub(1) * self.mps_tlp_ps(di ^ 1);
+            let held = lag.div_ceil(b * self.mps_tlp_ps(di));
             let need = (held + 1) * b;
             (hdr_buf == 0 || need <= hdr_buf) && (data_buf == 0 || need * mps <= data_buf)
         })
@@ -158,9 +167,8 @@ impl Engine {
             NodeKind::Rc => c.rc_latency.as_ps(),
             NodeKind::Ep(_) => c.ep_latency.as_ps(),
         };
-        let rev_tlp = wire_ps(&rev.timing, rev.timing.tlp_wire_bytes(16 + c.mps as u64));
         let dllp = wire_ps(&rev.timing, rev.timing.dllp_wire_bytes());
-        hold_ps + 2 * d.prop_ps + rev_tlp + dllp + d.fc_ps
+        hold_ps + 2 * d.prop_ps + self.mps_tlp_ps(di ^ 1) + dllp + d.fc_ps
     }
 
     /// How many MPS-sized DMA writes, the first of which is at `addr` with `len`
@@ -185,15 +193,14 @@ impl Engine {
             return 1;
         }
         let end = addr + n * mps;
-        // Host memory at both ends, clear of the interrupt range.
-        let host = |e: &mut Engine, a: u64| {
-            matches!(
-                e.route(Origin::Function(f), Kind::MWr, a, me),
-                Ok((_, _, Dest::HostMemory))
-            )
-        };
+        // Host memory (routes go by page, and the burst stays in one), clear of the
+        // interrupt range.
+        let host = matches!(
+            self.route(Origin::Function(f), Kind::MWr, addr, me),
+            Ok((_, _, Dest::HostMemory))
+        );
         let clear_of_msi = end <= MSI_RANGE.0 || addr > MSI_RANGE.1;
-        if clear_of_msi && host(self, addr) && host(self, end - 1) {
+        if clear_of_msi && host {
             n as u32
         } else {
             1

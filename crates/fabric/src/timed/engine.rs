@@ -1052,12 +1052,8 @@ impl Engine {
     /// zeros), for the AER Header Log.
     #[cold]
     pub(crate) fn tlp_header(&self, id: u32) -> LoggedHeader {
-        // A burst's first TLP (burst mode).
-        let raw = if self.tlps[id as usize].pieces > 1 {
-            self.piece_bytes(id).swap_remove(0)
-        } else {
-            self.tlp_bytes_raw(id)
-        };
+        // (A burst's first TLP, in burst mode.)
+        let raw = self.piece_bytes(id).swap_remove(0);
         let t = &self.tlps[id as usize];
         // A raw TLP's prefixes (Fmt 100b) come first: the first End-End one is logged.
         let raw_prefixes = if t.kind == Kind::Raw {
@@ -1839,11 +1835,14 @@ impl Engine {
             self.tlps[id as usize].refs += 1;
         }
         let pieces = self.tlps[id as usize].pieces as u64;
-        let start_ps = cx.now().as_ps().max(self.dirs[di].free_at_ps);
-        self.transmit(d, bytes, Wire::Tlp { id, seq, bad }, cx);
         if pieces > 1 {
+            // Where the burst starts on the wire, for DLLPs that wait behind it.
+            let start_ps = cx.now().as_ps().max(self.dirs[di].free_at_ps);
+            self.transmit(d, bytes, Wire::Tlp { id, seq, bad }, cx);
             let dir = &mut self.dirs[di];
             dir.burst_tx = (start_ps, dir.free_at_ps, pieces);
+        } else {
+            self.transmit(d, bytes, Wire::Tlp { id, seq, bad }, cx);
         }
     }
 
@@ -1913,7 +1912,7 @@ impl Engine {
             );
             return;
         }
-        if front && self.cpl_burst_max.max(self.burst_max) > 1 {
+        if front && self.bursts_on() {
             self.dllp_behind_burst(d, cx.now().as_ps());
         }
         let q = &mut self.dirs[d as usize].dllq;
@@ -3663,7 +3662,7 @@ impl World for Engine {
                     }
                     Some(_) => {}
                 }
-                if self.burst_max.max(self.cpl_burst_max) > 1 {
+                if self.bursts_on() {
                     if let Some(t) = self.ack_behind_burst(d, now) {
                         let dir = &mut self.dirs[d as usize];
                         dir.replay_deadline = Some(t);

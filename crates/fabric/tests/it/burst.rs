@@ -256,13 +256,25 @@ fn burst_pieces_are_traced_at_the_times_the_exact_model_sends_them() {
 }
 
 /// Every link of the throughput tests: one link or through a switch, Gen1–Gen6,
-/// x1/x4/x8/x16, MPS 128/256/512 (144).
-fn links() -> impl Iterator<Item = (bool, u8, u8, u16)> {
+/// x1/x4/x8/x16, MPS 128/256/512 (144), as (label, through a switch, MPS, topology).
+fn links() -> impl Iterator<Item = (String, bool, u16, Topology)> {
     [false, true].into_iter().flat_map(|sw| {
         (1u8..=6).flat_map(move |gen| {
-            [1u8, 4, 8, 16]
-                .into_iter()
-                .flat_map(move |width| [128u16, 256, 512].map(|mps| (sw, gen, width, mps)))
+            [1u8, 4, 8, 16].into_iter().flat_map(move |width| {
+                [128u16, 256, 512].map(|mps| {
+                    let t = if sw {
+                        with_switch(gen, width)
+                    } else {
+                        one_link(gen, width)
+                    };
+                    (
+                        format!("switch {sw} Gen{gen} x{width} MPS {mps}"),
+                        sw,
+                        mps,
+                        t,
+                    )
+                })
+            })
         })
     })
 }
@@ -271,7 +283,7 @@ fn links() -> impl Iterator<Item = (bool, u8, u8, u16)> {
 fn bursts_keep_the_saturated_write_throughput() {
     // Every link, four (switch, root complex) latency pairs: 576 pairs of runs.
     let mut formed = 0;
-    for (sw, gen, width, mps) in links() {
+    for (link, sw, mps, t) in links() {
         for (swl, rcl) in [(150, 100), (50, 50), (50, 150), (300, 20)] {
             let cfg = SimConfig {
                 mps,
@@ -279,16 +291,10 @@ fn bursts_keep_the_saturated_write_throughput() {
                 rc_latency: SimDuration::from_ns(rcl),
                 ..SimConfig::default()
             };
-            let what = format!("switch {sw} Gen{gen} x{width} MPS {mps} {swl}/{rcl} ns");
-            let t = if sw {
-                with_switch(gen, width)
-            } else {
-                one_link(gen, width)
-            };
             let (exact, _) = run_writes(&t, &cfg, 1, 4096, 128);
             let (burst, _) = run_writes(&t, &cfg, 16, 4096, 128);
             formed += (burst.burst_size() > 1) as u32;
-            same_throughput(&exact, &burst, sw, &what);
+            same_throughput(&exact, &burst, sw, &format!("{link} {swl}/{rcl} ns"));
         }
     }
     // Bursts form in most (517; links whose buffers bound the exact model's
@@ -353,7 +359,7 @@ fn bursts_keep_the_saturated_read_throughput() {
     // the other's ACKs and UpdateFCs) on every link: 576 pairs of runs, no more stall
     // and no replay the exact model does not have.
     let mut formed = 0;
-    for (sw, gen, width, mps) in links() {
+    for (link, sw, mps, t) in links() {
         for (op, mrrs) in [
             (DmaOpKind::Read, 512u16),
             (DmaOpKind::ReadWrite, 512),
@@ -365,16 +371,10 @@ fn bursts_keep_the_saturated_read_throughput() {
                 mrrs,
                 ..SimConfig::default()
             };
-            let what = format!("switch {sw} Gen{gen} x{width} MPS {mps} {op:?} MRRS {mrrs}");
-            let t = if sw {
-                with_switch(gen, width)
-            } else {
-                one_link(gen, width)
-            };
             let (exact, _) = run_dma(&t, &cfg, 1, op, 4096, 128);
             let (burst, _) = run_dma(&t, &cfg, 16, op, 4096, 128);
             formed += (burst.completion_burst_size() > 1) as u32;
-            same_throughput(&exact, &burst, sw, &what);
+            same_throughput(&exact, &burst, sw, &format!("{link} {op:?} MRRS {mrrs}"));
         }
     }
     assert!(formed >= 300, "completion bursts formed in {formed} of 576");
