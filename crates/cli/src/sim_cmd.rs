@@ -690,7 +690,7 @@ fn begin_run(sim: &FabricSim, cap: &mut SimCapture, label: &str) -> Result<(), F
 
 /// Ends a captured run: writes what the trace still holds.
 fn end_run(sim: &mut FabricSim, cap: &mut SimCapture) -> Result<(), Failure> {
-    if let Some(t) = sim.take_trace() {
+    if let Some(t) = sim.take_whole_trace() {
         cap.records(&t)?;
     }
     cap.end_run(sim.now().as_ps());

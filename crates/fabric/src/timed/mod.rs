@@ -1715,11 +1715,25 @@ impl FabricSim {
         self.sim.world().trace.as_ref()
     }
 
-    /// Takes the records traced so far, leaving an empty trace (same direction names) to
-    /// go on recording: a long run can stream its trace out in pieces (`pcielab sim
-    /// --pcap` does, between [`run_until_idle`](Self::run_until_idle) steps) instead of
-    /// holding it all in memory. `None` when tracing is off.
+    /// Takes the records of everything sent up to now, leaving a trace (same
+    /// direction names) that goes on recording: a long run can stream its trace out
+    /// in pieces (`pcielab sim --pcap` does, between
+    /// [`run_until_idle`](Self::run_until_idle) steps) instead of holding it all in
+    /// memory. In burst mode the pieces of a burst still on the wire stay behind for
+    /// the next piece, so the pieces, taken one after the other, are in time order
+    /// as a whole. `None` when tracing is off.
     pub fn take_trace(&mut self) -> Option<Trace> {
+        let now = self.sim.now().as_ps();
+        let t = self.sim.world_mut().trace.as_mut()?;
+        let rest = t.split_after(now);
+        Some(std::mem::replace(t, rest))
+    }
+
+    /// Takes every record traced so far, a burst's pieces that go on the wire after
+    /// now included (as the counters count them), leaving an empty trace (same
+    /// direction names): the last piece of a run streamed with
+    /// [`take_trace`](Self::take_trace). `None` when tracing is off.
+    pub fn take_whole_trace(&mut self) -> Option<Trace> {
         let t = self.sim.world_mut().trace.as_mut()?;
         let fresh = Trace::new(t.dir_names.clone());
         Some(std::mem::replace(t, fresh))

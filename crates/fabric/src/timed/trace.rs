@@ -31,7 +31,13 @@ pub struct TraceRecord {
     len: u32,
 }
 
-/// Every TLP and DLLP of a run, in transmission order, with raw bytes.
+/// Every TLP and DLLP of a run, in time order, with raw bytes.
+///
+/// Records are ordered by [`TraceRecord::time_ps`] (when their first bit went on the
+/// wire); records of the same time stay in the order they were sent. In burst mode
+/// (`SimConfig::burst`) a burst's pieces are recorded when the burst starts, each
+/// with its own later start time: [`Trace::push`] files them among the records of the
+/// other directions by time, so the trace reads as the exact model's would.
 ///
 /// Bytes live in one shared buffer (no allocation per record once it has grown). The
 /// capture crate can turn this into pcapng: one interface per direction name.
@@ -39,7 +45,7 @@ pub struct TraceRecord {
 pub struct Trace {
     /// Direction names, indexed by [`TraceRecord::dir`], e.g. `rc.0->sw0`.
     pub dir_names: Vec<String>,
-    /// The records.
+    /// The records, in time order.
     pub records: Vec<TraceRecord>,
     data: Vec<u8>,
 }
@@ -52,17 +58,41 @@ impl Trace {
             ..Trace::default()
         }
     }
-    /// Appends a record.
+    /// Adds a record: after every record of the same or an earlier time, before
+    /// those of later times (only a burst's later pieces are recorded ahead of time,
+    /// so this moves past a few records at most).
     pub fn push(&mut self, time: SimTime, dir: u16, kind: TraceKind, bytes: &[u8]) {
         let start = self.data.len() as u32;
         self.data.extend_from_slice(bytes);
-        self.records.push(TraceRecord {
+        let r = TraceRecord {
             time_ps: time.as_ps(),
             dir,
             kind,
             start,
             len: bytes.len() as u32,
-        });
+        };
+        let rs = &mut self.records;
+        let mut at = rs.len();
+        while at > 0 && rs[at - 1].time_ps > r.time_ps {
+            at -= 1;
+        }
+        rs.insert(at, r);
+    }
+
+    /// Splits off the records of times after `now_ps` (a burst's pieces not yet on
+    /// the wire at `now_ps`) into a new trace with the same direction names: `self`
+    /// keeps what was sent up to `now_ps`.
+    pub fn split_after(&mut self, now_ps: u64) -> Trace {
+        let cut = self.records.partition_point(|r| r.time_ps <= now_ps);
+        let mut rest = Trace::new(self.dir_names.clone());
+        for r in self.records.drain(cut..).collect::<Vec<_>>() {
+            let bytes = self
+                .data
+                .get(r.start as usize..(r.start + r.len) as usize)
+                .unwrap_or(&[]);
+            rest.push(SimTime::from_ps(r.time_ps), r.dir, r.kind, bytes);
+        }
+        rest
     }
     /// The raw bytes of a record.
     pub fn bytes(&self, r: &TraceRecord) -> &[u8] {
@@ -199,4 +229,61 @@ pub struct DirCounters {
     /// TLPs with an End-End TLP Prefix (PASID) the port blocked instead of sending them
     /// on this direction (End-End TLP Prefix Blocking).
     pub prefix_blocked: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(ps: u64) -> SimTime {
+        SimTime::from_ps(ps)
+    }
+
+    #[test]
+    fn records_are_filed_by_time_and_keep_their_bytes() {
+        let mut t = Trace::new(vec!["a".into(), "b".into()]);
+        // A burst of three pieces recorded ahead of time on direction 0, then what
+        // direction 1 sends meanwhile (one record at a piece's very time).
+        for (i, ps) in [10u64, 20, 30].into_iter().enumerate() {
+            let kind = TraceKind::Tlp {
+                seq: i as u16,
+                replay: false,
+                corrupted: false,
+            };
+            t.push(at(ps), 0, kind, &[i as u8; 4]);
+        }
+        t.push(at(15), 1, TraceKind::Dllp, &[0xa; 6]);
+        t.push(at(20), 1, TraceKind::Dllp, &[0xb; 6]);
+        t.push(at(40), 1, TraceKind::Dllp, &[0xc; 6]);
+        let got: Vec<(u64, u16, Vec<u8>)> = t
+            .records
+            .iter()
+            .map(|r| (r.time_ps, r.dir, t.bytes(r).to_vec()))
+            .collect();
+        let want = vec![
+            (10, 0, vec![0; 4]),
+            (15, 1, vec![0xa; 6]),
+            (20, 0, vec![1; 4]),
+            (20, 1, vec![0xb; 6]),
+            (30, 0, vec![2; 4]),
+            (40, 1, vec![0xc; 6]),
+        ];
+        assert_eq!(got, want);
+        // Split at 20: what follows goes to the new trace, bytes and all.
+        let rest = t.split_after(20);
+        assert_eq!(t.records.len(), 4);
+        assert_eq!(rest.dir_names, t.dir_names);
+        let rest_got: Vec<(u64, u16, Vec<u8>)> = rest
+            .records
+            .iter()
+            .map(|r| (r.time_ps, r.dir, rest.bytes(r).to_vec()))
+            .collect();
+        assert_eq!(rest_got, want[4..].to_vec());
+        let seq2 = TraceKind::Tlp {
+            seq: 2,
+            replay: false,
+            corrupted: false,
+        };
+        assert_eq!(rest.records[0].kind, seq2);
+    }
 }
