@@ -18,7 +18,14 @@
 //! * **Data link layer**: the burst takes `pieces` consecutive sequence numbers and
 //!   `pieces` places in the replay buffer; the receiver takes it when its last piece
 //!   has arrived, so ACKs cover whole bursts. The replay timer of a burst runs from
-//!   its last piece's transmission.
+//!   its last piece's transmission (also when an ACK restarts it while the burst is
+//!   still on the wire).
+//! * **DLLPs go between the pieces**, as the exact model sends a DLLP after the TLP
+//!   on the wire: one queued on a direction that is sending a burst goes out at the
+//!   end of the piece on the wire (or right after the DLLPs already sent there). It is
+//!   sent and its arrival scheduled at once; the burst's later pieces, its end, the
+//!   wire's next transmission and the burst's arrival all move on by its wire time,
+//!   and so do the pieces' trace records.
 //! * **Flow control**: it needs (and returns) one header credit per piece and the data
 //!   credits of all of them; a receiver sends UpdateFC at once when its transmitter is
 //!   short of a whole burst's credits.
@@ -29,15 +36,11 @@
 //!
 //! What changes against the exact model, by design: the receiver of each link sees a
 //! burst's earlier pieces only when its last piece arrives (up to `pieces - 1` TLP
-//! times later), a DLLP to be sent on a direction that is sending a burst waits for
-//! the burst's end, and ACKs and UpdateFCs are per burst (fewer DLLPs: where reads and
+//! times later), and ACKs and UpdateFCs are per burst (fewer DLLPs: where reads and
 //! writes share a direction, its data gets their wire time). Throughput of saturated
 //! streams is the same (the wire carries the same TLPs); latency through each
-//! store-and-forward hop grows by the burst's extra pieces. An ACK that waited behind
-//! a burst does not make its transmitter replay where the exact model's ACK (sent
-//! after the piece on the wire) would have come in time: the replay timer then runs
-//! until the late ACK arrives (`ack_behind_burst`). The tests compare both modes
-//! (`tests/it/burst.rs`).
+//! store-and-forward hop grows by the burst's extra pieces. The tests compare both
+//! modes (`tests/it/burst.rs`).
 //!
 //! Burst mode turns itself off (`Engine::burst_max` = `cpl_burst_max` = 1) where its
 //! coarser granularity would change what is modelled: error injection of any kind
@@ -50,28 +53,29 @@
 //! enough that no transmitter waits for credits where single TLPs would not. A
 //! transmitter wants to start a burst as the one before ends; the receiver then holds
 //! that one and every earlier one whose credits are not back yet (`credit lag`: the
-//! receiving node's latency, the UpdateFC's trip back — behind a burst going the other
-//! way — and the UpdateFC timer). So with bursts of `b` TLPs of `T` wire time each,
-//! each finite buffer of the class (headers and data) must hold `ceil(lag / (b·T)) + 1`
-//! bursts. Write bursts go up and completion bursts down, each lengthening the other's
-//! lag: writes are sized first (against single completions), then completions (at
-//! most MRRS / MPS) as far as both rules still hold. At Gen3 x8, MPS 256, into the
+//! receiving node's latency, the UpdateFC's trip back — after at most one TLP on the
+//! wire the other way, burst or not — and the UpdateFC timer). So with bursts of `b`
+//! TLPs of `T` wire time each, each finite buffer of the class (headers and data)
+//! must hold `ceil(lag / (b·T)) + 1` bursts. Writes (going up) and completions (going
+//! down, at most MRRS / MPS) are sized each on its own. At Gen3 x8, MPS 256, into the
 //! root complex with the default 8 KiB buffers this allows a whole 4 KiB page of
 //! writes (16) and completions in pairs; through a switch at Gen4 x16, writes in 4s and
-//! single completions (there the switch's 8 KiB completion buffer already bounds the
-//! exact model's read throughput). A first rule, bursts of a quarter of the buffer,
-//! left a Gen4 x16, MPS 512 stream through a switch 13 % slower (its transmitter
-//! waited out UpdateFC timers); a second, four bursts beside the bytes carried during
-//! the receiver's latency, was safe but allowed only 7 at Gen3 x8. `tests/it/burst.rs`
-//! compares the stall time, replays and end of both modes over 6 generations, 4
-//! widths, 3 payload sizes and several latencies, with and without a switch, for
-//! writes, reads and read/write mixes with MRRS 512 and 4096.
+//! completions in pairs. A first rule, bursts of a quarter of the buffer, left a Gen4
+//! x16, MPS 512 stream through a switch 13 % slower (its transmitter waited out
+//! UpdateFC timers); a second, four bursts beside the bytes carried during the
+//! receiver's latency, was safe but allowed only 7 at Gen3 x8. While DLLPs waited for
+//! a burst's end, write and completion bursts had to be sized together (each delayed
+//! the other's UpdateFCs), and reads through a switch at Gen4 x16 got no completion
+//! bursts. `tests/it/burst.rs` compares the stall time, replays and end of both modes
+//! over 6 generations, 4 widths, 3 payload sizes and several latencies, with and
+//! without a switch, for writes, reads and read/write mixes with MRRS 512 and 4096.
 
-use super::engine::{Dest, Engine, Kind, NodeKind, CPL, P};
+use super::engine::{dllp_repr, Dest, Dllp, Engine, Ev, Kind, NodeKind, Wire, WireItem, CPL, P};
+use super::packed::PackedEv;
 use super::phy::LinkTiming;
 use super::trace::TraceKind;
 use crate::functional::{FnId, Origin, MSI_RANGE};
-use pcielab_sim::{SimDuration, SimTime};
+use pcielab_sim::{Context, SimDuration, SimTime};
 use pcielab_wire::Bdf;
 
 impl Engine {
@@ -98,14 +102,13 @@ impl Engine {
         }
         let replay = self.dirs.iter().map(|d| d.replay_cap as u64 / 4).min();
         let start = (c.burst as u64).min(replay.unwrap_or(1)).max(1);
-        // Writes go up in bursts, completions down, and each holds up the other's
-        // DLLPs on the way back: size them together (both only shrink). Completions
-        // give way: a write burst stays as large as single completions allow.
+        // Writes go up in bursts, completions down; the DLLPs that return credits go
+        // between the pieces of bursts the other way, so each is sized on its own.
         let (mut p, mut cpl) = (start, start.min((c.mrrs / c.mps).max(1) as u64));
-        while p > 1 && !self.bursts_fit(P, p, 1) {
+        while p > 1 && !self.bursts_fit(P, p) {
             p -= 1;
         }
-        while cpl > 1 && !(self.bursts_fit(CPL, cpl, p) && self.bursts_fit(P, p, cpl)) {
+        while cpl > 1 && !self.bursts_fit(CPL, cpl) {
             cpl -= 1;
         }
         self.burst_max = p as u32;
@@ -126,13 +129,12 @@ impl Engine {
 
     /// Whether bursts of `b` TLPs of class `c` (P: writes, which travel upstream;
     /// CPL: completions, downstream) never make a transmitter wait for credits where
-    /// single TLPs would not, with bursts of `rev` TLPs on the opposite directions
-    /// (the UpdateFCs wait behind them).
+    /// single TLPs would not.
     ///
     /// A transmitter wants to start a burst as the one before ends. The receiver then
     /// holds that one and every earlier one whose credits are not back yet (sent less
     /// than `lag` ago): the buffer must also have room for the new one.
-    fn bursts_fit(&self, c: usize, b: u64, rev: u64) -> bool {
+    fn bursts_fit(&self, c: usize, b: u64) -> bool {
         let mps = self.cfg.mps as u64;
         self.dirs.iter().enumerate().all(|(di, d)| {
             // Even directions go downstream, odd ones upstream.
@@ -144,8 +146,7 @@ impl Engine {
             if hdr_buf == 0 && data_buf == 0 {
                 return true; // infinite credits: nothing to wait for
             }
-            // (The lag counts one TLP on the opposite direction already.)
-            let lag = self.credit_lag_ps(di) + rev.saturating_sub(1) * self.mps_tlp_ps(di ^ 1);
+            let lag = self.credit_lag_ps(di);
             let held = lag.div_ceil(b * self.mps_tlp_ps(di));
             let need = (held + 1) * b;
             (hdr_buf == 0 || need <= hdr_buf) && (data_buf == 0 || need * mps <= data_buf)
@@ -207,47 +208,103 @@ impl Engine {
         }
     }
 
-    /// An ACK or NAK about to be queued on direction `d` at `now_ps` while a burst is
-    /// on its wire waits for the burst's end, where the exact model sends it after the
-    /// TLP on the wire: remembers when that would have been (see
-    /// [`Engine::ack_behind_burst`]).
-    #[cold]
-    #[inline(never)]
-    pub(crate) fn dllp_behind_burst(&mut self, d: u16, now_ps: u64) {
+    /// A DLLP about to be queued on direction `d` while a burst is on its wire goes
+    /// between the burst's pieces, at the end of the piece on the wire (or right after
+    /// the DLLPs already sent there), as the exact model sends it after the TLP on the
+    /// wire: it is sent and its arrival scheduled now, the wire's next transmission
+    /// starts its wire time later, and so does the burst's arrival (`postponed`).
+    /// Returns false (the DLLP queues as usual) unless a burst is on the wire with
+    /// more than its last piece to go, nothing queued behind it.
+    pub(crate) fn dllp_into_burst(
+        &mut self,
+        d: u16,
+        dl: Dllp,
+        cx: &mut Context<'_, PackedEv>,
+    ) -> bool {
+        let now = cx.now().as_ps();
         let dir = &mut self.dirs[d as usize];
-        let (start, end, pieces) = dir.burst_tx;
-        if pieces < 2 || now_ps >= end || now_ps < start || end != dir.free_at_ps {
-            return;
+        let (start, piece, pieces, seq) = dir.burst_tx;
+        let (shift, ins_end) = dir.burst_ins;
+        // (Wire units from here on: no rounding.)
+        let end = start + piece * pieces as u128 + shift;
+        if pieces < 2 || end != dir.free_at || now >= dir.free_at_ps || !dir.dllq.is_empty() {
+            return false;
         }
-        // Where the piece on the wire at `now_ps` ends.
-        let piece = (end - start) / pieces;
-        let done = (now_ps - start).div_ceil(piece.max(1)).max(1);
-        let trip = wire_ps(&dir.timing, dir.timing.dllp_wire_bytes()) + dir.prop_ps;
-        // When it would arrive in the exact model, and when it will (an ACK replacing
-        // one that waits behind the same burst: the earlier one's exact time).
-        let exact = (start + done * piece).min(end) + trip;
-        let exact = if dir.ack_late.1 == end + trip {
-            exact.min(dir.ack_late.0)
-        } else {
-            exact
-        };
-        dir.ack_late = (exact, end + trip);
+        // The piece boundaries lie `shift` after the burst's own, once DLLPs went in.
+        let from = dir.timing.ps_to_units(now).max(ins_end).max(start + shift);
+        let k = (from - start - shift).div_ceil(piece.max(1)).max(1);
+        if k >= pieces as u128 {
+            return false; // the last piece is on the wire: the DLLP follows the burst
+        }
+        let at = start + shift + k * piece;
+        let bytes = dir.timing.dllp_wire_bytes();
+        let units = dir.timing.units(bytes);
+        let old_free_ps = dir.free_at_ps;
+        dir.free_at += units;
+        dir.free_at_ps = dir.timing.units_to_ps_ceil(dir.free_at);
+        dir.burst_ins = (shift + units, at + units);
+        let at_ps = dir.timing.units_to_ps_ceil(at);
+        let done_ps = dir.timing.units_to_ps_ceil(at + units);
+        let moved_ps = dir.free_at_ps - old_free_ps;
+        match dir.postponed.back_mut() {
+            Some(b) if b.0 == seq => b.1 += moved_ps,
+            _ => dir.postponed.push_back((seq, moved_ps)),
+        }
+        dir.counters.wire_bytes += bytes;
+        dir.counters.busy_ps += done_ps - at_ps;
+        match dl {
+            Dllp::Ack(_) => dir.counters.acks += 1,
+            Dllp::Nak(_) => dir.counters.naks += 1,
+            Dllp::Fc { .. } => dir.counters.fc_dllps += 1,
+        }
+        let arrive = done_ps + dir.prop_ps;
+        if let Some(tr) = self.trace.as_mut() {
+            // The burst's later pieces move on by the DLLP's wire time.
+            let half = dir.timing.units_to_ps_ceil(piece / 2);
+            tr.shift_dir_after(d, at_ps.saturating_sub(half), moved_ps);
+            let raw = dllp_repr(dl).to_bytes().unwrap_or([0; 6]);
+            tr.push(SimTime::from_ps(at_ps), d, TraceKind::Dllp, &raw);
+        }
+        let item = WireItem(Wire::Dllp { d: dl, bad: false }, false);
+        cx.schedule_at(SimTime::from_ps(arrive), Ev::Arrive(d, item));
+        true
     }
 
-    /// The replay timer of direction `d` expires at `now`: if the last ACK sent its
-    /// way waited behind a burst on the opposite direction and has not arrived yet,
-    /// and the exact model (sending it after the piece on the wire) would have had it
-    /// here in time, returns when it will arrive instead: the timer then runs until
-    /// just after.
-    /// A spurious replay would change what is modelled (a read stream's 4 KiB
-    /// completion bursts at Gen3 x4 outlast the replay timeout of the read requests
-    /// going the other way).
+    /// A TLP arrives on `d`: when it is a burst that DLLPs went between, its arrival is
+    /// scheduled again that much later (returns true; the wire's own work at this
+    /// instant goes on).
     #[cold]
     #[inline(never)]
-    pub(crate) fn ack_behind_burst(&self, d: u16, now: SimTime) -> Option<SimTime> {
-        let (exact, late) = self.dirs[d as usize ^ 1].ack_late;
-        let now = now.as_ps();
-        (exact <= now && now < late).then(|| SimTime::from_ps(late + 1))
+    pub(crate) fn postpone(&mut self, d: u16, w: Wire, cx: &mut Context<'_, PackedEv>) -> bool {
+        let Wire::Tlp { seq, .. } = w else {
+            return false;
+        };
+        let dir = &mut self.dirs[d as usize];
+        match dir.postponed.front() {
+            Some(&(s, ps)) if s == seq => {
+                dir.postponed.pop_front();
+                let item = WireItem(w, false);
+                cx.schedule_in(SimDuration::from_ps(ps), Ev::Arrive(d, item));
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// When the replay timer of `d`, restarted at `now` by an ACK with TLPs left
+    /// unacknowledged, starts to run: at the last piece of the oldest of them when it
+    /// is a burst still on the wire (its receiver acknowledges it only once the last
+    /// piece is in, where the exact model's receiver acknowledges each TLP), else now.
+    pub(crate) fn replay_restart(&self, d: u16, now: SimTime) -> SimTime {
+        let dir = &self.dirs[d as usize];
+        let (start, piece, pieces, seq) = dir.burst_tx;
+        match dir.replay.front() {
+            Some(&(s, _)) if pieces > 1 && s == seq => {
+                let last = start + dir.burst_ins.0 + piece * (pieces as u128 - 1);
+                now.max(SimTime::from_ps(dir.timing.units_to_ps_ceil(last)))
+            }
+            _ => now,
+        }
     }
 
     /// Wire bytes of TLP record `id` on direction `di` (all its pieces).

@@ -512,12 +512,16 @@ pub(crate) struct Dir {
     pub replay: VecDeque<(u32, u32)>,
     /// TLPs those entries stand for (a burst is one entry of several TLPs).
     pub replay_held: usize,
-    /// The burst on the wire (burst mode): (first piece's start, end, pieces), for
-    /// DLLPs that wait behind it (see `Engine::dllp_behind_burst`).
-    pub burst_tx: (u64, u64, u64),
-    /// The last ACK that waited behind a burst here: when it would have arrived in
-    /// the exact model, and when it arrives.
-    pub ack_late: (u64, u64),
+    /// The last burst put on the wire (burst mode), in wire units: (first piece's
+    /// start, one piece's wire time, pieces, first sequence number), for DLLPs that go
+    /// between its pieces (see `Engine::dllp_into_burst`).
+    pub burst_tx: (u128, u128, u32, u32),
+    /// DLLPs sent between the pieces of that burst, in wire units: (the time they
+    /// added to it, when the last of them ends).
+    pub burst_ins: (u128, u128),
+    /// Bursts whose arrival the DLLPs sent between their pieces postpone, in wire
+    /// order: (first sequence number, picoseconds).
+    pub postponed: VecDeque<(u32, u64)>,
     pub replay_cap: usize,
     pub replay_pos: Option<usize>,
     /// When the replay timer expires (None: not running).
@@ -1836,11 +1840,17 @@ impl Engine {
         }
         let pieces = self.tlps[id as usize].pieces as u64;
         if pieces > 1 {
-            // Where the burst starts on the wire, for DLLPs that wait behind it.
-            let start_ps = cx.now().as_ps().max(self.dirs[di].free_at_ps);
             self.transmit(d, bytes, Wire::Tlp { id, seq, bad }, cx);
+            // Where the burst lies on the wire, for DLLPs that go between its pieces.
             let dir = &mut self.dirs[di];
-            dir.burst_tx = (start_ps, dir.free_at_ps, pieces);
+            let units = dir.timing.units(bytes);
+            dir.burst_tx = (
+                dir.free_at - units,
+                units / pieces as u128,
+                pieces as u32,
+                seq,
+            );
+            dir.burst_ins = (0, 0);
         } else {
             self.transmit(d, bytes, Wire::Tlp { id, seq, bad }, cx);
         }
@@ -1912,8 +1922,8 @@ impl Engine {
             );
             return;
         }
-        if front && self.bursts_on() {
-            self.dllp_behind_burst(d, cx.now().as_ps());
+        if self.bursts_on() && self.dllp_into_burst(d, dl, cx) {
+            return;
         }
         let q = &mut self.dirs[d as usize].dllq;
         if front {
@@ -2009,9 +2019,13 @@ impl Engine {
                             dir.replay_pos = None;
                         }
                     }
-                    // The replay timer restarts if TLPs remain, else stops.
+                    // The replay timer restarts if TLPs remain, else stops (for a
+                    // burst still on the wire, from its last piece: see `burst`).
                     if dir.replay.is_empty() {
                         dir.replay_deadline = None;
+                    } else if self.bursts_on() {
+                        let from = self.replay_restart(d, cx.now());
+                        self.arm_replay_at(d, from, cx);
                     } else {
                         self.arm_replay(d, cx);
                     }
@@ -2086,7 +2100,7 @@ impl Engine {
     }
 
     /// (Re)starts the replay timer from `from`.
-    fn arm_replay_at(&mut self, d: u16, from: SimTime, cx: &mut Context<'_, PackedEv>) {
+    pub(crate) fn arm_replay_at(&mut self, d: u16, from: SimTime, cx: &mut Context<'_, PackedEv>) {
         let dir = &mut self.dirs[d as usize];
         let at = from + SimDuration::from_ps(dir.replay_ps);
         dir.replay_deadline = Some(at);
@@ -3621,7 +3635,9 @@ impl World for Engine {
                 self.try_send(d, cx);
             }
             Ev::Arrive(d, WireItem(w, tx_done)) => {
-                self.arrive(d, w, cx);
+                if self.dirs[d as usize].postponed.is_empty() || !self.postpone(d, w, cx) {
+                    self.arrive(d, w, cx);
+                }
                 if tx_done {
                     // The wire's TxDone, due now right after the arrival (nothing runs
                     // in between: the same as delivering it as the next event).
@@ -3661,15 +3677,6 @@ impl World for Engine {
                         return;
                     }
                     Some(_) => {}
-                }
-                if self.bursts_on() {
-                    if let Some(t) = self.ack_behind_burst(d, now) {
-                        let dir = &mut self.dirs[d as usize];
-                        dir.replay_deadline = Some(t);
-                        dir.replay_armed = true;
-                        cx.schedule_at(t, Ev::ReplayTimer(d));
-                        return;
-                    }
                 }
                 let dir = &mut self.dirs[d as usize];
                 dir.replay_deadline = None;

@@ -79,6 +79,18 @@ impl Trace {
         rs.insert(at, r);
     }
 
+    /// Moves the TLP records of direction `dir` at `from_ps` or later on by `by_ps`
+    /// (a burst's later pieces, when a DLLP goes between them), keeping time order.
+    pub(crate) fn shift_dir_after(&mut self, dir: u16, from_ps: u64, by_ps: u64) {
+        let first = self.records.partition_point(|r| r.time_ps < from_ps);
+        let tail = &mut self.records[first..];
+        let tlp = |r: &TraceRecord| matches!(r.kind, TraceKind::Tlp { .. });
+        for r in tail.iter_mut().filter(|r| r.dir == dir && tlp(r)) {
+            r.time_ps += by_ps;
+        }
+        tail.sort_by_key(|r| r.time_ps);
+    }
+
     /// Splits off the records of times after `now_ps` (a burst's pieces not yet on
     /// the wire at `now_ps`) into a new trace with the same direction names: `self`
     /// keeps what was sent up to `now_ps`.

@@ -5,10 +5,12 @@
 use crate::timed::{one_link, with_switch};
 use pcielab_fabric::kinds::KindRegistry;
 use pcielab_fabric::timed::{
-    AddrPattern, DmaId, DmaOpKind, DmaStream, Endpoint, EpCx, FabricSim, SimConfig, SimError,
+    AddrPattern, DmaId, DmaOpKind, DmaStream, Endpoint, EpCx, FabricSim, LinkTiming, SimConfig,
+    SimError, TraceKind, TraceRecord,
 };
 use pcielab_fabric::topology::Topology;
 use pcielab_sim::{SimDuration, SimTime};
+use pcielab_wire::Generation;
 use std::collections::BTreeMap;
 
 /// Runs `count` DMA writes of `size` bytes (window 16) from `ep` with `cfg` and
@@ -333,6 +335,94 @@ fn burst_traces_are_in_time_order_and_stream_out_whole() {
     }
 }
 
+#[test]
+fn dllps_go_between_a_bursts_pieces_and_postpone_its_arrival() {
+    // A read/write mix from a device on a Gen3 x4 link below a switch whose link to
+    // the root complex is Gen3 x16: write bursts go up while completions come down,
+    // so the device's ACKs for the completions go up between the pieces of its write
+    // bursts, as the exact model sends them after the TLP on the wire. Each moves the
+    // burst's later pieces on by its wire time, so the burst ends, and arrives, that
+    // much later. The wider link above drains each burst before the next one is in,
+    // so the switch (store and forward, 150 ns) forwards every burst exactly 150 ns
+    // after its last piece is in: never earlier.
+    let topo = Topology::parse(
+        "[[node]]\nname=\"rc\"\nkind=\"root-complex\"\n\
+         [[node]]\nname=\"sw\"\nkind=\"switch\"\nports=1\n\
+         [[node]]\nname=\"ep\"\nkind=\"psmem\"\n\
+         [[link]]\nup=\"rc.0\"\ndown=\"sw\"\ngen=3\nwidth=16\n\
+         [[link]]\nup=\"sw.0\"\ndown=\"ep\"\ngen=3\nwidth=4\n",
+        "t.toml",
+        &KindRegistry::builtin(),
+    )
+    .unwrap();
+    let cfg = SimConfig {
+        trace: true,
+        ..SimConfig::default()
+    };
+    let (sim, _) = run_dma(&topo, &cfg, 16, DmaOpKind::ReadWrite, 4096, 64);
+    let b = sim.burst_size() as u64;
+    assert!(b > 1, "no write bursts");
+    let t = sim.trace().unwrap();
+    let timing = LinkTiming::new(Generation::Gen3, 4);
+    let dir = |name: &str| -> Vec<&TraceRecord> {
+        t.records.iter().filter(|r| t.dir_name(r) == name).collect()
+    };
+    let (ing, egr) = (dir("ep->sw.0"), dir("sw->rc.0"));
+    // 64-bit MWr (Fmt/Type 0x60; DLLPs are 6 bytes): address in bytes 8..16.
+    let mwr_addr = |r: &TraceRecord| -> Option<u64> {
+        let b = t.bytes(r);
+        (b.len() > 16 && b[0] == 0x60).then(|| u64::from_be_bytes(b[8..16].try_into().unwrap()))
+    };
+    let seq = |r: &TraceRecord| match r.kind {
+        TraceKind::Tlp { seq, .. } => Some(seq),
+        TraceKind::Dllp => None,
+    };
+    // DLLPs between two pieces of one burst (consecutive sequence numbers, MWrs).
+    let inside = ing
+        .windows(3)
+        .filter(|w| {
+            seq(w[1]).is_none()
+                && matches!((seq(w[0]), seq(w[2])), (Some(a), Some(c)) if c == a + 1)
+                && mwr_addr(w[0]).is_some()
+                && mwr_addr(w[2]).is_some()
+        })
+        .count();
+    assert!(inside > 10, "{inside} DLLPs between pieces");
+    // The wire never carries two records at once.
+    let wire_ps = |r: &TraceRecord| {
+        let bytes = match r.kind {
+            TraceKind::Tlp { .. } => timing.tlp_wire_bytes(t.bytes(r).len() as u64),
+            TraceKind::Dllp => timing.dllp_wire_bytes(),
+        };
+        timing.units_to_ps_ceil(timing.units(bytes))
+    };
+    for w in ing.windows(2) {
+        let end = w[0].time_ps + wire_ps(w[0]);
+        assert!(end <= w[1].time_ps + 1, "overlap at {} ps", w[1].time_ps);
+    }
+    let end_in: BTreeMap<u64, u64> = ing
+        .iter()
+        .filter_map(|r| mwr_addr(r).map(|a| (a, r.time_ps + wire_ps(r))))
+        .collect();
+    let (mut checked, mut exact) = (0, 0);
+    for r in &egr {
+        let Some(a) = mwr_addr(r) else { continue };
+        // The first piece of its burst: bursts group `b` MPS chunks of a page.
+        if (a % 4096) % (b * 256) != 0 {
+            continue;
+        }
+        let Some(&in_at) = end_in.get(&(a + (b - 1) * 256)) else {
+            continue;
+        };
+        let slack = r.time_ps as i64 - (in_at + 150_000) as i64;
+        assert!(slack >= -1, "burst at {a:#x} forwarded {} ps early", -slack);
+        checked += 1;
+        exact += (slack <= 1) as u32;
+    }
+    // Most bursts found the wider link idle (forwarded exactly 150 ns after).
+    assert!(checked >= 30 && exact * 2 > checked, "{exact} of {checked}");
+}
+
 /// Every link of the throughput tests: one link or through a switch, Gen1–Gen6,
 /// x1/x4/x8/x16, MPS 128/256/512 (144), as (label, through a switch, MPS, topology).
 fn links() -> impl Iterator<Item = (String, bool, u16, Topology)> {
@@ -433,9 +523,9 @@ fn same_throughput(exact: &FabricSim, burst: &FabricSim, switch: bool, what: &st
 #[test]
 fn bursts_keep_the_saturated_read_throughput() {
     // Reads and read/write mixes with MRRS 512 and 4096 (completion bursts of up to
-    // 16 TLPs going down while read requests, and write bursts, go up: each holds up
-    // the other's ACKs and UpdateFCs) on every link: 576 pairs of runs, no more stall
-    // and no replay the exact model does not have.
+    // 16 TLPs going down while read requests, and write bursts, go up: the ACKs and
+    // UpdateFCs of each go between the other's pieces) on every link: 576 pairs of
+    // runs, no more stall and no replay the exact model does not have.
     let mut formed = 0;
     for (link, sw, mps, t) in links() {
         for (op, mrrs) in [
