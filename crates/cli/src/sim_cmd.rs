@@ -533,7 +533,7 @@ fn dma_row(
         "dmas": rep["dmas"], "failed": rep["failed"], "replays": replays,
         "credit_stall_ns": stall as f64 / 1000.0,
         "elapsed_ns": rep["elapsed_ps"].as_f64().unwrap_or(0.0) / 1000.0, "events": sim.events(),
-        "burst": sim.burst_size(), "completion_burst": sim.completion_burst_size(), "links": links, "iommu": iommu, "ats": ats,
+        "burst": sim.burst_size(), "completion_burst": sim.completion_burst_size(), "read_burst": sim.read_burst_size(), "links": links, "iommu": iommu, "ats": ats,
     });
     if let Some(mut f) = failure {
         // When the device's DMA stream took up its work again after the recovery.

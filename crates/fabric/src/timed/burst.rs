@@ -1,5 +1,6 @@
-//! Burst mode (`SimConfig::burst`): a DMA engine's back-to-back memory writes, and the
-//! root complex's completions of one read request, travel as one unit.
+//! Burst mode (`SimConfig::burst`): a DMA engine's back-to-back memory writes and read
+//! requests, and the root complex's completions of one read request, travel as one
+//! unit.
 //!
 //! A saturated DMA write stream puts one MPS-sized MWr after another on every link of
 //! its path. In the exact model each of them is its own record, queue entry, wire
@@ -9,7 +10,11 @@
 //! into one record (`Tlp::pieces` TLPs of `len / pieces` bytes each), and the fabric
 //! handles it as a unit that stands for that many TLPs. Likewise the root complex
 //! groups the consecutive whole-MPS completions (CplD) of one memory read request
-//! from host memory (each piece keeps its own Byte Count and Lower Address):
+//! from host memory (each piece keeps its own Byte Count and Lower Address), and the
+//! DMA engine the whole MRRS-sized read requests (MRd) of one DMA in one page whose
+//! tags, taken from its free list as the exact model's engine takes them, happen to
+//! be consecutive (the record keeps the first tag and the step, 1 or −1; the root
+//! complex answers each piece as if it had come alone):
 //!
 //! * **Wire**: the pieces are serialized back to back, each with its own header,
 //!   framing, sequence number and LCRC: the wire time is exactly that of the same TLPs
@@ -46,8 +51,11 @@
 //! coarser granularity would change what is modelled: error injection of any kind
 //! (LCRC, BER, DLLP, poisoning, switch-internal errors), ECRC, cut-through switches,
 //! peer-to-peer splitting, an IOMMU, ATS/PRI and ASPM. Only writes to host memory are
-//! grouped (never peer-to-peer writes, the MSI range, poisoned or PASID writes), and
-//! only the root complex's successful, clean completions of memory reads.
+//! grouped (never peer-to-peer writes, the MSI range, poisoned or PASID writes), only
+//! the root complex's successful, clean completions of memory reads, and only plain
+//! read requests to host memory (no AtomicOps, no PASID, none that straddle the NUMA
+//! boundary; none at all with a per-line memory latency or the LLC model, where the
+//! pieces' latencies would differ).
 //!
 //! **Burst size.** A burst is at most a quarter of any replay buffer, and small
 //! enough that no transmitter waits for credits where single TLPs would not. A
@@ -57,10 +65,13 @@
 //! wire the other way, burst or not — and the UpdateFC timer). So with bursts of `b`
 //! TLPs of `T` wire time each, each finite buffer of the class (headers and data)
 //! must hold `ceil(lag / (b·T)) + 1` bursts. Writes (going up) and completions (going
-//! down, at most MRRS / MPS) are sized each on its own. At Gen3 x8, MPS 256, into the
+//! down, at most MRRS / MPS) are sized each on its own. Read requests (at most 8, and
+//! 4096 / MRRS) go up no faster than their completions come down, so for them `T` is
+//! the wire time of one request's completions, and only header credits count. At Gen3 x8, MPS 256, into the
 //! root complex with the default 8 KiB buffers this allows a whole 4 KiB page of
-//! writes (16) and completions in pairs; through a switch at Gen4 x16, writes in 4s and
-//! completions in pairs. A first rule, bursts of a quarter of the buffer, left a Gen4
+//! writes (16), completions in pairs and read requests in 8s (MRRS 512); through a
+//! switch at Gen4 x16, writes in 4s, completions in pairs and read requests in 8s. A
+//! first rule, bursts of a quarter of the buffer, left a Gen4
 //! x16, MPS 512 stream through a switch 13 % slower (its transmitter waited out
 //! UpdateFC timers); a second, four bursts beside the bytes carried during the
 //! receiver's latency, was safe but allowed only 7 at Gen3 x8. While DLLPs waited for
@@ -70,7 +81,9 @@
 //! over 6 generations, 4 widths, 3 payload sizes and several latencies, with and
 //! without a switch, for writes, reads and read/write mixes with MRRS 512 and 4096.
 
-use super::engine::{dllp_repr, Dest, Dllp, Engine, Ev, Kind, NodeKind, Wire, WireItem, CPL, P};
+use super::engine::{
+    dllp_repr, Dest, Dllp, Engine, Ev, Kind, NodeKind, Wire, WireItem, CPL, NP, P,
+};
 use super::packed::PackedEv;
 use super::phy::LinkTiming;
 use super::trace::TraceKind;
@@ -113,12 +126,44 @@ impl Engine {
         }
         self.burst_max = p as u32;
         self.cpl_burst_max = cpl as u32;
+        // Read requests: those of one DMA in one page (at most 8 with MRRS 512), where
+        // the root complex's memory latency is the same for each (no per-line part,
+        // no LLC model).
+        let mut rd = start.min((4096 / c.mrrs.max(1) as u64).max(1)).min(8);
+        if c.mem_per_line.as_ps() > 0 || c.llc_lines > 0 {
+            rd = 1;
+        }
+        while rd > 1 && !self.read_bursts_fit(rd) {
+            rd -= 1;
+        }
+        self.rd_burst_max = rd as u32;
+    }
+
+    /// Whether bursts of `b` read requests never make a transmitter wait for
+    /// non-posted header credits where single requests would not. Requests go up at
+    /// most as fast as their completions come down (MRRS bytes each): a burst of `b`
+    /// every `b` completion times, and the receiver holds those whose credits are not
+    /// back yet, as in [`Engine::bursts_fit`].
+    fn read_bursts_fit(&self, b: u64) -> bool {
+        let per_read = (self.cfg.mrrs / self.cfg.mps).max(1) as u64;
+        self.dirs.iter().enumerate().all(|(di, d)| {
+            let hdr_buf = d.rx_buf.hdr[NP] as u64;
+            if di & 1 == 0 || hdr_buf == 0 {
+                return true; // requests go up; infinite credits
+            }
+            let cpl_ps = per_read * self.mps_tlp_ps(di ^ 1);
+            let held = self.credit_lag_ps(di).div_ceil(b * cpl_ps);
+            (held + 1) * b <= hdr_buf
+        })
     }
 
     /// Burst mode is on (writes or completions may travel in bursts).
     #[inline]
     pub(crate) fn bursts_on(&self) -> bool {
-        self.burst_max.max(self.cpl_burst_max) > 1
+        self.burst_max
+            .max(self.cpl_burst_max)
+            .max(self.rd_burst_max)
+            > 1
     }
 
     /// Wire time of an MPS-sized TLP (4-DW header) on direction `di`.
@@ -205,6 +250,57 @@ impl Engine {
             n as u32
         } else {
             1
+        }
+    }
+
+    /// How many whole MRRS-sized read requests, the first of which is at `addr` with
+    /// `rest` bytes of the DMA after it and tag `tag`, `node`'s function `f` may send
+    /// as one burst, with the tags on top of `free` (popped last first): 1 unless
+    /// burst mode groups reads, they lie in one 4 KiB page of host memory, and the
+    /// tags they would take are consecutive (returns the count and the step).
+    pub(crate) fn read_burst_pieces(
+        &mut self,
+        (f, me): (FnId, Bdf),
+        (addr, len, rest): (u64, u32, u64),
+        tag: u16,
+        free: &[u16],
+    ) -> (u32, u16) {
+        let mrrs = self.cfg.mrrs as u64;
+        if self.rd_burst_max <= 1 || len as u64 != mrrs || addr % mrrs != 0 {
+            return (1, 0);
+        }
+        let in_page = (4096 - (addr & 0xfff)) / mrrs;
+        let mut n = (self.rd_burst_max as u64).min(in_page).min(1 + rest / mrrs);
+        n = n.min(1 + free.len() as u64);
+        if n <= 1 {
+            return (1, 0);
+        }
+        // The tags the exact model's engine would take next, in that order.
+        let next = |i: u64| free[free.len() - i as usize];
+        let step = next(1).wrapping_sub(tag);
+        if step != 1 && step != u16::MAX {
+            return (1, 0);
+        }
+        let mut k = 1;
+        while k < n && next(k) == tag.wrapping_add(step.wrapping_mul(k as u16)) {
+            k += 1;
+        }
+        if k <= 1 {
+            return (1, 0);
+        }
+        let end = addr + k * mrrs;
+        let host = matches!(
+            self.route(Origin::Function(f), Kind::MRd, addr, me),
+            Ok((_, _, Dest::HostMemory))
+        );
+        let numa_split = self
+            .cfg
+            .numa_remote_base
+            .is_some_and(|b| (addr >= b) != (end > b));
+        if host && !numa_split && (end <= MSI_RANGE.0 || addr > MSI_RANGE.1) {
+            (k as u32, step)
+        } else {
+            (1, 0)
         }
     }
 
@@ -346,6 +442,9 @@ impl Engine {
                 if t.kind.is_completion() {
                     // The bytes still to come, this completion's included.
                     piece.byte_count = t.byte_count.wrapping_sub((i * plen) as u16);
+                } else if t.kind == Kind::MRd {
+                    piece.tag = t.piece_tag(i);
+                    piece.byte_count = 0;
                 }
                 let (s, e) = ((i * plen) as usize, ((i + 1) * plen) as usize);
                 let data = payload.get(s..e.min(payload.len())).unwrap_or(&[]);

@@ -214,27 +214,56 @@ impl Engine {
                 continue;
             };
             let off = op.issued;
-            op.issued += ch.len as u64;
+            let me = ep.bdf;
+            // Burst mode: the next whole requests of the DMA in the same page go as
+            // one burst when the tags they would take are consecutive (see `burst`).
+            let (n, step) = if self.rd_burst_max > 1 && op.atomic.is_none() && op.pasid == NONE {
+                let rest = op.len - op.issued - ch.len as u64;
+                let k = ep.free_tags.len().min(8);
+                let mut top = [0u16; 8];
+                top[..k].copy_from_slice(&ep.free_tags[ep.free_tags.len() - k..]);
+                self.read_burst_pieces((f, me), (a, ch.len, rest), tag, &top[..k])
+            } else {
+                (1, 0)
+            };
+            let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
+                return;
+            };
+            let len = ch.len * n;
+            for _ in 1..n {
+                ep.free_tags.pop();
+            }
+            let op = &mut ep.ops[oi as usize];
+            op.issued += len as u64;
+            op.outstanding += n;
             if op.issued >= op.len {
                 ep.read_queue.pop_front();
             }
-            ep.tag_map[tag as usize] = Some((oi, off, ch.len, 0, 0));
-            ep.ops[oi as usize].outstanding += 1;
-            let me = ep.bdf;
-            let mut t = self.read_request(node, oi, tag, off, ch.len);
+            let mut t = self.read_request(node, oi, tag, off, len);
             if t.kind == Kind::Atomic {
                 t.data = self.atomic_operands(node, oi);
+            }
+            t.pieces = n as u8;
+            if n > 1 {
+                t.byte_count = step;
             }
             // Completions count their addresses from the request's, as sent (the
             // translated one when the DMA holds an ATS translation).
             if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
-                ep.tag_map[tag as usize] = Some((oi, off, ch.len, 0, t.addr));
+                for i in 0..n {
+                    let d = (i * ch.len) as u64;
+                    ep.tag_map[t.piece_tag(i) as usize] =
+                        Some((oi, off + d, ch.len, 0, t.addr + d));
+                }
             }
             if let Err(e) = self.inject(Origin::Function(f), t, me, cx) {
                 self.errors.push(format!("DMA read not routable: {e}"));
                 if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
-                    ep.tag_map[tag as usize] = None;
-                    ep.free_tags.push(tag);
+                    for i in (0..n).rev() {
+                        let tag = tag.wrapping_add(step.wrapping_mul(i as u16));
+                        ep.tag_map[tag as usize] = None;
+                        ep.free_tags.push(tag);
+                    }
                     ep.ops[oi as usize].ok = false;
                     ep.read_queue.retain(|&x| x != oi);
                 }

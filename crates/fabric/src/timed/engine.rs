@@ -238,8 +238,10 @@ pub(crate) struct Tlp {
     /// The PASID of its PASID TLP prefix (one End-End prefix DW on the wire), or NONE.
     pub pasid: u32,
     /// TLPs this record stands for (burst mode, see the `burst` module): 1, or a
-    /// train of `pieces` memory writes of `len / pieces` bytes each at consecutive
-    /// addresses, sent back to back and handled as one unit.
+    /// train of `pieces` memory writes, completions or memory read requests of
+    /// `len / pieces` bytes each at consecutive addresses, sent back to back and
+    /// handled as one unit. The read requests of a burst have consecutive tags: the
+    /// first is `tag`, and `byte_count` is the step (1, or `u16::MAX` for −1).
     pub pieces: u8,
     /// Its payload became the host-memory page at this (physical) address, on loan
     /// to it (see `Engine::host_write`), or `NOT_LENT`.
@@ -327,6 +329,13 @@ impl Tlp {
     pub fn data_credits(&self) -> u64 {
         self.payload_bytes().div_ceil(16) as u64
     }
+    /// The tag of piece `i` of a burst of memory read requests (see `pieces`).
+    #[inline]
+    pub fn piece_tag(&self, i: u32) -> u16 {
+        self.tag
+            .wrapping_add(self.byte_count.wrapping_mul(i as u16))
+    }
+
     /// Bytes of the TLP (of all its pieces: each has its own header, digest and
     /// prefix).
     #[inline]
@@ -868,6 +877,8 @@ pub struct Engine {
     pub(crate) burst_max: u32,
     /// The largest burst of completions (see the `burst` module).
     pub(crate) cpl_burst_max: u32,
+    /// Most memory read requests of one DMA sent as one burst (1: none).
+    pub(crate) rd_burst_max: u32,
     /// Invalidations the root complex sent, in order.
     pub(crate) ats_invals: Vec<super::ats::AtsInvalidation>,
     /// AER Multiple Header Recording: per function, the errors recorded behind the
@@ -3041,6 +3052,30 @@ impl Engine {
         poison: Poison,
         cx: &mut Context<'_, PackedEv>,
     ) {
+        if req.pieces > 1 && req.kind == Kind::MRd {
+            // A burst of read requests (see `burst`): each piece is answered as if it
+            // had come alone, with its own tag and its share of the data.
+            let n = req.pieces as u32;
+            let plen = req.len / n;
+            for i in 0..n {
+                let piece = Tlp {
+                    tag: req.piece_tag(i),
+                    addr: req.addr + (i * plen) as u64,
+                    len: plen,
+                    byte_count: 0,
+                    pieces: 1,
+                    ..req.clone()
+                };
+                let (s, e) = ((i * plen) as usize, ((i + 1) * plen) as usize);
+                let d = data.get(s..e.min(data.len())).unwrap_or(&[]);
+                let poison = match poison {
+                    Poison::HostLines(p) => Poison::HostLines(p + (i * plen) as u64),
+                    other => other,
+                };
+                self.send_completions(origin, completer, &piece, status, d, poison, cx);
+            }
+            return;
+        }
         let base = Tlp {
             completer,
             tag: req.tag,

@@ -872,6 +872,7 @@ impl FabricSim {
             ats_any: false,
             burst_max: 1,
             cpl_burst_max: 1,
+            rd_burst_max: 1,
             ats_invals: Vec::new(),
             aer_records: Default::default(),
             ats_trusted: Vec::new(),
@@ -1061,6 +1062,14 @@ impl FabricSim {
     /// MRRS / MPS; see the `burst` module).
     pub fn completion_burst_size(&self) -> u32 {
         self.sim.world().cpl_burst_max
+    }
+
+    /// The largest burst of read requests in effect: a DMA engine's whole
+    /// MRRS-sized requests of one DMA in one 4 KiB page, with consecutive tags,
+    /// travel together (1 when off; at most 4096 / MRRS and 8; see the `burst`
+    /// module).
+    pub fn read_burst_size(&self) -> u32 {
+        self.sim.world().rd_burst_max
     }
 
     /// Kernel events delivered so far.
