@@ -13,8 +13,10 @@
 //! from host memory (each piece keeps its own Byte Count and Lower Address), and the
 //! DMA engine the whole MRRS-sized read requests (MRd) of one DMA in one page whose
 //! tags, taken from its free list as the exact model's engine takes them, happen to
-//! be consecutive (the record keeps the first tag and the step, 1 or −1; the root
-//! complex answers each piece as if it had come alone):
+//! be consecutive (the record keeps the first tag and the step, 1 or −1). The root
+//! complex answers such a burst with completion bursts that each answer several of
+//! its requests (`Tlp::cpl_req`: pieces per request; each piece its own tag and Byte
+//! Count), or, where they may not, each request as if it had come alone:
 //!
 //! * **Wire**: the pieces are serialized back to back, each with its own header,
 //!   framing, sequence number and LCRC: the wire time is exactly that of the same TLPs
@@ -65,12 +67,12 @@
 //! wire the other way, burst or not — and the UpdateFC timer). So with bursts of `b`
 //! TLPs of `T` wire time each, each finite buffer of the class (headers and data)
 //! must hold `ceil(lag / (b·T)) + 1` bursts. Writes (going up) and completions (going
-//! down, at most MRRS / MPS) are sized each on its own. Read requests (at most 8, and
+//! down, at most MRRS / MPS times the read-request burst) are sized each on its own. Read requests (at most 8, and
 //! 4096 / MRRS) go up no faster than their completions come down, so for them `T` is
 //! the wire time of one request's completions, and only header credits count. At Gen3 x8, MPS 256, into the
 //! root complex with the default 8 KiB buffers this allows a whole 4 KiB page of
-//! writes (16), completions in pairs and read requests in 8s (MRRS 512); through a
-//! switch at Gen4 x16, writes in 4s, completions in pairs and read requests in 8s. A
+//! writes (16), of completions (16) and of read requests (8, MRRS 512); through a
+//! switch at Gen4 x16, writes and completions in 4s and read requests in 8s. A
 //! first rule, bursts of a quarter of the buffer, left a Gen4
 //! x16, MPS 512 stream through a switch 13 % slower (its transmitter waited out
 //! UpdateFC timers); a second, four bursts beside the bytes carried during the
@@ -82,14 +84,17 @@
 //! without a switch, for writes, reads and read/write mixes with MRRS 512 and 4096.
 
 use super::engine::{
-    dllp_repr, Dest, Dllp, Engine, Ev, Kind, NodeKind, Wire, WireItem, CPL, NP, P,
+    dllp_repr, Dest, Dllp, Engine, Ev, Kind, NodeKind, Tlp, Wire, WireItem, CPL, CPL_TAGS_DOWN,
+    NONE, NP, P,
 };
 use super::packed::PackedEv;
 use super::phy::LinkTiming;
+use super::poison::Poison;
 use super::trace::TraceKind;
 use crate::functional::{FnId, Origin, MSI_RANGE};
 use pcielab_sim::{Context, SimDuration, SimTime};
 use pcielab_wire::Bdf;
+use pcielab_wire::CplStatus;
 
 impl Engine {
     /// Sets `burst_max` and `cpl_burst_max` from the configuration and the fabric's
@@ -115,17 +120,6 @@ impl Engine {
         }
         let replay = self.dirs.iter().map(|d| d.replay_cap as u64 / 4).min();
         let start = (c.burst as u64).min(replay.unwrap_or(1)).max(1);
-        // Writes go up in bursts, completions down; the DLLPs that return credits go
-        // between the pieces of bursts the other way, so each is sized on its own.
-        let (mut p, mut cpl) = (start, start.min((c.mrrs / c.mps).max(1) as u64));
-        while p > 1 && !self.bursts_fit(P, p) {
-            p -= 1;
-        }
-        while cpl > 1 && !self.bursts_fit(CPL, cpl) {
-            cpl -= 1;
-        }
-        self.burst_max = p as u32;
-        self.cpl_burst_max = cpl as u32;
         // Read requests: those of one DMA in one page (at most 8 with MRRS 512), where
         // the root complex's memory latency is the same for each (no per-line part,
         // no LLC model).
@@ -136,6 +130,19 @@ impl Engine {
         while rd > 1 && !self.read_bursts_fit(rd) {
             rd -= 1;
         }
+        // Writes go up in bursts, completions down (those of one request, or of
+        // several requests of a burst); the DLLPs that return credits go between the
+        // pieces of bursts the other way, so each is sized on its own.
+        let per_read = (c.mrrs / c.mps).max(1) as u64;
+        let (mut p, mut cpl) = (start, start.min(per_read * rd));
+        while p > 1 && !self.bursts_fit(P, p) {
+            p -= 1;
+        }
+        while cpl > 1 && !self.bursts_fit(CPL, cpl) {
+            cpl -= 1;
+        }
+        self.burst_max = p as u32;
+        self.cpl_burst_max = cpl as u32;
         self.rd_burst_max = rd as u32;
     }
 
@@ -403,6 +410,63 @@ impl Engine {
         }
     }
 
+    /// The completions of burst of read requests `req` (from host memory, `data`
+    /// all of it) as bursts that each answer several whole requests, when the
+    /// completion burst size allows two or more and every completion is a whole MPS.
+    /// Returns false (nothing sent) otherwise.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn cpl_bursts_across(
+        &mut self,
+        origin: Origin,
+        completer: Bdf,
+        req: &Tlp,
+        status: CplStatus,
+        data: &[u8],
+        poison: Poison,
+        cx: &mut Context<'_, PackedEv>,
+    ) -> bool {
+        let n = req.pieces as u32;
+        let plen = req.len / n;
+        let mps = self.cfg.mps as u32;
+        let per = plen / mps.max(1);
+        let reqs = self.cpl_burst_max / per.max(1);
+        let whole = plen % mps == 0 && req.addr % mps as u64 == 0 && (1..0x80).contains(&per);
+        if !whole
+            || reqs < 2
+            || origin != Origin::Host
+            || status != CplStatus::Sc
+            || !matches!(poison, Poison::Clean)
+            || req.pasid != NONE
+            || data.len() != req.len as usize
+        {
+            return false;
+        }
+        let down = req.byte_count == u16::MAX;
+        let mut r = 0;
+        while r < n {
+            let k = reqs.min(n - r);
+            let (s, e) = ((r * plen) as usize, ((r + k) * plen) as usize);
+            let t = Tlp {
+                kind: Kind::CplD,
+                completer,
+                tag: req.piece_tag(r),
+                len: k * plen,
+                byte_count: plen as u16,
+                status,
+                dest: Dest::Rc,
+                data: self.alloc_payload(&data[s..e]),
+                pieces: (k * per) as u8,
+                cpl_req: per as u8 | if down { CPL_TAGS_DOWN } else { 0 },
+                ..Tlp::new(Kind::Cpl, req.requester, req.addr + (r * plen) as u64, 0)
+            };
+            if let Err(e) = self.inject(origin, t, req.requester, cx) {
+                self.errors.push(format!("completion not routable: {e}"));
+            }
+            r += k;
+        }
+        true
+    }
+
     /// Wire bytes of TLP record `id` on direction `di` (all its pieces).
     #[inline(always)]
     pub(crate) fn wire_bytes(&self, di: usize, id: u32) -> u64 {
@@ -441,7 +505,9 @@ impl Engine {
                 piece.len = plen;
                 if t.kind.is_completion() {
                     // The bytes still to come, this completion's included.
-                    piece.byte_count = t.byte_count.wrapping_sub((i * plen) as u16);
+                    piece.byte_count = t.piece_byte_count(i);
+                    piece.tag = t.piece_tag(i);
+                    piece.cpl_req = 0;
                 } else if t.kind == Kind::MRd {
                     piece.tag = t.piece_tag(i);
                     piece.byte_count = 0;

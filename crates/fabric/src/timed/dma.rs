@@ -4,7 +4,7 @@
 use super::endpoint::DmaId;
 use super::engine::{
     DmaDir, DmaOp, Engine, Ev, Kind, NodeKind, Tlp, AER_COMPLETION_TIMEOUT, AER_MALFORMED,
-    AER_UNEXPECTED_CPL, NONE,
+    AER_UNEXPECTED_CPL, CPL_TAGS_DOWN, NONE,
 };
 use super::packed::PackedEv;
 use crate::functional::Origin;
@@ -279,16 +279,50 @@ impl Engine {
         {
             return;
         }
-        let now = cx.now();
-        let (tag, status, addr, len, poisoned) = {
+        let t = &self.tlps[id as usize];
+        let per = (t.cpl_req & !CPL_TAGS_DOWN) as u32;
+        if per == 0 {
+            let (tag, addr, len) = (t.tag, t.addr, t.len);
+            self.dma_completion_part(node, id, (tag, addr, len, 0), t.pieces as u32, cx);
+            return;
+        }
+        // A burst of completions that answers several requests (see `burst`): each
+        // request's share in turn, as if its completions had come alone.
+        let plen = t.len / t.pieces.max(1) as u32 * per;
+        for r in 0..t.pieces as u32 / per {
             let t = &self.tlps[id as usize];
-            (t.tag, t.status, t.addr, t.len, t.poisoned)
+            let part = (
+                t.piece_tag(r * per),
+                t.addr + (r * plen) as u64,
+                plen,
+                r * plen,
+            );
+            self.dma_completion_part(node, id, part, per, cx);
+        }
+    }
+
+    /// Completion record `id` (or the part of it that answers one request: `tag`,
+    /// `len` bytes at `addr`, from byte `from` of its payload; `pieces` TLPs) reached
+    /// `node`'s DMA engine.
+    fn dma_completion_part(
+        &mut self,
+        node: u32,
+        id: u32,
+        (tag, addr, len, from): (u16, u64, u32, u32),
+        pieces: u32,
+        cx: &mut Context<'_, PackedEv>,
+    ) {
+        let now = cx.now();
+        let (status, poisoned) = {
+            let t = &self.tlps[id as usize];
+            (t.status, t.poisoned)
         };
         let pd = self.tlps[id as usize].data;
         let payload: &[u8] = if pd == NONE {
             &[]
         } else {
-            &self.payloads[pd as usize]
+            let p = &self.payloads[pd as usize];
+            p.get(from as usize..).unwrap_or(&[])
         };
         let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
             return;
@@ -306,7 +340,7 @@ impl Engine {
             self.errors
                 .push(format!("{name}: unexpected completion for tag {tag}"));
             if let Some(f) = self.nodes[node as usize].func {
-                for _ in 0..self.tlps[id as usize].pieces {
+                for _ in 0..pieces {
                     self.signal_error(f, AER_UNEXPECTED_CPL, true, Some(id), cx);
                 }
             }

@@ -246,7 +246,15 @@ pub(crate) struct Tlp {
     /// Its payload became the host-memory page at this (physical) address, on loan
     /// to it (see `Engine::host_write`), or `NOT_LENT`.
     pub lent: u64,
+    /// A burst of completions that answers several read requests of a burst (see
+    /// `pieces`): the pieces per request, plus `CPL_TAGS_DOWN` when the requests' tags
+    /// go down (else up) from `tag`; each request's first piece has Byte Count
+    /// `byte_count`. 0: every piece answers the one request `tag`.
+    pub cpl_req: u8,
 }
+
+/// `Tlp::cpl_req`: the requests' tags go down.
+pub(crate) const CPL_TAGS_DOWN: u8 = 0x80;
 
 impl Tlp {
     /// A TLP of `kind` from `requester` (also the completer) for `len` bytes at `addr`,
@@ -286,6 +294,7 @@ impl Tlp {
             pasid: NONE,
             pieces: 1,
             lent: NOT_LENT,
+            cpl_req: 0,
         }
     }
     /// The flow-control class: memory writes and every message are posted.
@@ -329,11 +338,35 @@ impl Tlp {
     pub fn data_credits(&self) -> u64 {
         self.payload_bytes().div_ceil(16) as u64
     }
-    /// The tag of piece `i` of a burst of memory read requests (see `pieces`).
+    /// The tag of piece `i` of a burst (see `pieces`): of memory read requests, or
+    /// of completions that answer several of them (`cpl_req`).
     #[inline]
     pub fn piece_tag(&self, i: u32) -> u16 {
-        self.tag
-            .wrapping_add(self.byte_count.wrapping_mul(i as u16))
+        if self.kind == Kind::MRd {
+            return self
+                .tag
+                .wrapping_add(self.byte_count.wrapping_mul(i as u16));
+        }
+        let per = (self.cpl_req & !CPL_TAGS_DOWN) as u32;
+        if per == 0 {
+            return self.tag;
+        }
+        let r = (i / per) as u16;
+        if self.cpl_req & CPL_TAGS_DOWN != 0 {
+            self.tag.wrapping_sub(r)
+        } else {
+            self.tag.wrapping_add(r)
+        }
+    }
+
+    /// The Byte Count of piece `i` of a burst of completions (the bytes its request
+    /// still has to come, this piece's included).
+    #[inline]
+    pub fn piece_byte_count(&self, i: u32) -> u16 {
+        let plen = self.len / self.pieces.max(1) as u32;
+        let per = (self.cpl_req & !CPL_TAGS_DOWN) as u32;
+        let k = if per == 0 { i } else { i % per };
+        self.byte_count.wrapping_sub((k * plen) as u16)
     }
 
     /// Bytes of the TLP (of all its pieces: each has its own header, digest and
@@ -3053,8 +3086,12 @@ impl Engine {
         cx: &mut Context<'_, PackedEv>,
     ) {
         if req.pieces > 1 && req.kind == Kind::MRd {
-            // A burst of read requests (see `burst`): each piece is answered as if it
-            // had come alone, with its own tag and its share of the data.
+            // A burst of read requests (see `burst`): its completions go in bursts
+            // that answer several requests where they may, else each piece is
+            // answered as if it had come alone, with its own tag and share of the data.
+            if self.cpl_bursts_across(origin, completer, req, status, data, poison, cx) {
+                return;
+            }
             let n = req.pieces as u32;
             let plen = req.len / n;
             for i in 0..n {

@@ -128,6 +128,11 @@ fn read_completions_in_bursts_are_the_exact_models_tlps() {
         // MRRS 512: a page's eight read requests go in bursts too (with consecutive
         // tags, here the engine's first ones, handed out from the top down).
         assert_eq!(burst.read_burst_size() > 1, mrrs == 512, "{what}");
+        // … and their completions in bursts that answer several of them (more than
+        // one request's two 256-byte completions).
+        if mrrs == 512 {
+            assert!(burst.completion_burst_size() > 2, "{what}");
+        }
         let (a, b) = (tlps_by_dir(&exact), tlps_by_dir(&burst));
         assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
         for (dir, tlps) in &a {
