@@ -145,10 +145,11 @@ pub struct SimArgs {
     /// Replay buffer capacity (TLPs).
     #[arg(long, default_value_t = 64)]
     replay_buffer: usize,
-    /// Burst mode: DMA engines send up to N back-to-back MPS writes to host memory as
-    /// one unit (far faster on long write streams; coarser data-link and flow-control
-    /// granularity; off with error injection, ECRC, cut-through, IOMMU or ASPM).
-    /// 1 = every TLP on its own (the exact model); 1..=64.
+    /// Burst mode: DMA engines send up to N back-to-back MPS writes to host memory, and
+    /// their read requests, as one unit, and the root complex groups its completions
+    /// likewise (far faster on long DMA streams; the same TLPs, with coarser data-link
+    /// and flow-control granularity; off with error injection, ECRC, cut-through,
+    /// IOMMU or ASPM). 1 = every TLP on its own (the exact model); 1..=64.
     #[arg(long, default_value_t = 1)]
     burst: u8,
     /// Longest time (µs) a receiver goes without UpdateFC for a class with finite

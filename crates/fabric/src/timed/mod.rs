@@ -284,10 +284,12 @@ pub struct SimConfig {
     /// Record host-memory writes (requester, address, length) in order. Default false.
     pub log_writes: bool,
     /// Burst mode: a DMA engine sends up to this many back-to-back memory writes
-    /// (MPS each, within one 4 KiB page, to host memory) as one unit that every link,
-    /// switch and the root complex handle at once — far fewer events per TLP, at the
-    /// price of a coarser data-link and flow-control granularity (see the `burst`
-    /// module). 1 = off (every TLP on its own, the exact model); 1..=64. Default 1.
+    /// (MPS each, within one 4 KiB page, to host memory), and its read requests
+    /// (MRRS each, in one page), as one unit that every link, switch and the root
+    /// complex handle at once, and the root complex answers reads with completions
+    /// grouped the same way — far fewer events per TLP, at the price of a coarser
+    /// data-link and flow-control granularity (see the `burst` module). 1 = off
+    /// (every TLP on its own, the exact model); 1..=64. Default 1.
     pub burst: u8,
 }
 
@@ -1058,8 +1060,9 @@ impl FabricSim {
     }
 
     /// The largest burst of completions in effect: the root complex's whole-MPS
-    /// completions of one read request travel together (1 when off; at most
-    /// MRRS / MPS; see the `burst` module).
+    /// completions of one read request, or of a burst of them, travel together (1
+    /// when off; at most MRRS / MPS times [`read_burst_size`](Self::read_burst_size);
+    /// see the `burst` module).
     pub fn completion_burst_size(&self) -> u32 {
         self.sim.world().cpl_burst_max
     }
