@@ -166,13 +166,15 @@ impl Engine {
     /// Bridge `port` refuses request `id` (a memory or I/O request it may not forward
     /// upstream): an Unsupported Request — completed with UR status if non-posted,
     /// logged by the port (advisory for a non-posted request, as for any completer of
-    /// an Unsupported Request). The caller frees the TLP.
+    /// an Unsupported Request; each TLP of a burst). The caller frees the TLP.
     fn refuse(&mut self, port: FnId, id: u32, cx: &mut Context<'_, PackedEv>) {
         let t = self.tlps[id as usize].clone();
         let non_posted = t.class() == NP;
         if non_posted {
             self.port_completes(port, &t, CplStatus::Ur, cx);
         }
-        self.signal_error(port, AER_UNSUPPORTED, non_posted, Some(id), cx);
+        for _ in 0..t.pieces.max(1) {
+            self.signal_error(port, AER_UNSUPPORTED, non_posted, Some(id), cx);
+        }
     }
 }

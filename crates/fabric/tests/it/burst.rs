@@ -431,6 +431,56 @@ fn dllps_go_between_a_bursts_pieces_and_postpone_its_arrival() {
     assert!(checked >= 30 && exact * 2 > checked, "{exact} of {checked}");
 }
 
+#[test]
+fn a_refused_burst_signals_an_error_per_tlp_as_the_exact_model() {
+    // The switch's downstream port above the device has Bus Master Enable clear: it
+    // refuses every request from below (Unsupported Request: posted writes logged,
+    // read requests answered with UR). Whole-page write and read bursts must be
+    // refused TLP by TLP as the exact model refuses them: the same error messages.
+    let run = |burst: u8| {
+        let cfg = SimConfig {
+            burst,
+            dma_tags: 256,
+            ..SimConfig::default()
+        };
+        let t = with_switch(3, 4);
+        let mut sim = FabricSim::new(&t, &KindRegistry::builtin(), cfg).unwrap();
+        let ep = sim.bdf("ep").unwrap();
+        let dsp = crate::common::parent(&sim, ep);
+        // Every error reported (Device Control bits 0-3), Advisory Non-Fatal unmasked.
+        let (p, a) = crate::common::caps(&mut sim, dsp);
+        let dc = sim.cfg_read(dsp, p + 8);
+        sim.cfg_write(dsp, p + 8, (dc & 0xffff) | 0xf);
+        sim.cfg_write(dsp, a + 0x14, 0);
+        let cmd = sim.cfg_read(dsp, 0x04) & 0xffff;
+        sim.cfg_write(dsp, 0x04, cmd & !(1 << 2));
+        let base = sim.alloc_dma(1 << 20);
+        let stream = DmaStream::new(
+            DmaOpKind::ReadWrite,
+            4096,
+            4,
+            16,
+            base,
+            1 << 20,
+            AddrPattern::Sequential,
+        );
+        sim.attach("ep", Box::new(stream)).unwrap();
+        sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+        let msgs: Vec<String> = sim
+            .error_messages()
+            .iter()
+            .map(|(_, m)| format!("{:?} {}", m.severity, m.source))
+            .collect();
+        (sim.burst_size(), sim.read_burst_size(), msgs)
+    };
+    let (_, _, exact) = run(1);
+    let (b, rd, burst) = run(16);
+    assert!(b > 1 && rd > 1, "no bursts: {b} {rd}");
+    // Eight DMA writes of 16 TLPs and eight reads of 8 requests, all refused.
+    assert!(exact.len() >= 8 * 16 + 8 * 8, "{}", exact.len());
+    assert_eq!(burst, exact);
+}
+
 /// Every link of the throughput tests: one link or through a switch, Gen1–Gen6,
 /// x1/x4/x8/x16, MPS 128/256/512 (144), as (label, through a switch, MPS, topology).
 fn links() -> impl Iterator<Item = (String, bool, u16, Topology)> {
