@@ -333,7 +333,9 @@ impl Engine {
     /// Request; while DPC contains the link, as its Completion Control says);
     /// everything else is discarded.
     pub(crate) fn tlp_at_down_link(&mut self, d: u16, id: u32, cx: &mut Context<'_, PackedEv>) {
-        self.dirs[d as usize].counters.link_down_drops += 1;
+        // (Counted in TLPs: a burst is several.)
+        let pieces = self.tlps[id as usize].pieces.max(1) as u64;
+        self.dirs[d as usize].counters.link_down_drops += pieces;
         let port = self.dirs[(d ^ 1) as usize].rx_func;
         let t: &Tlp = &self.tlps[id as usize];
         if d & 1 == 0 && t.class() == NP {
