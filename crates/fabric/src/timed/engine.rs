@@ -1749,7 +1749,8 @@ impl Engine {
                 } else {
                     None
                 };
-                self.dirs[di].counters.replays += 1;
+                // (A burst is retransmitted as its TLPs.)
+                self.dirs[di].counters.replays += self.tlps[id as usize].pieces.max(1) as u64;
                 if self.dirs[di].aspm != 0 {
                     self.aspm_wake(d, now.as_ps());
                 }
@@ -2010,7 +2011,7 @@ impl Engine {
                         self.signal_correctable(f, AER_CORR_BAD_TLP, cx);
                     }
                 } else if seq < dir.rx_next {
-                    dir.counters.duplicates += 1;
+                    dir.counters.duplicates += self.tlps[id as usize].pieces.max(1) as u64;
                     let s = dir.rx_next.wrapping_sub(1);
                     self.release(id);
                     self.queue_dllp(d ^ 1, Dllp::Ack(s), true, cx);
