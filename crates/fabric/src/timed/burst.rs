@@ -152,13 +152,16 @@ impl Engine {
     /// every `b` completion times, and the receiver holds those whose credits are not
     /// back yet, as in [`Engine::bursts_fit`].
     fn read_bursts_fit(&self, b: u64) -> bool {
-        let per_read = (self.cfg.mrrs / self.cfg.mps).max(1) as u64;
+        let (mrrs, mps) = (self.cfg.mrrs as u64, self.cfg.mps as u64);
+        // One request's completions: MPS-sized ones, or one of MRRS bytes (3-DW header).
+        let (per_read, cpl_bytes) = (mrrs.div_ceil(mps), 12 + mrrs.min(mps));
         self.dirs.iter().enumerate().all(|(di, d)| {
             let hdr_buf = d.rx_buf.hdr[NP] as u64;
             if di & 1 == 0 || hdr_buf == 0 {
                 return true; // requests go up; infinite credits
             }
-            let cpl_ps = per_read * self.mps_tlp_ps(di ^ 1);
+            let t = &self.dirs[di ^ 1].timing;
+            let cpl_ps = per_read * wire_ps(t, t.tlp_wire_bytes(cpl_bytes));
             let held = self.credit_lag_ps(di).div_ceil(b * cpl_ps);
             (held + 1) * b <= hdr_buf
         })
