@@ -13,10 +13,11 @@
 //! from host memory (each piece keeps its own Byte Count and Lower Address), and the
 //! DMA engine the whole MRRS-sized read requests (MRd) of one DMA in one page whose
 //! tags, taken from its free list as the exact model's engine takes them, happen to
-//! be consecutive (the record keeps the first tag and the step, 1 or −1). The root
-//! complex answers such a burst with completion bursts that each answer several of
-//! its requests (`Tlp::cpl_req`: pieces per request; each piece its own tag and Byte
-//! Count), or, where they may not, each request as if it had come alone:
+//! be consecutive (the record keeps the first tag and their direction in
+//! `Tlp::tag_span`). The root complex answers such a burst with completion bursts
+//! that each answer several of its requests (`tag_span`: pieces per request; each
+//! piece its own tag and Byte Count), or, where they may not, each request as if it
+//! had come alone:
 //!
 //! * **Wire**: the pieces are serialized back to back, each with its own header,
 //!   framing, sequence number and LCRC: the wire time is exactly that of the same TLPs
@@ -66,26 +67,27 @@
 //! receiving node's latency, the UpdateFC's trip back — after at most one TLP on the
 //! wire the other way, burst or not — and the UpdateFC timer). So with bursts of `b`
 //! TLPs of `T` wire time each, each finite buffer of the class (headers and data)
-//! must hold `ceil(lag / (b·T)) + 1` bursts. Writes (going up) and completions (going
-//! down, at most MRRS / MPS times the read-request burst) are sized each on its own. Read requests (at most 8, and
-//! 4096 / MRRS) go up no faster than their completions come down, so for them `T` is
-//! the wire time of one request's completions, and only header credits count. At Gen3 x8, MPS 256, into the
-//! root complex with the default 8 KiB buffers this allows a whole 4 KiB page of
-//! writes (16), of completions (16) and of read requests (8, MRRS 512); through a
-//! switch at Gen4 x16, writes and completions in 4s and read requests in 8s. A
-//! first rule, bursts of a quarter of the buffer, left a Gen4
-//! x16, MPS 512 stream through a switch 13 % slower (its transmitter waited out
-//! UpdateFC timers); a second, four bursts beside the bytes carried during the
-//! receiver's latency, was safe but allowed only 7 at Gen3 x8. While DLLPs waited for
-//! a burst's end, write and completion bursts had to be sized together (each delayed
-//! the other's UpdateFCs), and reads through a switch at Gen4 x16 got no completion
-//! bursts. `tests/it/burst.rs` compares the stall time, replays and end of both modes
-//! over 6 generations, 4 widths, 3 payload sizes and several latencies, with and
-//! without a switch, for writes, reads and read/write mixes with MRRS 512 and 4096.
+//! must hold `ceil(lag / (b·T)) + 1` bursts. Writes (going up) and completions
+//! (going down, at most MRRS / MPS times the read-request burst) are sized each on
+//! its own. Read requests (at most 8, and 4096 / MRRS) go up no faster than their
+//! completions come down, so for them `T` is the wire time of one request's
+//! completions, and only header credits count. At Gen3 x8, MPS 256, into the root
+//! complex with the default 8 KiB buffers this allows a whole 4 KiB page of writes
+//! (16), of completions (16) and of read requests (8, MRRS 512); through a switch at
+//! Gen4 x16, writes and completions in 4s and read requests in 8s. A first rule,
+//! bursts of a quarter of the buffer, left a Gen4 x16, MPS 512 stream through a
+//! switch 13 % slower (its transmitter waited out UpdateFC timers); a second, four
+//! bursts beside the bytes carried during the receiver's latency, was safe but
+//! allowed only 7 at Gen3 x8. While DLLPs waited for a burst's end, write and
+//! completion bursts had to be sized together (each delayed the other's UpdateFCs),
+//! and reads through a switch at Gen4 x16 got no completion bursts. `tests/it/burst.rs`
+//! compares the stall time, replays and end of both modes over 6 generations, 4 widths,
+//! 3 payload sizes and several latencies, with and without a switch, for writes, reads
+//! and read/write mixes with MRRS 512 and 4096.
 
 use super::engine::{
-    dllp_repr, Dest, Dllp, Engine, Ev, Kind, NodeKind, Tlp, Wire, WireItem, CPL, CPL_TAGS_DOWN,
-    NONE, NP, P,
+    dllp_repr, Dest, Dllp, Engine, Ev, Kind, NodeKind, Tlp, Wire, WireItem, CPL, NONE, NP, P,
+    TAGS_DOWN,
 };
 use super::packed::PackedEv;
 use super::phy::LinkTiming;
@@ -167,7 +169,7 @@ impl Engine {
         })
     }
 
-    /// Burst mode is on (writes or completions may travel in bursts).
+    /// Burst mode is on (writes, read requests or completions may travel in bursts).
     #[inline]
     pub(crate) fn bursts_on(&self) -> bool {
         self.burst_max
@@ -248,15 +250,7 @@ impl Engine {
         if n <= 1 {
             return 1;
         }
-        let end = addr + n * mps;
-        // Host memory (routes go by page, and the burst stays in one), clear of the
-        // interrupt range.
-        let host = matches!(
-            self.route(Origin::Function(f), Kind::MWr, addr, me),
-            Ok((_, _, Dest::HostMemory))
-        );
-        let clear_of_msi = end <= MSI_RANGE.0 || addr > MSI_RANGE.1;
-        if clear_of_msi && host {
+        if self.host_span(f, me, Kind::MWr, (addr, addr + n * mps)) {
             n as u32
         } else {
             1
@@ -267,51 +261,58 @@ impl Engine {
     /// `rest` bytes of the DMA after it and tag `tag`, `node`'s function `f` may send
     /// as one burst, with the tags on top of `free` (popped last first): 1 unless
     /// burst mode groups reads, they lie in one 4 KiB page of host memory, and the
-    /// tags they would take are consecutive (returns the count and the step).
+    /// tags they would take are consecutive (returns the count, and whether the tags
+    /// go down).
     pub(crate) fn read_burst_pieces(
         &mut self,
         (f, me): (FnId, Bdf),
         (addr, len, rest): (u64, u32, u64),
         tag: u16,
         free: &[u16],
-    ) -> (u32, u16) {
+    ) -> (u32, bool) {
         let mrrs = self.cfg.mrrs as u64;
         if self.rd_burst_max <= 1 || len as u64 != mrrs || addr % mrrs != 0 {
-            return (1, 0);
+            return (1, false);
         }
         let in_page = (4096 - (addr & 0xfff)) / mrrs;
-        let mut n = (self.rd_burst_max as u64).min(in_page).min(1 + rest / mrrs);
-        n = n.min(1 + free.len() as u64);
-        if n <= 1 {
-            return (1, 0);
-        }
+        let n = (self.rd_burst_max as u64)
+            .min(in_page)
+            .min(1 + rest / mrrs)
+            .min(1 + free.len() as u64);
         // The tags the exact model's engine would take next, in that order.
-        let next = |i: u64| free[free.len() - i as usize];
-        let step = next(1).wrapping_sub(tag);
-        if step != 1 && step != u16::MAX {
-            return (1, 0);
-        }
+        let next = |i: u64| free[free.len() - i as usize] as u32;
+        let (t, down) = (tag as u32, n > 1 && next(1) + 1 == tag as u32);
+        let nth = |k: u64| {
+            if down {
+                t.wrapping_sub(k as u32)
+            } else {
+                t + k as u32
+            }
+        };
         let mut k = 1;
-        while k < n && next(k) == tag.wrapping_add(step.wrapping_mul(k as u16)) {
+        while k < n && next(k) == nth(k) {
             k += 1;
         }
-        if k <= 1 {
-            return (1, 0);
-        }
         let end = addr + k * mrrs;
-        let host = matches!(
-            self.route(Origin::Function(f), Kind::MRd, addr, me),
-            Ok((_, _, Dest::HostMemory))
-        );
         let numa_split = self
             .cfg
             .numa_remote_base
             .is_some_and(|b| (addr >= b) != (end > b));
-        if host && !numa_split && (end <= MSI_RANGE.0 || addr > MSI_RANGE.1) {
-            (k as u32, step)
+        if k > 1 && !numa_split && self.host_span(f, me, Kind::MRd, (addr, end)) {
+            (k as u32, down)
         } else {
-            (1, 0)
+            (1, false)
         }
+    }
+
+    /// Whether `[addr, end)` (within one page: routes go by page) is host memory for
+    /// requests of `kind` from `f`, clear of the interrupt range.
+    fn host_span(&mut self, f: FnId, me: Bdf, kind: Kind, (addr, end): (u64, u64)) -> bool {
+        let host = matches!(
+            self.route(Origin::Function(f), kind, addr, me),
+            Ok((_, _, Dest::HostMemory))
+        );
+        host && (end <= MSI_RANGE.0 || addr > MSI_RANGE.1)
     }
 
     /// A DLLP about to be queued on direction `d` while a burst is on its wire goes
@@ -444,7 +445,6 @@ impl Engine {
         {
             return false;
         }
-        let down = req.byte_count == u16::MAX;
         let mut r = 0;
         while r < n {
             let k = reqs.min(n - r);
@@ -459,7 +459,7 @@ impl Engine {
                 dest: Dest::Rc,
                 data: self.alloc_payload(&data[s..e]),
                 pieces: (k * per) as u8,
-                cpl_req: per as u8 | if down { CPL_TAGS_DOWN } else { 0 },
+                tag_span: per as u8 | (req.tag_span & TAGS_DOWN),
                 ..Tlp::new(Kind::Cpl, req.requester, req.addr + (r * plen) as u64, 0)
             };
             if let Err(e) = self.inject(origin, t, req.requester, cx) {
@@ -509,12 +509,9 @@ impl Engine {
                 if t.kind.is_completion() {
                     // The bytes still to come, this completion's included.
                     piece.byte_count = t.piece_byte_count(i);
-                    piece.tag = t.piece_tag(i);
-                    piece.cpl_req = 0;
-                } else if t.kind == Kind::MRd {
-                    piece.tag = t.piece_tag(i);
-                    piece.byte_count = 0;
                 }
+                piece.tag = t.piece_tag(i);
+                piece.tag_span = 0;
                 let (s, e) = ((i * plen) as usize, ((i + 1) * plen) as usize);
                 let data = payload.get(s..e.min(payload.len())).unwrap_or(&[]);
                 Self::tlp_bytes_of(&piece, data)

@@ -4,7 +4,7 @@
 use super::endpoint::DmaId;
 use super::engine::{
     DmaDir, DmaOp, Engine, Ev, Kind, NodeKind, Tlp, AER_COMPLETION_TIMEOUT, AER_MALFORMED,
-    AER_UNEXPECTED_CPL, CPL_TAGS_DOWN, NONE,
+    AER_UNEXPECTED_CPL, NONE, TAGS_DOWN,
 };
 use super::packed::PackedEv;
 use crate::functional::Origin;
@@ -217,14 +217,14 @@ impl Engine {
             let me = ep.bdf;
             // Burst mode: the next whole requests of the DMA in the same page go as
             // one burst when the tags they would take are consecutive (see `burst`).
-            let (n, step) = if self.rd_burst_max > 1 && op.atomic.is_none() && op.pasid == NONE {
+            let (n, down) = if self.rd_burst_max > 1 && op.atomic.is_none() && op.pasid == NONE {
                 let rest = op.len - op.issued - ch.len as u64;
                 let k = ep.free_tags.len().min(8);
                 let mut top = [0u16; 8];
                 top[..k].copy_from_slice(&ep.free_tags[ep.free_tags.len() - k..]);
                 self.read_burst_pieces((f, me), (a, ch.len, rest), tag, &top[..k])
             } else {
-                (1, 0)
+                (1, false)
             };
             let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
                 return;
@@ -245,7 +245,7 @@ impl Engine {
             }
             t.pieces = n as u8;
             if n > 1 {
-                t.byte_count = step;
+                t.tag_span = 1 | if down { TAGS_DOWN } else { 0 };
             }
             // Completions count their addresses from the request's, as sent (the
             // translated one when the DMA holds an ATS translation).
@@ -260,7 +260,7 @@ impl Engine {
                 self.errors.push(format!("DMA read not routable: {e}"));
                 if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
                     for i in (0..n).rev() {
-                        let tag = tag.wrapping_add(step.wrapping_mul(i as u16));
+                        let tag = if down { tag - i as u16 } else { tag + i as u16 };
                         ep.tag_map[tag as usize] = None;
                         ep.free_tags.push(tag);
                     }
@@ -280,7 +280,7 @@ impl Engine {
             return;
         }
         let t = &self.tlps[id as usize];
-        let per = (t.cpl_req & !CPL_TAGS_DOWN) as u32;
+        let per = (t.tag_span & !TAGS_DOWN) as u32;
         if per == 0 {
             let (tag, addr, len) = (t.tag, t.addr, t.len);
             self.dma_completion_part(node, id, (tag, addr, len, 0), t.pieces as u32, cx);

@@ -240,21 +240,21 @@ pub(crate) struct Tlp {
     /// TLPs this record stands for (burst mode, see the `burst` module): 1, or a
     /// train of `pieces` memory writes, completions or memory read requests of
     /// `len / pieces` bytes each at consecutive addresses, sent back to back and
-    /// handled as one unit. The read requests of a burst have consecutive tags: the
-    /// first is `tag`, and `byte_count` is the step (1, or `u16::MAX` for −1).
+    /// handled as one unit.
     pub pieces: u8,
     /// Its payload became the host-memory page at this (physical) address, on loan
     /// to it (see `Engine::host_write`), or `NOT_LENT`.
     pub lent: u64,
-    /// A burst of completions that answers several read requests of a burst (see
-    /// `pieces`): the pieces per request, plus `CPL_TAGS_DOWN` when the requests' tags
-    /// go down (else up) from `tag`; each request's first piece has Byte Count
-    /// `byte_count`. 0: every piece answers the one request `tag`.
-    pub cpl_req: u8,
+    /// The tags of a burst's pieces (see `pieces`): 0, every piece has `tag`;
+    /// otherwise the pieces per tag (1 for a burst of read requests, the pieces per
+    /// request for completions that answer several of them), plus `TAGS_DOWN` when
+    /// the tags go down (else up) one by one from `tag`. A completion burst's
+    /// `byte_count` is that of each request's first piece.
+    pub tag_span: u8,
 }
 
-/// `Tlp::cpl_req`: the requests' tags go down.
-pub(crate) const CPL_TAGS_DOWN: u8 = 0x80;
+/// `Tlp::tag_span`: the pieces' tags go down.
+pub(crate) const TAGS_DOWN: u8 = 0x80;
 
 impl Tlp {
     /// A TLP of `kind` from `requester` (also the completer) for `len` bytes at `addr`,
@@ -294,7 +294,7 @@ impl Tlp {
             pasid: NONE,
             pieces: 1,
             lent: NOT_LENT,
-            cpl_req: 0,
+            tag_span: 0,
         }
     }
     /// The flow-control class: memory writes and every message are posted.
@@ -338,21 +338,15 @@ impl Tlp {
     pub fn data_credits(&self) -> u64 {
         self.payload_bytes().div_ceil(16) as u64
     }
-    /// The tag of piece `i` of a burst (see `pieces`): of memory read requests, or
-    /// of completions that answer several of them (`cpl_req`).
+    /// The tag of piece `i` of a burst (see `tag_span`).
     #[inline]
     pub fn piece_tag(&self, i: u32) -> u16 {
-        if self.kind == Kind::MRd {
-            return self
-                .tag
-                .wrapping_add(self.byte_count.wrapping_mul(i as u16));
-        }
-        let per = (self.cpl_req & !CPL_TAGS_DOWN) as u32;
+        let per = (self.tag_span & !TAGS_DOWN) as u32;
         if per == 0 {
             return self.tag;
         }
         let r = (i / per) as u16;
-        if self.cpl_req & CPL_TAGS_DOWN != 0 {
+        if self.tag_span & TAGS_DOWN != 0 {
             self.tag.wrapping_sub(r)
         } else {
             self.tag.wrapping_add(r)
@@ -364,7 +358,7 @@ impl Tlp {
     #[inline]
     pub fn piece_byte_count(&self, i: u32) -> u16 {
         let plen = self.len / self.pieces.max(1) as u32;
-        let per = (self.cpl_req & !CPL_TAGS_DOWN) as u32;
+        let per = (self.tag_span & !TAGS_DOWN) as u32;
         let k = if per == 0 { i } else { i % per };
         self.byte_count.wrapping_sub((k * plen) as u16)
     }

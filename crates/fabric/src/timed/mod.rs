@@ -1319,7 +1319,7 @@ impl FabricSim {
                 pasid: NONE,
                 pieces: 1,
                 lent: engine::NOT_LENT,
-                cpl_req: 0,
+                tag_span: 0,
             };
             e.at_source(Origin::Host, &mut t, (hops > 0).then_some(path[0]));
             let id = e.alloc_tlp(t);
