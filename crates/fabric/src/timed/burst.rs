@@ -414,12 +414,13 @@ impl Engine {
         }
     }
 
-    /// The completions of burst of read requests `req` (from host memory, `data`
-    /// all of it) as bursts that each answer several whole requests, when the
-    /// completion burst size allows two or more and every completion is a whole MPS.
-    /// Returns false (nothing sent) otherwise.
+    /// Answers burst of read requests `req` (`data`: all it asked for): with
+    /// completion bursts that each answer several whole requests where the completion
+    /// burst size allows two or more and every completion is a whole MPS of clean
+    /// host memory, else each piece as if it had come alone (its own tag and share of
+    /// the data).
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn cpl_bursts_across(
+    pub(crate) fn answer_read_burst(
         &mut self,
         origin: Origin,
         completer: Bdf,
@@ -428,7 +429,7 @@ impl Engine {
         data: &[u8],
         poison: Poison,
         cx: &mut Context<'_, PackedEv>,
-    ) -> bool {
+    ) {
         let n = req.pieces as u32;
         let plen = req.len / n;
         let mps = self.cfg.mps as u32;
@@ -443,7 +444,24 @@ impl Engine {
             || req.pasid != NONE
             || data.len() != req.len as usize
         {
-            return false;
+            for i in 0..n {
+                let piece = Tlp {
+                    tag: req.piece_tag(i),
+                    addr: req.addr + (i * plen) as u64,
+                    len: plen,
+                    pieces: 1,
+                    tag_span: 0,
+                    ..req.clone()
+                };
+                let (s, e) = ((i * plen) as usize, ((i + 1) * plen) as usize);
+                let d = data.get(s..e.min(data.len())).unwrap_or(&[]);
+                let poison = match poison {
+                    Poison::HostLines(p) => Poison::HostLines(p + (i * plen) as u64),
+                    other => other,
+                };
+                self.send_completions(origin, completer, &piece, status, d, poison, cx);
+            }
+            return;
         }
         let mut r = 0;
         while r < n {
@@ -467,7 +485,6 @@ impl Engine {
             }
             r += k;
         }
-        true
     }
 
     /// Wire bytes of TLP record `id` on direction `di` (all its pieces).

@@ -3081,31 +3081,7 @@ impl Engine {
         cx: &mut Context<'_, PackedEv>,
     ) {
         if req.pieces > 1 && req.kind == Kind::MRd {
-            // A burst of read requests (see `burst`): its completions go in bursts
-            // that answer several requests where they may, else each piece is
-            // answered as if it had come alone, with its own tag and share of the data.
-            if self.cpl_bursts_across(origin, completer, req, status, data, poison, cx) {
-                return;
-            }
-            let n = req.pieces as u32;
-            let plen = req.len / n;
-            for i in 0..n {
-                let piece = Tlp {
-                    tag: req.piece_tag(i),
-                    addr: req.addr + (i * plen) as u64,
-                    len: plen,
-                    byte_count: 0,
-                    pieces: 1,
-                    ..req.clone()
-                };
-                let (s, e) = ((i * plen) as usize, ((i + 1) * plen) as usize);
-                let d = data.get(s..e.min(data.len())).unwrap_or(&[]);
-                let poison = match poison {
-                    Poison::HostLines(p) => Poison::HostLines(p + (i * plen) as u64),
-                    other => other,
-                };
-                self.send_completions(origin, completer, &piece, status, d, poison, cx);
-            }
+            self.answer_read_burst(origin, completer, req, status, data, poison, cx);
             return;
         }
         let base = Tlp {
