@@ -260,7 +260,77 @@ pub struct Filter {
     pub interfaces: Vec<String>,
 }
 
+/// Every name [`Filter::kinds`] accepts (as printed; matching ignores case): the TLP
+/// kinds, the DLLP types and their families, and the groups `tlp`, `dllp`, `malformed`.
+pub fn kind_names() -> Vec<String> {
+    use pcielab_wire::dllp::{FcClass, FcKind};
+    let mut v: Vec<String> = TlpKind::ALL.iter().map(|k| k.name().to_string()).collect();
+    for k in FcKind::ALL {
+        v.push(k.name().to_string());
+        for c in FcClass::ALL {
+            v.push(format!("{}-{}", k.name(), c.name()));
+        }
+    }
+    for n in [
+        "Ack",
+        "Nak",
+        "NOP",
+        "MRInit",
+        "MRInitFC1",
+        "MRInitFC2",
+        "MRUpdateFC",
+        "Data_Link_Feature",
+        "PM_Enter_L1",
+        "PM_Enter_L23",
+        "PM_Active_State_Request_L1",
+        "PM_Request_Ack",
+        "Vendor-specific",
+        "Vendor",
+        "malformed-tlp",
+        "malformed-dllp",
+        "config",
+        "other",
+        "tlp",
+        "dllp",
+        "malformed",
+    ] {
+        v.push(n.to_string());
+    }
+    v
+}
+
 impl Filter {
+    /// Checks the criteria that can be checked before reading a capture: every kind is
+    /// one of [`kind_names`] and an address range is not empty. A filter that can match
+    /// nothing is an error, not an empty result.
+    ///
+    /// ```
+    /// use pcielab_capture::decode::Filter;
+    /// let f = Filter { kinds: vec!["Bogus".into()], ..Filter::default() };
+    /// assert!(f.check().unwrap_err().contains("Bogus"));
+    /// let f = Filter { kinds: vec!["updatefc".into(), "MRd".into()], ..Filter::default() };
+    /// assert!(f.check().is_ok());
+    /// ```
+    pub fn check(&self) -> Result<(), String> {
+        let known = kind_names();
+        for k in &self.kinds {
+            if !known.iter().any(|n| n.eq_ignore_ascii_case(k)) {
+                return Err(format!(
+                    "--kind {k:?}: no such kind; known: {}",
+                    known.join(", ")
+                ));
+            }
+        }
+        if let Some((lo, hi)) = self.address {
+            if hi <= lo {
+                return Err(format!(
+                    "--addr {lo:#x}-{hi:#x}: empty range (the end is excluded and must be above the start)"
+                ));
+            }
+        }
+        Ok(())
+    }
+
     fn kind_ok(&self, d: &Decoded<'_>) -> bool {
         if self.kinds.is_empty() {
             return true;

@@ -70,5 +70,7 @@ pub fn is_dll_replay(comment: Option<&[u8]>) -> bool {
     comment.is_some_and(|c| c.starts_with(DLL_REPLAY_COMMENT.as_bytes()))
 }
 
-pub use reader::{FileFormat, Interface, Payload, ReadError, ReadErrorKind, Reader, Record};
+pub use reader::{
+    FileFormat, Interface, Payload, ReadError, ReadErrorKind, Reader, Record, StreamReader,
+};
 pub use writer::{CaptureWriter, Format, IfId, UdpMeta, WriteError};

@@ -23,6 +23,7 @@
 use crate::encap::{self, Datagram, EncapError, NetTlpHeader};
 use crate::writer::{classic, ng};
 use std::fmt;
+use std::io::Read;
 
 /// What is wrong with a capture file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -206,11 +207,10 @@ impl Endian {
     }
 }
 
-/// Reads records from a capture held in memory.
+/// What a reader knows of the file so far: shared by [`Reader`] (bytes in memory) and
+/// [`StreamReader`] (any [`Read`]), which differ only in where a block's bytes come from.
 #[derive(Debug)]
-pub struct Reader<'a> {
-    data: &'a [u8],
-    pos: usize,
+struct State {
     format: FileFormat,
     endian: Endian,
     interfaces: Vec<Interface>,
@@ -219,6 +219,14 @@ pub struct Reader<'a> {
     comments: Vec<String>,
     frame: u64,
     failed: bool,
+}
+
+/// Reads records from a capture held in memory.
+#[derive(Debug)]
+pub struct Reader<'a> {
+    data: &'a [u8],
+    pos: usize,
+    st: State,
 }
 
 fn truncated(offset: usize, what: &'static str, needed: usize, available: usize) -> ReadError {
@@ -251,17 +259,23 @@ fn scale_of_tsresol(r: u8) -> (u128, u128) {
     }
 }
 
-impl<'a> Reader<'a> {
-    /// Reads the file header (pcap header or the first pcapng section header and the blocks
-    /// up to the first packet).
-    pub fn new(data: &'a [u8]) -> Result<Reader<'a>, ReadError> {
-        if data.len() < 4 {
-            return Err(truncated(0, "file header", 4, data.len()));
+/// Bytes of a classic pcap file header.
+const PCAP_HEADER: usize = 24;
+/// Bytes of a classic pcap record header.
+const PCAP_RECORD_HEADER: usize = 16;
+/// Bytes of a pcapng block that say its type, length and (for a section header) byte order.
+const PCAPNG_BLOCK_HEAD: usize = 12;
+
+impl State {
+    /// Reads the file header from the first bytes of the file (all of them when the file
+    /// is shorter than a pcap header); returns the state and the bytes the header took
+    /// (0 for pcapng, whose section header is read as a block).
+    fn from_header(head: &[u8]) -> Result<(State, usize), ReadError> {
+        if head.len() < 4 {
+            return Err(truncated(0, "file header", 4, head.len()));
         }
-        let le = u32::from_le_bytes([data[0], data[1], data[2], data[3]]);
-        let mut r = Reader {
-            data,
-            pos: 0,
+        let le = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+        let mut st = State {
             format: FileFormat::Pcapng,
             endian: Endian(false),
             interfaces: Vec::new(),
@@ -271,7 +285,7 @@ impl<'a> Reader<'a> {
             failed: false,
         };
         let ts_scale = match le {
-            ng::SHB => return Ok(r),
+            ng::SHB => return Ok((st, 0)),
             classic::MAGIC_US => (Endian(false), (1_000_000, 1)),
             classic::MAGIC_NS => (Endian(false), (1000, 1)),
             m if m.swap_bytes() == classic::MAGIC_US => (Endian(true), (1_000_000, 1)),
@@ -283,62 +297,125 @@ impl<'a> Reader<'a> {
                 })
             }
         };
-        if data.len() < 24 {
-            return Err(truncated(0, "pcap file header", 24, data.len()));
+        if head.len() < PCAP_HEADER {
+            return Err(truncated(0, "pcap file header", PCAP_HEADER, head.len()));
         }
-        r.format = FileFormat::Pcap;
-        r.endian = ts_scale.0;
-        let linktype = (r.endian.u32(&data[20..24]) & 0xffff) as u16;
-        r.interfaces.push(Interface {
+        st.format = FileFormat::Pcap;
+        st.endian = ts_scale.0;
+        let linktype = (st.endian.u32(&head[20..24]) & 0xffff) as u16;
+        st.interfaces.push(Interface {
             name: "pcap".to_string(),
             description: String::new(),
             linktype,
             ts_scale: ts_scale.1,
             ts_offset_s: 0,
         });
-        r.pos = 24;
-        Ok(r)
+        Ok((st, PCAP_HEADER))
     }
 
-    /// The detected format.
-    pub fn format(&self) -> FileFormat {
-        self.format
-    }
-
-    /// The interfaces described so far (pcapng interface blocks may appear between packets;
-    /// after the last record this is all of them).
-    pub fn interfaces(&self) -> &[Interface] {
-        &self.interfaces
-    }
-
-    /// Section comments (`shb_comment`) read so far.
-    pub fn comments(&self) -> &[String] {
-        &self.comments
-    }
-
-    /// The next record, `None` at the end of the file. After an error, returns `None`.
-    pub fn next_record(&mut self) -> Option<Result<Record<'a>, ReadError>> {
-        if self.failed {
-            return None;
+    /// Bytes of the unit (pcap record or pcapng block) that starts with `head` (16 or
+    /// 12 bytes) at file offset `start`. A pcapng section header sets the byte order.
+    fn unit_len(&mut self, start: usize, head: &[u8]) -> Result<usize, ReadError> {
+        match self.format {
+            FileFormat::Pcap => Ok(PCAP_RECORD_HEADER + self.endian.u32(&head[8..12]) as usize),
+            FileFormat::Pcapng => {
+                let btype_le = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+                if btype_le == ng::SHB {
+                    let ml = u32::from_le_bytes([head[8], head[9], head[10], head[11]]);
+                    self.endian = if ml == ng::BYTE_ORDER_MAGIC {
+                        Endian(false)
+                    } else if ml.swap_bytes() == ng::BYTE_ORDER_MAGIC {
+                        Endian(true)
+                    } else {
+                        return Err(ReadError {
+                            offset: start as u64 + 8,
+                            kind: ReadErrorKind::BadByteOrderMagic(ml),
+                        });
+                    };
+                }
+                let blen = self.endian.u32(&head[4..8]);
+                if blen < 12 || blen % 4 != 0 {
+                    return Err(ReadError {
+                        offset: start as u64 + 4,
+                        kind: ReadErrorKind::BadBlockLength(blen),
+                    });
+                }
+                Ok(blen as usize)
+            }
         }
-        let r = match self.format {
-            FileFormat::Pcap => self.next_pcap(),
-            FileFormat::Pcapng => self.next_pcapng(),
-        };
-        if let Some(Err(_)) = r {
-            self.failed = true;
-        }
-        r
     }
 
-    fn record(
+    /// Whether a whole unit is a packet (a pcap record, a pcapng packet block).
+    fn carries_record(&self, unit: &[u8]) -> bool {
+        match self.format {
+            FileFormat::Pcap => true,
+            FileFormat::Pcapng => {
+                matches!(self.endian.u32(&unit[0..4]), ng::EPB | ng::PB | ng::SPB)
+            }
+        }
+    }
+
+    /// Bytes the head of a unit takes ([`State::unit_len`] needs them).
+    fn head_len(&self) -> usize {
+        match self.format {
+            FileFormat::Pcap => PCAP_RECORD_HEADER,
+            FileFormat::Pcapng => PCAPNG_BLOCK_HEAD,
+        }
+    }
+
+    /// The error for a unit at `start` whose head says `len` bytes when only `available`
+    /// are left in the file.
+    fn unit_truncated(&self, start: usize, len: usize, available: usize) -> ReadError {
+        match self.format {
+            FileFormat::Pcap => truncated(
+                start + PCAP_RECORD_HEADER,
+                "pcap packet data",
+                len - PCAP_RECORD_HEADER,
+                available.saturating_sub(PCAP_RECORD_HEADER),
+            ),
+            FileFormat::Pcapng => truncated(start, "pcapng block", len, available),
+        }
+    }
+
+    /// The error for a file that ends `available` bytes into the head of a unit.
+    fn head_truncated(&self, start: usize, available: usize) -> ReadError {
+        match self.format {
+            FileFormat::Pcap => truncated(start, "pcap record header", 16, available),
+            FileFormat::Pcapng => truncated(start, "pcapng block header", 12, available),
+        }
+    }
+
+    /// Parses the whole unit `unit` (its length checked) at file offset `start`: a
+    /// record, or `None` for a block that carries none.
+    fn parse_unit<'d>(
+        &mut self,
+        start: usize,
+        unit: &'d [u8],
+    ) -> Result<Option<Record<'d>>, ReadError> {
+        match self.format {
+            FileFormat::Pcap => {
+                let e = self.endian;
+                let secs = e.u32(&unit[0..4]) as u128;
+                let frac = e.u32(&unit[4..8]) as u128;
+                let orig = e.u32(&unit[12..16]);
+                let bytes = &unit[PCAP_RECORD_HEADER..];
+                // ts in units of the fraction: secs * (10^12 / mul) + frac, scaled by mul.
+                let (mul, _) = self.interfaces[0].ts_scale;
+                let ts = secs * (1_000_000_000_000 / mul) + frac;
+                Ok(Some(self.record(start, 0, ts, bytes, orig)))
+            }
+            FileFormat::Pcapng => self.pcapng_block(start, unit),
+        }
+    }
+
+    fn record<'d>(
         &mut self,
         offset: usize,
         interface: usize,
         ts: u128,
-        frame_bytes: &'a [u8],
+        frame_bytes: &'d [u8],
         orig_len: u32,
-    ) -> Record<'a> {
+    ) -> Record<'d> {
         self.frame += 1;
         let iface = &self.interfaces[interface];
         let (mul, div) = iface.ts_scale;
@@ -386,226 +463,141 @@ impl<'a> Reader<'a> {
         rec
     }
 
-    fn next_pcap(&mut self) -> Option<Result<Record<'a>, ReadError>> {
-        let start = self.pos;
-        let left = self.data.len() - start;
-        if left == 0 {
-            return None;
-        }
-        if left < 16 {
-            return Some(Err(truncated(start, "pcap record header", 16, left)));
-        }
-        let h = &self.data[start..start + 16];
+    /// One whole pcapng block (`block.len()` is its length field).
+    fn pcapng_block<'d>(
+        &mut self,
+        start: usize,
+        block: &'d [u8],
+    ) -> Result<Option<Record<'d>>, ReadError> {
         let e = self.endian;
-        let secs = e.u32(&h[0..4]) as u128;
-        let frac = e.u32(&h[4..8]) as u128;
-        let incl = e.u32(&h[8..12]) as usize;
-        let orig = e.u32(&h[12..16]);
-        if incl > left - 16 {
-            return Some(Err(truncated(
-                start + 16,
-                "pcap packet data",
-                incl,
-                left - 16,
-            )));
+        let btype = e.u32(&block[0..4]);
+        let blen = block.len();
+        let trailing = e.u32(&block[blen - 4..]);
+        if trailing as usize != blen {
+            return Err(ReadError {
+                offset: (start + blen - 4) as u64,
+                kind: ReadErrorKind::TrailerMismatch {
+                    leading: blen as u32,
+                    trailing,
+                },
+            });
         }
-        let bytes = &self.data[start + 16..start + 16 + incl];
-        self.pos = start + 16 + incl;
-        // ts in units of the fraction: secs * (10^12 / mul) + frac, scaled by mul.
-        let (mul, _) = self.interfaces[0].ts_scale;
-        let ts = secs * (1_000_000_000_000 / mul) + frac;
-        Some(Ok(self.record(start, 0, ts, bytes, orig)))
-    }
-
-    fn next_pcapng(&mut self) -> Option<Result<Record<'a>, ReadError>> {
-        loop {
-            let start = self.pos;
-            let left = self.data.len() - start;
-            if left == 0 {
-                return None;
+        let body_off = start + 8;
+        let body = &block[8..blen - 4];
+        match btype {
+            ng::SHB => {
+                if body.len() < 16 {
+                    return Err(truncated(body_off, "section header", 16, body.len()));
+                }
+                self.section_base = Some(self.interfaces.len());
+                let comments = &mut self.comments;
+                each_option(e, body_off + 16, &body[16..], |code, v| {
+                    if code == ng::OPT_COMMENT {
+                        comments.push(String::from_utf8_lossy(v).into_owned());
+                    }
+                })?;
             }
-            if left < 12 {
-                return Some(Err(truncated(start, "pcapng block header", 12, left)));
-            }
-            let btype_le = u32::from_le_bytes([
-                self.data[start],
-                self.data[start + 1],
-                self.data[start + 2],
-                self.data[start + 3],
-            ]);
-            if btype_le == ng::SHB {
-                // The byte order is set by each section header.
-                let m = &self.data[start + 8..start + 12];
-                let ml = u32::from_le_bytes([m[0], m[1], m[2], m[3]]);
-                self.endian = if ml == ng::BYTE_ORDER_MAGIC {
-                    Endian(false)
-                } else if ml.swap_bytes() == ng::BYTE_ORDER_MAGIC {
-                    Endian(true)
-                } else {
-                    return Some(Err(ReadError {
-                        offset: start as u64 + 8,
-                        kind: ReadErrorKind::BadByteOrderMagic(ml),
-                    }));
+            ng::IDB => {
+                if body.len() < 8 {
+                    return Err(truncated(body_off, "interface description", 8, body.len()));
+                }
+                if self.section_base.is_none() {
+                    return Err(ReadError {
+                        offset: start as u64,
+                        kind: ReadErrorKind::NoSection,
+                    });
+                }
+                let n = self.interfaces.len();
+                let mut iface = Interface {
+                    name: String::new(),
+                    description: String::new(),
+                    linktype: e.u16(&body[0..2]),
+                    ts_scale: (1_000_000, 1), // default 10^-6
+                    ts_offset_s: 0,
                 };
-            }
-            let e = self.endian;
-            let btype = e.u32(&self.data[start..start + 4]);
-            let blen = e.u32(&self.data[start + 4..start + 8]);
-            if blen < 12 || blen % 4 != 0 {
-                return Some(Err(ReadError {
-                    offset: start as u64 + 4,
-                    kind: ReadErrorKind::BadBlockLength(blen),
-                }));
-            }
-            let blen_us = blen as usize;
-            if blen_us > left {
-                return Some(Err(truncated(start, "pcapng block", blen_us, left)));
-            }
-            let trailing = e.u32(&self.data[start + blen_us - 4..start + blen_us]);
-            if trailing != blen {
-                return Some(Err(ReadError {
-                    offset: (start + blen_us - 4) as u64,
-                    kind: ReadErrorKind::TrailerMismatch {
-                        leading: blen,
-                        trailing,
-                    },
-                }));
-            }
-            let body_off = start + 8;
-            let body = &self.data[body_off..start + blen_us - 4];
-            self.pos = start + blen_us;
-            match btype {
-                ng::SHB => {
-                    if body.len() < 16 {
-                        return Some(Err(truncated(body_off, "section header", 16, body.len())));
+                each_option(e, body_off + 8, &body[8..], |code, v| match code {
+                    ng::IF_NAME => iface.name = String::from_utf8_lossy(v).into_owned(),
+                    ng::IF_DESCRIPTION => {
+                        iface.description = String::from_utf8_lossy(v).into_owned()
                     }
-                    self.section_base = Some(self.interfaces.len());
-                    let r = each_option(e, body_off + 16, &body[16..], |code, v| {
-                        if code == ng::OPT_COMMENT {
-                            self.comments.push(String::from_utf8_lossy(v).into_owned());
-                        }
+                    ng::IF_TSRESOL if !v.is_empty() => iface.ts_scale = scale_of_tsresol(v[0]),
+                    ng::IF_TSOFFSET if v.len() >= 8 => {
+                        let mut a = [0u8; 8];
+                        a.copy_from_slice(&v[..8]);
+                        iface.ts_offset_s = if e.0 {
+                            i64::from_be_bytes(a)
+                        } else {
+                            i64::from_le_bytes(a)
+                        };
+                    }
+                    _ => {}
+                })?;
+                if iface.name.is_empty() {
+                    iface.name = format!("if{n}");
+                }
+                self.interfaces.push(iface);
+            }
+            ng::EPB | ng::PB => {
+                if body.len() < 20 {
+                    return Err(truncated(body_off, "packet block", 20, body.len()));
+                }
+                let (ifid, ts_hi, ts_lo) = if btype == ng::EPB {
+                    (e.u32(&body[0..4]), e.u32(&body[4..8]), e.u32(&body[8..12]))
+                } else {
+                    (
+                        e.u16(&body[0..2]) as u32,
+                        e.u32(&body[4..8]),
+                        e.u32(&body[8..12]),
+                    )
+                };
+                let cap = e.u32(&body[12..16]);
+                let orig = e.u32(&body[16..20]);
+                if cap as usize > body.len() - 20 {
+                    return Err(ReadError {
+                        offset: body_off as u64 + 12,
+                        kind: ReadErrorKind::BadCapturedLength(cap),
                     });
-                    if let Err(err) = r {
-                        return Some(Err(err));
-                    }
                 }
-                ng::IDB => {
-                    if body.len() < 8 {
-                        return Some(Err(truncated(
-                            body_off,
-                            "interface description",
-                            8,
-                            body.len(),
-                        )));
-                    }
-                    if self.section_base.is_none() {
-                        return Some(Err(ReadError {
-                            offset: start as u64,
-                            kind: ReadErrorKind::NoSection,
-                        }));
-                    }
-                    let n = self.interfaces.len();
-                    let mut iface = Interface {
-                        name: String::new(),
-                        description: String::new(),
-                        linktype: e.u16(&body[0..2]),
-                        ts_scale: (1_000_000, 1), // default 10^-6
-                        ts_offset_s: 0,
-                    };
-                    let r = each_option(e, body_off + 8, &body[8..], |code, v| match code {
-                        ng::IF_NAME => iface.name = String::from_utf8_lossy(v).into_owned(),
-                        ng::IF_DESCRIPTION => {
-                            iface.description = String::from_utf8_lossy(v).into_owned()
-                        }
-                        ng::IF_TSRESOL if !v.is_empty() => iface.ts_scale = scale_of_tsresol(v[0]),
-                        ng::IF_TSOFFSET if v.len() >= 8 => {
-                            let mut a = [0u8; 8];
-                            a.copy_from_slice(&v[..8]);
-                            iface.ts_offset_s = if e.0 {
-                                i64::from_be_bytes(a)
-                            } else {
-                                i64::from_le_bytes(a)
-                            };
-                        }
-                        _ => {}
+                let Some(idx) = self.iface_index(ifid) else {
+                    return Err(ReadError {
+                        offset: body_off as u64,
+                        kind: ReadErrorKind::UnknownInterface(ifid),
                     });
-                    if let Err(err) = r {
-                        return Some(Err(err));
-                    }
-                    if iface.name.is_empty() {
-                        iface.name = format!("if{n}");
-                    }
-                    self.interfaces.push(iface);
-                }
-                ng::EPB | ng::PB => {
-                    if body.len() < 20 {
-                        return Some(Err(truncated(body_off, "packet block", 20, body.len())));
-                    }
-                    let (ifid, ts_hi, ts_lo) = if btype == ng::EPB {
-                        (e.u32(&body[0..4]), e.u32(&body[4..8]), e.u32(&body[8..12]))
-                    } else {
-                        (
-                            e.u16(&body[0..2]) as u32,
-                            e.u32(&body[4..8]),
-                            e.u32(&body[8..12]),
-                        )
-                    };
-                    let cap = e.u32(&body[12..16]);
-                    let orig = e.u32(&body[16..20]);
-                    if cap as usize > body.len() - 20 {
-                        return Some(Err(ReadError {
-                            offset: body_off as u64 + 12,
-                            kind: ReadErrorKind::BadCapturedLength(cap),
-                        }));
-                    }
-                    let Some(idx) = self.iface_index(ifid) else {
-                        return Some(Err(ReadError {
-                            offset: body_off as u64,
-                            kind: ReadErrorKind::UnknownInterface(ifid),
-                        }));
-                    };
-                    let ts = ((ts_hi as u128) << 32) | ts_lo as u128;
-                    let bytes = &body[20..20 + cap as usize];
-                    let mut comment = None;
-                    if btype == ng::EPB {
-                        let opts_at = 20 + cap as usize + pad4(cap as usize);
-                        let opts = body.get(opts_at..).unwrap_or(&[]);
-                        let r = each_option(e, body_off + opts_at, opts, |code, v| {
-                            if code == ng::OPT_COMMENT && comment.is_none() {
-                                comment = Some(v);
-                            }
-                        });
-                        if let Err(err) = r {
-                            return Some(Err(err));
+                };
+                let ts = ((ts_hi as u128) << 32) | ts_lo as u128;
+                let bytes = &body[20..20 + cap as usize];
+                let mut comment = None;
+                if btype == ng::EPB {
+                    let opts_at = 20 + cap as usize + pad4(cap as usize);
+                    let opts = body.get(opts_at..).unwrap_or(&[]);
+                    each_option(e, body_off + opts_at, opts, |code, v| {
+                        if code == ng::OPT_COMMENT && comment.is_none() {
+                            comment = Some(v);
                         }
-                    }
-                    let mut rec = self.record(start, idx, ts, bytes, orig);
-                    rec.comment = comment;
-                    return Some(Ok(rec));
+                    })?;
                 }
-                ng::SPB => {
-                    if body.len() < 4 {
-                        return Some(Err(truncated(
-                            body_off,
-                            "simple packet block",
-                            4,
-                            body.len(),
-                        )));
-                    }
-                    let Some(idx) = self.iface_index(0) else {
-                        return Some(Err(ReadError {
-                            offset: body_off as u64,
-                            kind: ReadErrorKind::UnknownInterface(0),
-                        }));
-                    };
-                    let orig = e.u32(&body[0..4]);
-                    let cap = (orig as usize).min(body.len() - 4);
-                    let bytes = &body[4..4 + cap];
-                    return Some(Ok(self.record(start, idx, 0, bytes, orig)));
-                }
-                _ => {} // other blocks (name resolution, statistics, custom …) are skipped
+                let mut rec = self.record(start, idx, ts, bytes, orig);
+                rec.comment = comment;
+                return Ok(Some(rec));
             }
+            ng::SPB => {
+                if body.len() < 4 {
+                    return Err(truncated(body_off, "simple packet block", 4, body.len()));
+                }
+                let Some(idx) = self.iface_index(0) else {
+                    return Err(ReadError {
+                        offset: body_off as u64,
+                        kind: ReadErrorKind::UnknownInterface(0),
+                    });
+                };
+                let orig = e.u32(&body[0..4]);
+                let cap = (orig as usize).min(body.len() - 4);
+                let bytes = &body[4..4 + cap];
+                return Ok(Some(self.record(start, idx, 0, bytes, orig)));
+            }
+            _ => {} // other blocks (name resolution, statistics, custom …) are skipped
         }
+        Ok(None)
     }
 
     fn iface_index(&self, ifid: u32) -> Option<usize> {
@@ -615,11 +607,210 @@ impl<'a> Reader<'a> {
     }
 }
 
+impl<'a> Reader<'a> {
+    /// Reads the file header (pcap header or the first pcapng section header and the blocks
+    /// up to the first packet).
+    pub fn new(data: &'a [u8]) -> Result<Reader<'a>, ReadError> {
+        let (st, pos) = State::from_header(&data[..data.len().min(PCAP_HEADER)])?;
+        Ok(Reader { data, pos, st })
+    }
+
+    /// The detected format.
+    pub fn format(&self) -> FileFormat {
+        self.st.format
+    }
+
+    /// The interfaces described so far (pcapng interface blocks may appear between packets;
+    /// after the last record this is all of them).
+    pub fn interfaces(&self) -> &[Interface] {
+        &self.st.interfaces
+    }
+
+    /// Section comments (`shb_comment`) read so far.
+    pub fn comments(&self) -> &[String] {
+        &self.st.comments
+    }
+
+    /// The next record, `None` at the end of the file. After an error, returns `None`.
+    pub fn next_record(&mut self) -> Option<Result<Record<'a>, ReadError>> {
+        if self.st.failed {
+            return None;
+        }
+        let r = self.next_unit();
+        if let Some(Err(_)) = r {
+            self.st.failed = true;
+        }
+        r
+    }
+
+    fn next_unit(&mut self) -> Option<Result<Record<'a>, ReadError>> {
+        loop {
+            let start = self.pos;
+            let left = self.data.len() - start;
+            if left == 0 {
+                return None;
+            }
+            let head = self.st.head_len();
+            if left < head {
+                return Some(Err(self.st.head_truncated(start, left)));
+            }
+            let data: &'a [u8] = self.data;
+            let len = match self.st.unit_len(start, &data[start..start + head]) {
+                Ok(n) => n,
+                Err(e) => return Some(Err(e)),
+            };
+            if len > left {
+                return Some(Err(self.st.unit_truncated(start, len, left)));
+            }
+            self.pos = start + len;
+            match self.st.parse_unit(start, &data[start..start + len]) {
+                Ok(Some(rec)) => return Some(Ok(rec)),
+                Ok(None) => {}
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
+}
+
 impl<'a> Iterator for Reader<'a> {
     type Item = Result<Record<'a>, ReadError>;
     fn next(&mut self) -> Option<Self::Item> {
         self.next_record()
     }
+}
+
+/// Reads records from a capture as a stream ([`Read`]: a file, standard input, a pipe),
+/// one pcap record or pcapng block in memory at a time, so a capture of any size is read
+/// in the memory of its largest block. Records borrow the reader's buffer: each is valid
+/// until the next call. Errors and their offsets are the same as [`Reader`]'s.
+///
+/// ```
+/// use pcielab_capture::{CaptureWriter, Format, Payload, StreamReader};
+/// let mut w = CaptureWriter::new(Vec::new(), Format::Pcapng, "").unwrap();
+/// let i = w.add_interface("rc.0->ep0").unwrap();
+/// w.write_tlp(i, 1_000, &[0, 0, 0, 1, 0, 0, 1, 0x0f, 0, 0, 0x10, 0]).unwrap();
+/// let bytes = w.finish().unwrap();
+/// let mut r = StreamReader::new(&bytes[..]).unwrap();
+/// let (rec, interfaces) = r.next_record().unwrap().unwrap();
+/// assert_eq!(interfaces[rec.interface].name, "rc.0->ep0");
+/// assert!(matches!(rec.payload, Payload::Tlp(t) if t.len() == 12));
+/// assert!(r.next_record().is_none());
+/// ```
+#[derive(Debug)]
+pub struct StreamReader<R: Read> {
+    src: std::io::Chain<std::io::Cursor<Vec<u8>>, R>,
+    buf: Vec<u8>,
+    pos: usize,
+    st: State,
+}
+
+impl<R: Read> StreamReader<R> {
+    /// Reads the file header from `src`.
+    pub fn new(src: R) -> Result<StreamReader<R>, ReadError> {
+        let mut src = src;
+        let mut head = Vec::with_capacity(PCAP_HEADER);
+        read_up_to(&mut src, &mut head, PCAP_HEADER, 0)?;
+        let (st, used) = State::from_header(&head)?;
+        // What the header did not take is the start of the first block.
+        let rest = head.split_off(used);
+        Ok(StreamReader {
+            src: std::io::Cursor::new(rest).chain(src),
+            buf: Vec::new(),
+            pos: used,
+            st,
+        })
+    }
+
+    /// The detected format.
+    pub fn format(&self) -> FileFormat {
+        self.st.format
+    }
+
+    /// The interfaces described so far.
+    pub fn interfaces(&self) -> &[Interface] {
+        &self.st.interfaces
+    }
+
+    /// Section comments (`shb_comment`) read so far.
+    pub fn comments(&self) -> &[String] {
+        &self.st.comments
+    }
+
+    /// The next record and the interfaces described so far (its own among them), `None`
+    /// at the end of the stream. After an error, returns `None`. A read error of the
+    /// stream itself is reported as a truncation at the offset where it happened.
+    #[allow(clippy::type_complexity)]
+    pub fn next_record(&mut self) -> Option<Result<(Record<'_>, &[Interface]), ReadError>> {
+        if self.st.failed {
+            return None;
+        }
+        loop {
+            let start = self.pos;
+            let head = self.st.head_len();
+            self.buf.clear();
+            if let Err(e) = read_up_to(&mut self.src, &mut self.buf, head, start) {
+                return self.fail(e);
+            }
+            if self.buf.is_empty() {
+                return None;
+            }
+            if self.buf.len() < head {
+                let e = self.st.head_truncated(start, self.buf.len());
+                return self.fail(e);
+            }
+            let len = match self.st.unit_len(start, &self.buf) {
+                Ok(n) => n,
+                Err(e) => return self.fail(e),
+            };
+            if let Err(e) = read_up_to(&mut self.src, &mut self.buf, len, start) {
+                return self.fail(e);
+            }
+            if self.buf.len() < len {
+                let e = self.st.unit_truncated(start, len, self.buf.len());
+                return self.fail(e);
+            }
+            self.pos = start + len;
+            if self.st.carries_record(&self.buf) {
+                break;
+            }
+            // Section headers, interface descriptions and skipped blocks.
+            if let Err(e) = self.st.parse_unit(start, &self.buf) {
+                return self.fail(e);
+            }
+        }
+        let start = self.pos - self.buf.len();
+        match self.st.parse_unit(start, &self.buf) {
+            Ok(Some(rec)) => Some(Ok((rec, &self.st.interfaces))),
+            Ok(None) => None, // carries_record said it has one
+            Err(e) => {
+                self.st.failed = true;
+                Some(Err(e))
+            }
+        }
+    }
+
+    fn fail<T>(&mut self, e: ReadError) -> Option<Result<T, ReadError>> {
+        self.st.failed = true;
+        Some(Err(e))
+    }
+}
+
+/// Appends bytes from `src` to `buf` until it holds `n` bytes or the stream ends; a read
+/// error is reported at `offset + buf.len()`.
+fn read_up_to(
+    src: &mut impl Read,
+    buf: &mut Vec<u8>,
+    n: usize,
+    offset: usize,
+) -> Result<(), ReadError> {
+    let want = n.saturating_sub(buf.len()) as u64;
+    // `take` grows the buffer as bytes arrive: a length field that lies about a short
+    // stream allocates no more than the stream holds.
+    src.by_ref()
+        .take(want)
+        .read_to_end(buf)
+        .map(|_| ())
+        .map_err(|_| truncated(offset + buf.len(), "stream (read error)", n, buf.len()))
 }
 
 fn pad4(n: usize) -> usize {
@@ -725,6 +916,115 @@ mod tests {
                 assert!(got <= full);
             }
         }
+    }
+
+    /// What a reader gives for a file: each record as (frame, interface name, time,
+    /// payload, comment), then the error if any.
+    type Seen = (
+        Vec<(u64, String, u128, String, Option<Vec<u8>>)>,
+        Option<ReadError>,
+    );
+
+    fn seen_in_memory(f: &[u8]) -> Result<Seen, ReadError> {
+        let mut r = Reader::new(f)?;
+        let mut recs = Vec::new();
+        while let Some(x) = r.next_record() {
+            match x {
+                Ok(rec) => recs.push((
+                    rec.frame,
+                    r.interfaces()[rec.interface].name.clone(),
+                    rec.time_ps,
+                    format!("{:?}", rec.payload),
+                    rec.comment.map(<[u8]>::to_vec),
+                )),
+                Err(e) => return Ok((recs, Some(e))),
+            }
+        }
+        Ok((recs, None))
+    }
+
+    fn seen_streamed(f: &[u8]) -> Result<Seen, ReadError> {
+        let mut r = StreamReader::new(f)?;
+        let mut recs = Vec::new();
+        while let Some(x) = r.next_record() {
+            match x {
+                Ok((rec, ifs)) => recs.push((
+                    rec.frame,
+                    ifs[rec.interface].name.clone(),
+                    rec.time_ps,
+                    format!("{:?}", rec.payload),
+                    rec.comment.map(<[u8]>::to_vec),
+                )),
+                Err(e) => return Ok((recs, Some(e))),
+            }
+        }
+        Ok((recs, None))
+    }
+
+    /// The stream reader gives what the in-memory one gives, records and errors, for
+    /// whole files and for every truncation of them.
+    #[test]
+    fn streaming_reads_as_in_memory_for_every_prefix() {
+        let mut commented = CaptureWriter::new(Vec::new(), Format::Pcapng, "c").unwrap();
+        let i = commented.add_interface("x->y").unwrap();
+        commented
+            .write_tlp_commented(
+                i,
+                5,
+                &[0, 0, 0, 1, 0, 0, 1, 0x0f, 0, 0, 0x10, 0],
+                "DLL replay (seq 3)",
+            )
+            .unwrap();
+        let commented = commented.finish().unwrap();
+        for f in [sample(Format::Pcapng), sample(Format::Pcap), commented] {
+            let whole = seen_streamed(&f).unwrap();
+            assert!(whole.1.is_none() && !whole.0.is_empty());
+            assert_eq!(whole, seen_in_memory(&f).unwrap());
+            for n in 0..f.len() {
+                assert_eq!(
+                    seen_streamed(&f[..n]),
+                    seen_in_memory(&f[..n]),
+                    "prefix {n}"
+                );
+            }
+        }
+        let mut f = sample(Format::Pcapng);
+        let n = f.len();
+        f[n - 1] ^= 0x40;
+        assert_eq!(seen_streamed(&f), seen_in_memory(&f));
+        assert!(seen_streamed(&f).unwrap().1.is_some());
+    }
+
+    /// A stream that fails mid-file ends in an error at the offset reached, not in a
+    /// silent end.
+    #[test]
+    fn a_failing_stream_is_an_error_where_it_failed() {
+        struct Failing<'a>(&'a [u8]);
+        impl Read for Failing<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                if self.0.is_empty() {
+                    return Err(std::io::Error::other("device gone"));
+                }
+                let n = buf.len().min(self.0.len()).min(7);
+                buf[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let f = sample(Format::Pcapng);
+        let cut = f.len() - 10;
+        let mut r = StreamReader::new(Failing(&f[..cut])).unwrap();
+        let mut records = 0;
+        let err = loop {
+            match r.next_record() {
+                Some(Ok(_)) => records += 1,
+                Some(Err(e)) => break e,
+                None => panic!("ended without an error"),
+            }
+        };
+        assert_eq!(records, 1);
+        assert!(err.offset <= cut as u64, "{err}");
+        assert!(err.to_string().contains("read error"), "{err}");
     }
 
     #[test]

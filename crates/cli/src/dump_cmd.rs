@@ -5,7 +5,7 @@ use clap::Args;
 use pcielab_capture::decode::{decode, Decoded, Filter};
 use pcielab_capture::stats::Stats;
 use pcielab_capture::transactions::{Matcher, Role};
-use pcielab_capture::{Reader, Record};
+use pcielab_capture::{Record, StreamReader};
 use pcielab_wire::json::{hex, tlp_to_json};
 use pcielab_wire::tlp::TlpRepr;
 use pcielab_wire::Bdf;
@@ -15,7 +15,8 @@ use std::io::Write;
 /// Arguments of `dump`.
 #[derive(Args, Debug)]
 pub struct DumpArgs {
-    /// The capture (pcapng or pcap).
+    /// The capture (pcapng or pcap); `-` reads standard input. Read as a stream, one
+    /// packet in memory at a time.
     pub file: String,
     /// One JSON object per line (DESIGN.md field names plus frame, time_ps, interface).
     #[arg(long)]
@@ -350,22 +351,38 @@ fn print_stats(stats: &mut Stats, bins: usize, json_out: bool) -> String {
 /// Runs `dump`.
 pub fn run(a: &DumpArgs) -> Result<(), Failure> {
     let f = filter(a)?;
-    let data = std::fs::read(&a.file).map_err(|e| fail(format!("{}: {e}", a.file)))?;
-    let mut reader = Reader::new(&data).map_err(|e| fail(format!("{}: {e}", a.file)))?;
+    f.check().map_err(fail)?;
+    if a.file == "-" {
+        dump(a, &f, "standard input", std::io::stdin().lock())
+    } else {
+        let file = std::fs::File::open(&a.file).map_err(|e| fail(format!("{}: {e}", a.file)))?;
+        dump(
+            a,
+            &f,
+            &a.file,
+            std::io::BufReader::with_capacity(1 << 16, file),
+        )
+    }
+}
+
+/// Dumps the capture read from `src` (named `name` in errors), one record in memory at a
+/// time.
+fn dump(a: &DumpArgs, f: &Filter, name: &str, src: impl std::io::Read) -> Result<(), Failure> {
+    let mut reader = StreamReader::new(src).map_err(|e| fail(format!("{name}: {e}")))?;
     let mut matcher = Matcher::new();
     let mut stats = Stats::default();
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let mut err = None;
     while let Some(r) = reader.next_record() {
-        let rec = match r {
-            Ok(rec) => rec,
+        let (rec, interfaces) = match r {
+            Ok(x) => x,
             Err(e) => {
                 err = Some(e);
                 break;
             }
         };
-        let iface = reader.interfaces()[rec.interface].name.clone();
+        let iface = interfaces[rec.interface].name.clone();
         let d = decode(&rec);
         let role = d.tlp().map(|tlp| {
             if pcielab_capture::is_dll_replay(rec.comment) {
@@ -426,10 +443,24 @@ pub fn run(a: &DumpArgs) -> Result<(), Failure> {
         );
     }
     let _ = out.flush();
-    match err {
-        Some(e) => Err(fail(format!("{}: {e}", a.file))),
-        None => Ok(()),
+    if let Some(e) = err {
+        return Err(fail(format!("{name}: {e}")));
     }
+    // An interface filter that names no interface of the capture matched nothing.
+    let names: Vec<&str> = reader
+        .interfaces()
+        .iter()
+        .map(|i| i.name.as_str())
+        .collect();
+    for i in &f.interfaces {
+        if !names.contains(&i.as_str()) {
+            return Err(fail(format!(
+                "-i {i:?}: {name} has no interface of that name; it has: {}",
+                names.join(", ")
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Writes the demo set as a pcapng capture: requests of the root complex (bus 0) go down

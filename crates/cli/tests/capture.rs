@@ -272,6 +272,48 @@ fn dump_filters_and_stats() {
     assert!(st["missing_completions"].as_u64().unwrap() >= 1);
 }
 
+/// Filters that can match nothing are errors that say why, and `-` reads the capture
+/// from standard input with the same result as the file.
+#[test]
+fn dump_refuses_filters_that_match_nothing_and_reads_stdin() {
+    let path = tmp("refuse.pcapng");
+    build(&path, Format::Pcapng);
+    let p = path.to_str().unwrap();
+    for (args, msg) in [
+        (
+            vec!["dump", "--kind", "Bogus", p],
+            "--kind \"Bogus\": no such kind",
+        ),
+        (vec!["dump", "--kind", "MRd,Nope", p], "--kind \"Nope\""),
+        (vec!["dump", "-i", "bogus", p], "-i \"bogus\""),
+        (vec!["dump", "--addr", "0x2000-0x1000", p], "empty range"),
+    ] {
+        let (rc, _, err) = pcielab(&args);
+        assert_eq!(rc, 2, "{args:?}");
+        assert!(
+            err.starts_with("pcielab: ") && err.contains(msg),
+            "{args:?}: {err}"
+        );
+    }
+    // The interface error names the interfaces there are.
+    let (_, _, err) = pcielab(&["dump", "-i", "bogus", p]);
+    assert!(err.contains(UP), "{err}");
+    // Case-insensitive kinds and families still work.
+    let (rc, _, err) = pcielab(&["dump", "--kind", "updatefc,cpld", p]);
+    assert_eq!(rc, 0, "{err}");
+    // Standard input.
+    let (rc, want, err) = pcielab(&["dump", "--json", p]);
+    assert_eq!(rc, 0, "{err}");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pcielab"))
+        .args(["dump", "--json", "-"])
+        .stdin(std::fs::File::open(&path).unwrap())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), want);
+    assert!(!want.is_empty());
+}
+
 #[test]
 fn truncated_file_is_a_clear_error_with_offset() {
     let path = tmp("trunc.pcapng");
