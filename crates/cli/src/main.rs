@@ -16,6 +16,7 @@ mod sim_cmd;
 mod sim_inject;
 mod tlp_cmd;
 mod topo_cmd;
+mod units;
 
 use clap::{Parser, Subcommand};
 use std::io::BufRead;
@@ -39,23 +40,29 @@ enum Command {
     #[command(subcommand)]
     Dllp(dllp_cmd::DllpCmd),
     /// The analytic model: bandwidth, link rates, NICs, latency (pcie-bench compatible).
+    #[command(allow_negative_numbers = true)]
     Model(model_cmd::ModelArgs),
     /// Topology files: enumerate, print the tree, dump configuration spaces.
     Topo(topo_cmd::TopoArgs),
     /// Configuration-space dumps (lspci -xxxx format).
     Cfg(cfg_cmd::CfgArgs),
     /// Print a pcapng/pcap capture of TLPs and DLLPs: lines, JSON or statistics.
+    #[command(allow_negative_numbers = true)]
     Dump(dump_cmd::DumpArgs),
     /// NetTLP software adapter host (root complex + host memory), or a command to one.
+    #[command(allow_negative_numbers = true)]
     Adapter(nettlp_cmd::AdapterArgs),
     /// NetTLP pseudo memory device behind BAR4.
+    #[command(allow_negative_numbers = true)]
     Psmem(nettlp_cmd::PsmemArgs),
     /// NetTLP DMA throughput and latency benchmark.
+    #[command(allow_negative_numbers = true)]
     Tlpperf(nettlp_cmd::TlpperfArgs),
     /// One NetTLP DMA read or write.
     #[command(subcommand)]
     Dma(nettlp_cmd::DmaCmd),
     /// Run the timed fabric simulator on a topology with a built-in workload.
+    #[command(allow_negative_numbers = true)]
     Sim(sim_cmd::SimArgs),
 }
 
@@ -111,8 +118,27 @@ pub fn parse_json(text: &str, where_: &str) -> Result<serde_json::Value, Failure
     serde_json::from_str(text).map_err(|e| fail(format!("{where_}invalid JSON: {e}")))
 }
 
+/// Command-line errors as every other error: one `pcielab:` prefix, exit status 2
+/// (help and version go to stdout with status 0, as clap prints them).
+fn clap_exit(e: clap::Error) -> ExitCode {
+    if !e.use_stderr() {
+        let _ = e.print();
+        return ExitCode::SUCCESS;
+    }
+    let text = e.render().to_string();
+    let text = text.strip_prefix("error: ").unwrap_or(&text);
+    eprint!("pcielab: {text}");
+    if !text.ends_with('\n') {
+        eprintln!();
+    }
+    ExitCode::from(2)
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => return clap_exit(e),
+    };
     let result = match cli.command {
         Command::Demo(a) => demo::run(&a),
         Command::Tlp(c) => tlp_cmd::run(&c),

@@ -26,12 +26,16 @@ pub struct ModelArgs {
 #[derive(Subcommand, Debug)]
 enum ModelCmd {
     /// Read, write and read/write DMA bandwidth vs transfer size.
+    #[command(allow_negative_numbers = true)]
     Bw(BwArgs),
     /// Raw and link-level (after DLLPs and SKPs) bandwidth of every generation × width × MPS.
+    #[command(allow_negative_numbers = true)]
     Link(LinkArgs),
     /// NIC models: PCIe bytes per packet and achievable bandwidth vs Ethernet line rate.
+    #[command(allow_negative_numbers = true)]
     Nic(NicArgs),
     /// LAT_RD and LAT_WRRD vs transfer size.
+    #[command(allow_negative_numbers = true)]
     Latency(LatencyArgs),
 }
 
@@ -397,7 +401,8 @@ fn emit(text: &str) -> Result<(), Fail> {
 fn plot(path: &Option<PathBuf>, p: Plot) -> Result<(), Fail> {
     if let Some(path) = path {
         p.write(path).map_err(|e| match e {
-            pcielab_model::plot::PlotError::Format(_) => Fail::Input(e.to_string()),
+            pcielab_model::plot::PlotError::Format(_)
+            | pcielab_model::plot::PlotError::Create { .. } => Fail::Input(e.to_string()),
             _ => Fail::Output(e.to_string()),
         })?;
     }
@@ -640,20 +645,31 @@ fn run_latency(a: &LatencyArgs) -> Result<(), Fail> {
 
 /// Runs `pcielab model …`.
 pub fn run(args: ModelArgs) -> ExitCode {
-    let r = match &args.cmd {
+    let plot_path = match &args.cmd {
+        ModelCmd::Bw(a) => a.out.plot.as_deref(),
+        ModelCmd::Nic(a) => a.out.plot.as_deref(),
+        ModelCmd::Latency(a) => a.out.plot.as_deref(),
+        ModelCmd::Link(_) => None,
+    };
+    // A --plot that cannot be written is refused before anything is printed.
+    let checked = match plot_path.map(Plot::check_path) {
+        Some(Err(e)) => Err(Fail::Input(e.to_string())),
+        _ => Ok(()),
+    };
+    let r = checked.and_then(|()| match &args.cmd {
         ModelCmd::Bw(a) => run_bw(a),
         ModelCmd::Link(a) => run_link(a),
         ModelCmd::Nic(a) => run_nic(a),
         ModelCmd::Latency(a) => run_latency(a),
-    };
+    });
     match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(Fail::Input(e)) => {
-            eprintln!("error: {e}");
+            eprintln!("pcielab: {e}");
             ExitCode::from(2)
         }
         Err(Fail::Output(e)) => {
-            eprintln!("error: {e}");
+            eprintln!("pcielab: {e}");
             ExitCode::from(1)
         }
     }

@@ -68,16 +68,58 @@ fn bad_input_exits_2_with_one_line() {
             vec!["model", "bw", "--sizes", "64", "--plot", "x.jpg"],
             "must end in .png or .svg",
         ),
+        (
+            vec![
+                "model",
+                "bw",
+                "--sizes",
+                "64",
+                "--plot",
+                "/nonexistent/x.png",
+            ],
+            "plot file \"/nonexistent/x.png\": cannot create it: No such file or directory",
+        ),
     ] {
         let (rc, out, err) = pcielab(&args);
         assert_eq!(rc, 2, "{args:?}");
         assert!(out.is_empty(), "{args:?}");
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
         assert!(
-            err.starts_with("error: ") && err.contains(msg),
+            err.starts_with("pcielab: ") && err.contains(msg),
             "{args:?}: {err}"
         );
     }
+}
+
+/// Command-line errors (clap's) have the same prefix and status as ours, and a negative
+/// number is called a bad value, not an unknown argument.
+#[test]
+fn command_line_errors_have_one_prefix_and_status_2() {
+    for (args, msg) in [
+        (
+            vec!["model", "bw", "--lanes", "-5"],
+            "invalid value '-5' for '--lanes",
+        ),
+        (
+            vec!["model", "bw", "--bogus"],
+            "unexpected argument '--bogus'",
+        ),
+        (
+            vec!["sim", "--count", "-5"],
+            "invalid value '-5' for '--count",
+        ),
+    ] {
+        let (rc, out, err) = pcielab(&args);
+        assert_eq!(rc, 2, "{args:?}");
+        assert!(out.is_empty(), "{args:?}");
+        assert!(
+            err.starts_with("pcielab: ") && err.contains(msg),
+            "{args:?}: {err}"
+        );
+    }
+    let (rc, out, _) = pcielab(&["--version"]);
+    assert_eq!(rc, 0);
+    assert!(out.starts_with("pcielab "), "{out}");
 }
 
 #[test]

@@ -38,7 +38,14 @@ pub enum PlotError {
     Format(String),
     /// Nothing to draw.
     Empty,
-    /// The drawing backend failed (e.g. the file could not be written).
+    /// The file could not be created (a missing directory, no permission).
+    Create {
+        /// The file.
+        path: String,
+        /// Why.
+        error: String,
+    },
+    /// The drawing backend failed.
     Backend(String),
 }
 
@@ -47,12 +54,23 @@ impl fmt::Display for PlotError {
         match self {
             PlotError::Format(p) => write!(f, "plot file {p:?}: name must end in .png or .svg"),
             PlotError::Empty => f.write_str("nothing to plot: no points"),
+            PlotError::Create { path, error } => {
+                write!(f, "plot file {path:?}: cannot create it: {error}")
+            }
             PlotError::Backend(e) => write!(f, "plot: {e}"),
         }
     }
 }
 
 impl std::error::Error for PlotError {}
+
+/// The title's font size: 24 px, smaller for a title that would not fit the 1024-px
+/// width (DejaVu Sans averages about 0.55 em per character).
+fn title_size(title: &str) -> u32 {
+    let chars = title.chars().count().max(1) as f64;
+    let fit = (1024.0 - 2.0 * 16.0) / (0.6 * chars);
+    fit.floor().clamp(10.0, 24.0) as u32
+}
 
 static FONT: Once = Once::new();
 
@@ -81,16 +99,41 @@ impl Plot {
     /// # Ok::<(), pcielab_model::plot::PlotError>(())
     /// ```
     pub fn write(&self, path: &Path) -> Result<(), PlotError> {
-        let ext = path
+        let ext = Plot::check_path(path)?;
+        let size = (1024, 640);
+        match ext {
+            "png" => self.draw(BitMapBackend::new(path, size).into_drawing_area()),
+            _ => self.draw(SVGBackend::new(path, size).into_drawing_area()),
+        }
+    }
+
+    /// Checks that `path` names a `.png` or `.svg` file that can be created (and
+    /// creates it, empty), so a command can refuse a bad `--plot` before it works;
+    /// returns the extension. [`Plot::write`] checks the same.
+    ///
+    /// ```
+    /// use pcielab_model::plot::{Plot, PlotError};
+    /// let e = Plot::check_path(std::path::Path::new("/nonexistent/x.png")).unwrap_err();
+    /// assert!(matches!(e, PlotError::Create { .. }));
+    /// ```
+    pub fn check_path(path: &Path) -> Result<&'static str, PlotError> {
+        let ext = match path
             .extension()
             .and_then(|e| e.to_str())
-            .map(|e| e.to_ascii_lowercase());
-        let size = (1024, 640);
-        match ext.as_deref() {
-            Some("png") => self.draw(BitMapBackend::new(path, size).into_drawing_area()),
-            Some("svg") => self.draw(SVGBackend::new(path, size).into_drawing_area()),
-            _ => Err(PlotError::Format(path.display().to_string())),
-        }
+            .map(|e| e.to_ascii_lowercase())
+            .as_deref()
+        {
+            Some("png") => "png",
+            Some("svg") => "svg",
+            _ => return Err(PlotError::Format(path.display().to_string())),
+        };
+        // Say plainly when the file cannot be made (the backends report it as a nested
+        // debug string, and only once the drawing is done).
+        std::fs::File::create(path).map_err(|e| PlotError::Create {
+            path: path.display().to_string(),
+            error: e.to_string(),
+        })?;
+        Ok(ext)
     }
 
     fn draw<DB: DrawingBackend>(
@@ -121,7 +164,7 @@ impl Plot {
         let be = |e: &dyn fmt::Display| PlotError::Backend(e.to_string());
         root.fill(&WHITE).map_err(|e| be(&e))?;
         let mut chart = ChartBuilder::on(&root)
-            .caption(&self.title, ("sans-serif", 24))
+            .caption(&self.title, ("sans-serif", title_size(&self.title)))
             .margin(16)
             .x_label_area_size(48)
             .y_label_area_size(64)
@@ -168,6 +211,17 @@ impl Plot {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn long_titles_get_a_smaller_font_that_fits() {
+        assert_eq!(title_size("Gen3 x8"), 24);
+        let long = "Gen3 x8 MPS 256 MRRS 512 RCB 64 64-bit mode pcie-bench: raw 63.015 Gb/s, link 57.885 Gb/s, start address 0x100";
+        let size = title_size(long);
+        assert!(size < 24, "{size}");
+        // At 0.6 em per character (wider than DejaVu Sans' average) it fits the width
+        // less the margins.
+        assert!(0.6 * f64::from(size) * long.chars().count() as f64 <= 1024.0 - 32.0);
+    }
+
     use super::*;
 
     fn demo() -> Plot {
