@@ -11,16 +11,41 @@ use crate::{fail, Failure};
 use pcielab_capture::writer::{CaptureWriter, Format, IfId};
 use pcielab_capture::DLL_REPLAY_COMMENT;
 use pcielab_fabric::timed::{Trace, TraceKind};
+use std::cell::Cell;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 /// Gap between two runs in a capture, in picoseconds.
 const RUN_GAP_PS: u64 = 1_000_000;
 
+/// A writer that counts the bytes written through it.
+struct Counted<W> {
+    inner: W,
+    bytes: Rc<Cell<u64>>,
+}
+
+impl<W: Write> Write for Counted<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.bytes.set(self.bytes.get() + n as u64);
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
 /// Where the traces of a `pcielab sim` invocation go.
 pub struct SimCapture {
-    pcap: Option<(PathBuf, CaptureWriter<BufWriter<File>>)>,
+    pcap: Option<(PathBuf, CaptureWriter<Counted<BufWriter<File>>>)>,
+    /// Bytes written to the pcap file so far.
+    pcap_bytes: Rc<Cell<u64>>,
+    /// The pcap file's size limit (0: none).
+    pcap_max: u64,
+    /// TLPs/DLLPs left out of the pcap file once it reached `pcap_max`.
+    pcap_dropped: u64,
     text: Option<(PathBuf, BufWriter<File>)>,
     offset_ps: u64,
     runs: usize,
@@ -44,6 +69,7 @@ impl SimCapture {
         if pcap.is_none() && trace.is_none() {
             return Ok(None);
         }
+        let pcap_bytes = Rc::new(Cell::new(0));
         let pcap = match pcap {
             Some(p) => {
                 let format = if p.extension().is_some_and(|e| e == "pcap") {
@@ -51,7 +77,12 @@ impl SimCapture {
                 } else {
                     Format::Pcapng
                 };
-                let w = CaptureWriter::create(p, format, comment).map_err(|e| io_fail(p, e))?;
+                let f = File::create(p).map_err(|e| io_fail(p, e))?;
+                let out = Counted {
+                    inner: BufWriter::new(f),
+                    bytes: pcap_bytes.clone(),
+                };
+                let w = CaptureWriter::new(out, format, comment).map_err(|e| io_fail(p, e))?;
                 Some((p.to_path_buf(), w))
             }
             None => None,
@@ -65,6 +96,9 @@ impl SimCapture {
         };
         Ok(Some(SimCapture {
             pcap,
+            pcap_bytes,
+            pcap_max: 0,
+            pcap_dropped: 0,
             text,
             offset_ps: 0,
             runs: 0,
@@ -74,12 +108,23 @@ impl SimCapture {
         }))
     }
 
+    /// Limits the pcap file to `max` bytes (0: no limit): once a packet takes it to the
+    /// limit, later packets are counted, not written.
+    pub fn set_pcap_max(&mut self, max: u64) {
+        self.pcap_max = max;
+    }
+
+    fn pcap_full(&self) -> bool {
+        self.pcap_max > 0 && self.pcap_bytes.get() >= self.pcap_max
+    }
+
     /// Starts a run labelled `label` whose link directions are `dir_names`.
     pub fn begin_run(&mut self, label: &str, dir_names: &[String]) -> Result<(), Failure> {
         self.runs += 1;
         self.ids.clear();
         self.run_last_ps = 0;
-        if let Some((path, w)) = &mut self.pcap {
+        let full = self.pcap_full();
+        if let Some((path, w)) = self.pcap.as_mut().filter(|_| !full) {
             let desc = format!("run {}: {label}", self.runs);
             for name in dir_names {
                 let id = w
@@ -101,8 +146,13 @@ impl SimCapture {
     /// Writes the records of `trace` (a piece of the current run's trace).
     pub fn records(&mut self, trace: &Trace) -> Result<(), Failure> {
         let offset = self.offset_ps;
+        let (max, bytes) = (self.pcap_max, self.pcap_bytes.clone());
         if let Some((path, w)) = &mut self.pcap {
-            for r in &trace.records {
+            for (k, r) in trace.records.iter().enumerate() {
+                if max > 0 && bytes.get() >= max {
+                    self.pcap_dropped += (trace.records.len() - k) as u64;
+                    break;
+                }
                 let Some(&id) = self.ids.get(r.dir as usize) else {
                     return Err(fail(format!(
                         "{}: trace record on unknown link direction {}",
@@ -165,11 +215,22 @@ impl SimCapture {
             f.flush().map_err(|e| io_fail(&path, e))?;
             out.push(path.display().to_string());
         }
-        Ok(format!(
+        let mut line = format!(
             "captured {} TLPs/DLLPs of {} run(s) to {}",
             self.records,
             self.runs,
             out.join(" and ")
-        ))
+        );
+        if self.pcap_dropped > 0 {
+            line.push_str(&format!(
+                "\npcielab: warning: the pcap file reached --pcap-max ({} bytes): it holds the \
+                 first {} TLPs/DLLPs, the last {} are not in it (raise --pcap-max, or 0 for no \
+                 limit)",
+                self.pcap_max,
+                self.records - self.pcap_dropped,
+                self.pcap_dropped
+            ));
+        }
+        Ok(line)
     }
 }

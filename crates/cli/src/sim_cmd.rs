@@ -264,7 +264,8 @@ pub struct SimArgs {
     /// port's link, contained requests get Unsupported Request.
     #[arg(long)]
     dpc: bool,
-    /// Bit error rate (replaces --error-rate when non-zero).
+    /// Bit error rate (replaces --error-rate when non-zero; 0..=1e-4: a TLP of b wire
+    /// bits is corrupted with probability 1-(1-BER)^b, 0.96 for a 4 KiB TLP at 1e-4).
     #[arg(long, default_value_t = 0.0)]
     ber: f64,
     /// RNG seed (default: the topology's).
@@ -281,6 +282,11 @@ pub struct SimArgs {
     /// dissector/pcielab.lua. Capturing does not change any result.
     #[arg(long, value_name = "FILE")]
     pcap: Option<PathBuf>,
+    /// Largest --pcap file (bytes; 4K, 512M, 1GiB, 0x1000 ...; 0 = no limit): capture
+    /// stops at the packet that reaches it, the file stays valid, the run goes on, and
+    /// stderr says how many TLPs/DLLPs were left out.
+    #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = crate::units::parse_bytes)]
+    pcap_max: u64,
     /// Write the simulator's own trace (one line per TLP/DLLP: time in ps, link
     /// direction, kind, bytes in hex) to this file.
     #[arg(long, value_name = "FILE")]
@@ -432,11 +438,13 @@ fn dma_row(
         Pattern::Seq => AddrPattern::Sequential,
         Pattern::Random => AddrPattern::Random,
     };
-    let count = a.count.max(a.window as u64 * 2);
+    // Exactly --count DMAs, never more in flight than there are DMAs.
+    let count = a.count;
+    let window = a.window.min(u32::try_from(count).unwrap_or(u32::MAX));
     sim.attach(
         device,
         Box::new({
-            let mut st = DmaStream::new(kind, size, a.window, count, base, region, pattern);
+            let mut st = DmaStream::new(kind, size, window, count, base, region, pattern);
             st.pasid = a.pasid;
             st
         }),
@@ -526,7 +534,7 @@ fn dma_row(
     });
     let mut row = json!({
         "workload": "dma", "device": device,
-        "op": op_name(op), "size_B": size, "window": a.window, "peer": a.peer,
+        "op": op_name(op), "size_B": size, "window": window, "peer": a.peer,
         "gbps": rep["gbps"],
         "model_gbps": if a.peer.is_some() { None } else { model_gbps(ctx, device, op, size) },
         "mean_latency_ns": rep["mean_latency_ns"],
@@ -847,15 +855,23 @@ fn fmt_table(rows: &[Value]) -> String {
             "narrowest link on the device's path (reached when enough DMAs are in flight)\n",
         );
         s.push_str(&format!(
-            "{:<10} {:<6} {:>8} {:>10} {:>10} {:>12} {:>10} {:>8}\n",
-            "device", "op", "size_B", "Gb/s", "model", "mean_lat_ns", "max_lat_ns", "replays"
+            "{:<10} {:<6} {:>8} {:>10} {:>10} {:>12} {:>10} {:>8} {:>7}\n",
+            "device",
+            "op",
+            "size_B",
+            "Gb/s",
+            "model",
+            "mean_lat_ns",
+            "max_lat_ns",
+            "replays",
+            "failed"
         ));
         for r in dma {
             let model = r["model_gbps"]
                 .as_f64()
                 .map_or("-".to_string(), |m| format!("{m:.3}"));
             s.push_str(&format!(
-                "{:<10} {:<6} {:>8} {:>10.3} {:>10} {:>12.1} {:>10.1} {:>8}\n",
+                "{:<10} {:<6} {:>8} {:>10.3} {:>10} {:>12.1} {:>10.1} {:>8} {:>7}\n",
                 r["device"].as_str().unwrap_or(""),
                 r["op"].as_str().unwrap_or(""),
                 r["size_B"].as_u64().unwrap_or(0),
@@ -863,7 +879,8 @@ fn fmt_table(rows: &[Value]) -> String {
                 model,
                 r["mean_latency_ns"].as_f64().unwrap_or(0.0),
                 r["max_latency_ns"].as_f64().unwrap_or(0.0),
-                r["replays"].as_u64().unwrap_or(0)
+                r["replays"].as_u64().unwrap_or(0),
+                r["failed"].as_u64().unwrap_or(0)
             ));
         }
     }
@@ -1040,6 +1057,15 @@ fn fmt_table(rows: &[Value]) -> String {
     s
 }
 
+/// Decimals of a CSV column holding floats: the precision the table shows.
+fn csv_decimals(col: &str) -> Option<usize> {
+    match col {
+        "gbps" | "model_gbps" | "time_us" => Some(3),
+        c if c.ends_with("_ns") => Some(1),
+        _ => None,
+    }
+}
+
 fn fmt_csv(rows: &[Value]) -> String {
     let enumerate = [
         "workload",
@@ -1070,6 +1096,9 @@ fn fmt_csv(rows: &[Value]) -> String {
         "min_latency_ns",
         "max_latency_ns",
         "replays",
+        "dmas",
+        "failed",
+        "reads",
     ];
     let cols: &[&str] = if rows.iter().any(|r| {
         r["workload"]
@@ -1085,10 +1114,13 @@ fn fmt_csv(rows: &[Value]) -> String {
     for r in rows {
         let f: Vec<String> = cols
             .iter()
-            .map(|c| match &r[*c] {
-                Value::Null => String::new(),
-                Value::String(x) => x.clone(),
-                v => v.to_string(),
+            .map(|c| match (&r[*c], csv_decimals(c)) {
+                (Value::Null, _) => String::new(),
+                (Value::String(x), _) => x.clone(),
+                (Value::Number(n), Some(d)) if n.is_f64() => {
+                    format!("{:.*}", d, n.as_f64().unwrap_or(0.0))
+                }
+                (v, _) => v.to_string(),
             })
             .collect();
         s.push_str(&f.join(","));
@@ -1323,6 +1355,9 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         topology_summary(&ctx.topo)
     );
     let mut cap = SimCapture::open(a.pcap.as_deref(), a.trace.as_deref(), &comment)?;
+    if let Some(c) = cap.as_mut() {
+        c.set_pcap_max(a.pcap_max);
+    }
     let mut rows = Vec::new();
     match a.workload {
         Workload::Dma => rows.push(dma_row(
@@ -1379,6 +1414,16 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         Some(c) => Some(c.finish()?),
         None => None,
     };
+    let rows_for_warnings: Vec<Value> = rows
+        .iter()
+        .filter(|r| r["workload"] == "dma")
+        .map(|r| {
+            json!({
+                "workload": "dma", "device": r["device"], "op": r["op"],
+                "size_B": r["size_B"], "dmas": r["dmas"], "failed": r["failed"],
+            })
+        })
+        .collect();
     let out = if a.json {
         let mut s = serde_json::to_string_pretty(&Value::Array(rows)).unwrap_or_default();
         s.push('\n');
@@ -1391,10 +1436,33 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         header + &fmt_table(&rows)
     };
     print!("{out}");
+    for w in failure_warnings(&rows_for_warnings) {
+        eprintln!("{w}");
+    }
     if let Some(line) = captured {
         eprintln!("{line}");
     }
     Ok(())
+}
+
+/// One stderr line per DMA row in which operations failed: a run with failures says
+/// so whatever the output format.
+fn failure_warnings(rows: &[Value]) -> Vec<String> {
+    rows.iter()
+        .filter(|r| r["workload"] == "dma" && r["failed"].as_u64().unwrap_or(0) > 0)
+        .map(|r| {
+            format!(
+                "pcielab: warning: {} {} {} B: {} of {} DMAs failed (poisoned or error \
+                 completions, completion timeouts or a link failure); their bytes and \
+                 latencies are included in Gb/s and the latency columns",
+                r["device"].as_str().unwrap_or(""),
+                r["op"].as_str().unwrap_or(""),
+                r["size_B"].as_u64().unwrap_or(0),
+                r["failed"].as_u64().unwrap_or(0),
+                r["dmas"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect()
 }
 
 /// Nodes and links of the topology, one per line, for the capture's comment block.
@@ -1474,6 +1542,7 @@ impl SimArgs {
             json: self.json,
             csv: self.csv,
             pcap: self.pcap.clone(),
+            pcap_max: self.pcap_max,
             trace: self.trace.clone(),
         }
     }

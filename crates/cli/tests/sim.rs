@@ -98,8 +98,17 @@ fn mmio_csv() {
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(
         lines[0],
-        "workload,device,op,size_B,gbps,model_gbps,mean_latency_ns,min_latency_ns,max_latency_ns,replays"
+        "workload,device,op,size_B,gbps,model_gbps,mean_latency_ns,min_latency_ns,max_latency_ns,replays,dmas,failed,reads"
     );
+    // Floats at the precision the table shows (latencies: 0.1 ns); the read count is there.
+    let f: Vec<&str> = lines[1].split(',').collect();
+    assert_eq!(
+        f[6].split_once('.').map(|x| x.1.len()),
+        Some(1),
+        "{}",
+        lines[1]
+    );
+    assert_eq!(f[12], "3", "{}", lines[1]);
     assert_eq!(lines.len(), 5);
     assert!(lines[1].starts_with("mmio-lat,mem0,,4,,,"));
 }
@@ -702,4 +711,185 @@ fn injected_tlps_show_what_the_port_does_with_each() {
         text.contains("AER uncorrectable status: port 02:00.0 00100000 (UnsupReq)"),
         "{text}"
     );
+}
+
+/// Failed DMAs show in the table, the CSV and the JSON alike, and the run says so on
+/// stderr whatever the format.
+#[test]
+fn failed_dmas_show_in_every_format_and_on_stderr() {
+    let f = example("sim-default.toml");
+    let base = [
+        "sim",
+        &f,
+        "--workload",
+        "dma",
+        "--count",
+        "50",
+        "--poison-rate",
+        "0.05",
+    ];
+    let run = |extra: &[&str]| {
+        let mut args = base.to_vec();
+        args.extend_from_slice(extra);
+        let (rc, out, err) = pcielab(&args);
+        assert_eq!(rc, 0, "{err}");
+        (out, err)
+    };
+    let (json, err_json) = run(&["--json"]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let failed = v[0]["failed"].as_u64().unwrap();
+    assert!(failed > 0 && failed < 50, "{json}");
+    let warning = format!("{failed} of 50 DMAs failed");
+    assert!(err_json.contains(&warning), "{err_json}");
+    let (table, err_table) = run(&[]);
+    let head = table.lines().find(|l| l.starts_with("device ")).unwrap();
+    assert_eq!(head.split_whitespace().last(), Some("failed"), "{table}");
+    let row = table.lines().find(|l| l.starts_with("mem0 ")).unwrap();
+    assert_eq!(
+        row.split_whitespace().last(),
+        Some(failed.to_string().as_str()),
+        "{table}"
+    );
+    assert!(err_table.contains(&warning), "{err_table}");
+    let (csv, err_csv) = run(&["--csv"]);
+    let cols: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let vals: Vec<&str> = csv.lines().nth(1).unwrap().split(',').collect();
+    let at = |c: &str| vals[cols.iter().position(|x| *x == c).unwrap()];
+    assert_eq!(at("failed"), failed.to_string(), "{csv}");
+    assert_eq!(at("dmas"), "50", "{csv}");
+    // Gb/s at the table's precision.
+    assert_eq!(
+        at("gbps").split_once('.').map(|x| x.1.len()),
+        Some(3),
+        "{csv}"
+    );
+    assert!(err_csv.contains(&warning), "{err_csv}");
+    // Without failures, no warning.
+    let (rc, _, err) = pcielab(&["sim", &f, "--workload", "dma", "--count", "50"]);
+    assert_eq!(rc, 0);
+    assert!(!err.contains("warning"), "{err}");
+}
+
+/// `--count` DMAs run, never more, and the window is capped at the count (a window of
+/// 100,000 for 10 DMAs used to raise the count to 200,000).
+#[test]
+fn the_count_is_exact_and_caps_the_window() {
+    let f = example("sim-default.toml");
+    for (count, window, want_window) in [(10, "100000", 10), (5, "16", 5), (40, "16", 16)] {
+        let c = count.to_string();
+        let (rc, out, err) = pcielab(&[
+            "sim",
+            &f,
+            "--workload",
+            "dma",
+            "--count",
+            &c,
+            "--window",
+            window,
+            "--json",
+        ]);
+        assert_eq!(rc, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v[0]["dmas"], count, "{out}");
+        assert_eq!(v[0]["window"], want_window, "{out}");
+        // A stream no longer than its window has no steady state: its rate is all its
+        // bytes over the whole run, below the link's bound but not zero.
+        let g = v[0]["gbps"].as_f64().unwrap();
+        let m = v[0]["model_gbps"].as_f64().unwrap();
+        assert!(g > 0.0 && g < m * 1.01, "{g} vs {m}");
+    }
+}
+
+/// A bit error rate that would make a large TLP's replays endless is refused; the
+/// largest allowed one finishes.
+#[test]
+fn the_bit_error_rate_is_bounded() {
+    let f = example("sim-default.toml");
+    for ber in ["0.01", "0.5", "0.999", "2e-4", "-0.5"] {
+        let (rc, out, err) =
+            pcielab(&["sim", &f, "--workload", "dma", "--count", "2", "--ber", ber]);
+        assert_eq!(rc, 2, "--ber {ber}: {out}{err}");
+        assert!(
+            err.contains("bit error rate") && err.contains("1e-4"),
+            "{err}"
+        );
+    }
+    let (rc, out, err) = pcielab(&[
+        "sim",
+        &f,
+        "--workload",
+        "dma",
+        "--count",
+        "4",
+        "--ber",
+        "1e-4",
+        "--json",
+    ]);
+    assert_eq!(rc, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v[0]["dmas"], 4, "{out}");
+    assert!(v[0]["replays"].as_u64().unwrap() > 0, "{out}");
+}
+
+/// `--pcap-max` stops the capture at the packet that reaches the limit: the file stays
+/// valid and holds exactly the first packets, and stderr says how many were left out.
+#[test]
+fn pcap_max_bounds_the_capture_and_says_what_it_left_out() {
+    let f = example("sim-default.toml");
+    let dir = std::env::temp_dir().join(format!("pcielab-pcap-max-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = |name: &str, max: &str| {
+        let p = dir.join(name);
+        let ps = p.to_str().unwrap().to_string();
+        let (rc, _, err) = pcielab(&[
+            "sim",
+            &f,
+            "--workload",
+            "dma",
+            "--device",
+            "mem3",
+            "--op",
+            "write",
+            "--count",
+            "300",
+            "--pcap",
+            &ps,
+            "--pcap-max",
+            max,
+        ]);
+        assert_eq!(rc, 0, "{err}");
+        (p, err)
+    };
+    let (whole, err) = run("whole.pcapng", "0");
+    assert!(!err.contains("warning"), "{err}");
+    let total: u64 = err
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{err}"));
+    let (cut, err) = run("cut.pcapng", "64K");
+    let size = std::fs::metadata(&cut).unwrap().len();
+    // At most one packet (a 4 KiB MWr in its frame and block) past the limit.
+    assert!((65536..65536 + 4096 + 200).contains(&size), "{size}");
+    let dropped: u64 = err
+        .split("the last ")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(dropped > 0 && dropped < total, "{err}");
+    let (rc, out, e) = pcielab(&["dump", cut.to_str().unwrap()]);
+    assert_eq!(rc, 0, "{e}");
+    let kept = out.lines().filter(|l| !l.starts_with('#')).count() as u64;
+    assert_eq!(kept + dropped, total, "{err}");
+    // The kept packets are the whole capture's first ones.
+    let (_, all, _) = pcielab(&["dump", whole.to_str().unwrap()]);
+    let first: Vec<&str> = all.lines().take(kept as usize).collect();
+    let got: Vec<&str> = out.lines().take(kept as usize).collect();
+    assert_eq!(first, got);
+    // Units and bad sizes.
+    let (rc, _, err) = pcielab(&["sim", &f, "--pcap-max", "12Q"]);
+    assert_eq!(rc, 2);
+    assert!(err.contains("is not a byte size"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

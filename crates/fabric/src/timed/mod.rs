@@ -105,6 +105,11 @@ use pcielab_sim::{Rng, SimBuilder, SimDuration, SimTime, Simulation};
 use pcielab_wire::{Bdf, CplStatus};
 use std::collections::{HashMap, VecDeque};
 
+/// The largest bit error rate [`SimConfig::ber`] accepts: a 4 KiB TLP is then
+/// corrupted with probability 0.96, and every TLP still gets through in a bounded
+/// expected number of replays.
+pub const MAX_BER: f64 = 1e-4;
+
 /// Simulator parameters. Defaults are documented on each field.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SimConfig {
@@ -156,7 +161,8 @@ pub struct SimConfig {
     /// Probability that a TLP's LCRC is corrupted on the wire. Default 0.
     pub error_rate: f64,
     /// Bit error rate: when non-zero, a TLP of `b` wire bits is corrupted with
-    /// probability `1 − (1 − ber)^b` (replaces `error_rate`). Default 0.
+    /// probability `1 − (1 − ber)^b` (replaces `error_rate`). `0..=`[`MAX_BER`].
+    /// Default 0.
     pub ber: f64,
     /// Probability that a DLLP's CRC is corrupted (InitFC excepted: the handshake
     /// repeats until it succeeds). Default 0.
@@ -444,6 +450,16 @@ fn check(cfg: &SimConfig) -> Result<(), SimError> {
         if !(0.0..1.0).contains(&r) {
             return p(what, r.to_string(), "0 <= p < 1");
         }
+    }
+    // A bit error rate is a per-bit probability: at 1e-4 a 4 KiB TLP (about 33,000
+    // wire bits) is already corrupted with probability 0.96, and above it the replays
+    // of a large TLP may never end (at 1e-2, 1 - (1 - BER)^bits rounds to 1).
+    if !(0.0..=MAX_BER).contains(&cfg.ber) {
+        return p(
+            "bit error rate",
+            cfg.ber.to_string(),
+            "0 <= BER <= 1e-4 (a 4 KiB TLP is then corrupted with probability 0.96; PCIe requires 1e-12)",
+        );
     }
     if !(0.0..=1.0).contains(&cfg.poison_rate) {
         return p("poison rate", cfg.poison_rate.to_string(), "0 <= p <= 1");

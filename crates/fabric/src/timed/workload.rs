@@ -56,7 +56,9 @@ pub struct StreamReport {
 /// Throughput is measured in the steady state: from the end of the first `window` DMAs
 /// (the ramp-up) to the completion at which the last DMA is issued (after it the window
 /// drains and the link is no longer saturated), or to the last completion when the
-/// stream is too short to have a steady state (`count` ≤ 2 × `window` or so).
+/// stream is too short to have a steady state (`count` ≤ 2 × `window` or so). A stream
+/// of no more DMAs than its window has no steady state at all: its throughput is all
+/// its bytes over the whole run, from the first issue to the last completion.
 ///
 /// If the device is reset (its link went down), the DMAs in flight are lost and
 /// counted as failed, and the stream pauses; it resumes with the DMAs it had left when
@@ -95,6 +97,10 @@ pub struct DmaStream {
     /// (time, measured bytes) when the last DMA was issued, the end of the steady state.
     steady_end: Option<(SimTime, u64)>,
     last: SimTime,
+    /// When the first DMA was issued.
+    first_issue: Option<SimTime>,
+    /// Bytes of every finished DMA.
+    total_bytes: u64,
     lat_sum: u128,
     lat_min: u64,
     lat_max: u64,
@@ -133,6 +139,8 @@ impl DmaStream {
             measured_bytes: 0,
             steady_end: None,
             last: SimTime::ZERO,
+            first_issue: None,
+            total_bytes: 0,
             lat_sum: 0,
             lat_min: u64::MAX,
             lat_max: 0,
@@ -148,10 +156,15 @@ impl DmaStream {
 
     /// The results so far.
     pub fn report(&self) -> StreamReport {
-        let start = self.warm_at.unwrap_or(SimTime::ZERO);
-        let (end, bytes) = match self.steady_end {
-            Some((t, b)) if b > 0 && t > start => (t, b),
-            _ => (self.last, self.measured_bytes),
+        let (start, end, bytes) = if self.count <= self.window as u64 {
+            let start = self.first_issue.unwrap_or(SimTime::ZERO);
+            (start, self.last.max(start), self.total_bytes)
+        } else {
+            let start = self.warm_at.unwrap_or(SimTime::ZERO);
+            match self.steady_end {
+                Some((t, b)) if b > 0 && t > start => (start, t, b),
+                _ => (start, self.last.max(start), self.measured_bytes),
+            }
         };
         let elapsed = (end - start).as_ps();
         let n = self.done.max(1) as f64;
@@ -216,6 +229,7 @@ impl DmaStream {
                 _ => self.size,
             };
             self.inflight.insert(id, (cx.now(), bytes));
+            self.first_issue.get_or_insert(cx.now());
             self.issued += 1;
         }
     }
@@ -255,6 +269,7 @@ impl Endpoint for DmaStream {
         };
         let now = cx.now();
         self.done += 1;
+        self.total_bytes += bytes;
         if !ok {
             self.failed += 1;
         }
