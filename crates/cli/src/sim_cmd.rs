@@ -100,11 +100,12 @@ pub struct SimArgs {
     #[arg(long, value_enum, default_value = "read")]
     op: Op,
     /// Bytes per DMA (dma; default 4096) or per MMIO read (mmio-lat; default 4).
-    /// For --op rw the Gb/s column counts both directions.
-    #[arg(long)]
+    /// For --op rw the Gb/s column counts both directions. Units allowed (4K, 0x1000).
+    #[arg(long, value_parser = crate::units::parse_bytes)]
     size: Option<u64>,
-    /// Transfer sizes for the sweep: FROM:TO[:STEP] (STEP omitted: powers of two).
-    #[arg(long, default_value = "64:4096")]
+    /// Transfer sizes for the sweep, as in `pcielab model`: N, A:B (every size), A:B:STEP
+    /// or A:B:xFACTOR (x2: powers of two from A); sizes take units (4K, 0x1000).
+    #[arg(long, default_value = "64:4096:x2")]
     sizes: String,
     /// DMAs in flight.
     #[arg(long, default_value_t = 16)]
@@ -118,17 +119,17 @@ pub struct SimArgs {
     /// Address pattern.
     #[arg(long, value_enum, default_value = "seq")]
     pattern: Pattern,
-    /// Host buffer size for the DMA stream in bytes.
-    #[arg(long, default_value_t = 1 << 22)]
+    /// Host buffer size for the DMA stream in bytes (units allowed: 4MiB).
+    #[arg(long, default_value = "4MiB", value_parser = crate::units::parse_bytes)]
     region: u64,
     /// Max_Payload_Size (bytes).
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value = "256", value_parser = crate::units::parse_bytes_u16)]
     mps: u16,
     /// Max_Read_Request_Size (bytes).
-    #[arg(long, default_value_t = 512)]
+    #[arg(long, default_value = "512", value_parser = crate::units::parse_bytes_u16)]
     mrrs: u16,
     /// Read Completion Boundary (64 or 128).
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value = "64", value_parser = crate::units::parse_bytes_u16)]
     rcb: u16,
     /// Switch latency (ns).
     #[arg(long, default_value_t = 150)]
@@ -293,40 +294,10 @@ pub struct SimArgs {
     trace: Option<PathBuf>,
 }
 
+/// Parses `--sizes` (see [`crate::units::parse_size_range`]): 1 B to 1 MiB, at most
+/// 10,000 sizes.
 fn parse_sizes(s: &str) -> Result<Vec<u64>, Failure> {
-    let bad = || {
-        fail(format!(
-            "--sizes {s:?}: expected FROM:TO[:STEP] with 1 <= FROM <= TO <= 1048576 and STEP >= 1"
-        ))
-    };
-    let parts: Vec<&str> = s.split(':').collect();
-    if parts.len() < 2 || parts.len() > 3 {
-        return Err(bad());
-    }
-    let num = |x: &str| x.trim().parse::<u64>().map_err(|_| bad());
-    let (from, to) = (num(parts[0])?, num(parts[1])?);
-    if from == 0 || from > to || to > 1 << 20 {
-        return Err(bad());
-    }
-    let mut v = Vec::new();
-    if let Some(step) = parts.get(2) {
-        let step = num(step)?;
-        if step == 0 {
-            return Err(bad());
-        }
-        let mut x = from;
-        while x <= to && v.len() < 10_000 {
-            v.push(x);
-            x += step;
-        }
-    } else {
-        let mut x = from;
-        while x <= to {
-            v.push(x);
-            x *= 2;
-        }
-    }
-    Ok(v)
+    crate::units::parse_size_range(s, 1 << 20, 10_000).map_err(fail)
 }
 
 struct Ctx {

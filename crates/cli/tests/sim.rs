@@ -6,7 +6,7 @@ use common::{example, pcielab};
 #[test]
 fn default_scenario_prints_a_report() {
     let f = example("sim-default.toml");
-    let (rc, out, err) = pcielab(&["sim", &f, "--sizes", "256:512"]);
+    let (rc, out, err) = pcielab(&["sim", &f, "--sizes", "256:512:x2"]);
     assert_eq!(rc, 0, "{err}");
     assert!(out.contains("DMA bandwidth"), "{out}");
     assert!(out.contains("MMIO read latency"), "{out}");

@@ -184,27 +184,39 @@ fn value_desc(v: &Value) -> String {
     }
 }
 
-/// Parses a size: an integer, or a string like `"64KiB"`, `"16MiB"`, `"1GiB"`, `"4096"`.
+/// Parses a byte size: decimal or `0x` hex, optionally with a binary unit — `K`/`KiB`,
+/// `M`/`MiB`, `G`/`GiB`, `T`/`TiB` (any case) or `B` — and `_` separators: `"64KiB"`,
+/// `"16M"`, `"1GiB"`, `"4096"`, `"0x1000"`, `"4k"`. The same rule as every size flag of
+/// the command line.
+///
+/// ```
+/// use pcielab_fabric::topology::parse_size;
+/// assert_eq!(parse_size("4K"), Some(4096));
+/// assert_eq!(parse_size("4kib"), Some(4096));
+/// assert_eq!(parse_size("0x1000"), Some(4096));
+/// assert_eq!(parse_size("1_000"), Some(1000));
+/// assert_eq!(parse_size("4X"), None);
+/// ```
 pub fn parse_size(s: &str) -> Option<u64> {
-    let s = s.trim();
-    let (num, mult) = if let Some(n) = s.strip_suffix("KiB") {
-        (n, 1u64 << 10)
-    } else if let Some(n) = s.strip_suffix("MiB") {
-        (n, 1 << 20)
-    } else if let Some(n) = s.strip_suffix("GiB") {
-        (n, 1 << 30)
-    } else if let Some(n) = s.strip_suffix("TiB") {
-        (n, 1 << 40)
-    } else if let Some(n) = s.strip_suffix('B') {
-        (n, 1)
-    } else {
-        (s, 1)
-    };
-    let n: u64 = if let Some(h) = num.trim().strip_prefix("0x") {
-        u64::from_str_radix(h, 16).ok()?
-    } else {
-        num.trim().parse().ok()?
-    };
+    let t = s.trim().replace('_', "").to_ascii_lowercase();
+    if let Some(h) = t.strip_prefix("0x") {
+        return u64::from_str_radix(h, 16).ok();
+    }
+    let (num, mult) = [
+        ("kib", 1u64 << 10),
+        ("mib", 1 << 20),
+        ("gib", 1 << 30),
+        ("tib", 1 << 40),
+        ("k", 1 << 10),
+        ("m", 1 << 20),
+        ("g", 1 << 30),
+        ("t", 1 << 40),
+        ("b", 1),
+    ]
+    .into_iter()
+    .find_map(|(suffix, m)| t.strip_suffix(suffix).map(|n| (n, m)))
+    .unwrap_or((t.as_str(), 1));
+    let n: u64 = num.trim().parse().ok()?;
     n.checked_mul(mult)
 }
 
