@@ -499,8 +499,8 @@ local function tlp_text(t)
         s = string.format("%s %s tag %d addr %s BE %x", t.kind, t.requester_id, t.tag,
             addr_text(0, t.addr_lo), t.first_be)
     elseif t.group == "cfg" then
-        s = string.format("%s %s tag %d -> %s reg 0x%03x BE %x", t.kind, t.requester_id, t.tag,
-            t.completer_id, t.register * 4, t.first_be)
+        s = string.format("%s %s tag %d -> %s reg %d (0x%03x) BE %x", t.kind, t.requester_id, t.tag,
+            t.completer_id, t.register, t.register * 4, t.first_be)
     elseif t.group == "msg" then
         s = string.format("%s %s %s %s tag %d", t.kind, t.msg_routing,
             t.msg_name or string.format("Msg_0x%02x", t.msg_code), t.requester_id, t.tag)

@@ -17,7 +17,8 @@ pub enum DllpCmd {
 /// Arguments of `dllp decode`.
 #[derive(Args, Debug)]
 pub struct DecodeArgs {
-    /// The DLLP as hex.
+    /// The DLLP as hex, as pasted from an analyzer: separators (spaces, ',', ':', '-', '_')
+    /// and 0x prefixes on any group allowed.
     #[arg(long, conflicts_with = "file", required_unless_present = "file")]
     pub hex: Option<String>,
     /// A file with one hex DLLP per line ('-' is stdin).

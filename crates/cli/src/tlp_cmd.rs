@@ -18,7 +18,8 @@ pub enum TlpCmd {
 /// Arguments of `tlp decode`.
 #[derive(Args, Debug)]
 pub struct DecodeArgs {
-    /// The TLP as hex (spaces, ':' and '_' allowed).
+    /// The TLP as hex, as pasted from an analyzer: separators (spaces, ',', ':', '-', '_')
+    /// and 0x prefixes on any group allowed.
     #[arg(long, conflicts_with = "file", required_unless_present = "file")]
     pub hex: Option<String>,
     /// A file with one hex TLP per line ('#' comments and blank lines skipped; '-' is stdin).

@@ -1379,6 +1379,15 @@ pub mod json {
         }
     }
 
+    /// [`uint`], 0 when the key is absent.
+    fn uint_or_0(m: &Map<String, Value>, k: &str, max: u64) -> Result<u64, String> {
+        if m.contains_key(k) {
+            uint(m, k, max)
+        } else {
+            Ok(0)
+        }
+    }
+
     fn uint(m: &Map<String, Value>, k: &str, max: u64) -> Result<u64, String> {
         let v = m.get(k).ok_or_else(|| format!("field \"{k}\": missing"))?;
         let n = match v {
@@ -1408,26 +1417,41 @@ pub mod json {
         let seq = |m: &Map<String, Value>| -> Result<SeqNum, String> {
             Ok(SeqNum::from_bits_truncate(uint(m, "seq", 0xfff)? as u16))
         };
-        let fc_kind = match kind {
+        // The text form's name (`UpdateFC-P`) names the class too.
+        let (family, class_in_kind) = match kind.split_once('-') {
+            Some((f, c)) if ["InitFC1", "InitFC2", "UpdateFC"].contains(&f) => (f, Some(c)),
+            _ => (kind, None),
+        };
+        let fc_kind = match family {
             "InitFC1" => Some(FcKind::InitFc1),
             "InitFC2" => Some(FcKind::InitFc2),
             "UpdateFC" => Some(FcKind::UpdateFc),
             _ => None,
         };
         if let Some(kind) = fc_kind {
-            let class = match m.get("fc_class").and_then(Value::as_str) {
+            let given = m.get("fc_class").and_then(Value::as_str);
+            if let (Some(a), Some(b)) = (class_in_kind, given) {
+                if a != b {
+                    return Err(format!(
+                        "field \"fc_class\": {b:?} disagrees with the class in \"kind\" ({a:?})"
+                    ));
+                }
+            }
+            let class = match class_in_kind.or(given) {
                 Some("P") => FcClass::P,
                 Some("NP") => FcClass::Np,
                 Some("Cpl") => FcClass::Cpl,
-                _ => return Err("field \"fc_class\": must be \"P\", \"NP\" or \"Cpl\"".into()),
+                _ => return Err("field \"fc_class\": must be \"P\", \"NP\" or \"Cpl\" (or the kind written as UpdateFC-P)".into()),
             };
             return Ok(DllpRepr::Fc(FcDllp {
                 kind,
                 class,
-                vc: uint(m, "vc", 7)? as u8,
-                hdr_scale: FcScale::from_raw(uint(m, "hdr_scale", 3)? as u8),
+                // VC 0 and no scaling unless said (as in the text form, where they
+                // are only shown when set).
+                vc: uint_or_0(m, "vc", 7)? as u8,
+                hdr_scale: FcScale::from_raw(uint_or_0(m, "hdr_scale", 3)? as u8),
                 hdr_fc: uint(m, "hdr_fc", 0xff)? as u8,
-                data_scale: FcScale::from_raw(uint(m, "data_scale", 3)? as u8),
+                data_scale: FcScale::from_raw(uint_or_0(m, "data_scale", 3)? as u8),
                 data_fc: uint(m, "data_fc", 0xfff)? as u16,
             }));
         }
@@ -1478,6 +1502,30 @@ pub mod json {
 
         #[test]
         fn json_errors_name_the_key() {
+            // The text form's name round-trips: "UpdateFC-P" as printed is a kind.
+            for (kind, class) in FcKind::ALL
+                .into_iter()
+                .flat_map(|k| FcClass::ALL.map(|c| (k, c)))
+            {
+                let d = DllpRepr::Fc(FcDllp {
+                    kind,
+                    class,
+                    vc: 2,
+                    hdr_scale: FcScale::NotActive,
+                    hdr_fc: 17,
+                    data_scale: FcScale::NotActive,
+                    data_fc: 300,
+                });
+                {
+                    let name = crate::dllp::DllpType::Fc(kind, class).to_string();
+                    let mut j = to_json(&d);
+                    j["kind"] = json!(name);
+                    j.as_object_mut().unwrap().remove("fc_class");
+                    assert_eq!(from_json(&j), Ok(d), "{name}");
+                }
+            }
+            let e = from_json(&json!({"kind": "UpdateFC-P", "fc_class": "NP"})).unwrap_err();
+            assert!(e.contains("disagrees"), "{e}");
             let e = from_json(&json!({"kind": "UpdateFC", "fc_class": "P", "vc": 8})).unwrap_err();
             assert!(e.contains("\"vc\""), "{e}");
             let e = from_json(&json!({"kind": "Ack"})).unwrap_err();

@@ -104,10 +104,32 @@ impl fmt::Display for Error {
                 found,
                 computed,
                 offset,
-            } => write!(
-                f,
-                "{what} mismatch at byte {offset}: found {found:#x}, computed {computed:#x}"
-            ),
+            } => {
+                // The DLLP CRC and the LCRC go on the wire least significant byte first:
+                // say so, with the bytes as an analyzer shows them.
+                let wire = |v: u32, n: usize| {
+                    let b = v.to_le_bytes();
+                    let hex: Vec<String> = b[..n].iter().map(|x| format!("{x:02x}")).collect();
+                    hex.join(" ")
+                };
+                match what {
+                    "DLLP CRC" | "LCRC" => {
+                        let n = if what == "LCRC" { 4 } else { 2 };
+                        write!(
+                            f,
+                            "{what} mismatch at byte {offset}: found {found:#x} (wire bytes {}), \
+                             computed {computed:#x} (wire bytes {}); the value is sent least \
+                             significant byte first",
+                            wire(found, n),
+                            wire(computed, n)
+                        )
+                    }
+                    _ => write!(
+                        f,
+                        "{what} mismatch at byte {offset}: found {found:#x}, computed {computed:#x}"
+                    ),
+                }
+            }
             Error::BufferTooSmall { needed, available } => write!(
                 f,
                 "output buffer too small: need {needed} bytes, have {available}"
@@ -116,7 +138,15 @@ impl fmt::Display for Error {
                 what,
                 value,
                 allowed,
-            } => write!(f, "invalid {what}: {value:#x} (allowed: {allowed})"),
+            } if value > 9 => write!(
+                f,
+                "invalid {what}: {value} ({value:#x}) (allowed: {allowed})"
+            ),
+            Error::Invalid {
+                what,
+                value,
+                allowed,
+            } => write!(f, "invalid {what}: {value} (allowed: {allowed})"),
         }
     }
 }
@@ -125,3 +155,40 @@ impl std::error::Error for Error {}
 
 /// Result alias of the codec.
 pub type Result<T> = core::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crc_errors_show_the_wire_bytes() {
+        // A DLLP whose bytes 4-5 read "03 c0" on the wire.
+        let d = crate::dllp::Packet::new_checked([0x80u8, 0, 0, 0x20, 0x03, 0xc0]).unwrap();
+        let e = d.check_crc().unwrap_err();
+        let s = e.to_string();
+        assert!(s.contains("found 0xc003 (wire bytes 03 c0)"), "{s}");
+        assert!(s.contains("least significant byte first"), "{s}");
+    }
+
+    #[test]
+    fn invalid_values_are_shown_as_given_in_decimal_with_hex_beside() {
+        let e = Error::Invalid {
+            what: "Max_Payload_Size",
+            value: 100,
+            allowed: "128..=4096",
+        };
+        assert_eq!(
+            e.to_string(),
+            "invalid Max_Payload_Size: 100 (0x64) (allowed: 128..=4096)"
+        );
+        let e = Error::Invalid {
+            what: "lane count",
+            value: 3,
+            allowed: "1, 2, 4, 8, 12, 16, 32",
+        };
+        assert_eq!(
+            e.to_string(),
+            "invalid lane count: 3 (allowed: 1, 2, 4, 8, 12, 16, 32)"
+        );
+    }
+}

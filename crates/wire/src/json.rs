@@ -66,23 +66,48 @@ pub fn hex(bytes: &[u8]) -> String {
     s
 }
 
-/// Parses hexadecimal text (whitespace, `:` and `_` separators and a `0x` prefix allowed).
+/// Parses hexadecimal text as pasted from analyzers and dumps: separators (whitespace,
+/// `,`, `:`, `;`, `-`, `_`) anywhere, and a `0x` prefix on any group.
+///
+/// ```
+/// use pcielab_wire::json::unhex;
+/// let want = vec![0x04, 0x00, 0x00, 0x01];
+/// assert_eq!(unhex("04000001"), Ok(want.clone()));
+/// assert_eq!(unhex("0x04 0x00 0x00 0x01"), Ok(want.clone()));
+/// assert_eq!(unhex("04,00,00,01"), Ok(want.clone()));
+/// assert_eq!(unhex("04:00:00:01"), Ok(want.clone()));
+/// assert_eq!(unhex("0x0400_0001"), Ok(want));
+/// assert!(unhex("0x4").is_err());
+/// ```
 pub fn unhex(s: &str) -> Result<Vec<u8>, String> {
-    let s = s.trim();
-    let s = s.strip_prefix("0x").unwrap_or(s);
-    let digits: Vec<(usize, u8)> = s
-        .char_indices()
-        .filter(|(_, c)| !c.is_whitespace() && *c != ':' && *c != '_')
-        .map(|(i, c)| (i, c as u32 as u8))
-        .collect();
+    let is_sep = |c: char| c.is_whitespace() || matches!(c, ',' | ':' | ';' | '-' | '_');
+    let chars: Vec<(usize, char)> = s.char_indices().collect();
+    let mut digits: Vec<(usize, char)> = Vec::with_capacity(chars.len());
+    let mut i = 0;
+    let mut group_start = true;
+    while i < chars.len() {
+        let (at, c) = chars[i];
+        if is_sep(c) {
+            group_start = true;
+            i += 1;
+            continue;
+        }
+        if group_start && c == '0' && matches!(chars.get(i + 1), Some((_, 'x' | 'X'))) {
+            i += 2;
+            group_start = false;
+            continue;
+        }
+        group_start = false;
+        digits.push((at, c));
+        i += 1;
+    }
     if digits.len() % 2 != 0 {
         return Err(format!("odd number of hex digits ({})", digits.len()));
     }
-    let val = |(i, c): (usize, u8)| -> Result<u8, String> {
-        (c as char)
-            .to_digit(16)
+    let val = |(i, c): (usize, char)| -> Result<u8, String> {
+        c.to_digit(16)
             .map(|d| d as u8)
-            .ok_or_else(|| format!("'{}' at character {} is not a hex digit", c as char, i))
+            .ok_or_else(|| format!("'{c}' at character {i} is not a hex digit"))
     };
     digits
         .chunks(2)

@@ -98,11 +98,12 @@ impl fmt::Display for TlpRepr<'_> {
             TlpHeader::Cfg(h) => {
                 write!(
                     f,
-                    "{} {} tag {} -> {} reg {:#05x} BE {}",
+                    "{} {} tag {} -> {} reg {} ({:#05x}) BE {}",
                     kind,
                     h.requester_id,
                     h.tag,
                     h.target,
+                    h.register,
                     h.register as u32 * 4,
                     h.first_be
                 )?;

@@ -62,7 +62,7 @@ fn cfgrd0_register_numbers() {
     assert_eq!(c.register, 0x85);
     assert_eq!(
         t.to_string(),
-        "CfgRd0 00:00.0 tag 1 -> 03:04.5 reg 0x214 BE f TC0"
+        "CfgRd0 00:00.0 tag 1 -> 03:04.5 reg 133 (0x214) BE f TC0"
     );
     assert_eq!(t.to_vec().unwrap(), b);
 }
