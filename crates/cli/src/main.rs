@@ -11,6 +11,7 @@ mod dllp_cmd;
 mod dump_cmd;
 mod model_cmd;
 mod nettlp_cmd;
+mod progress;
 mod sim_capture;
 mod sim_cmd;
 mod sim_inject;

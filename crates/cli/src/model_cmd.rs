@@ -415,7 +415,9 @@ fn run_bw(a: &BwArgs) -> Result<(), Fail> {
     let m = build_model(&a.pcie)?;
     let sizes = parse_sizes(&a.sizes)?;
     let mut rows = Vec::with_capacity(sizes.len());
-    for s in sizes {
+    let mut bar = crate::progress::Progress::new("sizes", sizes.len() as u64);
+    for (k, s) in sizes.into_iter().enumerate() {
+        bar.set(k as u64);
         let p = m.point_at(a.start_addr, s)?;
         rows.push(vec![s as f64, p.read_gbps, p.write_gbps, p.readwrite_gbps]);
     }
@@ -512,7 +514,9 @@ fn run_nic(a: &NicArgs) -> Result<(), Fail> {
     }
     let sizes = parse_sizes(&a.sizes)?;
     let mut rows = Vec::with_capacity(sizes.len());
-    for s in sizes {
+    let mut bar = crate::progress::Progress::new("sizes", sizes.len() as u64);
+    for (k, s) in sizes.into_iter().enumerate() {
+        bar.set(k as u64);
         let p = nic::evaluate(&m, kind, eth, s)?;
         rows.push(vec![
             s as f64,
@@ -588,7 +592,9 @@ fn run_latency(a: &LatencyArgs) -> Result<(), Fail> {
     };
     let sizes = parse_sizes(&a.sizes)?;
     let mut rows = Vec::with_capacity(sizes.len());
-    for s in sizes {
+    let mut bar = crate::progress::Progress::new("sizes", sizes.len() as u64);
+    for (k, s) in sizes.into_iter().enumerate() {
+        bar.set(k as u64);
         let l = latency::evaluate(&m, &p, s)?;
         rows.push(vec![s as f64, l.lat_rd_ns, l.lat_wrrd_ns]);
     }

@@ -1,5 +1,6 @@
 //! `pcielab sim FILE.toml --workload NAME …`: run the timed simulator.
 
+use crate::progress::Progress;
 use crate::sim_capture::SimCapture;
 use crate::{fail, Failure};
 use clap::{Args, ValueEnum};
@@ -11,7 +12,6 @@ use pcielab_fabric::timed::{
 use pcielab_fabric::topology::Topology;
 use pcielab_sim::{SimDuration, SimTime};
 use serde_json::{json, Value};
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
 /// Built-in workloads.
@@ -427,7 +427,7 @@ fn dma_row(
     let failure = match parse_fail(a)? {
         None => {
             match cap.as_mut() {
-                None => sim.run_until_idle(SimTime::from_ps(u64::MAX / 2)),
+                None => run_with_progress(&mut sim, device, count),
                 Some(c) => {
                     let label = format!("dma {} {size} B from {device}", op_name(op));
                     run_captured(&mut sim, c, &label)?;
@@ -523,6 +523,39 @@ fn dma_row(
     Ok(row)
 }
 
+/// Runs a DMA stream until the fabric is idle, with a progress bar counting its DMAs
+/// (see [`Progress`]); the run is the same as in one piece (the capture test compares
+/// chunked and whole runs).
+fn run_with_progress(sim: &mut FabricSim, device: &str, count: u64) {
+    let mut bar = Progress::new("DMAs", count);
+    let done = |sim: &FabricSim| {
+        sim.model(device)
+            .and_then(|m| m.report())
+            .and_then(|r| r["dmas"].as_u64())
+            .unwrap_or(0)
+    };
+    // Chunks of 1 ms of simulated time: a check of the wall clock every few thousand
+    // DMAs at most.
+    let chunk = SimDuration::from_us(1000);
+    while sim.pending_events() > 0 {
+        run_idle_chunk(sim, chunk);
+        bar.set(done(sim));
+    }
+    bar.finish();
+}
+
+/// Runs `sim` towards idle for up to `chunk` of simulated time, and at least one event:
+/// when the next event is further away than `chunk` (a completion timeout with the
+/// periodic UpdateFC off), a chunk alone would deliver nothing and leave the time
+/// where it was.
+fn run_idle_chunk(sim: &mut FabricSim, chunk: SimDuration) {
+    let before = sim.events();
+    sim.run_until_idle(sim.now() + chunk);
+    if sim.events() == before && sim.pending_events() > 0 {
+        sim.run_while(SimTime::from_ps(u64::MAX / 2), |s| s.events() > before);
+    }
+}
+
 /// `--fail NODE@US`, checked.
 fn parse_fail(a: &SimArgs) -> Result<Option<(String, u64)>, Failure> {
     let Some(spec) = &a.fail else {
@@ -553,7 +586,7 @@ fn advance(
         }
         let step = (until - sim.now()).as_ps().min(CHUNK_PS);
         if idle_end {
-            sim.run_until_idle(sim.now() + SimDuration::from_ps(step));
+            run_idle_chunk(sim, SimDuration::from_ps(step));
         } else {
             sim.run_for(SimDuration::from_ps(step));
         }
@@ -802,17 +835,6 @@ fn enumerate_rows(ctx: &Ctx, cap: &mut Option<SimCapture>) -> Result<Vec<Value>,
         "same_as_ecam": same,
     }));
     Ok(rows)
-}
-
-fn progress(done: usize, total: usize) {
-    if std::io::stderr().is_terminal() && total > 1 {
-        let w = 30;
-        let k = done * w / total.max(1);
-        eprint!("\r[{}{}] {done}/{total}", "#".repeat(k), ".".repeat(w - k));
-        if done == total {
-            eprintln!();
-        }
-    }
 }
 
 fn fmt_table(rows: &[Value]) -> String {
@@ -1362,13 +1384,14 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
                 None => eps.clone(),
             };
             let total = targets.len() * sizes.len() * 2 + 1;
+            let mut bar = Progress::new("sweep", total as u64);
             let mut done = 0;
             for ep in &targets {
                 for op in [Op::Read, Op::Write] {
                     for &size in &sizes {
                         rows.push(dma_row(&ctx, a, ep, op, size, &mut cap)?);
                         done += 1;
-                        progress(done, total);
+                        bar.set(done);
                     }
                 }
             }
@@ -1378,7 +1401,7 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
                 ..a.clone_for_lat()
             };
             rows.extend(mmio_rows(&ctx, &lat_args, &mut cap)?);
-            progress(total, total);
+            bar.finish();
         }
     }
     let captured = match cap {

@@ -3,7 +3,7 @@
 use crate::{fail, Failure};
 use clap::{Args, Subcommand};
 use pcielab_fabric::functional::Fabric;
-use pcielab_fabric::host::enumerate::{enumerate, EnumeratedTree, HostConfig};
+use pcielab_fabric::host::enumerate::{enumerate, EnumeratedTree};
 use pcielab_fabric::kinds::KindRegistry;
 use pcielab_fabric::report::{tree_json, tree_text};
 use pcielab_fabric::topology::Topology;
@@ -43,7 +43,9 @@ fn load(file: &std::path::Path) -> Result<(Fabric, EnumeratedTree), String> {
     let reg = KindRegistry::builtin();
     let topo = Topology::load(file, &reg).map_err(|e| e.to_string())?;
     let mut fabric = Fabric::build(&topo, &reg).map_err(|e| e.to_string())?;
-    let tree = enumerate(&mut fabric, &HostConfig::default())
+    // As the simulator enumerates (same MRRS), so the dump shows what `sim` sends.
+    let hc = pcielab_fabric::timed::host_config(&pcielab_fabric::timed::SimConfig::default());
+    let tree = enumerate(&mut fabric, &hc)
         .map_err(|e| format!("{}: enumeration failed: {e}", file.display()))?;
     Ok((fabric, tree))
 }

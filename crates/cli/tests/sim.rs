@@ -893,3 +893,72 @@ fn pcap_max_bounds_the_capture_and_says_what_it_left_out() {
     assert!(err.contains("is not a byte size"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Long runs show a progress bar on a terminal (forced here with PCIELAB_PROGRESS);
+/// output to a pipe or file stays clean, and the bar changes no result.
+#[test]
+fn progress_bars_show_only_where_wanted_and_change_nothing() {
+    let f = example("sim-default.toml");
+    let args = [
+        "sim",
+        &f,
+        "--workload",
+        "dma",
+        "--device",
+        "mem3",
+        "--count",
+        "3000",
+        "--json",
+    ];
+    let run = |env: Option<&str>| {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_pcielab"));
+        c.args(args);
+        match env {
+            Some(v) => c.env("PCIELAB_PROGRESS", v),
+            None => c.env_remove("PCIELAB_PROGRESS"),
+        };
+        let o = c.output().unwrap();
+        assert!(o.status.success());
+        (
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (quiet, err) = run(None);
+    assert!(err.is_empty(), "{err}");
+    let (shown, err) = run(Some("always"));
+    assert_eq!(quiet, shown);
+    let last = err.rsplit('\r').next().unwrap();
+    assert!(
+        last.starts_with("DMAs [##############################] 3000/3000"),
+        "{err:?}"
+    );
+    let (rc, _, err) = pcielab(&["model", "bw", "--sizes", "1:2000"]);
+    assert_eq!(rc, 0);
+    assert!(err.is_empty(), "{err}");
+}
+
+/// A run whose next event is further away than the progress chunk (completion
+/// timeouts with the periodic UpdateFC off) still ends.
+#[test]
+fn a_run_with_long_gaps_between_events_ends() {
+    let f = example("sim-default.toml");
+    let (rc, out, err) = pcielab(&[
+        "sim",
+        &f,
+        "--workload",
+        "dma",
+        "--count",
+        "20",
+        "--ecrc",
+        "--switch-error-rate",
+        "0.2",
+        "--fc-update-us",
+        "0",
+        "--json",
+    ]);
+    assert_eq!(rc, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v[0]["dmas"], 20);
+    assert!(v[0]["failed"].as_u64().unwrap() > 0, "{out}");
+}

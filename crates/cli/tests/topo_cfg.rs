@@ -124,3 +124,55 @@ fn cfg_decode_reads_our_own_dump_back() {
     assert_eq!(o.status.code(), Some(2));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The configuration dump shows the Max_Read_Request_Size that `sim` sends with its
+/// defaults: every function's Device Control, decoded by hand from the dump's bytes.
+#[test]
+fn topo_lspci_shows_the_mrrs_sim_uses() {
+    let f = example("sim-default.toml");
+    let sim = stdout(&pcielab(&[
+        "sim",
+        &f,
+        "--workload",
+        "mmio-lat",
+        "--count",
+        "1",
+    ]));
+    let mrrs: u32 = sim
+        .split("MRRS ")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{sim}"));
+    let text = stdout(&pcielab(&["topo", "lspci", &f]));
+    // Each function: an address line, then "xxx: b0 b1 ... b15" lines.
+    let mut checked = 0;
+    for func in text.split("\n\n").filter(|b| !b.trim().is_empty()) {
+        let mut bytes = Vec::new();
+        for line in func.lines().skip(1) {
+            let (_, hex) = line.split_once(": ").unwrap();
+            bytes.extend(
+                hex.split_whitespace()
+                    .map(|b| u8::from_str_radix(b, 16).unwrap()),
+            );
+        }
+        // Walk the capability list (pointer at 0x34) to the PCI Express one (ID 0x10);
+        // Device Control is at +8, MRRS in bits 14:12 (128 << code).
+        let mut p = bytes[0x34] as usize;
+        while p != 0 && bytes[p] != 0x10 {
+            p = bytes[p + 1] as usize;
+        }
+        if p == 0 {
+            continue;
+        }
+        let devctl = u16::from_le_bytes([bytes[p + 8], bytes[p + 9]]);
+        assert_eq!(
+            128u32 << ((devctl >> 12) & 7),
+            mrrs,
+            "{}",
+            func.lines().next().unwrap()
+        );
+        checked += 1;
+    }
+    assert!(checked >= 10, "{checked} functions with a PCIe capability");
+}

@@ -110,6 +110,21 @@ use std::collections::{HashMap, VecDeque};
 /// expected number of replays.
 pub const MAX_BER: f64 = 1e-4;
 
+/// What host software programs when the simulator enumerates the fabric under `cfg`:
+/// the default address map, and Max_Read_Request_Size = `cfg.mrrs` in every function,
+/// so configuration dumps (`pcielab topo lspci`) show what the simulator sends.
+///
+/// ```
+/// use pcielab_fabric::timed::{host_config, SimConfig};
+/// assert_eq!(host_config(&SimConfig::default()).mrrs, Some(512));
+/// ```
+pub fn host_config(cfg: &SimConfig) -> HostConfig {
+    HostConfig {
+        mrrs: Some(cfg.mrrs),
+        ..HostConfig::default()
+    }
+}
+
 /// Simulator parameters. Defaults are documented on each field.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SimConfig {
@@ -681,11 +696,8 @@ impl FabricSim {
         check(&cfg)?;
         let mut fabric =
             Fabric::build(topo, registry).map_err(|e| SimError::Build(e.to_string()))?;
-        let hc = HostConfig {
-            mrrs: Some(cfg.mrrs),
-            ..HostConfig::default()
-        };
-        let tree = enumerate(&mut fabric, &hc).map_err(|e| SimError::Build(e.to_string()))?;
+        let tree = enumerate(&mut fabric, &host_config(&cfg))
+            .map_err(|e| SimError::Build(e.to_string()))?;
         let seed = cfg.seed.unwrap_or(topo.seed);
         let root_rng = Rng::new(seed);
         let mut nodes = Vec::new();
