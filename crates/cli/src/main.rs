@@ -63,7 +63,7 @@ enum Command {
     #[command(subcommand)]
     Dma(nettlp_cmd::DmaCmd),
     /// Run the timed fabric simulator on a topology with a built-in workload.
-    #[command(allow_negative_numbers = true)]
+    #[command(allow_negative_numbers = true, after_help = sim_cmd::EXAMPLES)]
     Sim(sim_cmd::SimArgs),
 }
 

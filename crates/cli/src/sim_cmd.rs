@@ -83,6 +83,18 @@ pub enum Pattern {
     Random,
 }
 
+/// Examples at the end of `pcielab sim --help`.
+pub const EXAMPLES: &str = "\
+Examples:
+  pcielab sim                                     the built-in default: sweep every endpoint
+  pcielab sim topo.toml --sizes 64:4K:x2          the same on your topology
+  pcielab sim --workload dma --device mem3 --op write --size 4K --count 2000
+  pcielab sim --workload dma --op rw --error-rate 0.05 --pcap lossy.pcapng
+  pcielab sim --workload mmio-lat --count 100 --aspm l1 --gap-us 20
+  pcielab sim --workload dma --device mem1 --fail mem1@20 --recover-us 150 --dpc
+  pcielab sim --workload dma --op read --window 1 --iommu --iotlb-entries 8 --ats
+  pcielab sim --workload enumerate --json";
+
 /// Arguments of `pcielab sim`.
 #[derive(Args, Debug)]
 pub struct SimArgs {
@@ -91,206 +103,245 @@ pub struct SimArgs {
     /// endpoint on root port 1 (the same as examples/topologies/sim-default.toml).
     file: Option<PathBuf>,
     /// Workload to run.
-    #[arg(long, value_enum, default_value = "sweep")]
+    #[arg(help_heading = "Workload", long, value_enum, default_value = "sweep")]
     workload: Workload,
     /// Endpoint node that runs the DMA stream (default: the first endpoint).
-    #[arg(long)]
+    #[arg(help_heading = "Workload", long)]
     device: Option<String>,
     /// DMA direction.
-    #[arg(long, value_enum, default_value = "read")]
+    #[arg(help_heading = "Workload", long, value_enum, default_value = "read")]
     op: Op,
     /// Bytes per DMA (dma; default 4096) or per MMIO read (mmio-lat; default 4).
     /// For --op rw the Gb/s column counts both directions. Units allowed (4K, 0x1000).
-    #[arg(long, value_parser = crate::units::parse_bytes)]
+    #[arg(help_heading = "Workload", long, value_parser = crate::units::parse_bytes)]
     size: Option<u64>,
     /// Transfer sizes for the sweep, as in `pcielab model`: N, A:B (every size), A:B:STEP
     /// or A:B:xFACTOR (x2: powers of two from A); sizes take units (4K, 0x1000).
-    #[arg(long, default_value = "64:4096:x2")]
+    #[arg(help_heading = "Workload", long, default_value = "64:4096:x2")]
     sizes: String,
     /// DMAs in flight.
-    #[arg(long, default_value_t = 16)]
+    #[arg(help_heading = "Workload", long, default_value_t = 16)]
     window: u32,
     /// Outstanding read tags of each DMA engine (1..=768).
-    #[arg(long, default_value_t = 64)]
+    #[arg(help_heading = "Workload", long, default_value_t = 64)]
     tags: u16,
     /// DMAs (dma, sweep) or MMIO reads (mmio-lat) to run.
-    #[arg(long, default_value_t = 200)]
+    #[arg(help_heading = "Workload", long, default_value_t = 200)]
     count: u64,
     /// Address pattern.
-    #[arg(long, value_enum, default_value = "seq")]
+    #[arg(help_heading = "Workload", long, value_enum, default_value = "seq")]
     pattern: Pattern,
     /// Host buffer size for the DMA stream in bytes (units allowed: 4MiB).
-    #[arg(long, default_value = "4MiB", value_parser = crate::units::parse_bytes)]
+    #[arg(help_heading = "Workload", long, default_value = "4MiB", value_parser = crate::units::parse_bytes)]
     region: u64,
     /// Max_Payload_Size (bytes).
-    #[arg(long, default_value = "256", value_parser = crate::units::parse_bytes_u16)]
+    #[arg(help_heading = "Link and fabric", long, default_value = "256", value_parser = crate::units::parse_bytes_u16)]
     mps: u16,
     /// Max_Read_Request_Size (bytes).
-    #[arg(long, default_value = "512", value_parser = crate::units::parse_bytes_u16)]
+    #[arg(help_heading = "Link and fabric", long, default_value = "512", value_parser = crate::units::parse_bytes_u16)]
     mrrs: u16,
     /// Read Completion Boundary (64 or 128).
-    #[arg(long, default_value = "64", value_parser = crate::units::parse_bytes_u16)]
+    #[arg(help_heading = "Link and fabric", long, default_value = "64", value_parser = crate::units::parse_bytes_u16)]
     rcb: u16,
     /// Switch latency (ns).
-    #[arg(long, default_value_t = 150)]
+    #[arg(help_heading = "Link and fabric", long, default_value_t = 150)]
     switch_ns: u64,
     /// Root-complex latency (ns), each way.
-    #[arg(long, default_value_t = 100)]
+    #[arg(help_heading = "Link and fabric", long, default_value_t = 100)]
     rc_ns: u64,
     /// Host memory latency (ns).
-    #[arg(long, default_value_t = 80)]
+    #[arg(help_heading = "Link and fabric", long, default_value_t = 80)]
     mem_ns: u64,
     /// Propagation delay per link (ns).
-    #[arg(long, default_value_t = 0)]
+    #[arg(help_heading = "Link and fabric", long, default_value_t = 0)]
     prop_ns: u64,
     /// Replay buffer capacity (TLPs).
-    #[arg(long, default_value_t = 64)]
+    #[arg(help_heading = "Link and fabric", long, default_value_t = 64)]
     replay_buffer: usize,
     /// Burst mode: DMA engines send up to N back-to-back MPS writes to host memory, and
     /// their read requests, as one unit, and the root complex groups its completions
     /// likewise (far faster on long DMA streams; the same TLPs, with coarser data-link
     /// and flow-control granularity; off with error injection, ECRC, cut-through,
     /// IOMMU or ASPM). 1 = every TLP on its own (the exact model); 1..=64.
-    #[arg(long, default_value_t = 1)]
+    #[arg(help_heading = "Link and fabric", long, default_value_t = 1)]
     burst: u8,
     /// Longest time (µs) a receiver goes without UpdateFC for a class with finite
     /// credits: the spec's periodic refresh (30; 120 with Extended Synch; 0 = off, as
     /// the analytic model assumes).
-    #[arg(long, default_value_t = 30)]
+    #[arg(help_heading = "Link and fabric", long, default_value_t = 30)]
     fc_update_us: u64,
     /// Probability of an LCRC error per TLP (0 <= p < 1).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(
+        help_heading = "Errors, failures and recovery",
+        long,
+        default_value_t = 0.0
+    )]
     error_rate: f64,
     /// Probability that a TLP with data leaves its source poisoned (EP set; 0 <= p <= 1):
     /// receivers log Poisoned TLP Received, DMA reads that get one fail.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(
+        help_heading = "Errors, failures and recovery",
+        long,
+        default_value_t = 0.0
+    )]
     poison_rate: f64,
     /// ECRC on: every function with AER generates and checks the end-to-end TLP digest
     /// (4 more bytes per TLP).
-    #[arg(long)]
+    #[arg(help_heading = "Errors, failures and recovery", long)]
     ecrc: bool,
     /// Probability that a switch corrupts the data of a TLP it forwards (0 <= p <= 1):
     /// only ECRC catches it; without --ecrc the data arrives corrupted.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(
+        help_heading = "Errors, failures and recovery",
+        long,
+        default_value_t = 0.0
+    )]
     switch_error_rate: f64,
     /// Switches forward cut-through (from the header) instead of store-and-forward.
-    #[arg(long)]
+    #[arg(help_heading = "Link and fabric", long)]
     cut_through: bool,
     /// Active State Power Management the host enables on every link whose two ends
     /// support it (links go to L0s after 7 µs idle, to L1 after 8 µs).
-    #[arg(long, value_enum, default_value = "off")]
+    #[arg(
+        help_heading = "Power management",
+        long,
+        value_enum,
+        default_value = "off"
+    )]
     aspm: Aspm,
     /// With --aspm l1 or l0s-l1: the L1.1/L1.2 substates too, programmed as Linux does
     /// (a link in L1 sleeps in L1.2 unless the device's LTR forbids it; leaving L1.2
     /// costs T_POWER_ON + Common_Mode_Restore_Time, 20 µs, more).
-    #[arg(long)]
+    #[arg(help_heading = "Power management", long)]
     l1ss: bool,
     /// Idle time before each MMIO read in µs (mmio-lat), long enough for --aspm
     /// links to fall asleep (0..=1000000).
-    #[arg(long, default_value_t = 0)]
+    #[arg(help_heading = "Workload", long, default_value_t = 0)]
     gap_us: u64,
     /// The root complex splits peer-to-peer requests into pieces of this many bytes.
-    #[arg(long)]
+    #[arg(help_heading = "Link and fabric", long)]
     p2p_split: Option<u32>,
     /// A TLP as hex for --workload inject (repeatable; `pcielab tlp encode` makes one).
-    #[arg(long = "tlp", value_name = "HEX")]
+    #[arg(help_heading = "Workload", long = "tlp", value_name = "HEX")]
     tlps: Vec<String>,
     /// Peer-to-peer (--workload dma): the stream targets this endpoint's memory BAR
     /// instead of host memory.
-    #[arg(long)]
+    #[arg(help_heading = "Workload", long)]
     peer: Option<String>,
     /// Access Control Services: every downstream port redirects peer-to-peer requests
     /// and completions by the root complex (as Linux sets it with an IOMMU).
-    #[arg(long)]
+    #[arg(help_heading = "Workload", long)]
     acs: bool,
     /// An IOMMU in the root complex: the DMA workloads then use I/O virtual addresses
     /// (from 0x10_0000_0000) mapped page by page to their host buffer, and every
     /// untranslated request is looked up in the IOTLB.
-    #[arg(long)]
+    #[arg(help_heading = "IOMMU, ATS and PRI", long)]
     iommu: bool,
     /// IOTLB entries (LRU), with --iommu.
-    #[arg(long, default_value_t = 64)]
+    #[arg(help_heading = "IOMMU, ATS and PRI", long, default_value_t = 64)]
     iotlb_entries: usize,
     /// Page-walk (IOTLB miss) latency in ns, with --iommu.
-    #[arg(long, default_value_t = 200)]
+    #[arg(help_heading = "IOMMU, ATS and PRI", long, default_value_t = 200)]
     page_walk_ns: u64,
     /// IOMMU page size in bytes (a power of two, 4096..=1073741824), with --iommu.
-    #[arg(long, default_value_t = 4096)]
+    #[arg(help_heading = "IOMMU, ATS and PRI", long, default_value_t = 4096)]
     iommu_page: u64,
     /// ATS: devices with the ATS capability ask the IOMMU for translations, cache them
     /// and send translated requests that skip the IOTLB (needs --iommu).
-    #[arg(long)]
+    #[arg(help_heading = "IOMMU, ATS and PRI", long)]
     ats: bool,
     /// PASID (needs --iommu): the DMA workloads run in the address space of process N
     /// (0..=1048575): every request carries a PASID TLP prefix (Translation and Page
     /// Requests too, with --ats and --pri) and the IOMMU translates it by that PASID's
     /// table.
-    #[arg(long, value_name = "N")]
+    #[arg(help_heading = "IOMMU, ATS and PRI", long, value_name = "N")]
     pasid: Option<u32>,
     /// Entries of each device's Address Translation Cache, with --ats (1..=65536).
-    #[arg(long, default_value_t = 64)]
+    #[arg(help_heading = "IOMMU, ATS and PRI", long, default_value_t = 64)]
     atc_entries: usize,
     /// PRI (needs --ats): the DMA buffer is mapped on demand, page by page, when the
     /// device asks with a Page Request (demand paging); each costs --page-fault-us.
-    #[arg(long)]
+    #[arg(help_heading = "IOMMU, ATS and PRI", long)]
     pri: bool,
     /// Host time to handle one Page Request (an I/O page fault) in µs, with --pri
     /// (0..=1000000).
-    #[arg(long, default_value_t = 10)]
+    #[arg(help_heading = "IOMMU, ATS and PRI", long, default_value_t = 10)]
     page_fault_us: u64,
     /// A link fails during the DMA run (--workload dma): NODE@US, the link above NODE
     /// goes down US µs into the run (a surprise down); the port above answers for it,
     /// the device below is reset and its DMAs in flight are lost.
-    #[arg(long, value_name = "NODE@US")]
+    #[arg(
+        help_heading = "Errors, failures and recovery",
+        long,
+        value_name = "NODE@US"
+    )]
     fail: Option<String>,
     /// With --fail: the failed link comes back this many µs after the failure (and,
     /// with --dpc, the host releases the containment then). Host software then
     /// recovers the reset component as Linux does: it waits for the link, waits
     /// --ready-wait-us, restores the configuration it saved before the failure, and
     /// the DMA stream resumes with the DMAs it had left.
-    #[arg(long, value_name = "US")]
+    #[arg(
+        help_heading = "Errors, failures and recovery",
+        long,
+        value_name = "US"
+    )]
     recover_us: Option<u64>,
     /// With --recover-us: how long host software waits after the link is back before
     /// it configures the device again, in µs (0..=1000000; PCIe Base Spec 6.6.1:
     /// at least 100 ms, unless the device reports readiness earlier).
-    #[arg(long, value_name = "US", default_value_t = 100_000)]
+    #[arg(
+        help_heading = "Errors, failures and recovery",
+        long,
+        value_name = "US",
+        default_value_t = 100_000
+    )]
     ready_wait_us: u64,
     /// How long a reset device takes to initialize once its link is back, in µs
     /// (0..=1000000): until then it answers configuration requests with Configuration
     /// Request Retry Status and the root complex re-issues them every 10 µs.
-    #[arg(long, value_name = "US", default_value_t = 0)]
+    #[arg(
+        help_heading = "Errors, failures and recovery",
+        long,
+        value_name = "US",
+        default_value_t = 0
+    )]
     device_ready_us: u64,
     /// Downstream Port Containment armed on every root port and switch downstream
     /// port: an ERR_NONFATAL or ERR_FATAL (a Surprise Down among them) disables the
     /// port's link, contained requests get Unsupported Request.
-    #[arg(long)]
+    #[arg(help_heading = "Errors, failures and recovery", long)]
     dpc: bool,
     /// Bit error rate (replaces --error-rate when non-zero; 0..=1e-4: a TLP of b wire
     /// bits is corrupted with probability 1-(1-BER)^b, 0.96 for a 4 KiB TLP at 1e-4).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(
+        help_heading = "Errors, failures and recovery",
+        long,
+        default_value_t = 0.0
+    )]
     ber: f64,
     /// RNG seed (default: the topology's).
-    #[arg(long)]
+    #[arg(help_heading = "Output", long)]
     seed: Option<u64>,
     /// Print JSON.
-    #[arg(long, conflicts_with = "csv")]
+    #[arg(help_heading = "Output", long, conflicts_with = "csv")]
     json: bool,
     /// Print CSV.
-    #[arg(long)]
+    #[arg(help_heading = "Output", long)]
     csv: bool,
     /// Capture every TLP and DLLP of every run to this pcapng file (`.pcap`: classic
     /// pcap, no interface names); read it with `pcielab dump` or Wireshark with
     /// dissector/pcielab.lua. Capturing does not change any result.
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Output", long, value_name = "FILE")]
     pcap: Option<PathBuf>,
     /// Largest --pcap file (bytes; 4K, 512M, 1GiB, 0x1000 ...; 0 = no limit): capture
     /// stops at the packet that reaches it, the file stays valid, the run goes on, and
     /// stderr says how many TLPs/DLLPs were left out.
-    #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = crate::units::parse_bytes)]
+    #[arg(help_heading = "Output", long, value_name = "SIZE", default_value = "1GiB", value_parser = crate::units::parse_bytes)]
     pcap_max: u64,
     /// Write the simulator's own trace (one line per TLP/DLLP: time in ps, link
     /// direction, kind, bytes in hex) to this file.
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Output", long, value_name = "FILE")]
     trace: Option<PathBuf>,
 }
 

@@ -962,3 +962,45 @@ fn a_run_with_long_gaps_between_events_ends() {
     assert_eq!(v[0]["dmas"], 20);
     assert!(v[0]["failed"].as_u64().unwrap() > 0, "{out}");
 }
+
+/// `sim --help` groups its flags under headings and ends with examples, each of which
+/// runs (topo.toml is the default topology's file; captures go to a temporary file).
+#[test]
+fn help_is_grouped_and_its_examples_run() {
+    let (rc, help, _) = pcielab(&["sim", "--help"]);
+    assert_eq!(rc, 0);
+    for h in [
+        "Workload:",
+        "Link and fabric:",
+        "Errors, failures and recovery:",
+        "Output:",
+    ] {
+        assert!(help.lines().any(|l| l == h), "{h}");
+    }
+    let f = example("sim-default.toml");
+    let pcap = std::env::temp_dir().join(format!("pcielab-help-{}.pcapng", std::process::id()));
+    let examples: Vec<&str> = help
+        .split("Examples:\n")
+        .nth(1)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("pcielab sim"))
+        .collect();
+    assert!(examples.len() >= 6, "{help}");
+    for e in examples {
+        // The command is what comes before the two-space gap of a description.
+        let cmd = e.split("   ").next().unwrap();
+        let mut args = vec!["sim".to_string()];
+        for w in cmd.split_whitespace() {
+            args.push(match w {
+                "topo.toml" => f.clone(),
+                w if w.ends_with(".pcapng") => pcap.display().to_string(),
+                w => w.to_string(),
+            });
+        }
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (rc, _, err) = pcielab(&a);
+        assert_eq!(rc, 0, "{a:?}: {err}");
+    }
+    let _ = std::fs::remove_file(&pcap);
+}
