@@ -302,6 +302,12 @@ local function is_dll_replay()
     return c ~= nil and string.sub(tostring(c.value), 1, 10) == "DLL replay"
 end
 
+-- ... and TLPs corrupted on the wire by error injection with one that says so.
+local function is_lcrc_corrupted()
+    local c = comment_field()
+    return c ~= nil and string.find(tostring(c.value), "LCRC corrupted on the wire", 1, true) ~= nil
+end
+
 local state
 local function reset()
     state = { pending = {}, req = {}, cpl = {} }
@@ -858,6 +864,9 @@ local function dissect(tvb, pinfo, root)
     local text = tlp_text(t)
     if t.snapped then text = text .. string.format(" [snapped: %d of %d bytes]", t.captured, t.len) end
     if t.td and not t.snapped and not t.ecrc_ok then text = text .. " ECRC-BAD" end
+    -- The NetTLP sequence number (in simulation captures, the data-link one).
+    text = text .. " seq " .. tvb(0, 2):uint()
+    if is_lcrc_corrupted() then text = text .. " LCRC-BAD" end
     tree:append_text(": " .. text)
     pinfo.cols.info = prefix .. text .. note
     return len

@@ -65,6 +65,18 @@ pub mod writer;
 /// replay and keep it out of request/completion matching.
 pub const DLL_REPLAY_COMMENT: &str = "DLL replay";
 
+/// What a simulation capture's packet comment says of a TLP whose LCRC was corrupted on
+/// the wire (error injection): the receiver discards it, and a replay follows.
+pub const LCRC_CORRUPTED_COMMENT: &str =
+    "LCRC corrupted on the wire (injected): the receiver discards it";
+
+/// Whether a packet comment marks a TLP corrupted on the wire (see
+/// [`LCRC_CORRUPTED_COMMENT`]).
+pub fn is_lcrc_corrupted(comment: Option<&[u8]>) -> bool {
+    let needle = LCRC_CORRUPTED_COMMENT.as_bytes();
+    comment.is_some_and(|c| c.windows(needle.len()).any(|w| w == needle))
+}
+
 /// Whether a packet comment marks a data-link retransmission (see [`DLL_REPLAY_COMMENT`]).
 pub fn is_dll_replay(comment: Option<&[u8]>) -> bool {
     comment.is_some_and(|c| c.starts_with(DLL_REPLAY_COMMENT.as_bytes()))

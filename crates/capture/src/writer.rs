@@ -290,6 +290,23 @@ impl<W: Write> CaptureWriter<W> {
         self.write_nettlp(id, time_ps, port, tlp, Some(comment))
     }
 
+    /// Writes a TLP as [`write_tlp`](Self::write_tlp) does, with `seq` in the NetTLP
+    /// header's sequence field instead of the interface's frame count, and an optional
+    /// comment: simulation captures put each TLP's data-link sequence number there, so
+    /// a Nak or Ack can be tied to the TLPs it names.
+    pub fn write_tlp_seq(
+        &mut self,
+        id: IfId,
+        time_ps: u64,
+        tlp: &[u8],
+        seq: u16,
+        comment: Option<&str>,
+    ) -> Result<(), WriteError> {
+        let port = encap::tlp_port(tlp);
+        self.iface(id)?.seq = seq;
+        self.write_nettlp(id, time_ps, port, tlp, comment)
+    }
+
     /// [`write_dllp`](Self::write_dllp) with a packet comment.
     pub fn write_dllp_commented(
         &mut self,

@@ -179,6 +179,9 @@ fn line_json(rec: &Record<'_>, iface: &str, d: &Decoded<'_>, role: Option<Role>)
         v["nettlp_seq"] = json!(h.seq);
         v["nettlp_tstamp"] = json!(h.tstamp);
     }
+    if pcielab_capture::is_lcrc_corrupted(rec.comment) {
+        v["lcrc_corrupted"] = json!(true);
+    }
     match role {
         Some(Role::Completion(c)) => {
             v["request_frame"] = json!(c.request_frame);
@@ -239,6 +242,17 @@ fn line_text(rec: &Record<'_>, iface: &str, d: &Decoded<'_>, role: Option<Role>)
             },
         },
     };
+    let mut body = body;
+    if matches!(d, Decoded::Tlp { .. } | Decoded::Snapped { .. }) {
+        // The NetTLP header's sequence number: in simulation captures, the TLP's
+        // data-link sequence number, which Acks and Naks name.
+        if let Some(h) = rec.nettlp {
+            body.push_str(&format!(" seq {}", h.seq));
+        }
+        if pcielab_capture::is_lcrc_corrupted(rec.comment) {
+            body.push_str(" LCRC-BAD");
+        }
+    }
     let mut s = format!(
         "{:>5} {} {} {}",
         rec.frame,

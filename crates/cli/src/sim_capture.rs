@@ -6,8 +6,11 @@
 //! directions (`rc.0->sw0`) and described by the run (`run 3: dma read 256 B`); its
 //! timestamps continue after the previous run's last record (plus one microsecond), so
 //! the file reads in time order. Replayed and corrupted TLPs carry a packet comment.
+//! Each TLP's NetTLP header carries its data-link sequence number; each link end has
+//! its own addresses (10.0.0.N), so even a classic pcap keeps the direction.
 
 use crate::{fail, Failure};
+use pcielab_capture::encap::Endpoints;
 use pcielab_capture::writer::{CaptureWriter, Format, IfId};
 use pcielab_capture::DLL_REPLAY_COMMENT;
 use pcielab_fabric::timed::{Trace, TraceKind};
@@ -37,6 +40,33 @@ impl<W: Write> Write for Counted<W> {
     }
 }
 
+/// The number of a link end (`rc.0`, `sw0`, `sw0.1`, a device): in order of first
+/// appearance, the same in every run of the invocation.
+fn end_index(ends: &mut Vec<String>, name: &str) -> u16 {
+    let i = match ends.iter().position(|e| e == name) {
+        Some(i) => i,
+        None => {
+            ends.push(name.to_string());
+            ends.len() - 1
+        }
+    };
+    (i + 1).min(u16::MAX as usize) as u16
+}
+
+/// A link end's IPv4 address, 10.0.0.1 for the first end: each link direction is a
+/// distinct conversation, so a classic pcap (one interface, no names) keeps which
+/// direction a packet went.
+fn end_ip(ends: &mut Vec<String>, name: &str) -> [u8; 4] {
+    let [hi, lo] = end_index(ends, name).to_be_bytes();
+    [10, 0, hi, lo]
+}
+
+/// A link end's MAC address: locally administered, 02:00:00:00 and the end's number.
+fn end_mac(ends: &mut Vec<String>, name: &str) -> [u8; 6] {
+    let [hi, lo] = end_index(ends, name).to_be_bytes();
+    [0x02, 0, 0, 0, hi, lo]
+}
+
 /// Where the traces of a `pcielab sim` invocation go.
 pub struct SimCapture {
     pcap: Option<(PathBuf, CaptureWriter<Counted<BufWriter<File>>>)>,
@@ -52,6 +82,8 @@ pub struct SimCapture {
     records: u64,
     ids: Vec<IfId>,
     run_last_ps: u64,
+    /// Link ends seen, for their addresses ([`end_ip`]).
+    ends: Vec<String>,
 }
 
 fn io_fail(path: &Path, e: impl std::fmt::Display) -> Failure {
@@ -105,6 +137,7 @@ impl SimCapture {
             records: 0,
             ids: Vec::new(),
             run_last_ps: 0,
+            ends: Vec::new(),
         }))
     }
 
@@ -127,8 +160,15 @@ impl SimCapture {
         if let Some((path, w)) = self.pcap.as_mut().filter(|_| !full) {
             let desc = format!("run {}: {label}", self.runs);
             for name in dir_names {
+                let (from, to) = name.split_once("->").unwrap_or((name, name));
+                let ep = Endpoints {
+                    src_mac: end_mac(&mut self.ends, from),
+                    dst_mac: end_mac(&mut self.ends, to),
+                    src_ip: end_ip(&mut self.ends, from),
+                    dst_ip: end_ip(&mut self.ends, to),
+                };
                 let id = w
-                    .add_interface_with(name, &desc, Default::default())
+                    .add_interface_with(name, &desc, ep)
                     .map_err(|e| io_fail(path, e))?;
                 self.ids.push(id);
             }
@@ -167,20 +207,20 @@ impl SimCapture {
                         seq,
                         replay,
                         corrupted,
-                    } if replay || corrupted => {
+                    } => {
+                        // The data-link sequence number goes in the NetTLP header.
                         let mut c = if replay {
                             format!("{DLL_REPLAY_COMMENT} (seq {seq})")
                         } else {
                             format!("seq {seq}")
                         };
                         if corrupted {
-                            c.push_str(
-                                ", LCRC corrupted on the wire (injected): the receiver discards it",
-                            );
+                            c.push_str(", ");
+                            c.push_str(pcielab_capture::LCRC_CORRUPTED_COMMENT);
                         }
-                        w.write_tlp_commented(id, t, bytes, &c)
+                        let comment = (replay || corrupted).then_some(c.as_str());
+                        w.write_tlp_seq(id, t, bytes, seq, comment)
                     }
-                    TraceKind::Tlp { .. } => w.write_tlp(id, t, bytes),
                     TraceKind::Dllp => w.write_dllp(id, t, bytes),
                 };
                 res.map_err(|e| io_fail(path, e))?;
@@ -206,6 +246,22 @@ impl SimCapture {
     /// Flushes and closes; returns a one-line summary for standard error.
     pub fn finish(self) -> Result<String, Failure> {
         let mut out = Vec::new();
+        let mut legend = String::new();
+        if let Some((_, w)) = &self.pcap {
+            if w.format() == Format::Pcap {
+                // Classic pcap has no interface names: say which end is which address.
+                let ends: Vec<String> = self
+                    .ends
+                    .iter()
+                    .enumerate()
+                    .map(|(i, e)| {
+                        let [hi, lo] = ((i + 1) as u16).to_be_bytes();
+                        format!("10.0.{hi}.{lo} {e}")
+                    })
+                    .collect();
+                legend = format!("\nlink ends by IPv4 address: {}", ends.join(", "));
+            }
+        }
         if let Some((path, w)) = self.pcap {
             let mut f = w.finish().map_err(|e| io_fail(&path, e))?;
             f.flush().map_err(|e| io_fail(&path, e))?;
@@ -216,7 +272,7 @@ impl SimCapture {
             out.push(path.display().to_string());
         }
         let mut line = format!(
-            "captured {} TLPs/DLLPs of {} run(s) to {}",
+            "captured {} TLPs/DLLPs of {} run(s) to {}{legend}",
             self.records,
             self.runs,
             out.join(" and ")

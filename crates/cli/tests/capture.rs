@@ -397,6 +397,7 @@ const CAPTURE_KEYS: &[&str] = &[
     "interface",
     "nettlp_seq",
     "nettlp_tstamp",
+    "lcrc_corrupted",
     "request_frame",
     "latency_ps",
     "last",
@@ -1455,4 +1456,111 @@ fn burst_mode_captures_read_in_time_order_with_the_exact_models_tlps() {
         deltas.iter().all(|&d| d >= 0.0),
         "tshark sees a frame earlier than the one before"
     );
+}
+
+/// Data-link detail in `dump`: each TLP shows its data-link sequence number, a TLP
+/// corrupted on the wire is marked, every Nak names the sequence number just before a
+/// corrupted TLP on the other direction of its link, and the replay carries the same
+/// number again.
+#[test]
+fn dump_ties_naks_to_the_tlps_they_name() {
+    let (_, pcap, _) = sim_capture("naks", &[]);
+    let recs = dump_json(&pcap);
+    let (rc, text, _) = pcielab(&["dump", pcap.to_str().unwrap()]);
+    assert_eq!(rc, 0);
+    let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(lines.len(), recs.len());
+    let reverse = |iface: &str| {
+        let (a, b) = iface.split_once("->").unwrap();
+        format!("{b}->{a}")
+    };
+    let mut corrupted = Vec::new();
+    for (i, r) in recs.iter().enumerate() {
+        if r["lcrc_corrupted"] != true {
+            continue;
+        }
+        let seq = r["nettlp_seq"].as_u64().unwrap();
+        let tail = format!(" seq {seq} LCRC-BAD");
+        assert!(lines[i].contains(&tail), "{}", lines[i]);
+        let iface = r["interface"].as_str().unwrap();
+        // The replay of the same TLP carries the same sequence number.
+        assert!(
+            recs[i + 1..].iter().any(|x| x["interface"] == iface
+                && x["nettlp_seq"].as_u64() == Some(seq)
+                && x["bytes"] == r["bytes"]
+                && x["lcrc_corrupted"].is_null()),
+            "no good replay of frame {}",
+            r["frame"]
+        );
+        corrupted.push((i, iface.to_string(), seq));
+    }
+    assert!(!corrupted.is_empty(), "no corrupted TLP in the capture");
+    let mut naks = 0;
+    for (i, r) in recs.iter().enumerate().filter(|(_, r)| r["kind"] == "Nak") {
+        let nak_seq = r["seq"].as_u64().unwrap();
+        let back = reverse(r["interface"].as_str().unwrap());
+        assert!(
+            corrupted
+                .iter()
+                .any(|(j, f, s)| *j < i && *f == back && (nak_seq + 1) % 4096 == *s),
+            "Nak {r} names no corrupted TLP"
+        );
+        naks += 1;
+    }
+    assert!(naks > 0);
+}
+
+/// A classic pcap of a simulation keeps each packet's direction: every link end has its
+/// own address (listed on stderr), so the two directions of a link are apart.
+#[test]
+fn classic_pcap_keeps_the_link_direction() {
+    let pcap = tmp("direction.pcap");
+    let topo = example("sim-default.toml");
+    let p = pcap.to_str().unwrap();
+    let (rc, _, err) = pcielab(&[
+        "sim",
+        &topo,
+        "--workload",
+        "dma",
+        "--device",
+        "mem0",
+        "--count",
+        "4",
+        "--pcap",
+        p,
+    ]);
+    assert_eq!(rc, 0, "{err}");
+    let legend: std::collections::HashMap<String, [u8; 4]> = err
+        .split("link ends by IPv4 address: ")
+        .nth(1)
+        .unwrap()
+        .trim()
+        .split(", ")
+        .map(|e| {
+            let (ip, name) = e.split_once(' ').unwrap();
+            let o: Vec<u8> = ip.split('.').map(|x| x.parse().unwrap()).collect();
+            (name.to_string(), [o[0], o[1], o[2], o[3]])
+        })
+        .collect();
+    let data = std::fs::read(&pcap).unwrap();
+    let mut r = pcielab_capture::Reader::new(&data).unwrap();
+    let (mut up, mut down) = (0, 0);
+    while let Some(rec) = r.next_record() {
+        let rec = rec.unwrap();
+        let f = rec.frame_bytes;
+        let (src, dst) = (&f[26..30], &f[30..34]);
+        let d = pcielab_capture::decode::decode(&rec);
+        if let Some(t) = d.tlp() {
+            // mem0's read requests go up from mem0 to the switch port; completions down.
+            let pair = |a: &str, b: &str| (src, dst) == (&legend[a][..], &legend[b][..]);
+            if t.kind().name() == "MRd" {
+                assert!(pair("mem0", "sw0.0") || pair("sw0", "rc.0"), "{src:?} {dst:?}");
+                up += pair("mem0", "sw0.0") as u32;
+            } else if t.kind().name() == "CplD" && src == legend["sw0.0"] {
+                assert_eq!(dst, legend["mem0"]);
+                down += 1;
+            }
+        }
+    }
+    assert!(up > 0 && down > 0, "{up} {down}");
 }
