@@ -11,7 +11,11 @@ use pcielab_wire::{Bdf, ByteEnables, CplStatus, Error, SeqNum, Tag, TrafficClass
 /// Arguments of `demo`.
 #[derive(Args, Debug)]
 pub struct DemoArgs {
-    /// Print JSON objects instead of text lines.
+    /// Output format: table (text lines), csv (one record per packet) or json (one
+    /// object per line).
+    #[arg(long, value_enum, conflicts_with = "json")]
+    pub format: Option<crate::format::Format>,
+    /// Same as --format json.
     #[arg(long)]
     pub json: bool,
     /// Also print each packet's bytes in hex.
@@ -394,9 +398,20 @@ pub fn demo_dllps() -> Result<Vec<(&'static str, [u8; 6])>, Error> {
 
 /// Runs the demo.
 pub fn run(args: &DemoArgs) -> Result<(), Failure> {
+    use crate::format::Format;
+    let format = crate::format::effective(args.format, args.json, false);
+    let text = format == Format::Table;
+    let mut records = Vec::new();
+    let mut record = |v: serde_json::Value| {
+        if format == Format::Json {
+            println!("{v}");
+        } else {
+            records.push(v);
+        }
+    };
     let tlps = demo_tlps().map_err(|e| crate::fail(format!("building the demo set: {e}")))?;
     let mut kinds = std::collections::BTreeSet::new();
-    if !args.json {
+    if text {
         println!(
             "pcielab demo: {} TLPs, emitted to bytes and decoded back",
             tlps.len()
@@ -405,10 +420,10 @@ pub fn run(args: &DemoArgs) -> Result<(), Failure> {
     for (what, bytes) in &tlps {
         let repr = TlpRepr::parse_bytes(bytes).map_err(|e| crate::fail(format!("{what}: {e}")))?;
         kinds.insert(repr.kind().name());
-        if args.json {
+        if !text {
             let mut v = tlp_to_json(&repr);
             v["what"] = serde_json::Value::from(*what);
-            println!("{v}");
+            record(v);
         } else {
             println!("  {what:<40} {repr}");
             if args.hex {
@@ -417,7 +432,7 @@ pub fn run(args: &DemoArgs) -> Result<(), Failure> {
         }
     }
     let dllps = demo_dllps().map_err(|e| crate::fail(format!("building the demo set: {e}")))?;
-    if !args.json {
+    if text {
         println!(
             "TLP kinds covered: {} of {}",
             kinds.len(),
@@ -431,16 +446,19 @@ pub fn run(args: &DemoArgs) -> Result<(), Failure> {
     }
     for (what, bytes) in &dllps {
         let d = DllpRepr::from_bytes(bytes).map_err(|e| crate::fail(format!("{what}: {e}")))?;
-        if args.json {
+        if !text {
             let mut v = pcielab_wire::dllp::json::to_json(&d);
             v["what"] = serde_json::Value::from(*what);
-            println!("{v}");
+            record(v);
         } else {
             println!("  {what:<40} {d}");
             if args.hex {
                 println!("  {:<40} {}", "", hex(bytes));
             }
         }
+    }
+    if format == Format::Csv {
+        print!("{}", crate::format::records_to_csv(&records));
     }
     if let Some(path) = &args.pcap {
         crate::dump_cmd::write_demo(path, &tlps, &dllps)?;

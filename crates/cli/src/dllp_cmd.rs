@@ -1,6 +1,7 @@
 //! `pcielab dllp decode|encode`.
 
-use crate::{each_input, fail, parse_json, Failure};
+use crate::format::Format;
+use crate::{each_input, each_record, fail, parse_json, Failure};
 use clap::{Args, Subcommand};
 use pcielab_wire::dllp::{json, DllpRepr, Packet};
 use pcielab_wire::json::{hex, unhex};
@@ -24,7 +25,11 @@ pub struct DecodeArgs {
     /// A file with one hex DLLP per line ('-' is stdin).
     #[arg(long)]
     pub file: Option<String>,
-    /// Print JSON instead of text.
+    /// Output format: table (one line of text per packet), csv (one record per line) or
+    /// json (one object per line).
+    #[arg(long, value_enum, conflicts_with = "json")]
+    pub format: Option<Format>,
+    /// Same as --format json.
     #[arg(long)]
     pub json: bool,
     /// Do not check the 16-bit CRC.
@@ -43,7 +48,11 @@ pub struct EncodeArgs {
     pub file: Option<String>,
 }
 
-fn decode_one(text: &str, args: &DecodeArgs, where_: &str) -> Result<String, Failure> {
+fn decode_one(
+    text: &str,
+    args: &DecodeArgs,
+    where_: &str,
+) -> Result<(String, serde_json::Value), Failure> {
     let bytes = unhex(text).map_err(|e| fail(format!("{where_}bad hex: {e}")))?;
     let pkt = Packet::new_checked(&bytes[..]).map_err(|e| fail(format!("{where_}{e}")))?;
     let repr = if args.no_crc_check {
@@ -52,20 +61,20 @@ fn decode_one(text: &str, args: &DecodeArgs, where_: &str) -> Result<String, Fai
         DllpRepr::parse(&pkt)
     }
     .map_err(|e| fail(format!("{where_}{e}")))?;
-    Ok(if args.json {
-        json::to_json(&repr).to_string()
-    } else {
-        repr.to_string()
-    })
+    Ok((repr.to_string(), json::to_json(&repr)))
 }
 
 /// Runs a DLLP subcommand.
 pub fn run(cmd: &DllpCmd) -> Result<(), Failure> {
     match cmd {
         DllpCmd::Decode(args) => {
-            each_input(args.hex.as_deref(), args.file.as_deref(), |text, at| {
-                decode_one(text, args, at)
-            })
+            let format = crate::format::effective(args.format, args.json, false);
+            each_record(
+                args.hex.as_deref(),
+                args.file.as_deref(),
+                format,
+                |text, at| decode_one(text, args, at),
+            )
         }
         DllpCmd::Encode(args) => {
             each_input(args.json.as_deref(), args.file.as_deref(), |text, at| {

@@ -1,5 +1,6 @@
 //! `pcielab dump FILE`: prints a capture one TLP/DLLP per line, as JSON, or as statistics.
 
+use crate::format::Format;
 use crate::{fail, Failure};
 use clap::Args;
 use pcielab_capture::decode::{decode, Decoded, Filter};
@@ -18,7 +19,12 @@ pub struct DumpArgs {
     /// The capture (pcapng or pcap); `-` reads standard input. Read as a stream, one
     /// packet in memory at a time.
     pub file: String,
-    /// One JSON object per line (DESIGN.md field names plus frame, time_ps, interface).
+    /// Output format: table (one line per packet), csv (fixed columns, see
+    /// docs/design.md) or json (one object per line: the codec's field names plus
+    /// frame, time_ps, interface, nettlp_seq …).
+    #[arg(long, value_enum, conflicts_with = "json")]
+    pub format: Option<Format>,
+    /// Same as --format json.
     #[arg(long)]
     pub json: bool,
     /// Print counts, bytes and request→completion latencies instead of packets.
@@ -279,10 +285,83 @@ fn line_text(rec: &Record<'_>, iface: &str, d: &Decoded<'_>, role: Option<Role>)
     s
 }
 
-fn print_stats(stats: &mut Stats, bins: usize, json_out: bool) -> String {
+/// The columns of `dump --format csv`.
+const CSV_COLUMNS: [&str; 27] = [
+    "frame",
+    "time_ps",
+    "interface",
+    "kind",
+    "requester_id",
+    "completer_id",
+    "target_id",
+    "tag",
+    "address",
+    "register",
+    "length_dw",
+    "first_be",
+    "last_be",
+    "byte_count",
+    "lower_address",
+    "status",
+    "msg_name",
+    "seq",
+    "fc_class",
+    "vc",
+    "hdr_fc",
+    "data_fc",
+    "nettlp_seq",
+    "lcrc_corrupted",
+    "request_frame",
+    "latency_ps",
+    "payload",
+];
+
+/// One CSV line of a packet's JSON object, in [`CSV_COLUMNS`].
+fn csv_line(v: &Value) -> String {
+    let cells: Vec<String> = CSV_COLUMNS
+        .iter()
+        .map(|c| match &v[*c] {
+            Value::Null => String::new(),
+            Value::String(x) => crate::format::csv_field(x),
+            x => x.to_string(),
+        })
+        .collect();
+    cells.join(",")
+}
+
+fn print_stats(stats: &mut Stats, bins: usize, format: Format) -> String {
     let lat = &mut stats.latencies;
     let pcts = [50.0, 90.0, 99.0, 99.9, 100.0];
-    if json_out {
+    if format == Format::Csv {
+        // One table: what is counted (kind, interface, latency), its name, the numbers.
+        let mut o = String::from("section,name,packets,bytes,value_ps\n");
+        for (title, counts) in [
+            ("kind", &stats.per_kind),
+            ("interface", &stats.per_interface),
+        ] {
+            for (k, c) in counts {
+                o.push_str(&format!("{title},{k},{},{},\n", c.packets, c.bytes));
+            }
+        }
+        o.push_str(&format!("latency,count,{},,\n", lat.len()));
+        if let Some(m) = lat.mean() {
+            o.push_str(&format!("latency,mean,,,{m}\n"));
+        }
+        for p in pcts {
+            if let Some(v) = lat.percentile(p) {
+                o.push_str(&format!("latency,p{p},,,{v}\n"));
+            }
+        }
+        for (k, n) in [
+            ("unmatched_completions", stats.unmatched_completions),
+            ("missing_completions", stats.missing_completions),
+            ("dll_replays", stats.dll_replays),
+        ] {
+            o.push_str(&format!("matching,{k},{n},,\n"));
+        }
+        return o;
+    }
+    if format == Format::Json {
         let kinds: serde_json::Map<String, Value> = stats
             .per_kind
             .iter()
@@ -385,8 +464,12 @@ fn dump(a: &DumpArgs, f: &Filter, name: &str, src: impl std::io::Read) -> Result
     let mut reader = StreamReader::new(src).map_err(|e| fail(format!("{name}: {e}")))?;
     let mut matcher = Matcher::new();
     let mut stats = Stats::default();
+    let format = crate::format::effective(a.format, a.json, false);
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
+    if format == Format::Csv && !a.stats {
+        let _ = writeln!(out, "{}", CSV_COLUMNS.join(","));
+    }
     let mut err = None;
     while let Some(r) = reader.next_record() {
         let (rec, interfaces) = match r {
@@ -423,8 +506,10 @@ fn dump(a: &DumpArgs, f: &Filter, name: &str, src: impl std::io::Read) -> Result
             }
             continue;
         }
-        let line = if a.json {
+        let line = if format == Format::Json {
             line_json(&rec, &iface, &d, role).to_string()
+        } else if format == Format::Csv {
+            csv_line(&line_json(&rec, &iface, &d, role))
         } else {
             let mut s = line_text(&rec, &iface, &d, role);
             if a.hex && !d.bytes().is_empty() {
@@ -443,8 +528,8 @@ fn dump(a: &DumpArgs, f: &Filter, name: &str, src: impl std::io::Read) -> Result
         .collect();
     if a.stats {
         stats.missing_completions = outstanding.len() as u64;
-        let _ = out.write_all(print_stats(&mut stats, a.bins, a.json).as_bytes());
-    } else if !a.json && !outstanding.is_empty() {
+        let _ = out.write_all(print_stats(&mut stats, a.bins, format).as_bytes());
+    } else if format == Format::Table && !outstanding.is_empty() {
         let frames: Vec<String> = outstanding
             .iter()
             .map(|o| format!("#{}", o.frame))

@@ -9,6 +9,7 @@ mod cfg_cmd;
 mod demo;
 mod dllp_cmd;
 mod dump_cmd;
+mod format;
 mod model_cmd;
 mod nettlp_cmd;
 mod progress;
@@ -114,6 +115,38 @@ pub fn each_input(
     Ok(())
 }
 
+/// Like [`each_input`] for decoders that give each input as text and as a JSON record:
+/// prints the text (table), one JSON object per line (json), or a CSV of all records
+/// (csv, written once every input is decoded).
+pub fn each_record(
+    inline: Option<&str>,
+    file: Option<&str>,
+    format: format::Format,
+    mut f: impl FnMut(&str, &str) -> Result<(String, serde_json::Value), Failure>,
+) -> Result<(), Failure> {
+    let inputs: Vec<(String, String)> = match (inline, file) {
+        (Some(v), _) => vec![(v.to_string(), String::new())],
+        (None, Some(path)) => read_lines(path)?
+            .into_iter()
+            .map(|(n, line)| (line, format!("{path}:{n}: ")))
+            .collect(),
+        (None, None) => Vec::new(),
+    };
+    let mut records = Vec::new();
+    for (text, at) in inputs {
+        let (line, v) = f(&text, &at)?;
+        match format {
+            format::Format::Table => println!("{line}"),
+            format::Format::Json => println!("{v}"),
+            format::Format::Csv => records.push(v),
+        }
+    }
+    if format == format::Format::Csv {
+        print!("{}", format::records_to_csv(&records));
+    }
+    Ok(())
+}
+
 /// Parses a JSON text, or says where it is broken.
 pub fn parse_json(text: &str, where_: &str) -> Result<serde_json::Value, Failure> {
     serde_json::from_str(text).map_err(|e| fail(format!("{where_}invalid JSON: {e}")))
@@ -135,11 +168,27 @@ fn clap_exit(e: clap::Error) -> ExitCode {
     ExitCode::from(2)
 }
 
+/// Restores the default action of SIGPIPE, so a command whose reader went away
+/// (`pcielab demo | head -1`) ends quietly as other Unix tools do, instead of
+/// panicking in `println!` (Rust ignores SIGPIPE, making the write fail).
+fn default_sigpipe() {
+    // SAFETY: signal() with SIG_DFL installs no handler and touches no Rust state; it
+    // runs first thing in main, before any thread is started.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => return clap_exit(e),
     };
+    // Not for the servers (adapter, psmem): they write to sockets, and a peer that
+    // goes away must not end them.
+    if !matches!(cli.command, Command::Adapter(_) | Command::Psmem(_)) {
+        default_sigpipe();
+    }
     let result = match cli.command {
         Command::Demo(a) => demo::run(&a),
         Command::Tlp(c) => tlp_cmd::run(&c),

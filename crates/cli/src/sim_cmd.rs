@@ -1,5 +1,6 @@
 //! `pcielab sim FILE.toml --workload NAME …`: run the timed simulator.
 
+use crate::format::Format;
 use crate::progress::Progress;
 use crate::sim_capture::SimCapture;
 use crate::{fail, Failure};
@@ -81,6 +82,13 @@ pub enum Pattern {
     Seq,
     /// Random page-aligned slots (seeded).
     Random,
+}
+
+impl SimArgs {
+    /// The output format (`--format`, `--json`, `--csv`).
+    fn out_format(&self) -> Format {
+        crate::format::effective(self.format, self.json, self.csv)
+    }
 }
 
 /// Examples at the end of `pcielab sim --help`.
@@ -323,10 +331,14 @@ pub struct SimArgs {
     /// RNG seed (default: the topology's).
     #[arg(help_heading = "Output", long)]
     seed: Option<u64>,
-    /// Print JSON.
+    /// Output format: table, csv (floats at the table's precision) or json (an array of
+    /// records).
+    #[arg(help_heading = "Output", long, value_enum, conflicts_with_all = ["json", "csv"])]
+    format: Option<Format>,
+    /// Same as --format json.
     #[arg(help_heading = "Output", long, conflicts_with = "csv")]
     json: bool,
-    /// Print CSV.
+    /// Same as --format csv.
     #[arg(help_heading = "Output", long)]
     csv: bool,
     /// Capture every TLP and DLLP of every run to this pcapng file (`.pcap`: classic
@@ -1209,7 +1221,7 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
     }
     let tlps = match a.workload {
         Workload::Inject => {
-            if a.csv {
+            if a.out_format() == Format::Csv {
                 return Err(fail("--csv: --workload inject prints a table or --json"));
             }
             crate::sim_inject::parse_tlps(&a.tlps)?
@@ -1469,11 +1481,11 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
             })
         })
         .collect();
-    let out = if a.json {
+    let out = if a.out_format() == Format::Json {
         let mut s = serde_json::to_string_pretty(&Value::Array(rows)).unwrap_or_default();
         s.push('\n');
         s
-    } else if a.csv {
+    } else if a.out_format() == Format::Csv {
         fmt_csv(&rows)
     } else if a.workload == Workload::Inject {
         header + &crate::sim_inject::fmt_inject(&rows)
@@ -1584,6 +1596,7 @@ impl SimArgs {
             l1ss: self.l1ss,
             dpc: self.dpc,
             seed: self.seed,
+            format: self.format,
             json: self.json,
             csv: self.csv,
             pcap: self.pcap.clone(),

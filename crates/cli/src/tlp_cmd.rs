@@ -1,6 +1,7 @@
 //! `pcielab tlp decode|encode`.
 
-use crate::{each_input, fail, parse_json, Failure};
+use crate::format::Format;
+use crate::{each_input, each_record, fail, parse_json, Failure};
 use clap::{Args, Subcommand};
 use pcielab_wire::json::{hex, tlp_from_json, tlp_to_json, unhex};
 use pcielab_wire::tlp::check::{check_rx, RxRules};
@@ -25,7 +26,11 @@ pub struct DecodeArgs {
     /// A file with one hex TLP per line ('#' comments and blank lines skipped; '-' is stdin).
     #[arg(long)]
     pub file: Option<String>,
-    /// Print JSON (one object per line) instead of text.
+    /// Output format: table (one line of text per packet), csv (one record per line) or
+    /// json (one object per line).
+    #[arg(long, value_enum, conflicts_with = "json")]
+    pub format: Option<Format>,
+    /// Same as --format json.
     #[arg(long)]
     pub json: bool,
     /// Also apply the receiver's Malformed-TLP rules with this Max_Payload_Size in bytes.
@@ -47,7 +52,11 @@ pub struct EncodeArgs {
     pub file: Option<String>,
 }
 
-fn decode_one(text: &str, args: &DecodeArgs, where_: &str) -> Result<String, Failure> {
+fn decode_one(
+    text: &str,
+    args: &DecodeArgs,
+    where_: &str,
+) -> Result<(String, serde_json::Value), Failure> {
     let bytes = unhex(text).map_err(|e| fail(format!("{where_}bad hex: {e}")))?;
     let pkt = TlpPacket::new_checked(&bytes[..]).map_err(|e| fail(format!("{where_}{e}")))?;
     let repr = TlpRepr::parse_with(
@@ -65,20 +74,20 @@ fn decode_one(text: &str, args: &DecodeArgs, where_: &str) -> Result<String, Fai
         };
         check_rx(&bytes, &rules).map_err(|m| fail(format!("{where_}{m}")))?;
     }
-    Ok(if args.json {
-        tlp_to_json(&repr).to_string()
-    } else {
-        repr.to_string()
-    })
+    Ok((repr.to_string(), tlp_to_json(&repr)))
 }
 
 /// Runs a TLP subcommand.
 pub fn run(cmd: &TlpCmd) -> Result<(), Failure> {
     match cmd {
         TlpCmd::Decode(args) => {
-            each_input(args.hex.as_deref(), args.file.as_deref(), |text, at| {
-                decode_one(text, args, at)
-            })
+            let format = crate::format::effective(args.format, args.json, false);
+            each_record(
+                args.hex.as_deref(),
+                args.file.as_deref(),
+                format,
+                |text, at| decode_one(text, args, at),
+            )
         }
         TlpCmd::Encode(args) => {
             each_input(args.json.as_deref(), args.file.as_deref(), |text, at| {

@@ -1554,7 +1554,10 @@ fn classic_pcap_keeps_the_link_direction() {
             // mem0's read requests go up from mem0 to the switch port; completions down.
             let pair = |a: &str, b: &str| (src, dst) == (&legend[a][..], &legend[b][..]);
             if t.kind().name() == "MRd" {
-                assert!(pair("mem0", "sw0.0") || pair("sw0", "rc.0"), "{src:?} {dst:?}");
+                assert!(
+                    pair("mem0", "sw0.0") || pair("sw0", "rc.0"),
+                    "{src:?} {dst:?}"
+                );
                 up += pair("mem0", "sw0.0") as u32;
             } else if t.kind().name() == "CplD" && src == legend["sw0.0"] {
                 assert_eq!(dst, legend["mem0"]);
@@ -1563,4 +1566,59 @@ fn classic_pcap_keeps_the_link_direction() {
         }
     }
     assert!(up > 0 && down > 0, "{up} {down}");
+}
+
+/// `--format table|csv|json` on the commands that print packets, `--json` an alias; a
+/// reader that goes away (`| head -1`) ends the command quietly, with no panic.
+#[test]
+fn one_output_convention_and_closed_pipes() {
+    let path = tmp("formats.pcapng");
+    let (all, _) = build(&path, Format::Pcapng);
+    let p = path.to_str().unwrap();
+    let (rc, json, _) = pcielab(&["dump", "--format", "json", p]);
+    assert_eq!(rc, 0);
+    let (_, alias, _) = pcielab(&["dump", "--json", p]);
+    assert_eq!(json, alias);
+    let (rc, csv, err) = pcielab(&["dump", "--format", "csv", p]);
+    assert_eq!(rc, 0, "{err}");
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), all.len() + 1);
+    let cols: Vec<&str> = lines[0].split(',').collect();
+    // Each CSV row carries the JSON record's values in its columns.
+    for (row, j) in lines[1..].iter().zip(json.lines()) {
+        let v: Value = serde_json::from_str(j).unwrap();
+        let cells: Vec<&str> = row.split(',').collect();
+        assert_eq!(cells.len(), cols.len(), "{row}");
+        for (c, cell) in cols.iter().zip(&cells) {
+            let want = match &v[*c] {
+                Value::Null => String::new(),
+                Value::String(s) => s.clone(),
+                x => x.to_string(),
+            };
+            assert_eq!(*cell, want, "column {c} of {row}");
+        }
+    }
+    let (rc, _, err) = pcielab(&["dump", "--json", "--format", "csv", p]);
+    assert_eq!(rc, 2, "{err}");
+    // tlp/dllp decode and demo.
+    let hex = "0400000100000f0f00001000";
+    let (_, text, _) = pcielab(&["tlp", "decode", "--hex", hex]);
+    let (_, csv, _) = pcielab(&["tlp", "decode", "--hex", hex, "--format", "csv"]);
+    assert!(text.starts_with("CfgRd0 00:00.0 tag 15"), "{text}");
+    let (head, row) = csv.split_once('\n').unwrap();
+    let kind_at = head.split(',').position(|c| c == "kind").unwrap();
+    assert_eq!(row.trim_end().split(',').nth(kind_at), Some("CfgRd0"));
+    let (_, demo_csv, _) = pcielab(&["demo", "--format", "csv"]);
+    let (_, demo_json, _) = pcielab(&["demo", "--format", "json"]);
+    assert_eq!(demo_csv.lines().count(), demo_json.lines().count() + 1);
+    // A closed pipe.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pcielab"))
+        .args(["demo", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
 }

@@ -1004,3 +1004,20 @@ fn help_is_grouped_and_its_examples_run() {
     }
     let _ = std::fs::remove_file(&pcap);
 }
+
+/// `sim --format` with `--json` and `--csv` as its aliases.
+#[test]
+fn sim_format_and_its_aliases() {
+    let f = example("sim-default.toml");
+    let base = ["sim", &f, "--workload", "mmio-lat", "--count", "2"];
+    let run = |extra: &[&str]| {
+        let mut a = base.to_vec();
+        a.extend_from_slice(extra);
+        pcielab(&a)
+    };
+    assert_eq!(run(&["--format", "json"]).1, run(&["--json"]).1);
+    assert_eq!(run(&["--format", "csv"]).1, run(&["--csv"]).1);
+    assert_eq!(run(&["--format", "table"]).1, run(&[]).1);
+    let (rc, _, err) = run(&["--json", "--format", "csv"]);
+    assert_eq!(rc, 2, "{err}");
+}
