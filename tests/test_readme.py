@@ -13,13 +13,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def pcielab_bin():
-    env = os.environ.get("PCIELAB_BIN")
-    if env:
-        return env
-    for p in ("target/release/pcielab", "target/debug/pcielab"):
-        if (ROOT / p).exists():
-            return str(ROOT / p)
-    pytest.fail("pcielab binary not built: run `cargo build` or set PCIELAB_BIN")
+    # Set by the root conftest.py: PCIELAB_BIN, or a fresh debug build.
+    return os.environ["PCIELAB_BIN"]
 
 
 def examples():
