@@ -467,8 +467,8 @@ fn saturated_gen3_x8_write_stream_matches_a_hand_derivation() {
 }
 
 /// With ECRC on, every TLP carries a 4-byte digest: saturated throughput still agrees
-/// with the spec-mode model, told of the digest, within 1 %, and is below the
-/// throughput without it.
+/// with the spec-mode model, told of the digest, within 0.02 % (the bound of reads
+/// without ECRC; worst measured 0.012 %), and is below the throughput without it.
 #[test]
 fn saturated_throughput_with_ecrc_matches_the_model_with_ecrc() {
     use pcielab_model::{Mode, Model, Mps, Mrrs, PcieConfig};
@@ -494,8 +494,8 @@ fn saturated_throughput_with_ecrc_matches_the_model_with_ecrc() {
                     let rel = on / model - 1.0;
                     worst = worst.max(rel.abs());
                     assert!(
-                        rel.abs() < 0.01,
-                        "{op:?} gen{gen} x{width} mps{mps} size {size}: sim {on:.3} model {model:.3}"
+                        rel.abs() < READ_PRECISION,
+                        "{op:?} gen{gen} x{width} mps{mps} size {size}: sim {on:.4} model {model:.4}"
                     );
                     assert!(on < off, "{op:?} {size}: with ECRC {on}, without {off}");
                 }
