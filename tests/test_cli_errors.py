@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def pcielab(*args, stdin=None):
-    exe = os.environ.get("PCIELAB_BIN") or str(ROOT / "target/debug/pcielab")
+    exe = os.environ["PCIELAB_BIN"]  # set by the root conftest.py
     return subprocess.run([exe, *args], input=stdin, capture_output=True, text=True, check=False)
 
 

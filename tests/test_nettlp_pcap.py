@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-EXE = os.environ.get("PCIELAB_BIN") or str(ROOT / "target/debug/pcielab")
+EXE = os.environ["PCIELAB_BIN"]  # set by the root conftest.py
 
 
 def test_dma_read_capture_decodes_in_tshark(tmp_path):

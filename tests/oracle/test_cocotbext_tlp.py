@@ -26,13 +26,8 @@ N = int(os.environ.get("ORACLE_CASES", "4000"))
 
 
 def pcielab_bin():
-    env = os.environ.get("PCIELAB_BIN")
-    if env:
-        return env
-    for p in ("target/release/pcielab", "target/debug/pcielab"):
-        if (ROOT / p).exists():
-            return str(ROOT / p)
-    pytest.fail("pcielab binary not built: run `cargo build` or set PCIELAB_BIN")
+    # Set by the root conftest.py: PCIELAB_BIN, or a fresh debug build.
+    return os.environ["PCIELAB_BIN"]
 
 
 def run(args, lines):

@@ -671,7 +671,8 @@ fn tshark_reads_independent_seed_files_and_old_port_scheme() {
     if !tshark_wanted() {
         return;
     }
-    // Seeds written by a separate Python script, not by pcielab-capture.
+    // Seeds written by scripts/pcap_seeds.py (every byte packed there by hand with
+    // `struct`, not by pcielab-capture; tests/test_pcap_seeds.py checks they match).
     let seeds = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/pcap");
     for (file, n) in [
         ("mrd_cpld_ack.pcapng", 3),

@@ -240,79 +240,237 @@ fn periodic_updatefc_costs_its_share_of_the_wire() {
 
 /// Simulated saturated reads, writes and alternating reads/writes against the spec-mode
 /// analytic model, directly: both charge each direction the ACKs and UpdateFCs it
-/// physically carries, by the same latency-timer rule (pcielab-model, `bw` module).
+/// physically carries, by the same latency-timer rule (pcielab-model, `bw` module). The
+/// model's DLLP accounting was written to follow the simulator's timer rule, so this is
+/// one design checked twice, not an independent oracle: the hand derivation in
+/// [`saturated_gen3_x8_write_stream_matches_a_hand_derivation`] is the independent check.
+///
+/// The matrix: Gen1–5 × x1, x2, x4, x8, x16 × MPS 128/256/512 × sizes 64…8192 (MRRS
+/// 512, 256 tags), every size with a tag for each read request of the window, so a
+/// window's read requests leave back to back (tag-paced requests: the next test).
 #[test]
 fn saturated_throughput_matches_the_spec_mode_model() {
     use pcielab_model::{Mode, Model, Mps, Mrrs, PcieConfig};
     use pcielab_wire::Generation;
     let mut saw = Vec::new();
-    let mut fails = Vec::new();
-    // (op, worst |relative difference|, lowest and highest sim/model − 1 in %)
+    // (op, the bound asserted, worst |relative difference| inside the bound, lowest and
+    // highest sim/model − 1 in % over all points, the points outside the bound)
     let mut dev = [
-        ("reads", 0.0f64, f64::MAX, f64::MIN),
-        ("writes", 0.0, f64::MAX, f64::MIN),
-        ("reads/writes", 0.0, f64::MAX, f64::MIN),
+        (
+            "reads",
+            READ_PRECISION,
+            0.0f64,
+            f64::MAX,
+            f64::MIN,
+            Vec::new(),
+        ),
+        (
+            "writes",
+            WRITE_PRECISION,
+            0.0,
+            f64::MAX,
+            f64::MIN,
+            Vec::new(),
+        ),
+        (
+            "reads/writes",
+            MIX_PRECISION,
+            0.0,
+            f64::MAX,
+            f64::MIN,
+            Vec::new(),
+        ),
     ];
     let mut points = 0;
-    for (gen, width) in [(1u8, 1u8), (2, 4), (3, 8), (4, 16), (5, 2), (3, 1)] {
-        for mps in [128u16, 256, 512] {
-            for size in [64u64, 256, 500, 1024, 1500, 4096] {
-                let g = Generation::from_number(gen).unwrap();
-                let mut c = PcieConfig::new(g, width as u32).unwrap();
-                c.mode = Mode::Spec;
-                c.mps = Mps::new(mps as u32).unwrap();
-                c.mrrs = Mrrs::new(512).unwrap();
-                let m = Model::new(c).unwrap();
-                let cases = [
-                    (DmaOpKind::Read, m.read(size).unwrap(), 1.0),
-                    (DmaOpKind::Write, m.write(size).unwrap(), 1.0),
-                    // The stream's figure counts both directions' DMAs; the model's is
-                    // per direction.
-                    (DmaOpKind::ReadWrite, m.read_write(size).unwrap(), 2.0),
-                ];
-                for (k, (op, model, per)) in cases.into_iter().enumerate() {
-                    let sim = stream_gbps(gen, width, mps, op, size) / per;
-                    let rel = sim / model - 1.0;
-                    let d = &mut dev[k];
-                    d.1 = d.1.max(rel.abs());
-                    d.2 = d.2.min(rel * 100.0);
-                    d.3 = d.3.max(rel * 100.0);
-                    points += 1;
-                    if rel.abs() >= 0.01 {
-                        fails.push(format!(
-                            "{} gen{gen} x{width} mps{mps} size {size}: sim {sim:.3} model {model:.3} ({:+.3}%)",
-                            d.0,
-                            rel * 100.0
-                        ));
-                    }
-                    if op == DmaOpKind::Write && gen == 3 && width == 8 && mps == 256 {
-                        saw.push((size, sim));
+    let mut worst_at = [String::new(), String::new(), String::new()];
+    for gen in 1..=5u8 {
+        for width in [1u8, 2, 4, 8, 16] {
+            for mps in [128u16, 256, 512] {
+                for size in [64u64, 256, 500, 1024, 1500, 4096, 8192] {
+                    let g = Generation::from_number(gen).unwrap();
+                    let mut c = PcieConfig::new(g, width as u32).unwrap();
+                    c.mode = Mode::Spec;
+                    c.mps = Mps::new(mps as u32).unwrap();
+                    c.mrrs = Mrrs::new(512).unwrap();
+                    let m = Model::new(c).unwrap();
+                    let cases = [
+                        (DmaOpKind::Read, m.read(size).unwrap(), 1.0),
+                        (DmaOpKind::Write, m.write(size).unwrap(), 1.0),
+                        // The stream's figure counts both directions' DMAs; the model's
+                        // is per direction.
+                        (DmaOpKind::ReadWrite, m.read_write(size).unwrap(), 2.0),
+                    ];
+                    for (k, (op, model, per)) in cases.into_iter().enumerate() {
+                        let sim = stream_gbps(gen, width, mps, op, size) / per;
+                        let rel = sim / model - 1.0;
+                        let d = &mut dev[k];
+                        if rel.abs() < d.1 && rel.abs() > d.2 {
+                            d.2 = rel.abs();
+                            worst_at[k] = format!("gen{gen} x{width} mps{mps} size {size}");
+                        }
+                        d.3 = d.3.min(rel * 100.0);
+                        d.4 = d.4.max(rel * 100.0);
+                        points += 1;
+                        if rel.abs() >= d.1 {
+                            d.5.push((
+                                format!("{} gen{gen} x{width} mps{mps} size {size}", d.0),
+                                format!(
+                                    "{} gen{gen} x{width} mps{mps} size {size}: sim {sim:.4} model {model:.4} ({:+.5}%)",
+                                    d.0,
+                                    rel * 100.0
+                                ),
+                            ));
+                        }
+                        if op == DmaOpKind::Write && gen == 3 && width == 8 && mps == 256 {
+                            saw.push((size, sim));
+                        }
                     }
                 }
             }
         }
     }
-    for (what, worst, lo, hi) in dev {
+    let mut outside = Vec::new();
+    for ((what, bound, worst, lo, hi, f), at) in dev.into_iter().zip(&worst_at) {
         eprintln!(
-            "{what}: worst relative difference {:.2e} (sim − model from {lo:+.4} % to {hi:+.4} %)",
-            worst
+            "{what}: bound {bound:.1e}, worst inside it {worst:.2e} ({at}); sim − model from {lo:+.5} % to {hi:+.5} % over all points"
+        );
+        outside.extend(f);
+    }
+    assert_eq!(points, 25 * 3 * 7 * 3);
+    // The points outside the bound, each named with its deviation; the crate README lists
+    // them. Any other point outside the bound, or one of these moving, fails.
+    let known = [
+        ("reads gen2 x8 mps512 size 1024", 0.24876),
+        ("reads gen3 x4 mps256 size 256", -0.48867),
+        ("reads gen4 x4 mps256 size 256", -0.48867),
+        ("reads gen5 x4 mps256 size 256", -0.47763),
+        ("reads/writes gen1 x4 mps128 size 500", -1.00452),
+        ("reads/writes gen1 x4 mps128 size 1500", -0.83857),
+    ];
+    let want: Vec<String> = known.iter().map(|(p, _)| p.to_string()).collect();
+    let got: Vec<String> = outside.iter().map(|(p, _)| p.clone()).collect();
+    assert_eq!(
+        got,
+        want,
+        "points off by more than the bound:\n{}",
+        outside
+            .iter()
+            .map(|x| x.1.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    for ((p, pct), (_, line)) in known.iter().zip(&outside) {
+        let (_, tail) = line.rsplit_once('(').unwrap();
+        let measured: f64 = tail.trim_end_matches("%)").parse().unwrap();
+        assert!(
+            (measured - pct).abs() < 0.001,
+            "{p}: {measured} %, documented {pct} %"
         );
     }
-    assert!(
-        fails.is_empty(),
-        "{} of {points} points off by 1 % or more:\n{}",
-        fails.len(),
-        fails.join("\n")
-    );
     // Saw-tooth: 1500 bytes need 6 TLPs of MPS 256 where 1536 would fit, so 1500 is
     // less efficient than 1024 (4 full TLPs).
     let at = |s: u64| saw.iter().find(|x| x.0 == s).unwrap().1;
     assert!(at(1500) < at(1024), "{saw:?}");
 }
 
+/// The bounds of [`saturated_throughput_matches_the_spec_mode_model`], as the crate README
+/// states them: reads 0.02 %, writes 0.0001 %, alternating reads/writes 0.8 %.
+const READ_PRECISION: f64 = 2e-4;
+const WRITE_PRECISION: f64 = 1e-6;
+const MIX_PRECISION: f64 = 8e-3;
+
+/// Where the spec-mode model is known to be optimistic for reads: when the DMA engine
+/// runs out of tags (window × ⌈size / MRRS⌉ > tags, here 16 DMAs of 16 or 64 KiB with
+/// 256 tags) each read request waits for a tag, so requests leave one at a time as
+/// completions free tags instead of back to back. The completion direction then carries
+/// one ACK and one UpdateFC(NP) per request, where the model charges them per timer
+/// period of a burst. The simulator reads below the model, by 0.3 % to 2.8 % (largest on
+/// x1 links, where a DLLP is the largest share of a request's completions); writes are
+/// unaffected and stay within [`WRITE_PRECISION`].
+#[test]
+fn tag_paced_reads_are_below_the_model_by_at_most_the_documented_bound() {
+    use pcielab_model::{Mode, Model, Mps, Mrrs, PcieConfig};
+    use pcielab_wire::Generation;
+    let (mut lo, mut hi) = (f64::MAX, f64::MIN);
+    for (gen, width) in [(1u8, 1u8), (2, 1), (3, 1), (3, 8), (4, 16), (5, 4)] {
+        for mps in [128u16, 256, 512] {
+            for size in [16384u64, 65536] {
+                let g = Generation::from_number(gen).unwrap();
+                let mut c = PcieConfig::new(g, width as u32).unwrap();
+                c.mode = Mode::Spec;
+                c.mps = Mps::new(mps as u32).unwrap();
+                c.mrrs = Mrrs::new(512).unwrap();
+                let m = Model::new(c).unwrap();
+                let read = stream_gbps(gen, width, mps, DmaOpKind::Read, size);
+                let rel = read / m.read(size).unwrap() - 1.0;
+                eprintln!(
+                    "gen{gen} x{width} mps{mps} {size} B reads: {:+.3} %",
+                    rel * 100.0
+                );
+                lo = lo.min(rel);
+                hi = hi.max(rel);
+                assert!(
+                    (-TAG_PACED_READS_MAX..=-TAG_PACED_READS_MIN).contains(&rel),
+                    "gen{gen} x{width} mps{mps} {size} B reads: {:+.3} % against the model",
+                    rel * 100.0
+                );
+                let write = stream_gbps(gen, width, mps, DmaOpKind::Write, size);
+                let wrel = write / m.write(size).unwrap() - 1.0;
+                assert!(
+                    wrel.abs() < WRITE_PRECISION,
+                    "gen{gen} x{width} {size} B writes: {wrel:e}"
+                );
+            }
+        }
+    }
+    eprintln!(
+        "tag-paced reads: {:+.3} % … {:+.3} % against the model",
+        lo * 100.0,
+        hi * 100.0
+    );
+}
+
+/// The documented range of tag-paced reads below the model (0.3 % to 2.8 %).
+const TAG_PACED_READS_MIN: f64 = 3e-3;
+const TAG_PACED_READS_MAX: f64 = 2.8e-2;
+
+/// An independent check of the simulator's wire accounting, derived by hand from the
+/// PCIe Base Spec (not from pcielab-model): a saturated Gen3 x8 stream of 4 KiB DMA writes
+/// with MPS 256.
+///
+/// * Gen3 signals 8 GT/s per lane with 128b/130b encoding: 8 lanes carry
+///   8 × 8 × 128/130 = 63.0154 Gb/s of bytes.
+/// * Each 4 KiB write is 16 MWr TLPs of 256 bytes. Host memory is above 4 GiB, so each
+///   MWr has a 4 DW (16-byte) header (a 3 DW header may only carry an address below
+///   4 GiB). Framing per TLP in 128b/130b: the 4-byte STP token (which carries the
+///   12-bit sequence number) and the 4-byte LCRC; no END symbol. 256 + 16 + 4 + 4 = 280
+///   bytes on the wire for 256 bytes of data.
+/// * DLLPs: the ACKs and UpdateFC(P) for the writes go on the other direction; the
+///   endpoint's receiver gets no TLPs, so the data direction carries no ACK or UpdateFC
+///   (the 30 µs refresh is off).
+/// * SKP ordered sets: one 130-bit block per lane every 370 to 375 data blocks; the
+///   simulator's transmitter uses the longest interval, 375 (1 block in 376). The 4-byte
+///   EDS token before each SKP ordered set (4 bytes in 375 × 128, 8.3 · 10⁻⁵ at x8) and
+///   the choice of 370 instead of 375 (3.6 · 10⁻⁵) are, even together, inside the
+///   tolerance of 1.5 · 10⁻⁴.
+///
+/// Throughput = 63.0154 × 256/280 × 375/376 = 57.4608 Gb/s. A 3 DW header or no LCRC
+/// (58.29), no 128b/130b (58.36) or no SKP (57.61) would each miss by ≥ 0.27 %.
+#[test]
+fn saturated_gen3_x8_write_stream_matches_a_hand_derivation() {
+    let want: f64 = 8.0 * 8.0 * 128.0 / 130.0 * 256.0 / 280.0 * 375.0 / 376.0;
+    assert!((want - 57.4608).abs() < 1e-4, "{want}");
+    let got = stream_gbps(3, 8, 256, DmaOpKind::Write, 4096);
+    eprintln!("Gen3 x8 MPS 256 4 KiB writes: simulated {got:.5} Gb/s, by hand {want:.5} Gb/s");
+    assert!(
+        (got / want - 1.0).abs() < 1.5e-4,
+        "simulated {got} Gb/s, derived by hand {want} Gb/s"
+    );
+}
+
 /// With ECRC on, every TLP carries a 4-byte digest: saturated throughput still agrees
-/// with the spec-mode model, told of the digest, within 1 %, and is below the
-/// throughput without it.
+/// with the spec-mode model, told of the digest, within 0.02 % (the bound of reads
+/// without ECRC; worst measured 0.012 %), and is below the throughput without it.
 #[test]
 fn saturated_throughput_with_ecrc_matches_the_model_with_ecrc() {
     use pcielab_model::{Mode, Model, Mps, Mrrs, PcieConfig};
@@ -338,8 +496,8 @@ fn saturated_throughput_with_ecrc_matches_the_model_with_ecrc() {
                     let rel = on / model - 1.0;
                     worst = worst.max(rel.abs());
                     assert!(
-                        rel.abs() < 0.01,
-                        "{op:?} gen{gen} x{width} mps{mps} size {size}: sim {on:.3} model {model:.3}"
+                        rel.abs() < READ_PRECISION,
+                        "{op:?} gen{gen} x{width} mps{mps} size {size}: sim {on:.4} model {model:.4}"
                     );
                     assert!(on < off, "{op:?} {size}: with ECRC {on}, without {off}");
                 }
@@ -750,48 +908,96 @@ fn peer_to_peer_read_of_a_silent_device_times_out() {
     assert_eq!(np("sw->rc.0"), 0);
 }
 
+/// A DMA write stream at bit error rate `ber` (Gen3 x4): the share of MWr transmissions
+/// (first ones and replays, each an independent trial) that came out corrupted, and the
+/// number of transmissions. Every DMA's last byte must still land.
+fn ber_run(size: u64, count: u64, ber: f64) -> (f64, u64) {
+    let cfg = SimConfig {
+        ber,
+        seed: Some(1),
+        ..SimConfig::default()
+    };
+    let mut sim = FabricSim::new(&one_link(3, 4), &KindRegistry::builtin(), cfg).unwrap();
+    let base = sim.alloc_dma(count * 4096);
+    sim.attach(
+        "ep",
+        Box::new(DmaStream::new(
+            DmaOpKind::Write,
+            size,
+            4,
+            count,
+            base,
+            count * 4096,
+            AddrPattern::Sequential,
+        )),
+    )
+    .unwrap();
+    sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+    let c = sim
+        .counters()
+        .into_iter()
+        .find(|x| x.0 == "ep->rc.0")
+        .unwrap()
+        .1;
+    // Every DMA's last byte is in host memory: byte k of DMA i is k ^ (i * 31).
+    let last = count - 1;
+    let mut b = [0u8; 1];
+    sim.host_read(base + last * 4096 + size - 1, &mut b);
+    assert_eq!(b[0], ((size - 1) as u8) ^ (last as u8).wrapping_mul(31));
+    let n = c.tlps + c.replays;
+    (c.corrupted as f64 / n as f64, n)
+}
+
+/// `p` and the binomial standard deviation of a share measured over `n` trials.
+fn binomial(ber: f64, bits: u64, n: u64) -> (f64, f64) {
+    let p = 1.0 - (1.0 - ber).powf(bits as f64);
+    (p, (p * (1.0 - p) / n as f64).sqrt())
+}
+
 #[test]
 fn bit_error_rate_corrupts_long_tlps_more_and_loses_nothing() {
-    let run = |size: u64| {
-        let cfg = SimConfig {
-            ber: 2e-5,
-            seed: Some(1),
-            ..SimConfig::default()
-        };
-        let mut sim = FabricSim::new(&one_link(3, 4), &KindRegistry::builtin(), cfg).unwrap();
-        let base = sim.alloc_dma(1 << 20);
-        sim.attach(
-            "ep",
-            Box::new(DmaStream::new(
-                DmaOpKind::Write,
-                size,
-                4,
-                200,
-                base,
-                1 << 20,
-                AddrPattern::Sequential,
-            )),
-        )
-        .unwrap();
-        sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
-        let c = sim
-            .counters()
-            .into_iter()
-            .find(|x| x.0 == "ep->rc.0")
-            .unwrap()
-            .1;
-        // Every DMA's last byte is in host memory: byte k of DMA i is k ^ (i * 31).
-        let mut b = [0u8; 1];
-        sim.host_read(base + 199 * 4096 + size - 1, &mut b);
-        assert_eq!(b[0], ((size - 1) as u8) ^ 199u8.wrapping_mul(31));
-        c.corrupted as f64 / c.tlps as f64
-    };
-    // P(corrupt) = 1 - (1 - 2e-5)^bits: a 256-byte MWr is 256 + 16 + 8 = 280 wire
-    // bytes → 4.4 %; a 16-byte one 16 + 16 + 8 = 40 bytes → 0.64 %.
-    let long = run(4096);
-    let short = run(16);
-    assert!(long > 0.02 && long < 0.07, "{long}");
-    assert!(short < 0.02, "{short}");
+    // P(corrupt) = 1 - (1 - BER)^bits over the whole frame: a 256-byte MWr is
+    // 256 + 16 (4 DW header) + 8 (STP token, LCRC) = 280 wire bytes → 4.38 % at 2e-5; a
+    // 16-byte one 16 + 16 + 8 = 40 bytes → 0.64 %. Each within 4 standard deviations.
+    let (long, n_long) = ber_run(4096, 200, 2e-5);
+    let (short, n_short) = ber_run(16, 800, 2e-5);
+    let (p_long, sd_long) = binomial(2e-5, 280 * 8, n_long);
+    let (p_short, sd_short) = binomial(2e-5, 40 * 8, n_short);
+    eprintln!("256 B MWr: {long:.4} over {n_long}, expected {p_long:.4} ± {sd_long:.4}");
+    eprintln!("16 B MWr: {short:.4} over {n_short}, expected {p_short:.4} ± {sd_short:.4}");
+    assert!((long - p_long).abs() < 4.0 * sd_long, "{long}");
+    assert!((short - p_short).abs() < 4.0 * sd_short, "{short}");
+    assert!(long > short);
+}
+
+#[test]
+fn bit_error_rate_counts_every_bit_of_the_frame() {
+    // Which bits the BER applies to, told apart with short TLPs, where the header and
+    // framing are most of the frame: a 16-byte MWr is 40 bytes on a Gen3 wire (16 data,
+    // 16 header, 4 STP token, 4 LCRC). At BER 2e-4:
+    //   whole frame, 320 bits:                  p = 6.20 %
+    //   header and data, no framing, 256 bits:  p = 4.99 %
+    //   data only, 128 bits:                    p = 2.53 %
+    // With n ≥ 20 000 trials (20 000 DMAs plus replays) the binomial standard deviation
+    // is at most sqrt(0.062 × 0.938 / 20 000) = 0.17 %, so ±4σ (±0.68 %) around 6.20 %
+    // excludes header-and-data counting by more than 7σ and data-only counting by more
+    // than 21σ.
+    let (got, n) = ber_run(16, 20_000, 2e-4);
+    let (p, sd) = binomial(2e-4, 40 * 8, n);
+    eprintln!("16 B MWr at BER 2e-4: {got:.4} over {n} transmissions, expected {p:.4} ± {sd:.4}");
+    assert!(n >= 20_000);
+    assert!(sd < 0.0017, "{sd}");
+    assert!(
+        (got - p).abs() < 4.0 * sd,
+        "measured {got}, whole-frame {p} ± {sd}"
+    );
+    for other_bits in [256u64, 128] {
+        let (q, _) = binomial(2e-4, other_bits, n);
+        assert!(
+            (got - q).abs() > 4.0 * sd,
+            "{got} also fits {other_bits} bits ({q})"
+        );
+    }
 }
 
 #[test]
