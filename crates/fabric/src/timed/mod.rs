@@ -105,10 +105,21 @@ use pcielab_sim::{Rng, SimBuilder, SimDuration, SimTime, Simulation};
 use pcielab_wire::{Bdf, CplStatus};
 use std::collections::{HashMap, VecDeque};
 
-/// The largest bit error rate [`SimConfig::ber`] accepts: a 4 KiB TLP is then
-/// corrupted with probability 0.96, and every TLP still gets through in a bounded
-/// expected number of replays.
-pub const MAX_BER: f64 = 1e-4;
+/// The largest bit error rate [`SimConfig::ber`] accepts with Max_Payload_Size `mps`:
+/// the one at which the largest TLP (`mps` + 28 bytes on the wire: framing, sequence
+/// number, a 4DW header, ECRC and LCRC) is corrupted with probability 0.99, so every
+/// TLP gets through after 100 transmissions on average. Above it the replays of a large
+/// TLP may never end (at 1e-2, 1 − (1 − BER)^bits rounds to 1).
+///
+/// ```
+/// use pcielab_fabric::timed::max_ber;
+/// assert!((max_ber(256) - 2.03e-3).abs() < 1e-5);
+/// assert!((max_ber(4096) - 1.395e-4).abs() < 1e-6);
+/// ```
+pub fn max_ber(mps: u16) -> f64 {
+    let bits = (mps as f64 + 28.0) * 8.0;
+    1.0 - 0.01f64.powf(1.0 / bits)
+}
 
 /// What host software programs when the simulator enumerates the fabric under `cfg`:
 /// the default address map, and Max_Read_Request_Size = `cfg.mrrs` in every function,
@@ -176,7 +187,7 @@ pub struct SimConfig {
     /// Probability that a TLP's LCRC is corrupted on the wire. Default 0.
     pub error_rate: f64,
     /// Bit error rate: when non-zero, a TLP of `b` wire bits is corrupted with
-    /// probability `1 − (1 − ber)^b` (replaces `error_rate`). `0..=`[`MAX_BER`].
+    /// probability `1 − (1 − ber)^b` (replaces `error_rate`). `0..=`[`max_ber`]`(mps)`.
     /// Default 0.
     pub ber: f64,
     /// Probability that a DLLP's CRC is corrupted (InitFC excepted: the handshake
@@ -466,14 +477,20 @@ fn check(cfg: &SimConfig) -> Result<(), SimError> {
             return p(what, r.to_string(), "0 <= p < 1");
         }
     }
-    // A bit error rate is a per-bit probability: at 1e-4 a 4 KiB TLP (about 33,000
-    // wire bits) is already corrupted with probability 0.96, and above it the replays
-    // of a large TLP may never end (at 1e-2, 1 - (1 - BER)^bits rounds to 1).
-    if !(0.0..=MAX_BER).contains(&cfg.ber) {
+    // A bit error rate is a per-bit probability: bounded so that the largest TLP still
+    // gets through (see max_ber).
+    if !(0.0..=max_ber(cfg.mps)).contains(&cfg.ber) {
+        let bytes = cfg.mps as u32 + 28;
+        let pr = 1.0 - (1.0 - cfg.ber.clamp(0.0, 1.0)).powf(bytes as f64 * 8.0);
         return p(
             "bit error rate",
-            cfg.ber.to_string(),
-            "0 <= BER <= 1e-4 (a 4 KiB TLP is then corrupted with probability 0.96; PCIe requires 1e-12)",
+            format!(
+                "{} (with MPS {} a {bytes}-byte TLP would be corrupted with probability {pr:.4}; the largest allowed is {:.3e})",
+                cfg.ber,
+                cfg.mps,
+                max_ber(cfg.mps)
+            ),
+            "0 <= BER with the largest TLP corrupted with probability at most 0.99 (about 2e-3 at MPS 256, 1.4e-4 at MPS 4096); PCIe requires 1e-12",
         );
     }
     if !(0.0..=1.0).contains(&cfg.poison_rate) {

@@ -40,6 +40,11 @@ pub struct StreamReport {
     pub elapsed_ps: u64,
     /// Throughput of the measured DMAs, Gb/s.
     pub gbps: f64,
+    /// Whether the stream had a steady state to measure (more DMAs than its window).
+    /// When it did not, `gbps` is all its bytes over the whole run, which is no link
+    /// rate: a write is done when the engine hands it to the link, so a single short
+    /// write gives a rate far above the link's.
+    pub steady: bool,
     /// Mean DMA latency (issue to done), ns.
     pub mean_latency_ns: f64,
     /// Shortest DMA latency, ns.
@@ -178,6 +183,7 @@ impl DmaStream {
             } else {
                 bytes as f64 * 8.0 * 1000.0 / elapsed as f64
             },
+            steady: self.count > self.window as u64,
             mean_latency_ns: self.lat_sum as f64 / n / 1000.0,
             min_latency_ns: if self.lat_min == u64::MAX {
                 0.0
@@ -311,7 +317,7 @@ impl Endpoint for DmaStream {
         let r = DmaStream::report(self);
         Some(serde_json::json!({
             "dmas": r.dmas, "failed": r.failed, "bytes": r.bytes, "elapsed_ps": r.elapsed_ps,
-            "gbps": r.gbps, "mean_latency_ns": r.mean_latency_ns,
+            "gbps": r.gbps, "steady": r.steady, "mean_latency_ns": r.mean_latency_ns,
             "min_latency_ns": r.min_latency_ns, "max_latency_ns": r.max_latency_ns,
             "resumed_at_ns": r.resumed_at.map(|t| t.as_ps() as f64 / 1000.0),
         }))
