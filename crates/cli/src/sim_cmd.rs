@@ -89,7 +89,11 @@ pub struct SimArgs {
     /// Topology file (TOML). Without it: the built-in default scenario, a root complex
     /// with a Gen3 x8 switch and three endpoints below root port 0 and a Gen4 x16
     /// endpoint on root port 1 (the same as examples/topologies/sim-default.toml).
+    #[arg(conflicts_with = "example")]
     file: Option<PathBuf>,
+    /// A built-in example topology instead of a file (`pcielab topo list-examples`).
+    #[arg(long, value_name = "NAME")]
+    example: Option<String>,
     /// Workload to run.
     #[arg(long, value_enum, default_value = "sweep")]
     workload: Workload,
@@ -1134,17 +1138,22 @@ const DEFAULT_TOPOLOGY: &str = include_str!("../../../examples/topologies/sim-de
 const DEFAULT_NAME: &str = "built-in default (examples/topologies/sim-default.toml)";
 
 fn topo_name(a: &SimArgs) -> String {
-    a.file
-        .as_ref()
-        .map_or(DEFAULT_NAME.to_string(), |f| f.display().to_string())
+    match (&a.file, &a.example) {
+        (_, Some(name)) => crate::examples::label(name),
+        (Some(f), None) => f.display().to_string(),
+        (None, None) => DEFAULT_NAME.to_string(),
+    }
 }
 
 /// Runs `pcielab sim`.
 pub fn run(a: &SimArgs) -> Result<(), Failure> {
     let reg = KindRegistry::builtin();
-    let topo = match &a.file {
-        Some(f) => Topology::load(f, &reg),
-        None => Topology::parse(DEFAULT_TOPOLOGY, DEFAULT_NAME, &reg),
+    let topo = match (&a.file, &a.example) {
+        (_, Some(name)) => {
+            Topology::parse(crate::examples::get(name)?.text, &topo_name(a), &reg)
+        }
+        (Some(f), None) => Topology::load(f, &reg),
+        (None, None) => Topology::parse(DEFAULT_TOPOLOGY, DEFAULT_NAME, &reg),
     }
     .map_err(|e| fail(e.to_string()))?;
     if a.window == 0 {
@@ -1491,6 +1500,7 @@ impl SimArgs {
     fn clone_for_lat(&self) -> SimArgs {
         SimArgs {
             file: self.file.clone(),
+            example: self.example.clone(),
             workload: self.workload,
             device: self.device.clone(),
             op: self.op,
