@@ -18,7 +18,7 @@ pub struct DumpArgs {
     /// The capture (pcapng or pcap); `-` reads standard input. Read as a stream, one
     /// packet in memory at a time.
     pub file: String,
-    /// One JSON object per line (DESIGN.md field names plus frame, time_ps, interface).
+    /// One JSON object per line (the field names of docs/design.md plus frame, time_ps, interface).
     #[arg(long)]
     pub json: bool,
     /// Print counts, bytes and request→completion latencies instead of packets.

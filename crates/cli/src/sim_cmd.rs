@@ -18,11 +18,16 @@ use std::path::PathBuf;
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Workload {
     /// A DMA stream from one endpoint (psmem-style engine): --op, --size, --window, --count.
+    /// A DMA's latency runs from its issue to its end: for a read, its last completion
+    /// byte back at the device (a round trip); for a write (posted), its last MWr
+    /// handed to the device's own link as its transmission starts, so only the time
+    /// it waited in the device (behind earlier writes, DLLPs or for credits).
     Dma,
     /// MMIO read latency of every endpoint's BAR 0 (--count reads of --size bytes).
     MmioLat,
-    /// The default scenario: DMA read/write bandwidth over --sizes for every endpoint,
-    /// then MMIO read latency of every endpoint.
+    /// The default scenario: DMA read/write bandwidth over --sizes for every endpoint
+    /// (--count DMAs per size), then MMIO read latency of every endpoint (always 10
+    /// reads of 4 bytes; --workload mmio-lat for other counts and sizes).
     Sweep,
     /// Linux-style enumeration (scan, BAR sizing, address assignment, enabling) by
     /// configuration requests that travel the links as CfgRd/CfgWr TLPs: the functions
@@ -116,7 +121,7 @@ pub struct SimArgs {
     /// Outstanding read tags of each DMA engine (1..=768).
     #[arg(long, default_value_t = 64)]
     tags: u16,
-    /// DMAs (dma, sweep) or MMIO reads (mmio-lat) to run.
+    /// DMAs (dma; sweep: per size and direction) or MMIO reads (mmio-lat) to run.
     #[arg(long, default_value_t = 200)]
     count: u64,
     /// Address pattern.
@@ -1149,9 +1154,7 @@ fn topo_name(a: &SimArgs) -> String {
 pub fn run(a: &SimArgs) -> Result<(), Failure> {
     let reg = KindRegistry::builtin();
     let topo = match (&a.file, &a.example) {
-        (_, Some(name)) => {
-            Topology::parse(crate::examples::get(name)?.text, &topo_name(a), &reg)
-        }
+        (_, Some(name)) => Topology::parse(crate::examples::get(name)?.text, &topo_name(a), &reg),
         (Some(f), None) => Topology::load(f, &reg),
         (None, None) => Topology::parse(DEFAULT_TOPOLOGY, DEFAULT_NAME, &reg),
     }

@@ -49,7 +49,11 @@ fn bash_accepts_the_bash_completions_and_they_complete() {
         .stdin(Stdio::piped())
         .spawn()
         .expect("bash runs");
-    sh.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
+    sh.stdin
+        .take()
+        .unwrap()
+        .write_all(script.as_bytes())
+        .unwrap();
     assert!(sh.wait().unwrap().success(), "bash -n rejects the script");
     // Sourced, the function completes `pcielab si` to `sim` and `pcielab topo l`
     // to its two subcommands starting with l.
@@ -80,7 +84,11 @@ fn bash_accepts_the_bash_completions_and_they_complete() {
 fn man_page_is_roff_naming_every_subcommand() {
     let (rc, out, err) = pcielab(&["man"]);
     assert_eq!(rc, 0, "{err}");
-    assert!(out.contains(".TH pcielab 1"), "{}", &out[..out.len().min(300)]);
+    assert!(
+        out.contains(".TH pcielab 1"),
+        "{}",
+        &out[..out.len().min(300)]
+    );
     assert!(out.contains(".SH SUBCOMMANDS"));
     for s in subcommands() {
         assert!(
@@ -100,7 +108,10 @@ fn man_page_is_roff_naming_every_subcommand() {
         assert!(page.contains(&format!(".TH pcielab-{s} 1")), "{s}");
     }
     let sim = std::fs::read_to_string(dir.join("pcielab-sim.1")).unwrap();
-    assert!(sim.contains("\\-\\-example"), "pcielab-sim.1 lacks --example");
+    assert!(
+        sim.contains("\\-\\-example"),
+        "pcielab-sim.1 lacks --example"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -146,7 +157,10 @@ fn list_examples_lists_every_example_file() {
 #[test]
 fn sim_example_equals_sim_file() {
     for (name, args) in [
-        ("sim-default", &["--workload", "mmio-lat", "--count", "2"][..]),
+        (
+            "sim-default",
+            &["--workload", "mmio-lat", "--count", "2"][..],
+        ),
         ("sim-default", &["--sizes", "64:128"][..]),
         ("design", &["--workload", "dma", "--count", "40"][..]),
         ("nested-switches", &["--workload", "enumerate"][..]),
@@ -162,7 +176,11 @@ fn sim_example_equals_sim_file() {
         assert_eq!(rc, 0, "{name}: {err}");
         let label = format!("example {name} (examples/topologies/{name}.toml)");
         assert!(by_name.starts_with(&format!("{label}: ")), "{by_name}");
-        assert_eq!(by_name.replacen(&label, &path, 1), by_file, "{name} {args:?}");
+        assert_eq!(
+            by_name.replacen(&label, &path, 1),
+            by_file,
+            "{name} {args:?}"
+        );
         // Machine-readable output carries no name at all: identical.
         let (_, j1, _) = pcielab(&[&a[..], &["--json"]].concat());
         let (_, j2, _) = pcielab(&[&b[..], &["--json"]].concat());

@@ -227,10 +227,7 @@ fn the_check_catches_missing_wrong_and_invented_keys() {
         ("name", "key \"name\" of kind \"switch\""),
     ] {
         let bad = problems(&without(key), &reg);
-        assert!(
-            bad.iter().any(|b| b.contains(what)),
-            "{key}: {bad:?}"
-        );
+        assert!(bad.iter().any(|b| b.contains(what)), "{key}: {bad:?}");
     }
     let msix = row_of("msix_vectors");
     let invented = doc.replace(
