@@ -159,7 +159,8 @@ fn completions(shell: clap_complete::Shell) -> Result<(), Failure> {
 /// `pcielab man`: the manual page, roff on standard output, or every page into `dir`.
 fn man_page(dir: Option<&std::path::Path>) -> Result<(), Failure> {
     if let Some(d) = dir {
-        return clap_mangen::generate_to(Cli::command(), d)
+        return std::fs::create_dir_all(d)
+            .and_then(|()| clap_mangen::generate_to(Cli::command(), d))
             .map_err(|e| fail(format!("{}: {e}", d.display())));
     }
     let mut out = Vec::new();

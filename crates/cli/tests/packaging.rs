@@ -97,8 +97,8 @@ fn man_page_is_roff_naming_every_subcommand() {
         );
     }
     // --dir writes that page and one per subcommand (pcielab-sim.1 …).
-    let dir = std::env::temp_dir().join(format!("pcielab-man-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    // (a directory that does not exist yet is made)
+    let dir = std::env::temp_dir().join(format!("pcielab-man-{}/man1", std::process::id()));
     let (rc, _, err) = pcielab(&["man", "--dir", dir.to_str().unwrap()]);
     assert_eq!(rc, 0, "{err}");
     assert_eq!(std::fs::read_to_string(dir.join("pcielab.1")).unwrap(), out);
@@ -112,7 +112,11 @@ fn man_page_is_roff_naming_every_subcommand() {
         sim.contains("\\-\\-example"),
         "pcielab-sim.1 lacks --example"
     );
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(dir.parent().unwrap());
+    // A place that cannot be a directory is an error naming it.
+    let (rc, _, err) = pcielab(&["man", "--dir", "/dev/null/man1"]);
+    assert_eq!(rc, 2);
+    assert!(err.starts_with("pcielab: /dev/null/man1: "), "{err}");
 }
 
 /// `pcielab topo list-examples` names every file of examples/topologies/, and only them.
