@@ -2,6 +2,7 @@
 # Installs what the test suite needs beyond the Rust toolchain, on a fresh Debian machine:
 #   - pciutils (the real lspci checks our configuration-space dumps),
 #   - tshark (the real Wireshark engine checks our dissector),
+#   - pkg-config (checks libtlp.pc, the C library's pkg-config file),
 #   - Python packages: pytest, ruff, cocotbext-pcie (an independent TLP/DLLP oracle),
 #   - cargo-fuzz (fuzz smoke runs).
 # Each step is skipped when its tool is already present.
@@ -10,6 +11,7 @@ set -euo pipefail
 need_apt=()
 command -v lspci >/dev/null 2>&1 || need_apt+=(pciutils)
 command -v tshark >/dev/null 2>&1 || need_apt+=(tshark)
+command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "installing Debian packages: ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -10,6 +10,7 @@ mod demo;
 mod dllp_cmd;
 mod dump_cmd;
 mod format;
+mod examples;
 mod model_cmd;
 mod nettlp_cmd;
 mod progress;
@@ -20,7 +21,7 @@ mod tlp_cmd;
 mod topo_cmd;
 mod units;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::io::BufRead;
 use std::process::ExitCode;
 
@@ -66,6 +67,20 @@ enum Command {
     /// Run the timed fabric simulator on a topology with a built-in workload.
     #[command(allow_negative_numbers = true, after_help = sim_cmd::EXAMPLES)]
     Sim(sim_cmd::SimArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell), e.g.
+    /// `pcielab completions bash > ~/.local/share/bash-completion/completions/pcielab`.
+    Completions {
+        /// The shell to complete for.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), e.g. `pcielab man > pcielab.1 && man ./pcielab.1`;
+    /// with --dir, write it and one page per subcommand (pcielab-sim.1 and so on) there.
+    Man {
+        /// Write pcielab.1 and every pcielab-SUBCOMMAND.1 into this directory.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<std::path::PathBuf>,
+    },
 }
 
 /// A command failure: the one line to print.
@@ -179,6 +194,28 @@ fn default_sigpipe() {
     }
 }
 
+/// `pcielab completions SHELL`: the completion script on standard output.
+fn completions(shell: clap_complete::Shell) -> Result<(), Failure> {
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "pcielab", &mut out);
+    topo_cmd::write_stdout(&String::from_utf8_lossy(&out))
+}
+
+/// `pcielab man`: the manual page, roff on standard output, or every page into `dir`.
+fn man_page(dir: Option<&std::path::Path>) -> Result<(), Failure> {
+    if let Some(d) = dir {
+        return std::fs::create_dir_all(d)
+            .and_then(|()| clap_mangen::generate_to(Cli::command(), d))
+            .map_err(|e| fail(format!("{}: {e}", d.display())));
+    }
+    let mut out = Vec::new();
+    // As `generate_to` makes it: no `help` subcommand (it has no page).
+    clap_mangen::Man::new(Cli::command().disable_help_subcommand(true))
+        .render(&mut out)
+        .map_err(|e| fail(format!("man page: {e}")))?;
+    topo_cmd::write_stdout(&String::from_utf8_lossy(&out))
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
@@ -202,6 +239,8 @@ fn main() -> ExitCode {
         Command::Tlpperf(a) => nettlp_cmd::run_tlpperf(&a),
         Command::Dma(c) => nettlp_cmd::run_dma(&c),
         Command::Sim(a) => sim_cmd::run(&a),
+        Command::Completions { shell } => completions(shell),
+        Command::Man { dir } => man_page(dir.as_deref()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -19,11 +19,16 @@ use std::path::PathBuf;
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Workload {
     /// A DMA stream from one endpoint (psmem-style engine): --op, --size, --window, --count.
+    /// A DMA's latency runs from its issue to its end: for a read, its last completion
+    /// byte back at the device (a round trip); for a write (posted), its last MWr
+    /// handed to the device's own link as its transmission starts, so only the time
+    /// it waited in the device (behind earlier writes, DLLPs or for credits).
     Dma,
     /// MMIO read latency of every endpoint's BAR 0 (--count reads of --size bytes).
     MmioLat,
-    /// The default scenario: DMA read/write bandwidth over --sizes for every endpoint,
-    /// then MMIO read latency of every endpoint.
+    /// The default scenario: DMA read/write bandwidth over --sizes for every endpoint
+    /// (--count DMAs per size), then MMIO read latency of every endpoint (always 10
+    /// reads of 4 bytes; --workload mmio-lat for other counts and sizes).
     Sweep,
     /// Linux-style enumeration (scan, BAR sizing, address assignment, enabling) by
     /// configuration requests that travel the links as CfgRd/CfgWr TLPs: the functions
@@ -109,7 +114,11 @@ pub struct SimArgs {
     /// Topology file (TOML). Without it: the built-in default scenario, a root complex
     /// with a Gen3 x8 switch and three endpoints below root port 0 and a Gen4 x16
     /// endpoint on root port 1 (the same as examples/topologies/sim-default.toml).
+    #[arg(conflicts_with = "example")]
     file: Option<PathBuf>,
+    /// A built-in example topology instead of a file (`pcielab topo list-examples`).
+    #[arg(long, value_name = "NAME")]
+    example: Option<String>,
     /// Workload to run.
     #[arg(help_heading = "Workload", long, value_enum, default_value = "sweep")]
     workload: Workload,
@@ -133,7 +142,7 @@ pub struct SimArgs {
     /// Outstanding read tags of each DMA engine (1..=768).
     #[arg(help_heading = "Workload", long, default_value_t = 64)]
     tags: u16,
-    /// DMAs (dma, sweep) or MMIO reads (mmio-lat) to run.
+    /// DMAs (dma; sweep: per size and direction) or MMIO reads (mmio-lat) to run.
     #[arg(help_heading = "Workload", long, default_value_t = 200)]
     count: u64,
     /// Address pattern.
@@ -1195,17 +1204,20 @@ const DEFAULT_TOPOLOGY: &str = include_str!("../../../examples/topologies/sim-de
 const DEFAULT_NAME: &str = "built-in default (examples/topologies/sim-default.toml)";
 
 fn topo_name(a: &SimArgs) -> String {
-    a.file
-        .as_ref()
-        .map_or(DEFAULT_NAME.to_string(), |f| f.display().to_string())
+    match (&a.file, &a.example) {
+        (_, Some(name)) => crate::examples::label(name),
+        (Some(f), None) => f.display().to_string(),
+        (None, None) => DEFAULT_NAME.to_string(),
+    }
 }
 
 /// Runs `pcielab sim`.
 pub fn run(a: &SimArgs) -> Result<(), Failure> {
     let reg = KindRegistry::builtin();
-    let topo = match &a.file {
-        Some(f) => Topology::load(f, &reg),
-        None => Topology::parse(DEFAULT_TOPOLOGY, DEFAULT_NAME, &reg),
+    let topo = match (&a.file, &a.example) {
+        (_, Some(name)) => Topology::parse(crate::examples::get(name)?.text, &topo_name(a), &reg),
+        (Some(f), None) => Topology::load(f, &reg),
+        (None, None) => Topology::parse(DEFAULT_TOPOLOGY, DEFAULT_NAME, &reg),
     }
     .map_err(|e| fail(e.to_string()))?;
     if a.window == 0 {
@@ -1562,6 +1574,7 @@ impl SimArgs {
     fn clone_for_lat(&self) -> SimArgs {
         SimArgs {
             file: self.file.clone(),
+            example: self.example.clone(),
             workload: self.workload,
             device: self.device.clone(),
             op: self.op,

@@ -21,41 +21,64 @@ enum TopoCommand {
     /// Enumerate and print every function's 4096-byte configuration space in the
     /// format of `lspci -xxxx` (read it back with `lspci -F OUT -vvv` or `-t`).
     Lspci {
-        /// Topology file (TOML).
-        file: PathBuf,
+        #[command(flatten)]
+        src: Source,
     },
     /// Enumerate and print the tree, with the names of the topology file.
     Tree {
-        /// Topology file (TOML).
-        file: PathBuf,
+        #[command(flatten)]
+        src: Source,
     },
     /// Enumerate and print the tree in detail.
     Show {
-        /// Topology file (TOML).
-        file: PathBuf,
+        #[command(flatten)]
+        src: Source,
         /// Print JSON.
         #[arg(long)]
         json: bool,
     },
+    /// List the example topologies built into pcielab (name and description); use
+    /// one with `--example NAME` here or in `pcielab sim`.
+    ListExamples,
 }
 
-fn load(file: &std::path::Path) -> Result<(Fabric, EnumeratedTree), String> {
+/// Where a topology comes from: a file, or a built-in example.
+#[derive(Args, Debug)]
+struct Source {
+    /// Topology file (TOML).
+    #[arg(required_unless_present = "example", conflicts_with = "example")]
+    file: Option<PathBuf>,
+    /// A built-in example topology instead of a file (`pcielab topo list-examples`).
+    #[arg(long, value_name = "NAME")]
+    example: Option<String>,
+}
+
+fn load(src: &Source) -> Result<(Fabric, EnumeratedTree), String> {
     let reg = KindRegistry::builtin();
-    let topo = Topology::load(file, &reg).map_err(|e| e.to_string())?;
+    let topo = match (&src.file, &src.example) {
+        (_, Some(name)) => {
+            let ex = crate::examples::get(name).map_err(|f| f.0)?;
+            Topology::parse(ex.text, &crate::examples::label(name), &reg)
+        }
+        (Some(file), None) => Topology::load(file, &reg),
+        (None, None) => return Err("a topology file or --example NAME is needed".into()),
+    }
+    .map_err(|e| e.to_string())?;
     let mut fabric = Fabric::build(&topo, &reg).map_err(|e| e.to_string())?;
     // As the simulator enumerates (same MRRS), so the dump shows what `sim` sends.
     let hc = pcielab_fabric::timed::host_config(&pcielab_fabric::timed::SimConfig::default());
     let tree = enumerate(&mut fabric, &hc)
-        .map_err(|e| format!("{}: enumeration failed: {e}", file.display()))?;
+        .map_err(|e| format!("{}: enumeration failed: {e}", topo.file))?;
     Ok((fabric, tree))
 }
 
 /// Runs `pcielab topo`.
 pub fn run(args: &TopoArgs) -> Result<(), Failure> {
     let result = match &args.command {
-        TopoCommand::Lspci { file } => load(file).map(|(f, _)| f.lspci_dump()),
-        TopoCommand::Tree { file } => load(file).map(|(f, t)| tree_text(&f, &t)),
-        TopoCommand::Show { file, json } => load(file).map(|(f, t)| {
+        TopoCommand::Lspci { src } => load(src).map(|(f, _)| f.lspci_dump()),
+        TopoCommand::Tree { src } => load(src).map(|(f, t)| tree_text(&f, &t)),
+        TopoCommand::ListExamples => Ok(crate::examples::list()),
+        TopoCommand::Show { src, json } => load(src).map(|(f, t)| {
             if *json {
                 let mut s = serde_json::to_string_pretty(&tree_json(&f, &t)).unwrap_or_default();
                 s.push('\n');

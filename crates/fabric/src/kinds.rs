@@ -2,7 +2,9 @@
 //! kind builds its functions. Later issues register new kinds here without touching
 //! the loader.
 //!
-//! Built-in kinds and their keys (every kind also takes `name` and `kind`):
+//! Built-in kinds and their keys (every kind also takes `name` and `kind`; the user
+//! documentation of every key is the table in `docs/design.md`, which a test compares
+//! with this registry):
 //!
 //! | kind | key | type | default | meaning |
 //! |------|-----|------|---------|---------|

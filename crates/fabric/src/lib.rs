@@ -7,7 +7,7 @@
 //!                              host::enumerate ──► EnumeratedTree
 //! ```
 //!
-//! - [`topology`] loads and checks the TOML topology format of DESIGN.md;
+//! - [`topology`] loads and checks the TOML topology format of `docs/design.md`;
 //!   [`kinds`] says which node kinds exist and which keys each takes.
 //! - [`functional`] builds the hardware (root complex, switches, endpoints) and routes
 //!   configuration, memory, I/O and ID-routed requests by the registers software

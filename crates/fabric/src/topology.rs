@@ -1,4 +1,4 @@
-//! Topology files: the TOML format of DESIGN.md, loaded and checked.
+//! Topology files: the TOML format of `docs/design.md`, loaded and checked.
 //!
 //! ```toml
 //! seed = 1
@@ -129,6 +129,16 @@ impl fmt::Display for TopologyError {
 }
 
 impl std::error::Error for TopologyError {}
+
+/// The keys of the top level of a topology file.
+pub const TOP_LEVEL_KEYS: [&str; 3] = ["seed", "node", "link"];
+
+/// The keys every `[[node]]` has, whatever its kind (the kind's own keys are in the
+/// [`KindRegistry`]).
+pub const NODE_KEYS: [&str; 2] = ["name", "kind"];
+
+/// The keys of a `[[link]]`, all required.
+pub const LINK_KEYS: [&str; 4] = ["up", "down", "gen", "width"];
 
 /// Widths a link may have.
 pub const WIDTHS: [u8; 6] = [1, 2, 4, 8, 16, 32];
@@ -369,7 +379,10 @@ impl Topology {
                     return Err(ctx.err(
                         ctx.key_span(root, other),
                         Some(other),
-                        "unknown top-level key; allowed: seed, node, link",
+                        format!(
+                            "unknown top-level key; allowed: {}",
+                            TOP_LEVEL_KEYS.join(", ")
+                        ),
                     ))
                 }
             }
@@ -423,11 +436,11 @@ impl Topology {
             };
             let mut params = Params::default();
             for (k, _) in t.iter() {
-                if k == "name" || k == "kind" {
+                if NODE_KEYS.contains(&k) {
                     continue;
                 }
                 let Some(ks) = spec.keys.iter().find(|s| s.name == k) else {
-                    let mut allowed: Vec<&str> = vec!["name", "kind"];
+                    let mut allowed: Vec<&str> = NODE_KEYS.to_vec();
                     allowed.extend(spec.keys.iter().map(|s| s.name));
                     return Err(ctx.err(
                         ctx.key_span(t, k),
@@ -508,11 +521,14 @@ impl Topology {
         for t in &link_tables {
             let tline = ctx.line(t.span());
             for (k, _) in t.iter() {
-                if !matches!(k, "up" | "down" | "gen" | "width") {
+                if !LINK_KEYS.contains(&k) {
                     return Err(ctx.err(
                         ctx.key_span(t, k),
                         Some(k),
-                        "unknown key for [[link]]; allowed: up, down, gen, width",
+                        format!(
+                            "unknown key for [[link]]; allowed: {}",
+                            LINK_KEYS.join(", ")
+                        ),
                     ));
                 }
             }
@@ -528,7 +544,7 @@ impl Topology {
                     })
                 }
             };
-            for k in ["up", "down", "gen", "width"] {
+            for k in LINK_KEYS {
                 need(k)?;
             }
             let up_s = match typed(&ctx, t, "up", KeyType::Str)? {

@@ -1,4 +1,4 @@
-//! JSON form of TLPs with the field names of the design contract.
+//! JSON form of TLPs with the field names of `docs/design.md` (the specification's, in snake_case).
 //!
 //! [`tlp_to_json`] produces an object whose keys are the spec's field names in snake_case
 //! (`kind`, `fmt`, `type`, `tc`, `tag`, `attr`, `ln`, `th`, `td`, `ep`, `at`, `length_dw`,

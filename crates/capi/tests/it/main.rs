@@ -232,3 +232,81 @@ fn headers_declare_every_export() {
         "number of exported functions (counted in libtlp.h and tlp.h)"
     );
 }
+
+/// `scripts/install-libtlp.sh` installs the libraries, the headers and `libtlp.pc`
+/// under a prefix, and a LibTLP program builds with nothing but what
+/// `pkg-config libtlp` says, linking the installed `libtlp.so`.
+#[test]
+fn pkg_config_file_installs_and_builds_a_program() {
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let prefix = std::env::temp_dir().join(format!("pcielab-libtlp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&prefix);
+    let o = Command::new("bash")
+        .arg(crate_dir.join("../../scripts/install-libtlp.sh"))
+        .arg(&prefix)
+        .arg(lib_dir())
+        .output()
+        .expect("run bash");
+    assert!(
+        o.status.success(),
+        "install-libtlp.sh failed:\n{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let pc = |args: &[&str]| -> String {
+        let o = Command::new("pkg-config")
+            .args(args)
+            .arg("libtlp")
+            .env("PKG_CONFIG_PATH", prefix.join("lib/pkgconfig"))
+            .output()
+            .expect("run pkg-config (Debian package pkg-config)");
+        assert!(
+            o.status.success(),
+            "pkg-config {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    assert_eq!(pc(&["--modversion"]), env!("CARGO_PKG_VERSION"));
+    let cflags = pc(&["--cflags"]);
+    let libs = pc(&["--libs"]);
+    let p = prefix.display();
+    assert_eq!(cflags, format!("-I{p}/include"));
+    assert_eq!(libs, format!("-L{p}/lib -ltlp"));
+    assert!(pc(&["--static", "--libs"]).ends_with("-lpthread -ldl -lm -lrt -lutil"));
+    for f in [
+        "lib/libtlp.a",
+        "lib/libtlp.so",
+        "include/libtlp.h",
+        "include/tlp.h",
+    ] {
+        assert!(prefix.join(f).is_file(), "{f} not installed");
+    }
+    let exe = prefix.join("dma_test");
+    let mut c = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()));
+    c.args(["-std=gnu99", "-Wall", "-Werror"])
+        .arg(crate_dir.join("tests/c/dma_test.c"))
+        .args(cflags.split_whitespace())
+        .args(libs.split_whitespace())
+        .arg(format!("-Wl,-rpath,{p}/lib"))
+        .arg("-o")
+        .arg(&exe);
+    let o = c.output().expect("run the C compiler (cc)");
+    assert!(
+        o.status.success(),
+        "cc with pkg-config flags failed:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // Without cargo's LD_LIBRARY_PATH (target/<profile>), which would win over the rpath.
+    let ldd = Command::new("ldd")
+        .arg(&exe)
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .expect("run ldd");
+    let ldd = String::from_utf8_lossy(&ldd.stdout);
+    assert!(
+        ldd.contains(&format!("{p}/lib/libtlp.so")),
+        "not linked to the installed libtlp.so:\n{ldd}"
+    );
+    let _ = std::fs::remove_dir_all(&prefix);
+}

@@ -10,6 +10,7 @@ mod bus_master;
 mod chaos;
 mod common;
 mod config;
+mod docs;
 mod dpc;
 mod ecrc;
 mod enumerate;
