@@ -305,7 +305,7 @@ pub fn run_adapter(args: &AdapterArgs) -> Result<(), Failure> {
     )
     .map_err(|e| fail(format!("control socket {}: {e}", r.control)))?;
     println!(
-        "adapter: listening on {} (TLP ports 0x3000-0x30ff, 0x4000-0x400f; messaging 0x2fff; config 0x4001/0x5001; commands 0x5002), device {}, BAR4 {:#x}, devid {}, windows [{}], MPS {}, RCB {}, {:?} completions, control {}",
+        "adapter: listening on {} (TLP ports 0x3000-0x30ff, 0x4000-0x400f; messaging 0x2fff; config 0x4001/0x5001; commands 0x5002), device {}, BAR4 {:#x}, devid {}, windows [{}], MPS {}, RCB {}, {:?} completions, control {} (token in {})",
         r.listen,
         r.device,
         a.config().bar4,
@@ -314,11 +314,8 @@ pub fn run_adapter(args: &AdapterArgs) -> Result<(), Failure> {
         r.mps,
         r.rcb,
         a.config().compat,
-        format!(
-            "{} (token in {})",
-            ctl_server.addr(),
-            ctl_server.token_file().display()
-        )
+        ctl_server.addr(),
+        ctl_server.token_file().display()
     );
     let start = Instant::now();
     if let Some(script) = &r.script {
