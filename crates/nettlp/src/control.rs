@@ -31,6 +31,8 @@
 //! assert_eq!(parse_hex("00ff10").unwrap(), vec![0, 255, 16]);
 //! assert_eq!(to_hex(&[0xab, 1]), "ab01");
 //! assert!(parse_hex("abc").is_err());
+//! // Multi-byte characters are bad digits, never a panic.
+//! assert!(parse_hex("aéa").is_err());
 //! ```
 
 use crate::adapter::Adapter;
@@ -49,11 +51,17 @@ pub fn parse_hex(s: &str) -> Result<Vec<u8>, String> {
     if s.len() % 2 != 0 {
         return Err(format!("hex {s:?} has an odd number of digits"));
     }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| {
-            u8::from_str_radix(&s[i..i + 2], 16)
-                .map_err(|_| format!("bad hex digits {:?} at {i}", &s[i..i + 2]))
+    let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    s.as_bytes()
+        .chunks(2)
+        .enumerate()
+        .map(|(i, p)| match (digit(p[0]), digit(p[1])) {
+            (Some(h), Some(l)) => Ok(h << 4 | l),
+            _ => Err(format!(
+                "bad hex digits {:?} at byte {}",
+                String::from_utf8_lossy(p),
+                2 * i
+            )),
         })
         .collect()
 }
@@ -76,24 +84,83 @@ fn num(w: Option<&str>, what: &str) -> Result<u64, String> {
     parse_num(w).ok_or_else(|| format!("bad {what} {w:?}"))
 }
 
-fn execute_inner(a: &Adapter, line: &str) -> Result<String, String> {
+/// A control command, parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// `read OFF LEN`: host MMIO read of BAR4 (1 byte to 1 MiB).
+    Read {
+        /// BAR4 offset.
+        offset: u64,
+        /// Bytes.
+        len: u64,
+    },
+    /// `write OFF HEX`: host MMIO write to BAR4.
+    Write {
+        /// BAR4 offset.
+        offset: u64,
+        /// Data.
+        data: Vec<u8>,
+    },
+    /// `mem-read ADDR LEN`: host memory (up to 1 MiB).
+    MemRead {
+        /// Host address.
+        addr: u64,
+        /// Bytes.
+        len: u64,
+    },
+    /// `mem-write ADDR HEX`: host memory.
+    MemWrite {
+        /// Host address.
+        addr: u64,
+        /// Data.
+        data: Vec<u8>,
+    },
+    /// `irqs`: the pending interrupts.
+    Irqs,
+    /// `stats`: the counters as JSON.
+    Stats,
+    /// `stop`: stop the adapter.
+    Stop,
+}
+
+impl Command {
+    /// The command as a line [`parse_command`] reads back.
+    pub fn to_line(&self) -> String {
+        match self {
+            Command::Read { offset, len } => format!("read {offset:#x} {len}"),
+            Command::Write { offset, data } => format!("write {offset:#x} {}", to_hex(data)),
+            Command::MemRead { addr, len } => format!("mem-read {addr:#x} {len}"),
+            Command::MemWrite { addr, data } => format!("mem-write {addr:#x} {}", to_hex(data)),
+            Command::Irqs => "irqs".into(),
+            Command::Stats => "stats".into(),
+            Command::Stop => "stop".into(),
+        }
+    }
+}
+
+/// Parses one command line; the error names what is wrong.
+///
+/// ```
+/// use pcielab_nettlp::control::{parse_command, Command};
+/// assert_eq!(parse_command("read 0x10 4"), Ok(Command::Read { offset: 16, len: 4 }));
+/// assert!(parse_command("read 0x10 2M").is_err());
+/// assert!(parse_command("mem-write 0 0g").is_err());
+/// ```
+pub fn parse_command(line: &str) -> Result<Command, String> {
     let mut w = line.split_whitespace();
-    match w.next().unwrap_or("") {
+    let cmd = match w.next().unwrap_or("") {
         "read" => {
-            let off = num(w.next(), "offset")?;
+            let offset = num(w.next(), "offset")?;
             let len = num(w.next(), "length")?;
             if len == 0 || len > 1 << 20 {
                 return Err("length must be 1..=1M".into());
             }
-            let mut b = vec![0u8; len as usize];
-            a.mmio_read(off, &mut b).map_err(|e| e.to_string())?;
-            Ok(format!("ok {}", to_hex(&b)))
+            Command::Read { offset, len }
         }
         "write" => {
-            let off = num(w.next(), "offset")?;
-            let d = parse_hex(w.next().ok_or("missing data")?)?;
-            a.mmio_write(off, &d).map_err(|e| e.to_string())?;
-            Ok("ok".into())
+            let offset = num(w.next(), "offset")?;
+            let data = parse_hex(w.next().ok_or("missing data")?)?;
+            Command::Write { offset, data }
         }
         "mem-read" => {
             let addr = num(w.next(), "address")?;
@@ -101,28 +168,55 @@ fn execute_inner(a: &Adapter, line: &str) -> Result<String, String> {
             if len > 1 << 20 {
                 return Err("length must be ≤ 1M".into());
             }
+            Command::MemRead { addr, len }
+        }
+        "mem-write" => {
+            let addr = num(w.next(), "address")?;
+            let data = parse_hex(w.next().ok_or("missing data")?)?;
+            Command::MemWrite { addr, data }
+        }
+        "irqs" => Command::Irqs,
+        "stats" => Command::Stats,
+        "stop" => Command::Stop,
+        other => return Err(format!(
+            "unknown command {other:?}: use read, write, mem-read, mem-write, irqs, stats or stop"
+        )),
+    };
+    match w.next() {
+        Some(extra) => Err(format!("unexpected {extra:?} after the command")),
+        None => Ok(cmd),
+    }
+}
+
+fn execute_inner(a: &Adapter, line: &str) -> Result<String, String> {
+    match parse_command(line)? {
+        Command::Read { offset, len } => {
+            let mut b = vec![0u8; len as usize];
+            a.mmio_read(offset, &mut b).map_err(|e| e.to_string())?;
+            Ok(format!("ok {}", to_hex(&b)))
+        }
+        Command::Write { offset, data } => {
+            a.mmio_write(offset, &data).map_err(|e| e.to_string())?;
+            Ok("ok".into())
+        }
+        Command::MemRead { addr, len } => {
             let mut b = vec![0u8; len as usize];
             a.memory().read(addr, &mut b);
             Ok(format!("ok {}", to_hex(&b)))
         }
-        "mem-write" => {
-            let addr = num(w.next(), "address")?;
-            let d = parse_hex(w.next().ok_or("missing data")?)?;
-            a.memory().write(addr, &d);
+        Command::MemWrite { addr, data } => {
+            a.memory().write(addr, &data);
             Ok("ok".into())
         }
-        "irqs" => {
+        Command::Irqs => {
             let v: Vec<String> = a.take_interrupts().iter().map(|i| i.to_string()).collect();
             Ok(format!("ok {}", v.join("\n")))
         }
-        "stats" => Ok(format!("ok {}", a.stats().to_json())),
-        "stop" => {
+        Command::Stats => Ok(format!("ok {}", a.stats().to_json())),
+        Command::Stop => {
             a.request_stop();
             Ok("ok".into())
         }
-        other => Err(format!(
-            "unknown command {other:?}: use read, write, mem-read, mem-write, irqs, stats or stop"
-        )),
     }
 }
 
@@ -337,7 +431,7 @@ fn handle(a: &Adapter, conn: TcpStream, token: &str) -> io::Result<()> {
         w.write_all(b"err bad or missing control token")?;
         return conn.shutdown(std::net::Shutdown::Both);
     }
-    if cmd.split_whitespace().next() == Some("irqs") {
+    if parse_command(cmd) == Ok(Command::Irqs) {
         let (irqs, mark) = a.peek_interrupts();
         let v: Vec<String> = irqs.iter().map(|i| i.to_string()).collect();
         w.write_all(format!("ok {}", v.join("\n")).as_bytes())?;
@@ -405,4 +499,45 @@ pub fn request(
     // Delivered: let the adapter forget what it listed (interrupts).
     let _ = s.write_all(b"ack\n");
     Ok(String::from_utf8_lossy(&reply).to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_parse_and_round_trip() {
+        let cases = [
+            "read 0x10 4",
+            "write 0x21 cafe0042",
+            "mem-read 0 1M",
+            "mem-write 0x5000 41414141",
+            "irqs",
+            "stats",
+            "stop",
+        ];
+        for c in cases {
+            let p = parse_command(c).unwrap_or_else(|e| panic!("{c}: {e}"));
+            assert_eq!(parse_command(&p.to_line()), Ok(p), "{c}");
+        }
+        assert_eq!(
+            parse_command("mem-read 16 2"),
+            Ok(Command::MemRead { addr: 16, len: 2 })
+        );
+        for bad in [
+            "",
+            "read 0",
+            "read 0 0",
+            "read 0 2M",
+            "mem-read 0 1025K",
+            "write 0 abc",
+            "write 0 aéa",
+            "mem-write 0x10",
+            "irqs now",
+            "reboot",
+            "read 0xzz 4",
+        ] {
+            assert!(parse_command(bad).is_err(), "{bad:?}");
+        }
+    }
 }
