@@ -136,6 +136,12 @@ fn adapter_psmem_dma_tlpperf_session() {
         "{}",
         text(&o)
     );
+    // A reply over 64 KiB (32 KiB as hex) arrives whole.
+    let o = run(&["adapter", "read", "0x0", "32768", "--control", ctl]);
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(t.trim().len(), 65536);
+    assert_eq!(&t[64..76], "00cafe004200"); // bytes 0x20..0x26
     // Outside psmem's 64 KiB: Completer Abort, exit status 2.
     let o = run(&["adapter", "read", "0x10000", "4", "--control", ctl]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));

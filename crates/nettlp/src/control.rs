@@ -178,9 +178,11 @@ pub fn parse_command(line: &str) -> Result<Command, String> {
         "irqs" => Command::Irqs,
         "stats" => Command::Stats,
         "stop" => Command::Stop,
-        other => return Err(format!(
+        other => {
+            return Err(format!(
             "unknown command {other:?}: use read, write, mem-read, mem-write, irqs, stats or stop"
-        )),
+        ))
+        }
     };
     match w.next() {
         Some(extra) => Err(format!("unexpected {extra:?} after the command")),
