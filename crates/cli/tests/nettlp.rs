@@ -142,7 +142,7 @@ fn adapter_psmem_dma_tlpperf_session() {
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(t.trim().len(), 65536);
     assert_eq!(&t[64..76], "00cafe004200"); // bytes 0x20..0x26
-    // Outside psmem's 64 KiB: Completer Abort, exit status 2.
+                                            // Outside psmem's 64 KiB: Completer Abort, exit status 2.
     let o = run(&["adapter", "read", "0x10000", "4", "--control", ctl]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("Completer Abort"), "{}", text(&o));

@@ -154,25 +154,29 @@ impl NetTlpHeader {
 pub struct Leniency {
     /// Bytes after the TLP (the adapter takes the extent from the frame end).
     pub trailing: usize,
-    /// Missing payload bytes of a single-DW MWr, filled with zeros (the one tolerance:
-    /// see [`LIBTLP_SHORT_WRITE`]).
+    /// Missing payload bytes of a single-DW MWr, filled with zeros (the one tolerance,
+    /// always 1 byte: see [`LIBTLP_SHORT_WRITE`]).
     pub padded: usize,
 }
 
 /// The one payload shortfall NetTLP receivers forgive, and why.
 ///
 /// Upstream LibTLP's `dma_write` of fewer than 4 bytes inside one DW sends a 1-DW MWr
-/// (Length = 1) whose payload is the leading padding bytes it counts from First DW BE
-/// plus the data bytes, and nothing for the disabled bytes after them: 1 to 3 payload
-/// bytes instead of 4 (e.g. 2 bytes at `0x3001`: First BE `0110`, payload `00 aa bb`).
-/// The adapter hardware reads the missing tail from the Ethernet minimum-frame padding,
-/// which is zeros. So a 3DW or 4DW MWr with Length = 1 and 1 to 3 payload bytes is
-/// completed with zeros to 4 bytes; the byte enables then decide what is written.
+/// (Length = 1) whose payload is one padding byte per clear bit among First DW BE bits
+/// 0-2, then the data bytes (one per set bit), and nothing for the rest. That is
+/// `3 + bit 3` bytes: exactly 3 whenever First DW BE bit 3 is clear, 4 otherwise (e.g.
+/// 2 bytes at `0x3001`: First BE `0110`, payload `00 aa bb`). The adapter hardware reads
+/// the missing byte from the Ethernet minimum-frame padding, which is zero. So a 3DW or
+/// 4DW MWr without digest, with Length = 1, First DW BE non-zero with bit 3 clear, and
+/// exactly 3 payload bytes is completed with a zero byte; the byte enables then decide
+/// what is written, as on hardware. (For First BE `0001`, `0010` and `0011` LibTLP's
+/// leading pads push its data past the enabled bytes, so a pad byte is written instead:
+/// an upstream bug the hardware shares.)
 ///
 /// Every other disagreement between a TLP's Length field and the bytes it carries is a
 /// Malformed TLP, which PCIe receivers drop: it is never padded and never applied.
 pub const LIBTLP_SHORT_WRITE: &str =
-    "a 1-DW MWr carrying 1-3 payload bytes (LibTLP dma_write of < 4 bytes) is completed with zeros";
+    "a 1-DW MWr with First DW BE bit 3 clear carrying 3 payload bytes (LibTLP dma_write of < 4 bytes) is completed with a zero byte";
 
 /// The length a TLP has according to its header (Fmt, Length, TD), from its first bytes.
 pub fn tlp_len_from_header(b: &[u8]) -> Result<usize> {
@@ -201,17 +205,25 @@ pub fn tlp_len_from_header(b: &[u8]) -> Result<usize> {
 }
 
 /// True when `bytes` (a TLP that is short of what its header declares) falls under
-/// [`LIBTLP_SHORT_WRITE`]: an MWr without digest, Length = 1, 1 to 3 payload bytes.
+/// [`LIBTLP_SHORT_WRITE`]: an MWr without digest, Length = 1, First DW BE non-zero with
+/// bit 3 clear, exactly 3 payload bytes.
 fn is_libtlp_short_write(bytes: &[u8], want: usize) -> bool {
     let hl = if bytes[0] & 0x20 != 0 { 16 } else { 12 };
     let is_mwr = bytes[0] & 0xdf == 0x40;
     let len_one = bytes[2] & 3 == 0 && bytes[3] == 1;
     let no_digest = bytes[2] & 0x80 == 0;
-    is_mwr && len_one && no_digest && want == hl + 4 && (hl + 1..hl + 4).contains(&bytes.len())
+    let first_be = bytes.get(7).map_or(0, |b| b & 0xf);
+    is_mwr
+        && len_one
+        && no_digest
+        && want == hl + 4
+        && bytes.len() == hl + 3
+        && first_be != 0
+        && first_be & 0x8 == 0
 }
 
 /// Parses received TLP bytes as a device-side receiver does: trailing bytes after the
-/// TLP are ignored (reported in [`Leniency::trailing`]), a short single-DW MWr is
+/// TLP are ignored (reported in [`Leniency::trailing`]), LibTLP's short single-DW MWr is
 /// completed under [`LIBTLP_SHORT_WRITE`] (into `scratch`); any other shortfall is an
 /// error (`Truncated`, naming the Length field).
 ///
@@ -638,8 +650,19 @@ mod tests {
         ];
         assert!(parse_tlp_lenient(&w2, &mut s).is_err());
         // Length 1 with a digest declared (TD) and 3 bytes: not LibTLP's shape.
-        let w3 = [0x40, 0, 0x80, 1, 0x1b, 0, 0, 0x0f, 0, 0, 0xa0, 0, 1, 2, 3];
+        let w3 = [0x40, 0, 0x80, 1, 0x1b, 0, 0, 0x06, 0, 0, 0xa0, 0, 1, 2, 3];
         assert!(parse_tlp_lenient(&w3, &mut s).is_err());
+        // LibTLP always sends 3 bytes when First BE bit 3 is clear: 1 or 2 are not it.
+        let w4 = [0x40, 0, 0, 1, 0x1b, 0, 0, 0x06, 0, 0, 0xa0, 0, 1, 2];
+        assert!(parse_tlp_lenient(&w4, &mut s).is_err());
+        let w5 = [0x40, 0, 0, 1, 0x1b, 0, 0, 0x04, 0, 0, 0xa0, 0, 1];
+        assert!(parse_tlp_lenient(&w5, &mut s).is_err());
+        // First BE bit 3 set (1000, 1100, 1110): LibTLP sends all 4 bytes.
+        let w6 = [0x40, 0, 0, 1, 0x1b, 0, 0, 0x08, 0, 0, 0xa0, 0, 0, 0, 0];
+        assert!(parse_tlp_lenient(&w6, &mut s).is_err());
+        // First BE 0 (a zero-length write) is never short either.
+        let w7 = [0x40, 0, 0, 1, 0x1b, 0, 0, 0x00, 0, 0, 0xa0, 0, 0, 0, 0];
+        assert!(parse_tlp_lenient(&w7, &mut s).is_err());
         // LibTLP: 1 byte at 0xa002 (First BE 0100): 2 pad bytes + 1 data byte.
         let ok = [0x40, 0, 0, 1, 0x1b, 0, 0, 0x04, 0, 0, 0xa0, 0, 0, 0, 0x77];
         let (t, f) = parse_tlp_lenient(&ok, &mut s).unwrap();
@@ -665,6 +688,31 @@ mod tests {
             })
         ));
         assert!(parse_tlp_exact(&ok, &mut s).is_ok());
+    }
+
+    /// Every short write LibTLP's `dma_write` makes inside one DW (offset 0-3, 1-3 bytes)
+    /// is accepted: First DW BE as `tlp_calculate_fstdw` computes it, one pad byte per
+    /// clear bit among BE bits 0-2, then the data, nothing after.
+    #[test]
+    fn every_libtlp_short_write_is_accepted() {
+        let mut s = Vec::new();
+        for off in 0..4u8 {
+            for count in 1..4u8 {
+                if off + count > 4 {
+                    continue; // crosses into a second DW: Length 2, whole DWs
+                }
+                let be = (((1u8 << count) - 1) << off) & 0xf;
+                let pads = (0..3).filter(|n| be & (1 << n) == 0).count();
+                let mut t = vec![0x40, 0, 0, 1, 0x1b, 0, 0, be, 0, 0, 0x30, 0];
+                t.extend(std::iter::repeat_n(0, pads));
+                t.extend((0..count).map(|i| 0xa0 + i));
+                let (tlp, fix) = parse_tlp_lenient(&t, &mut s)
+                    .unwrap_or_else(|e| panic!("offset {off} count {count}: {e}"));
+                assert_eq!(tlp.payload.len(), 4);
+                assert_eq!(fix.padded, 4 - (pads + count as usize));
+                assert!(parse_tlp_exact(&t, &mut s).is_ok());
+            }
+        }
     }
 
     #[test]
