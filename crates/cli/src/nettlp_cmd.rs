@@ -175,6 +175,10 @@ pub struct AdapterRun {
     /// BAR4 address reported by the messaging API.
     #[arg(long, default_value = "0x200000000")]
     pub bar4: String,
+    /// BAR4 size in the adapter function's configuration space (a power of two ≥ 16K;
+    /// BAR4 must be aligned to it).
+    #[arg(long, default_value = "1M")]
+    pub bar4_size: String,
     /// The adapter's device ID (bus:devfn).
     #[arg(long, default_value = "1b:00")]
     pub devid: String,
@@ -263,6 +267,7 @@ pub fn run_adapter(args: &AdapterArgs) -> Result<(), Failure> {
             CompatArg::Libtlp => Compat::Libtlp,
         },
         bar4: num(&r.bar4).map_err(|e| fail(format!("--bar4: {e}")))?,
+        bar4_size: num(&r.bar4_size).map_err(|e| fail(format!("--bar4-size: {e}")))?,
         device_id: bdf(&r.devid).map_err(|e| fail(format!("--devid: {e}")))?,
         threads: r.threads,
         ack_writes: r.ack_writes,

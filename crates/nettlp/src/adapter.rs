@@ -863,7 +863,7 @@ pub fn adapter_config_space(cfg: &AdapterConfig) -> io::Result<ConfigSpace> {
     }
     if cfg.bar4 % size != 0 {
         return Err(bad(format!(
-            "BAR4 address {:#x} is not aligned to its size {size:#x}",
+            "BAR4 address {:#x} is not aligned to its size {size:#x} (a BAR is naturally aligned; change the address or the size)",
             cfg.bar4
         )));
     }
@@ -905,7 +905,11 @@ pub fn adapter_config_space(cfg: &AdapterConfig) -> io::Result<ConfigSpace> {
         })
         .install(&mut cs)
         .map_err(|e| bad(e.to_string()))?;
-    let bar2 = (cfg.bar4 + size).max(16 << 10);
+    // BAR2 right after BAR4 (both naturally aligned), or below it at the top of memory.
+    let bar2 = match cfg.bar4.checked_add(size) {
+        Some(a) if a.checked_add(16 << 10).is_some() => a,
+        _ => cfg.bar4 - (16 << 10),
+    };
     cs.write_u32(0x18, bar2 as u32);
     cs.write_u32(0x1c, (bar2 >> 32) as u32);
     cs.write_u32(0x20, cfg.bar4 as u32);
