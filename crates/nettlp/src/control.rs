@@ -487,6 +487,7 @@ pub fn request(
             Ok(0) => break,
             Ok(n) => reply.extend_from_slice(&buf[..n]),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset && reply.is_empty() => break,
             Err(e) => return Err(ctx(e)),
         }
     }
