@@ -45,7 +45,11 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Ok((tlp, fix)) = frame::parse_tlp_lenient(tlp_bytes, &mut scratch) {
         if let TlpHeader::Mem(m) = tlp.header {
-            let len_dw = if tlp.payload.is_empty() { m.read_len_dw as u32 } else { (tlp.payload.len() / 4) as u32 };
+            let len_dw = if tlp.payload.is_empty() {
+                m.read_len_dw as u32
+            } else {
+                (tlp.payload.len() / 4) as u32
+            };
             let (lo, n) = read_extent(m.first_be, m.last_be, len_dw.max(1));
             assert!(lo + n <= len_dw.max(1) * 4);
         }
