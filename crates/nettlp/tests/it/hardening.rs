@@ -421,8 +421,8 @@ fn configuration_space_is_the_adapter_function() {
     }
 }
 
-/// Upstream LibTLP's completion reassembly (`libtlp_read_cpld`) as a model, written from
-/// its documented behaviour: each CplD's payload lands at `buf + received` (unaligned
+/// A model of upstream LibTLP's completion reassembly (`libtlp_read_cpld` at 1b34fe7,
+/// as read in its source, not copied): each CplD's payload lands at `buf + received` (unaligned
 /// ones shifted down by `Lower Address & 3`); a CplD is the last when its Length field
 /// (10 bits, 1024 reads as 0) equals `((LA & 3) + Byte Count + 3) / 4` (Byte Count 12
 /// bits); then `received += Byte Count`, else `received += Length field × 4`. Returns the
