@@ -5,7 +5,9 @@
 -- (23825), by one 6-byte DLLP. Both NetTLP port schemes are recognised: completions on
 -- 0x3000 + tag, requests on 0x4000 + (tag & 0xF), v0.15-v0.21's 0x3000 + (tag & 0xF),
 -- v0.14's single port 0x3776. LibTLP's 6-byte configuration datagrams on 0x4001/0x5001
--- are told apart by their length.
+-- are told apart by their length. The messaging API on 0x2FFF (12287: requests 1 BAR4
+-- address, 2 device ID, 3 MSI-X table; replies told apart by their length 8, 2, 192)
+-- and the adapter command port 0x5002 (6-byte register read/write) are decoded too.
 --
 -- Field names follow pcielab's JSON (`pcielab dump --json`): pcielab.tlp.<json key>.
 -- Completions are linked to their requests by (link, Requester ID, Tag), a link being the
@@ -186,6 +188,21 @@ local f = {}
 f["nettlp.seq"] = ProtoField.uint16("pcielab.nettlp.seq", "NetTLP sequence", base.DEC)
 f["nettlp.tstamp"] = ProtoField.uint32("pcielab.nettlp.tstamp", "NetTLP timestamp (6.4 ns ticks)", base.DEC)
 f["nettlp.config"] = ProtoField.bytes("pcielab.nettlp.config", "NetTLP configuration datagram")
+local MSG_REQ = { [1] = "GET_BAR4_ADDR", [2] = "GET_DEV_ID", [3] = "GET_MSIX_TABLE" }
+f["nettlp.msg.request"] = ProtoField.uint32("pcielab.nettlp.msg.request", "Messaging API request", base.DEC, MSG_REQ)
+f["nettlp.msg.bar4"] = ProtoField.uint64("pcielab.nettlp.msg.bar4", "BAR4 address", base.HEX)
+f["nettlp.msg.devid"] = ProtoField.uint16("pcielab.nettlp.msg.devid", "Device ID (bus << 8 | devfn)", base.HEX)
+f["nettlp.msg.msix_entry"] = ProtoField.uint8("pcielab.nettlp.msg.msix_entry", "MSI-X entry", base.DEC)
+f["nettlp.msg.msix_addr"] = ProtoField.uint64("pcielab.nettlp.msg.msix_addr", "MSI-X message address", base.HEX)
+f["nettlp.msg.msix_data"] = ProtoField.uint32("pcielab.nettlp.msg.msix_data", "MSI-X message data", base.HEX)
+f["nettlp.msg.error"] = ProtoField.string("pcielab.nettlp.msg.error", "Messaging API error")
+local CMD_OP = { [0x10] = "REG_READ", [0x11] = "REG_WRITE", [0x20] = "MAGIC", [0x21] = "TSTAMP", [0x22] = "RESET_ALL" }
+local CMD_REG = { [0x00] = "MAGIC", [0x01] = "DST_MAC_LOW", [0x02] = "DST_MAC_HIGH", [0x03] = "SRC_MAC_LOW",
+    [0x04] = "SRC_MAC_HIGH", [0x05] = "DST_IP", [0x06] = "SRC_IP", [0x07] = "DST_PORT", [0x08] = "SRC_PORT",
+    [0x10] = "REQUESTER_ID" }
+f["nettlp.cmd.opcode"] = ProtoField.uint8("pcielab.nettlp.cmd.opcode", "Adapter command", base.HEX, CMD_OP)
+f["nettlp.cmd.reg"] = ProtoField.uint8("pcielab.nettlp.cmd.reg", "Adapter register", base.HEX, CMD_REG)
+f["nettlp.cmd.value"] = ProtoField.uint32("pcielab.nettlp.cmd.value", "Register value (little endian)", base.HEX)
 
 f["tlp"] = ProtoField.bytes("pcielab.tlp", "TLP")
 f["tlp.kind"] = ProtoField.string("pcielab.tlp.kind", "Kind")
@@ -815,9 +832,77 @@ end
 ---------------------------------------------------------------------------------------
 -- Main
 
+local MSG_PORT = 0x2FFF
+local CMD_PORT = 0x5002
+
+-- The messaging API: a 4-byte request to 0x2FFF, a reply from it told apart by length.
+local function dissect_msg(tvb, pinfo, root, to_api)
+    local len = tvb:len()
+    pinfo.cols.protocol = "NetTLP"
+    local t = root:add(proto, tvb(), "NetTLP messaging API")
+    if to_api then
+        if len ~= 4 then
+            local m = string.format("messaging request of %d bytes (4 expected)", len)
+            t:add(f["nettlp.msg.error"], tvb(), m):add_proto_expert_info(e.malformed, m)
+            pinfo.cols.info = "NetTLP messaging: " .. m
+            return len
+        end
+        local code = tvb(0, 4):le_uint()
+        t:add_le(f["nettlp.msg.request"], tvb(0, 4))
+        pinfo.cols.info = "NetTLP messaging request " .. (MSG_REQ[code] or string.format("unknown code %d", code))
+        return len
+    end
+    if len == 8 then
+        t:add_le(f["nettlp.msg.bar4"], tvb(0, 8))
+        pinfo.cols.info = "NetTLP messaging reply BAR4 0x" .. tvb(0, 8):le_uint64():tohex()
+    elseif len == 2 then
+        local id = tvb(0, 2):le_uint()
+        t:add_le(f["nettlp.msg.devid"], tvb(0, 2))
+        pinfo.cols.info = string.format("NetTLP messaging reply device ID %02x:%02x", math.floor(id / 256), id % 256)
+    elseif len == 192 then
+        for i = 0, 15 do
+            local et = t:add(f["nettlp.msg.msix_entry"], tvb(i * 12, 12), i)
+            et:add_le(f["nettlp.msg.msix_addr"], tvb(i * 12, 8))
+            et:add_le(f["nettlp.msg.msix_data"], tvb(i * 12 + 8, 4))
+        end
+        pinfo.cols.info = "NetTLP messaging reply MSI-X table (16 entries)"
+    else
+        local m = string.format("messaging reply of %d bytes (8, 2 or 192 expected)", len)
+        t:add(f["nettlp.msg.error"], tvb(), m):add_proto_expert_info(e.malformed, m)
+        pinfo.cols.info = "NetTLP messaging: " .. m
+    end
+    return len
+end
+
+-- The adapter command port: opcode, register, value (least significant byte first).
+local function dissect_cmd(tvb, pinfo, root)
+    local len = tvb:len()
+    pinfo.cols.protocol = "NetTLP"
+    local t = root:add(proto, tvb(), "NetTLP adapter command")
+    if len < 6 then
+        local m = string.format("adapter command of %d bytes (6 expected)", len)
+        t:add(f["nettlp.msg.error"], tvb(), m):add_proto_expert_info(e.malformed, m)
+        pinfo.cols.info = "NetTLP command: " .. m
+        return len
+    end
+    local op, reg = tvb(0, 1):uint(), tvb(1, 1):uint()
+    t:add(f["nettlp.cmd.opcode"], tvb(0, 1))
+    t:add(f["nettlp.cmd.reg"], tvb(1, 1))
+    t:add_le(f["nettlp.cmd.value"], tvb(2, 4))
+    pinfo.cols.info = string.format("NetTLP command %s %s 0x%08x", CMD_OP[op] or string.format("op 0x%02x", op),
+        CMD_REG[reg] or string.format("reg 0x%02x", reg), tvb(2, 4):le_uint())
+    return len
+end
+
 local function dissect(tvb, pinfo, root)
     local len = tvb:len()
     local udp_src, udp_dst = pinfo.src_port, pinfo.dst_port
+    if udp_dst == MSG_PORT or udp_src == MSG_PORT then
+        return dissect_msg(tvb, pinfo, root, udp_dst == MSG_PORT)
+    end
+    if udp_dst == CMD_PORT or udp_src == CMD_PORT then
+        return dissect_cmd(tvb, pinfo, root)
+    end
     local is_dllp = (udp_src == DLLP_PORT or udp_dst == DLLP_PORT)
     local cfg_port = (udp_dst == 0x4001 or udp_dst == 0x5001 or udp_src == 0x4001 or udp_src == 0x5001)
     if (udp_dst == 0x5001 or udp_src == 0x5001) and len ~= 6 then return 0 end
@@ -887,3 +972,5 @@ for port = 0x4000, 0x400F do udp:add(port, proto) end
 udp:add(0x3776, proto)
 udp:add(DLLP_PORT, proto)
 udp:add(0x5001, proto)
+udp:add(MSG_PORT, proto)
+udp:add(CMD_PORT, proto)

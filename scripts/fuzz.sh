@@ -12,6 +12,7 @@ seeds_of() {
     dllp_*) echo seeds/dllp ;;
     dll_*) echo seeds/dll ;;
     capture_*) echo seeds/pcap ;;
+    nettlp_control) echo seeds/nettlp_control ;;
     *) echo "seeds/${1%%_*}" ;;
   esac
 }

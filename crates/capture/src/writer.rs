@@ -144,6 +144,8 @@ pub struct CaptureWriter<W: Write> {
     ifaces: Vec<Iface>,
     frame: Vec<u8>,
     block: Vec<u8>,
+    /// Seconds added to every record time (wall-clock captures).
+    epoch_secs: u64,
 }
 
 impl CaptureWriter<BufWriter<File>> {
@@ -216,7 +218,17 @@ impl<W: Write> CaptureWriter<W> {
             ifaces: Vec::new(),
             frame: Vec::with_capacity(4300),
             block,
+            epoch_secs: 0,
         })
+    }
+
+    /// Makes record times count from `secs` seconds after the Unix epoch instead of from
+    /// 0, for wall-clock timestamps (record times are u64 picoseconds, which cannot hold
+    /// the time since 1970 themselves): pcapng interfaces added afterwards carry
+    /// `if_tsoffset = secs`; classic pcap records add `secs` to their seconds field. Call
+    /// it before adding interfaces.
+    pub fn set_epoch_secs(&mut self, secs: u64) {
+        self.epoch_secs = secs;
     }
 
     /// The format being written.
@@ -249,6 +261,9 @@ impl<W: Write> CaptureWriter<W> {
                 push_opt(b, ng::IF_DESCRIPTION, description.as_bytes());
             }
             push_opt(b, ng::IF_TSRESOL, &[12]); // 10^-12 s
+            if self.epoch_secs != 0 {
+                push_opt(b, ng::IF_TSOFFSET, &self.epoch_secs.to_le_bytes());
+            }
             push_opt(b, ng::OPT_END, &[]);
             write_block(&mut self.out, ng::IDB, b)?;
         }
@@ -406,7 +421,7 @@ impl<W: Write> CaptureWriter<W> {
                 self.out.write_all(&total.to_le_bytes())?;
             }
             Format::Pcap => {
-                let secs = time_ps / 1_000_000_000_000;
+                let secs = time_ps / 1_000_000_000_000 + self.epoch_secs;
                 let nanos = (time_ps % 1_000_000_000_000) / 1000;
                 let mut h = [0u8; 16];
                 h[0..4].copy_from_slice(&(secs as u32).to_le_bytes());

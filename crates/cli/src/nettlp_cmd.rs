@@ -40,12 +40,16 @@ fn bdf(s: &str) -> Result<Bdf, String> {
 }
 
 /// Opens the `--pcap` file; every command flushes it with [`flush_pcap`] before exiting.
-fn pcap(path: &Option<String>) -> Result<Option<Arc<dyn Capture>>, Failure> {
+fn pcap(path: &Option<String>, wallclock: bool) -> Result<Option<Arc<dyn Capture>>, Failure> {
     match path {
         None => Ok(None),
         Some(p) => {
-            let f =
-                Arc::new(CaptureFile::create(Path::new(p)).map_err(|e| fail(format!("{p}: {e}")))?);
+            let f = if wallclock {
+                CaptureFile::create_wallclock(Path::new(p))
+            } else {
+                CaptureFile::create(Path::new(p))
+            };
+            let f = Arc::new(f.map_err(|e| fail(format!("{p}: {e}")))?);
             OPEN_CAPTURES
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -90,6 +94,18 @@ pub struct AdapterArgs {
     pub run: AdapterRun,
 }
 
+/// Where a running adapter's control socket is, and its token.
+#[derive(Args, Debug)]
+pub struct CtlAt {
+    /// Control socket.
+    #[arg(long, default_value = "127.0.0.1:12286")]
+    pub control: SocketAddr,
+    /// The adapter's control token file (default: the one the adapter writes for
+    /// --control, under $XDG_RUNTIME_DIR or a private per-user temporary directory).
+    #[arg(long)]
+    pub control_token: Option<String>,
+}
+
 /// Commands for a running adapter.
 #[derive(Subcommand, Debug)]
 pub enum AdapterCtl {
@@ -97,11 +113,10 @@ pub enum AdapterCtl {
     Read {
         /// BAR4 offset.
         offset: String,
-        /// Bytes.
+        /// Bytes (up to 1M).
         len: String,
-        /// Control socket.
-        #[arg(long, default_value = "127.0.0.1:12286")]
-        control: SocketAddr,
+        #[command(flatten)]
+        at: CtlAt,
     },
     /// Host MMIO write to BAR4: OFFSET HEX.
     Write {
@@ -109,27 +124,23 @@ pub enum AdapterCtl {
         offset: String,
         /// Data as hex.
         hex: String,
-        /// Control socket.
-        #[arg(long, default_value = "127.0.0.1:12286")]
-        control: SocketAddr,
+        #[command(flatten)]
+        at: CtlAt,
     },
     /// Counters as JSON.
     Stats {
-        /// Control socket.
-        #[arg(long, default_value = "127.0.0.1:12286")]
-        control: SocketAddr,
+        #[command(flatten)]
+        at: CtlAt,
     },
-    /// Interrupts seen since the last call.
+    /// Interrupts seen since the last call (removed once printed).
     Irqs {
-        /// Control socket.
-        #[arg(long, default_value = "127.0.0.1:12286")]
-        control: SocketAddr,
+        #[command(flatten)]
+        at: CtlAt,
     },
     /// Stop the adapter.
     Stop {
-        /// Control socket.
-        #[arg(long, default_value = "127.0.0.1:12286")]
-        control: SocketAddr,
+        #[command(flatten)]
+        at: CtlAt,
     },
 }
 
@@ -142,7 +153,8 @@ pub struct AdapterRun {
     /// The device host (receives host-issued requests; always allowed).
     #[arg(long, default_value = "127.0.0.2")]
     pub device: Ipv4Addr,
-    /// Further peers to accept.
+    /// Further peers to accept (the device is always accepted, and with a loopback
+    /// --listen also the listen address and 127.0.0.1, the source of unbound sockets).
     #[arg(long)]
     pub allow: Vec<Ipv4Addr>,
     /// Host memory window BASE:SIZE (repeatable; default 0x0:1G).
@@ -163,6 +175,10 @@ pub struct AdapterRun {
     /// BAR4 address reported by the messaging API.
     #[arg(long, default_value = "0x200000000")]
     pub bar4: String,
+    /// BAR4 size in the adapter function's configuration space (a power of two ≥ 16K;
+    /// BAR4 must be aligned to it).
+    #[arg(long, default_value = "1M")]
+    pub bar4_size: String,
     /// The adapter's device ID (bus:devfn).
     #[arg(long, default_value = "1b:00")]
     pub devid: String,
@@ -172,9 +188,13 @@ pub struct AdapterRun {
     /// Acknowledge writes that ask for it (pcielab extension).
     #[arg(long)]
     pub ack_writes: bool,
-    /// Control socket address (loopback).
+    /// Control socket address (TCP, loopback only; allow-listed sources with the token).
     #[arg(long, default_value = "127.0.0.1:12286")]
     pub control: SocketAddr,
+    /// Where to write the control token (mode 0600; default: under $XDG_RUNTIME_DIR, or
+    /// a private per-user temporary directory).
+    #[arg(long)]
+    pub control_token: Option<String>,
     /// Run the control commands of FILE (one per line; `sleep MS` waits), then exit
     /// unless --duration is given.
     #[arg(long)]
@@ -191,6 +211,9 @@ pub struct AdapterRun {
     /// Record every datagram to this capture file (pcapng if it ends in .pcapng, else pcap).
     #[arg(long)]
     pub pcap: Option<String>,
+    /// Wall-clock capture timestamps (seconds since 1970) instead of time since start.
+    #[arg(long)]
+    pub pcap_wallclock: bool,
     /// Fault injection: drop every N-th completion.
     #[arg(long, default_value_t = 0)]
     pub drop_cpl_every: u32,
@@ -199,9 +222,10 @@ pub struct AdapterRun {
     pub dup_cpl_every: u32,
 }
 
-fn ctl(addr: SocketAddr, line: &str) -> Result<(), Failure> {
-    let r =
-        control::request(addr, line, Duration::from_secs(3)).map_err(|e| fail(e.to_string()))?;
+fn ctl(at: &CtlAt, line: &str) -> Result<(), Failure> {
+    let token = at.control_token.as_deref().map(Path::new);
+    let r = control::request(at.control, token, line, Duration::from_secs(30))
+        .map_err(|e| fail(e.to_string()))?;
     match r.strip_prefix("ok") {
         Some(rest) => {
             let rest = rest.trim_start();
@@ -218,19 +242,11 @@ fn ctl(addr: SocketAddr, line: &str) -> Result<(), Failure> {
 pub fn run_adapter(args: &AdapterArgs) -> Result<(), Failure> {
     if let Some(c) = &args.ctl {
         return match c {
-            AdapterCtl::Read {
-                offset,
-                len,
-                control,
-            } => ctl(*control, &format!("read {offset} {len}")),
-            AdapterCtl::Write {
-                offset,
-                hex,
-                control,
-            } => ctl(*control, &format!("write {offset} {hex}")),
-            AdapterCtl::Stats { control } => ctl(*control, "stats"),
-            AdapterCtl::Irqs { control } => ctl(*control, "irqs"),
-            AdapterCtl::Stop { control } => ctl(*control, "stop"),
+            AdapterCtl::Read { offset, len, at } => ctl(at, &format!("read {offset} {len}")),
+            AdapterCtl::Write { offset, hex, at } => ctl(at, &format!("write {offset} {hex}")),
+            AdapterCtl::Stats { at } => ctl(at, "stats"),
+            AdapterCtl::Irqs { at } => ctl(at, "irqs"),
+            AdapterCtl::Stop { at } => ctl(at, "stop"),
         };
     }
     let r = &args.run;
@@ -251,6 +267,7 @@ pub fn run_adapter(args: &AdapterArgs) -> Result<(), Failure> {
             CompatArg::Libtlp => Compat::Libtlp,
         },
         bar4: num(&r.bar4).map_err(|e| fail(format!("--bar4: {e}")))?,
+        bar4_size: num(&r.bar4_size).map_err(|e| fail(format!("--bar4-size: {e}")))?,
         device_id: bdf(&r.devid).map_err(|e| fail(format!("--devid: {e}")))?,
         threads: r.threads,
         ack_writes: r.ack_writes,
@@ -259,7 +276,7 @@ pub fn run_adapter(args: &AdapterArgs) -> Result<(), Failure> {
             dup_cpl_every: r.dup_cpl_every,
         },
         log: r.log,
-        capture: pcap(&r.pcap)?,
+        capture: pcap(&r.pcap, r.pcap_wallclock)?,
         ..AdapterConfig::default()
     };
     if !r.window.is_empty() {
@@ -286,10 +303,14 @@ pub fn run_adapter(args: &AdapterArgs) -> Result<(), Failure> {
             .map_err(|e| fail(format!("--image {file}: {e}")))?;
         println!("adapter: loaded {n} B from {file} at {addr:#x}");
     }
-    let _ctl = control::serve(a.clone(), r.control)
-        .map_err(|e| fail(format!("control socket {}: {e}", r.control)))?;
+    let ctl_server = control::serve(
+        a.clone(),
+        r.control,
+        r.control_token.as_deref().map(Path::new),
+    )
+    .map_err(|e| fail(format!("control socket {}: {e}", r.control)))?;
     println!(
-        "adapter: listening on {} (TLP ports 0x3000-0x30ff, 0x4000-0x400f; messaging 0x2fff; config 0x4001/0x5001), device {}, BAR4 {:#x}, devid {}, windows [{}], MPS {}, RCB {}, {:?} completions, control {}",
+        "adapter: listening on {} (TLP ports 0x3000-0x30ff, 0x4000-0x400f; messaging 0x2fff; config 0x4001/0x5001; commands 0x5002), device {}, BAR4 {:#x}, devid {}, windows [{}], MPS {}, RCB {}, {:?} completions, control {} (token in {})",
         r.listen,
         r.device,
         a.config().bar4,
@@ -298,7 +319,8 @@ pub fn run_adapter(args: &AdapterArgs) -> Result<(), Failure> {
         r.mps,
         r.rcb,
         a.config().compat,
-        r.control
+        ctl_server.addr(),
+        ctl_server.token_file().display()
     );
     let start = Instant::now();
     if let Some(script) = &r.script {
@@ -359,6 +381,7 @@ pub fn run_adapter(args: &AdapterArgs) -> Result<(), Failure> {
     let s = a.stats();
     println!("adapter: stopped; counters {}", s.to_json());
     a.request_stop();
+    drop(ctl_server);
     flush_pcap()
 }
 
@@ -395,6 +418,9 @@ pub struct PsmemArgs {
     /// Record every datagram to this capture file (pcapng if it ends in .pcapng, else pcap).
     #[arg(long)]
     pub pcap: Option<String>,
+    /// Wall-clock capture timestamps (seconds since 1970) instead of time since start.
+    #[arg(long)]
+    pub pcap_wallclock: bool,
 }
 
 #[derive(Debug)]
@@ -448,7 +474,7 @@ pub fn run_psmem(args: &PsmemArgs) -> Result<(), Failure> {
         completer,
         threads: args.threads,
         mps: args.mps,
-        capture: pcap(&args.pcap)?,
+        capture: pcap(&args.pcap, args.pcap_wallclock)?,
         ..ServeConfig::default()
     };
     let server = if args.verbose {
@@ -512,6 +538,9 @@ pub struct DevArgs {
     /// Record every datagram to this capture file (pcapng if it ends in .pcapng, else pcap).
     #[arg(long)]
     pub pcap: Option<String>,
+    /// Wall-clock capture timestamps (seconds since 1970) instead of time since start.
+    #[arg(long)]
+    pub pcap_wallclock: bool,
 }
 
 impl DevArgs {
@@ -531,7 +560,7 @@ impl DevArgs {
             mps: self.mps,
             timeout: Duration::from_millis(self.timeout_ms),
             acked_writes: self.acked,
-            capture: pcap(&self.pcap)?,
+            capture: pcap(&self.pcap, self.pcap_wallclock)?,
             ..DeviceConfig::default()
         })
         .map_err(|e| fail(e.to_string()))

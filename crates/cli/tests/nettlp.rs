@@ -6,6 +6,26 @@ use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_pcielab");
 
+/// Loopback addresses of one test's own in a random 127.x.y.0/24: (adapter, device,
+/// stranger, control socket), so that other NetTLP programs on 127.0.0.1 do not clash.
+fn net() -> (String, String, String, String) {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let mut h = (std::process::id() as u64) << 32 | t as u64;
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    let (x, y) = (1 + h % 254, 1 + (h >> 8) % 254);
+    (
+        format!("127.{x}.{y}.10"),
+        format!("127.{x}.{y}.20"),
+        format!("127.{x}.{y}.30"),
+        format!("127.{x}.{y}.10:12286"),
+    )
+}
+
 /// The tests bind the same loopback ports (some of the bad-argument runs bind them
 /// before they fail): they take turns.
 static PORTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -73,45 +93,71 @@ fn adapter_psmem_dma_tlpperf_session() {
     std::fs::create_dir_all(&dir).expect("temp dir");
     let pcap = dir.join("tlpperf.pcap");
     let pcap = pcap.to_str().expect("utf-8 path");
+    let (ad, dev, _, ctl) = net();
+    let (ad, dev, ctl) = (ad.as_str(), dev.as_str(), ctl.as_str());
     let _adapter = spawn(&[
         "adapter",
         "--duration",
         "30",
+        "--listen",
+        ad,
+        "--device",
+        dev,
         "--control",
-        "127.0.0.1:12286",
+        ctl,
     ]);
-    let o = eventually(&["adapter", "stats"]);
+    let o = eventually(&["adapter", "stats", "--control", ctl]);
     assert!(o.status.success(), "{}", text(&o));
-    let _psmem = spawn(&["psmem", "--duration", "30", "--size", "64K"]);
+    let _psmem = spawn(&[
+        "psmem",
+        "--duration",
+        "30",
+        "--size",
+        "64K",
+        "-r",
+        ad,
+        "-l",
+        dev,
+    ]);
     // Host MMIO through psmem (the first read also waits for psmem to be up).
-    let o = eventually(&["adapter", "read", "0x0", "4"]);
+    let o = eventually(&["adapter", "read", "0x0", "4", "--control", ctl]);
     assert_eq!(
         String::from_utf8_lossy(&o.stdout).trim(),
         "00000000",
         "{}",
         text(&o)
     );
-    let o = run(&["adapter", "write", "0x21", "cafe0042"]);
+    let o = run(&["adapter", "write", "0x21", "cafe0042", "--control", ctl]);
     assert!(o.status.success(), "{}", text(&o));
-    let o = run(&["adapter", "read", "0x20", "6"]);
+    let o = run(&["adapter", "read", "0x20", "6", "--control", ctl]);
     assert_eq!(
         String::from_utf8_lossy(&o.stdout).trim(),
         "00cafe004200",
         "{}",
         text(&o)
     );
-    // Outside psmem's 64 KiB: Completer Abort, exit status 2.
-    let o = run(&["adapter", "read", "0x10000", "4"]);
+    // A reply over 64 KiB (32 KiB as hex) arrives whole.
+    let o = run(&["adapter", "read", "0x0", "32768", "--control", ctl]);
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(t.trim().len(), 65536);
+    assert_eq!(&t[64..76], "00cafe004200"); // bytes 0x20..0x26
+                                            // Outside psmem's 64 KiB: Completer Abort, exit status 2.
+    let o = run(&["adapter", "read", "0x10000", "4", "--control", ctl]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("Completer Abort"), "{}", text(&o));
     // Device-side DMA into host memory.
-    let o = run(&["dma", "write", "-a", "0x1003", "-p", "hello"]);
+    let o = run(&[
+        "dma", "write", "-r", ad, "-l", dev, "-a", "0x1003", "-p", "hello",
+    ]);
     assert!(o.status.success(), "{}", text(&o));
-    let o = run(&["dma", "read", "-a", "0x1002", "-s", "7"]);
+    let o = run(&[
+        "dma", "read", "-r", ad, "-l", dev, "-a", "0x1002", "-s", "7",
+    ]);
     assert!(text(&o).contains("00 68 65 6c 6c 6f 00"), "{}", text(&o));
     // tlpperf with a capture.
     let o = run(&[
-        "tlpperf", "-d", "read", "-L", "300", "-t", "0.3", "--pcap", pcap,
+        "tlpperf", "-r", ad, "-l", dev, "-d", "read", "-L", "300", "-t", "0.3", "--pcap", pcap,
     ]);
     let t = text(&o);
     assert!(o.status.success(), "{t}");
@@ -133,13 +179,26 @@ fn adapter_psmem_dma_tlpperf_session() {
     );
     assert!(t.contains("(reply to #"), "{t}");
     // An MSI-X write is an interrupt: vector 1 is 0xfee01000 / 0x4021 by default.
-    let o = run(&["dma", "write", "-a", "0xfee01000", "--hex", "21400000"]);
+    let o = run(&[
+        "dma",
+        "write",
+        "-r",
+        ad,
+        "-l",
+        dev,
+        "-a",
+        "0xfee01000",
+        "--hex",
+        "21400000",
+    ]);
     assert!(o.status.success(), "{}", text(&o));
     // The write is posted: the adapter records the interrupt when the datagram arrives,
     // which may be after `dma write` has exited.
-    let o = until(&["adapter", "irqs"], |o| text(o).contains("MSI-X vector 1"));
+    let o = until(&["adapter", "irqs", "--control", ctl], |o| {
+        text(o).contains("MSI-X vector 1")
+    });
     assert!(text(&o).contains("MSI-X vector 1"), "{}", text(&o));
-    let o = run(&["adapter", "stop"]);
+    let o = run(&["adapter", "stop", "--control", ctl]);
     assert!(o.status.success(), "{}", text(&o));
     // A script run: commands, then exit.
     let script = dir.join("s.txt");
@@ -155,8 +214,12 @@ fn adapter_psmem_dma_tlpperf_session() {
             "adapter",
             "--script",
             script.to_str().expect("utf-8"),
+            "--listen",
+            ad,
+            "--device",
+            dev,
             "--control",
-            "127.0.0.1:12285",
+            ctl,
         ]);
         if o.status.success() || Instant::now() > end {
             break o;
@@ -173,7 +236,7 @@ fn bad_arguments_exit_2() {
     let _ports = ports();
     for args in [
         &["adapter", "--window", "0x10"][..],
-        &["adapter", "--control", "127.0.0.1:12287"],
+        &["adapter", "--control", "192.0.2.1:12286", "--duration", "1"],
         &["tlpperf", "-N", "17"],
         &["dma", "read", "-a", "zz", "-s", "4"],
         &["psmem", "--bar4", "0x0", "-b", "1b", "--duration", "0"],
@@ -185,4 +248,53 @@ fn bad_arguments_exit_2() {
             "{args:?}"
         );
     }
+}
+
+#[test]
+fn refused_source_is_logged_once_and_loopback_needs_no_allow() {
+    let (ad, dev, stranger, ctl) = net();
+    let mut adapter = spawn(&[
+        "adapter",
+        "--duration",
+        "20",
+        "--listen",
+        &ad,
+        "--device",
+        &dev,
+        "--control",
+        &ctl,
+    ]);
+    let o = eventually(&["adapter", "stats", "--control", &ctl]);
+    assert!(o.status.success(), "{}", text(&o));
+    let to: std::net::SocketAddr = format!("{ad}:12287").parse().expect("addr");
+    let x = std::net::UdpSocket::bind(format!("{stranger}:0")).expect("bind");
+    for _ in 0..3 {
+        x.send_to(&1u32.to_le_bytes(), to).expect("send");
+    }
+    // An unbound socket (source 127.0.0.1) is answered without --allow.
+    let u = std::net::UdpSocket::bind("0.0.0.0:0").expect("bind");
+    u.set_read_timeout(Some(Duration::from_secs(2)))
+        .expect("timeout");
+    u.send_to(&1u32.to_le_bytes(), to).expect("send");
+    let mut b = [0u8; 8];
+    assert_eq!(u.recv(&mut b).expect("BAR4 reply"), 8);
+    let o = until(&["adapter", "stats", "--control", &ctl], |o| {
+        text(o).contains("\"drop_not_allowed\":3")
+    });
+    assert!(text(&o).contains("\"drop_not_allowed\":3"), "{}", text(&o));
+    let o = run(&["adapter", "stop", "--control", &ctl]);
+    assert!(o.status.success(), "{}", text(&o));
+    let _ = adapter.0.wait();
+    let mut err = String::new();
+    use std::io::Read;
+    adapter
+        .0
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut err)
+        .expect("read stderr");
+    let line = format!("refusing datagrams from {stranger} ");
+    assert_eq!(err.matches(&line).count(), 1, "{err}");
+    assert!(err.contains(&format!("--allow {stranger}")), "{err}");
 }

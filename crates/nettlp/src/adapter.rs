@@ -31,12 +31,15 @@
 
 use crate::capture::Capture;
 use crate::frame::{
-    self, CfgPacket, MsgRequest, MsixEntry, NetTlpHeader, PortClass, ACK_REPLY, ACK_REQUEST,
-    CFG_PACKET_LEN, CFG_PORT_ADAPTER, CFG_PORT_LIBTLP, HEADER_LEN, MSG_PORT, MSIX_ENTRIES,
+    self, cmd_op, cmd_reg, CfgPacket, CmdPacket, MsgRequest, MsixEntry, NetTlpHeader, PortClass,
+    ACK_REPLY, ACK_REQUEST, CFG_PACKET_LEN, CFG_PORT_ADAPTER, CFG_PORT_LIBTLP, CMD_PORT,
+    HEADER_LEN, MSG_PORT, MSIX_ENTRIES,
 };
 use crate::handler::{for_each_run, read_extent};
 use crate::memory::{HostMemory, Window};
 use crate::sys::{self, Epoll, RecvBatch, SendBatch};
+use pcielab_config::caps::{CapabilityList, MsixCap, PcieCap, PortType};
+use pcielab_config::{Bar, ConfigSpace, Ids, Type0};
 use pcielab_wire::dma::{
     completions, request_shape, split_read, split_write, CplError, CplPolicy, Reassembler,
     SplitPolicy,
@@ -58,8 +61,15 @@ pub enum Compat {
     /// Like a real root complex: cut at RCB multiples, at most MPS each.
     #[default]
     Strict,
-    /// Avoids the upstream LibTLP reassembly bug: a read that does not start DW-aligned
-    /// is answered with a single CplD (still never one 4096-byte CplD).
+    /// Shaped for upstream LibTLP's completion reassembly (`libtlp_read_cpld`), which
+    /// counts a completion that is not the last as Length × 4 bytes (too many by
+    /// `Lower Address & 3` in the first completion of an unaligned read) and reads the
+    /// Length field 0 (1024 DW) as 0. So a read that does not start DW-aligned and spans
+    /// fewer than 1024 DWs is answered with one CplD (which LibTLP places exactly); any
+    /// other read is split as [`Compat::Strict`], like a root complex. An unaligned read
+    /// spanning 1024 DWs (4093–4095 bytes) has no answer LibTLP reassembles exactly: it
+    /// gets the root complex's split, with which LibTLP returns instead of timing out
+    /// (its data is shifted by `addr & 3`, as against hardware).
     Libtlp,
 }
 
@@ -79,7 +89,10 @@ pub struct AdapterConfig {
     pub listen: Ipv4Addr,
     /// The device host: host-issued requests go there.
     pub device: Ipv4Addr,
-    /// Peers accepted (the device is added automatically).
+    /// Peers accepted besides the defaults: the device, and, when `listen` is a loopback
+    /// address, `listen` itself and 127.0.0.1 (the source the kernel gives an unbound
+    /// socket talking to a loopback address, as the upstream tools use). See
+    /// [`AdapterConfig::allowed`].
     pub allow: Vec<Ipv4Addr>,
     /// Host memory windows devices may access; outside them reads get UR.
     pub windows: Vec<Window>,
@@ -108,6 +121,13 @@ pub struct AdapterConfig {
     pub mmio_timeout: Duration,
     /// Serve the configuration API on 0x5001 too.
     pub cfg_port_5001: bool,
+    /// Serve the adapter command port 0x5002 (adapter registers, see [`CmdPacket`]).
+    pub cmd_port_5002: bool,
+    /// Size of BAR4 in the adapter function's configuration space (a power of two,
+    /// ≥ 16 KiB; BAR sizing reads it back).
+    pub bar4_size: u64,
+    /// Log each refused source address once (on standard error), whatever `log` says.
+    pub log_refused: bool,
     /// Send every host MMIO request on port 0x4000 (tags ≡ 0 mod 16), so a device
     /// handles them in order; otherwise spread them over 0x4000-0x400F by tag, as the
     /// hardware does (then a read may overtake an earlier posted write).
@@ -116,6 +136,22 @@ pub struct AdapterConfig {
     pub log: bool,
     /// Where to record datagrams.
     pub capture: Option<Arc<dyn Capture>>,
+}
+
+impl AdapterConfig {
+    /// Every source address the adapter serves (and its control socket accepts): `allow`,
+    /// the device and, for a loopback `listen`, `listen` and 127.0.0.1.
+    pub fn allowed(&self) -> Vec<Ipv4Addr> {
+        let mut v = self.allow.clone();
+        v.push(self.device);
+        if self.listen.is_loopback() {
+            v.push(self.listen);
+            v.push(Ipv4Addr::LOCALHOST);
+        }
+        v.sort();
+        v.dedup();
+        v
+    }
 }
 
 impl Default for AdapterConfig {
@@ -145,6 +181,9 @@ impl Default for AdapterConfig {
             faults: Faults::default(),
             mmio_timeout: Duration::from_millis(500),
             cfg_port_5001: true,
+            cmd_port_5002: true,
+            bar4_size: 1 << 20,
+            log_refused: true,
             mmio_ordered: true,
             log: false,
             capture: None,
@@ -191,6 +230,8 @@ counters! {
     ur_sent,
     /// MSI-X interrupts seen.
     interrupts,
+    /// Interrupts not queued for `take_interrupts` because 65,536 were pending.
+    irqs_overflowed,
     /// Messaging API requests answered.
     msg_requests,
     /// Configuration API requests answered.
@@ -201,12 +242,25 @@ counters! {
     mmio_cpl,
     /// Write acknowledgements sent.
     acks_sent,
+    /// Adapter command port (0x5002) requests handled.
+    cmd_requests,
+    /// Single-DW MWrs short of payload completed with zeros under the one documented
+    /// tolerance ([`frame::LIBTLP_SHORT_WRITE`]); applied.
+    libtlp_short_writes,
+    /// 1-DW MWrs with First DW BE 0 (a legal zero-length write): nothing written.
+    zero_length_writes,
     /// Dropped: source not on the allow-list.
     drop_not_allowed,
     /// Dropped: datagram too short or truncated TLP.
     drop_truncated,
     /// Dropped: TLP that does not parse.
     drop_malformed,
+    /// Dropped, never applied: a TLP whose bytes disagree with its Length field (payload
+    /// short of Length, or bytes after the TLP) — Malformed, as PCIe receivers drop it.
+    drop_length_mismatch,
+    /// Dropped, never applied: a memory request whose byte enables PCIe forbids (First DW
+    /// BE 0 or Last DW BE 0 with Length > 1; Last DW BE not 0 with Length 1) — Malformed.
+    drop_bad_byte_enables,
     /// Dropped: TLP kind the adapter does not bridge (Msg, Cfg, IO, atomics, locked).
     drop_unsupported,
     /// Dropped: datagram on a port that does not carry it.
@@ -237,6 +291,8 @@ impl AdapterStats {
         self.drop_not_allowed
             + self.drop_truncated
             + self.drop_malformed
+            + self.drop_length_mismatch
+            + self.drop_bad_byte_enables
             + self.drop_unsupported
             + self.drop_wrong_port
             + self.drop_mwr_outside
@@ -267,6 +323,9 @@ impl AdapterStats {
 
 /// Interrupts kept for [`Adapter::interrupts_since`].
 const IRQ_LOG: usize = 4096;
+/// Pending interrupts kept for [`Adapter::take_interrupts`] (more are counted in
+/// `irqs_overflowed`).
+const PENDING_IRQS: usize = 65536;
 
 /// An MSI-X interrupt: a device MWr to an MSI address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -351,12 +410,18 @@ struct Inner {
     host: Mutex<HostReads>,
     host_cv: Condvar,
     mmio: Mutex<()>,
-    irqs: Mutex<Vec<Interrupt>>,
+    /// Pending interrupts: (how many were ever removed, queue).
+    irqs: Mutex<(u64, std::collections::VecDeque<Interrupt>)>,
     irq_cv: Condvar,
     /// Every interrupt in arrival order (the last `IRQ_LOG` of them), for observers
     /// that must not take them from `irqs`: (sequence number of the first kept, log).
     irq_log: Mutex<(u64, std::collections::VecDeque<Interrupt>)>,
-    config_space: Mutex<[u8; 4096]>,
+    config_space: Mutex<ConfigSpace>,
+    /// The port of each socket (by file descriptor), for the capture.
+    fd_port: std::collections::HashMap<i32, u16>,
+    /// Refused sources already logged (each is logged once).
+    refused: Mutex<std::collections::HashSet<Ipv4Addr>>,
+    cmd_regs: Mutex<CmdRegs>,
     cpl_counter: AtomicU64,
     logged: Mutex<std::collections::HashMap<&'static str, u64>>,
 }
@@ -400,12 +465,13 @@ pub struct Adapter {
     threads: Vec<JoinHandle<()>>,
 }
 
-fn sock_index(port: u16, has_5001: bool) -> Option<usize> {
+fn sock_index(port: u16, has_5001: bool, has_5002: bool) -> Option<usize> {
     match port {
         0x3000..=0x30ff => Some((port - 0x3000) as usize),
         0x4000..=0x400f => Some(256 + (port - 0x4000) as usize),
         MSG_PORT => Some(272),
         CFG_PORT_ADAPTER if has_5001 => Some(273),
+        CMD_PORT if has_5002 => Some(273 + usize::from(has_5001)),
         _ => None,
     }
 }
@@ -427,6 +493,9 @@ impl Adapter {
         if cfg.cfg_port_5001 {
             ports.push(CFG_PORT_ADAPTER);
         }
+        if cfg.cmd_port_5002 {
+            ports.push(CMD_PORT);
+        }
         let mut socks = Vec::with_capacity(ports.len());
         for p in ports {
             let s = sys::udp_socket(SocketAddrV4::new(cfg.listen, p), None).map_err(|e| {
@@ -441,15 +510,10 @@ impl Adapter {
             s.set_nonblocking(true)?;
             socks.push((p, s));
         }
-        let mut allow = cfg.allow.clone();
-        allow.push(cfg.device);
-        let mut cs = [0u8; 4096];
-        cs[0..2].copy_from_slice(&0x3776u16.to_le_bytes());
-        cs[2..4].copy_from_slice(&0x8022u16.to_le_bytes());
-        cs[0x0a] = 0x80; // class: other memory controller (05/80)
-        cs[0x0b] = 0x05;
-        cs[0x20..0x24].copy_from_slice(&((cfg.bar4 as u32) | 0xc).to_le_bytes());
-        cs[0x24..0x28].copy_from_slice(&((cfg.bar4 >> 32) as u32).to_le_bytes());
+        let allow = cfg.allowed();
+        let cs = adapter_config_space(&cfg)?;
+        let fd_port = socks.iter().map(|(p, s)| (s.as_raw_fd(), *p)).collect();
+        let cmd_regs = CmdRegs::new(&cfg);
         let msix_span = cfg
             .msix
             .iter()
@@ -474,10 +538,13 @@ impl Adapter {
             }),
             host_cv: Condvar::new(),
             mmio: Mutex::new(()),
-            irqs: Mutex::new(Vec::new()),
+            irqs: Mutex::new((0, std::collections::VecDeque::new())),
             irq_cv: Condvar::new(),
             irq_log: Mutex::new((0, std::collections::VecDeque::new())),
             config_space: Mutex::new(cs),
+            fd_port,
+            refused: Mutex::new(Default::default()),
+            cmd_regs: Mutex::new(cmd_regs),
             cpl_counter: AtomicU64::new(0),
             logged: Mutex::new(Default::default()),
             cfg,
@@ -511,6 +578,17 @@ impl Adapter {
         &self.inner.cfg
     }
 
+    /// The adapter function's configuration space as the configuration API serves it
+    /// now (4 KiB).
+    pub fn config_space(&self) -> Vec<u8> {
+        let cs = self
+            .inner
+            .config_space
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        cs.bytes().to_vec()
+    }
+
     /// A snapshot of the counters.
     pub fn stats(&self) -> AdapterStats {
         self.inner.stats.snapshot()
@@ -518,7 +596,26 @@ impl Adapter {
 
     /// Interrupts seen so far (oldest first), removing them.
     pub fn take_interrupts(&self) -> Vec<Interrupt> {
-        std::mem::take(&mut *self.inner.irqs.lock().unwrap_or_else(|p| p.into_inner()))
+        let mut g = self.inner.irqs.lock().unwrap_or_else(|p| p.into_inner());
+        g.0 += g.1.len() as u64;
+        g.1.drain(..).collect()
+    }
+
+    /// The pending interrupts (oldest first) without removing them, and a mark for
+    /// [`Adapter::remove_interrupts_through`]: a reader that must deliver them first
+    /// (the control socket) removes them only once delivered.
+    pub fn peek_interrupts(&self) -> (Vec<Interrupt>, u64) {
+        let g = self.inner.irqs.lock().unwrap_or_else(|p| p.into_inner());
+        (g.1.iter().copied().collect(), g.0 + g.1.len() as u64)
+    }
+
+    /// Removes the pending interrupts up to `mark` (from [`Adapter::peek_interrupts`]);
+    /// ones removed since by others are not removed twice, later ones stay.
+    pub fn remove_interrupts_through(&self, mark: u64) {
+        let mut g = self.inner.irqs.lock().unwrap_or_else(|p| p.into_inner());
+        while g.0 < mark && g.1.pop_front().is_some() {
+            g.0 += 1;
+        }
     }
 
     /// Interrupts from sequence number `from` on (0 is the first the adapter saw), and
@@ -537,8 +634,9 @@ impl Adapter {
         let deadline = Instant::now() + timeout;
         let mut g = self.inner.irqs.lock().unwrap_or_else(|p| p.into_inner());
         loop {
-            if !g.is_empty() {
-                return Some(g.remove(0));
+            if let Some(i) = g.1.pop_front() {
+                g.0 += 1;
+                return Some(i);
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -726,7 +824,237 @@ fn cancel_all(h: &mut HostReads) {
     h.pending = 0;
 }
 
+/// Why a memory request's byte enables make it Malformed (PCIe Base 6.0 §2.2.5), if
+/// they do: with Length 1 the Last DW BE must be 0 (a First DW BE of 0 is a legal
+/// zero-length request); with Length > 1 neither may be 0.
+fn bad_byte_enables(first: ByteEnables, last: ByteEnables, len_dw: u32) -> Option<&'static str> {
+    match len_dw {
+        0 | 1 if last.bits() != 0 => {
+            Some("1-DW memory request with a non-zero Last DW BE (Malformed; not applied)")
+        }
+        0 | 1 => None,
+        _ if first.bits() == 0 => {
+            Some("memory request of more than 1 DW with First DW BE 0 (Malformed; not applied)")
+        }
+        _ if last.bits() == 0 => {
+            Some("memory request of more than 1 DW with Last DW BE 0 (Malformed; not applied)")
+        }
+        _ => None,
+    }
+}
+
+/// Number of MSI-X vectors of the adapter function (the messaging API reports 16).
+const MSIX_VECTORS: u16 = MSIX_ENTRIES as u16;
+
+/// The adapter function's configuration space, as the FPGA's PCIe hard IP serves it:
+/// a Type 0 header (3776:8022, class 05/80, no legacy interrupt pin), BAR2 (64-bit,
+/// 16 KiB: the MSI-X table at 0 and the PBA at 0x1000) and BAR4 (64-bit prefetchable,
+/// `bar4_size`), a PCI Express capability (Endpoint, Gen2 x8 like the KC705 board,
+/// MPS 256 supported) and an MSI-X capability (16 vectors, enabled). BAR4 holds
+/// `bar4`, BAR2 the next `bar4_size`-aligned address after BAR4; memory space and bus
+/// mastering are enabled, as the host left them.
+pub fn adapter_config_space(cfg: &AdapterConfig) -> io::Result<ConfigSpace> {
+    let bad = |e: String| io::Error::new(io::ErrorKind::InvalidInput, e);
+    let size = cfg.bar4_size;
+    if !size.is_power_of_two() || size < 16 << 10 {
+        return Err(bad(format!(
+            "bar4_size must be a power of two of at least 16 KiB, got {size:#x}"
+        )));
+    }
+    if cfg.bar4 % size != 0 {
+        return Err(bad(format!(
+            "BAR4 address {:#x} is not aligned to its size {size:#x} (a BAR is naturally aligned; change the address or the size)",
+            cfg.bar4
+        )));
+    }
+    let mut bars = [None; 6];
+    bars[2] = Some(Bar::Mem64 {
+        size: 16 << 10,
+        prefetchable: false,
+    });
+    bars[4] = Some(Bar::Mem64 {
+        size,
+        prefetchable: true,
+    });
+    let mut cs = Type0 {
+        ids: Ids {
+            vendor_id: 0x3776,
+            device_id: 0x8022,
+            revision: 0,
+            class_code: 0x05_8000,
+        },
+        bars,
+        interrupt_pin: 0,
+        ..Type0::default()
+    }
+    .build()
+    .map_err(|e| bad(e.to_string()))?;
+    let mut pcie = PcieCap::new(PortType::Endpoint);
+    pcie.max_payload = 256;
+    pcie.max_speed = pcielab_wire::Generation::Gen2;
+    pcie.max_width = 8;
+    pcie.link = Some((pcielab_wire::Generation::Gen2, 8));
+    let placed = CapabilityList::new()
+        .with(pcie)
+        .with(MsixCap {
+            table_size: MSIX_VECTORS,
+            table_bir: 2,
+            table_offset: 0,
+            pba_bir: 2,
+            pba_offset: 0x1000,
+        })
+        .install(&mut cs)
+        .map_err(|e| bad(e.to_string()))?;
+    // BAR2 right after BAR4 (both naturally aligned), or below it at the top of memory.
+    let bar2 = match cfg.bar4.checked_add(size) {
+        Some(a) if a.checked_add(16 << 10).is_some() => a,
+        _ => cfg.bar4 - (16 << 10),
+    };
+    cs.write_u32(0x18, bar2 as u32);
+    cs.write_u32(0x1c, (bar2 >> 32) as u32);
+    cs.write_u32(0x20, cfg.bar4 as u32);
+    cs.write_u32(0x24, (cfg.bar4 >> 32) as u32);
+    cs.write_u16(0x04, 0x0006); // Memory Space, Bus Master
+    if let Some(m) = placed
+        .iter()
+        .find(|p| !p.extended && p.id == pcielab_config::caps::id::MSIX as u16)
+    {
+        cs.write_u16(m.offset + 2, 0x8000); // MSI-X Enable
+    }
+    Ok(cs)
+}
+
+/// The adapter registers of the command port (initial values as the adapter RTL's,
+/// addresses from the configuration).
+#[derive(Debug, Clone)]
+struct CmdRegs {
+    dst_mac: u64,
+    src_mac: u64,
+    dst_ip: u32,
+    src_ip: u32,
+    dst_port: u16,
+    src_port: u16,
+    requester: u16,
+}
+
+impl CmdRegs {
+    fn new(cfg: &AdapterConfig) -> CmdRegs {
+        CmdRegs {
+            dst_mac: 0xffff_ffff_ffff,
+            src_mac: 0x0011_2233_4455,
+            dst_ip: u32::from(cfg.device),
+            src_ip: u32::from(cfg.listen),
+            dst_port: 0x3776,
+            src_port: 0x3776,
+            requester: cfg.device_id.raw(),
+        }
+    }
+
+    /// The register's value, or None for an address the adapter does not have.
+    fn read(&self, reg: u8) -> Option<u32> {
+        Some(match reg {
+            cmd_reg::MAGIC => 0x0123_4567,
+            cmd_reg::DST_MAC_LOW => self.dst_mac as u32,
+            cmd_reg::DST_MAC_HIGH => (self.dst_mac >> 32) as u32 & 0xffff,
+            cmd_reg::SRC_MAC_LOW => self.src_mac as u32,
+            cmd_reg::SRC_MAC_HIGH => (self.src_mac >> 32) as u32 & 0xffff,
+            cmd_reg::DST_IP => self.dst_ip,
+            cmd_reg::SRC_IP => self.src_ip,
+            cmd_reg::DST_PORT => self.dst_port as u32,
+            cmd_reg::SRC_PORT => self.src_port as u32,
+            cmd_reg::REQUESTER_ID => self.requester as u32,
+            _ => return None,
+        })
+    }
+
+    /// Writes a register; false for read-only and unknown ones.
+    fn write(&mut self, reg: u8, v: u32) -> bool {
+        let lo = |m: u64| (m & !0xffff_ffff) | v as u64;
+        let hi = |m: u64| (m & 0xffff_ffff) | ((v as u64 & 0xffff) << 32);
+        match reg {
+            cmd_reg::DST_MAC_LOW => self.dst_mac = lo(self.dst_mac),
+            cmd_reg::DST_MAC_HIGH => self.dst_mac = hi(self.dst_mac),
+            cmd_reg::SRC_MAC_LOW => self.src_mac = lo(self.src_mac),
+            cmd_reg::SRC_MAC_HIGH => self.src_mac = hi(self.src_mac),
+            cmd_reg::DST_IP => self.dst_ip = v,
+            cmd_reg::SRC_IP => self.src_ip = v,
+            cmd_reg::DST_PORT => self.dst_port = v as u16,
+            cmd_reg::SRC_PORT => self.src_port = v as u16,
+            _ => return false,
+        }
+        true
+    }
+}
+
 impl Inner {
+    /// Logs the first datagram of a refused source (once per address, at most 1024
+    /// addresses), so a missing `--allow` is visible.
+    fn log_refused(&self, src: SocketAddrV4, port: u16) {
+        if !self.cfg.log_refused {
+            return;
+        }
+        let mut seen = self.refused.lock().unwrap_or_else(|p| p.into_inner());
+        if seen.len() >= 1024 || !seen.insert(*src.ip()) {
+            return;
+        }
+        eprintln!(
+            "adapter: refusing datagrams from {} (first one to port {port:#x}): not on the allow-list {:?}; add `--allow {}` to serve it. Further datagrams from it are only counted (drop_not_allowed).",
+            src.ip(),
+            self.allow,
+            src.ip()
+        );
+    }
+
+    fn command(&self, port: u16, src: SocketAddrV4, bytes: &[u8], out: &mut SendBatch) {
+        let st = &self.stats;
+        let p = match CmdPacket::parse(bytes) {
+            Ok(p) => p,
+            Err(_) => {
+                return self.drop_dgram(
+                    &st.drop_bad_request,
+                    "adapter command packet shorter than 6 bytes",
+                    src,
+                    port,
+                )
+            }
+        };
+        let mut regs = self.cmd_regs.lock().unwrap_or_else(|e| e.into_inner());
+        match p.opcode {
+            cmd_op::REG_READ => match regs.read(p.dw_addr) {
+                Some(value) => {
+                    st.cmd_requests.fetch_add(1, Ordering::Relaxed);
+                    if let Some(s) = self.sock(CMD_PORT) {
+                        out.push(s.as_raw_fd(), src, &CmdPacket { value, ..p }.to_bytes());
+                    }
+                }
+                None => self.drop_dgram(
+                    &st.drop_bad_request,
+                    "adapter command: read of an unknown register",
+                    src,
+                    port,
+                ),
+            },
+            cmd_op::REG_WRITE => {
+                if regs.write(p.dw_addr, p.value) {
+                    st.cmd_requests.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    self.drop_dgram(
+                        &st.drop_bad_request,
+                        "adapter command: write to a read-only or unknown register",
+                        src,
+                        port,
+                    )
+                }
+            }
+            _ => self.drop_dgram(
+                &st.drop_bad_request,
+                "adapter command: opcode not implemented (0x10 read, 0x11 write)",
+                src,
+                port,
+            ),
+        }
+    }
+
     /// The next host tag: with `mmio_ordered`, tags with low nibble 0, so every host
     /// request uses port 0x4000 and the device sees them in issue order (a read then
     /// cannot pass an earlier posted write, as in PCIe).
@@ -738,7 +1066,7 @@ impl Inner {
     }
 
     fn sock(&self, port: u16) -> Option<&UdpSocket> {
-        sock_index(port, self.cfg.cfg_port_5001)
+        sock_index(port, self.cfg.cfg_port_5001, self.cfg.cmd_port_5002)
             .and_then(|i| self.socks.get(i))
             .map(|(_, s)| s)
     }
@@ -769,8 +1097,12 @@ impl Inner {
             return;
         }
         if let Some(c) = &self.cfg.capture {
-            for (d, b) in out.iter() {
-                let port = src_port.unwrap_or(d.port());
+            for (fd, d, b) in out.iter_with_fd() {
+                // The port of the socket that sends it (messaging and configuration
+                // replies go from 0x2FFF/0x4001/0x5001/0x5002 to the asker's port).
+                let port = src_port
+                    .or_else(|| self.fd_port.get(&fd).copied())
+                    .unwrap_or(d.port());
                 c.datagram(SocketAddrV4::new(self.cfg.listen, port), d, b, true);
             }
         }
@@ -807,6 +1139,7 @@ impl Inner {
     ) {
         let st = &self.stats;
         if !self.allow.contains(src.ip()) {
+            self.log_refused(src, port);
             return self.drop_dgram(
                 &st.drop_not_allowed,
                 "peer not on the allow-list",
@@ -825,6 +1158,7 @@ impl Inner {
         match frame::classify_port(port) {
             PortClass::Messaging => return self.messaging(port, src, bytes, out),
             PortClass::Config => return self.config(port, src, bytes, out),
+            PortClass::Command => return self.command(port, src, bytes, out),
             _ => {}
         }
         if port == CFG_PORT_LIBTLP && bytes.len() == CFG_PACKET_LEN {
@@ -839,14 +1173,39 @@ impl Inner {
             );
         }
         let hdr = NetTlpHeader::parse(bytes).unwrap_or_default();
-        let (tlp, _) = match frame::parse_tlp_lenient(&bytes[HEADER_LEN..], scratch) {
+        let (tlp, fix) = match frame::parse_tlp_exact(&bytes[HEADER_LEN..], scratch) {
             Ok(t) => t,
+            Err(pcielab_wire::Error::Trailing { .. })
+            | Err(pcielab_wire::Error::Truncated {
+                what: "TLP payload (Length field)",
+                ..
+            }) => {
+                return self.drop_dgram(
+                    &st.drop_length_mismatch,
+                    "TLP bytes disagree with its Length field (Malformed; not applied)",
+                    src,
+                    port,
+                )
+            }
             Err(pcielab_wire::Error::Truncated { .. }) => {
                 return self.drop_dgram(&st.drop_truncated, "truncated TLP", src, port)
             }
             Err(_) => return self.drop_dgram(&st.drop_malformed, "TLP does not parse", src, port),
         };
         st.rx_tlps.fetch_add(1, Ordering::Relaxed);
+        if let TlpHeader::Mem(m) = tlp.header {
+            let len_dw = if m.op == MemOp::Write {
+                (tlp.payload.len() / 4) as u32
+            } else {
+                m.read_len_dw as u32
+            };
+            if let Some(why) = bad_byte_enables(m.first_be, m.last_be, len_dw) {
+                return self.drop_dgram(&st.drop_bad_byte_enables, why, src, port);
+            }
+        }
+        if fix.padded > 0 {
+            st.libtlp_short_writes.fetch_add(1, Ordering::Relaxed);
+        }
         match tlp.header {
             TlpHeader::Mem(m) if m.op == MemOp::Read => self.serve_read(
                 src,
@@ -989,7 +1348,7 @@ impl Inner {
             self.mem.read(addr & !3, &mut data[..n.max(4)]);
         }
         let mps = match self.cfg.compat {
-            Compat::Libtlp if addr & 3 != 0 => 4096,
+            Compat::Libtlp if addr & 3 != 0 && n < 4096 => 4096,
             _ => self.cfg.mps,
         };
         let Ok(cpls) = completions(addr, len, self.cfg.rcb, mps, CplPolicy::Maximal) else {
@@ -1049,8 +1408,10 @@ impl Inner {
                 }
             }
             let mut g = self.irqs.lock().unwrap_or_else(|p| p.into_inner());
-            if g.len() < 65536 {
-                g.push(irq);
+            if g.1.len() < PENDING_IRQS {
+                g.1.push_back(irq);
+            } else {
+                st.irqs_overflowed.fetch_add(1, Ordering::Relaxed);
             }
             self.irq_cv.notify_all();
             return;
@@ -1058,6 +1419,8 @@ impl Inner {
         let (lo, len) = read_extent(first, last, len_dw);
         let addr = dw_addr + lo as u64;
         if len == 0 {
+            // A 1-DW write with First DW BE 0: legal, writes nothing.
+            st.zero_length_writes.fetch_add(1, Ordering::Relaxed);
             return;
         }
         if !self.mem.contains(addr, len as u64) {
@@ -1115,20 +1478,13 @@ impl Inner {
         };
         self.stats.cfg_requests.fetch_add(1, Ordering::Relaxed);
         let mut cs = self.config_space.lock().unwrap_or_else(|e| e.into_inner());
-        let off = p.dw_addr as usize * 4;
+        let off = p.dw_addr * 4;
         if p.write {
-            // Vendor/device ID, revision/class and header type are read-only.
-            if !matches!(p.dw_addr, 0 | 2 | 3) {
-                let v = p.data.to_le_bytes();
-                for (i, b) in v.iter().enumerate() {
-                    if p.byte_mask & (1 << i) != 0 {
-                        cs[off + i] = *b;
-                    }
-                }
-            }
+            // Every bit's access type applies (RO, RW, RW1C, BAR sizing masks).
+            cs.write(off, p.data, ByteEnables::from_bits_truncate(p.byte_mask));
             return;
         }
-        let v = u32::from_le_bytes([cs[off], cs[off + 1], cs[off + 2], cs[off + 3]]);
+        let v = cs.read_u32(off);
         let reply = CfgPacket { data: v, ..p }.to_bytes();
         if let Some(s) = self.sock(port) {
             out.push(s.as_raw_fd(), src, &reply);

@@ -4,7 +4,9 @@
 //! Ethernet/IPv4/UDP frame (IPv4 ID 0, TTL 64, checksum computed; UDP checksum 0, as the
 //! adapter sends them) with the real loopback addresses and ports. A `.pcapng` file has two
 //! interfaces, `adapter->device` and `device->adapter`; any other name gets classic pcap
-//! (nanosecond timestamps). Timestamps count from the moment the file was created.
+//! (nanosecond timestamps). Timestamps count from the moment the file was created, or,
+//! with [`CaptureFile::create_wallclock`], are wall-clock times (Unix epoch; pcapng
+//! `if_tsoffset` holds the whole seconds of the start).
 //!
 //! ```
 //! use pcielab_nettlp::capture::{Capture, CaptureFile};
@@ -29,7 +31,7 @@ use std::io::{self, BufWriter};
 use std::net::SocketAddrV4;
 use std::path::Path;
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// Something that records datagrams as they are sent or received.
 pub trait Capture: Send + Sync + std::fmt::Debug {
@@ -53,11 +55,24 @@ struct Inner {
 pub struct CaptureFile {
     inner: Mutex<Inner>,
     start: Instant,
+    /// Picoseconds added to the time since `start` (the sub-second part of the
+    /// wall-clock start; the seconds are the writer's epoch).
+    base_ps: u64,
 }
 
 impl CaptureFile {
     /// Creates `path`: pcapng when it ends in `.pcapng`, classic pcap otherwise.
     pub fn create(path: &Path) -> io::Result<CaptureFile> {
+        CaptureFile::create_with(path, false)
+    }
+
+    /// Like [`CaptureFile::create`], with wall-clock timestamps (seconds since the Unix
+    /// epoch, as tcpdump writes them).
+    pub fn create_wallclock(path: &Path) -> io::Result<CaptureFile> {
+        CaptureFile::create_with(path, true)
+    }
+
+    fn create_with(path: &Path, wallclock: bool) -> io::Result<CaptureFile> {
         let format = if path.extension().is_some_and(|e| e == "pcapng") {
             Format::Pcapng
         } else {
@@ -66,6 +81,15 @@ impl CaptureFile {
         let err = |e: pcielab_capture::writer::WriteError| io::Error::other(e.to_string());
         let mut w =
             CaptureWriter::create(path, format, "NetTLP over UDP (pcielab)").map_err(err)?;
+        let start = Instant::now();
+        let mut base_ps = 0;
+        if wallclock {
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_err(|e| io::Error::other(format!("system clock before 1970: {e}")))?;
+            w.set_epoch_secs(now.as_secs());
+            base_ps = now.subsec_nanos() as u64 * 1000;
+        }
         let to_device = w.add_interface("adapter->device").map_err(err)?;
         let to_adapter = w.add_interface("device->adapter").map_err(err)?;
         Ok(CaptureFile {
@@ -75,7 +99,8 @@ impl CaptureFile {
                 to_adapter,
                 errors: 0,
             }),
-            start: Instant::now(),
+            start,
+            base_ps,
         })
     }
 
@@ -108,7 +133,9 @@ impl Capture for CaptureFile {
             src_port: src.port(),
             dst_port: dst.port(),
         };
-        let t_ps = (self.start.elapsed().as_nanos() as u64).saturating_mul(1000);
+        let t_ps = (self.start.elapsed().as_nanos() as u64)
+            .saturating_mul(1000)
+            .saturating_add(self.base_ps);
         let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let id = if from_adapter {
             g.to_device

@@ -98,7 +98,7 @@ pub const fn classify_port(port: u16) -> PortClass {
     match port {
         MSG_PORT => PortClass::Messaging,
         CFG_PORT_ADAPTER => PortClass::Config,
-        0x5002 => PortClass::Command,
+        CMD_PORT => PortClass::Command,
         0x3000..=0x30ff => PortClass::DeviceIssued {
             tag: (port - DEVICE_PORT_BASE) as u8,
         },
@@ -154,9 +154,29 @@ impl NetTlpHeader {
 pub struct Leniency {
     /// Bytes after the TLP (the adapter takes the extent from the frame end).
     pub trailing: usize,
-    /// Missing payload bytes of an MWr, filled with zeros (LibTLP's single-DW write bug).
+    /// Missing payload bytes of a single-DW MWr, filled with zeros (the one tolerance,
+    /// always 1 byte: see [`LIBTLP_SHORT_WRITE`]).
     pub padded: usize,
 }
+
+/// The one payload shortfall NetTLP receivers forgive, and why.
+///
+/// Upstream LibTLP's `dma_write` of fewer than 4 bytes inside one DW sends a 1-DW MWr
+/// (Length = 1) whose payload is one padding byte per clear bit among First DW BE bits
+/// 0-2, then the data bytes (one per set bit), and nothing for the rest. That is
+/// `3 + bit 3` bytes: exactly 3 whenever First DW BE bit 3 is clear, 4 otherwise (e.g.
+/// 2 bytes at `0x3001`: First BE `0110`, payload `00 aa bb`). The adapter hardware reads
+/// the missing byte from the Ethernet minimum-frame padding, which is zero. So a 3DW or
+/// 4DW MWr without digest, with Length = 1, First DW BE non-zero with bit 3 clear, and
+/// exactly 3 payload bytes is completed with a zero byte; the byte enables then decide
+/// what is written, as on hardware. (For First BE `0001`, `0010` and `0011` LibTLP's
+/// leading pads push its data past the enabled bytes, so a pad byte is written instead:
+/// an upstream bug the hardware shares.)
+///
+/// Every other disagreement between a TLP's Length field and the bytes it carries is a
+/// Malformed TLP, which PCIe receivers drop: it is never padded and never applied.
+pub const LIBTLP_SHORT_WRITE: &str =
+    "a 1-DW MWr with First DW BE bit 3 clear carrying 3 payload bytes (LibTLP dma_write of < 4 bytes) is completed with a zero byte";
 
 /// The length a TLP has according to its header (Fmt, Length, TD), from its first bytes.
 pub fn tlp_len_from_header(b: &[u8]) -> Result<usize> {
@@ -184,8 +204,28 @@ pub fn tlp_len_from_header(b: &[u8]) -> Result<usize> {
     Ok(hl + data + digest)
 }
 
-/// Normalises received TLP bytes: drops trailing bytes and zero-pads a short MWr payload
-/// (into `scratch`), then parses. Any other shortfall is an error.
+/// True when `bytes` (a TLP that is short of what its header declares) falls under
+/// [`LIBTLP_SHORT_WRITE`]: an MWr without digest, Length = 1, First DW BE non-zero with
+/// bit 3 clear, exactly 3 payload bytes.
+fn is_libtlp_short_write(bytes: &[u8], want: usize) -> bool {
+    let hl = if bytes[0] & 0x20 != 0 { 16 } else { 12 };
+    let is_mwr = bytes[0] & 0xdf == 0x40;
+    let len_one = bytes[2] & 3 == 0 && bytes[3] == 1;
+    let no_digest = bytes[2] & 0x80 == 0;
+    let first_be = bytes.get(7).map_or(0, |b| b & 0xf);
+    is_mwr
+        && len_one
+        && no_digest
+        && want == hl + 4
+        && bytes.len() == hl + 3
+        && first_be != 0
+        && first_be & 0x8 == 0
+}
+
+/// Parses received TLP bytes as a device-side receiver does: trailing bytes after the
+/// TLP are ignored (reported in [`Leniency::trailing`]), LibTLP's short single-DW MWr is
+/// completed under [`LIBTLP_SHORT_WRITE`] (into `scratch`); any other shortfall is an
+/// error (`Truncated`, naming the Length field).
 ///
 /// ```
 /// use pcielab_nettlp::frame::parse_tlp_lenient;
@@ -195,6 +235,9 @@ pub fn tlp_len_from_header(b: &[u8]) -> Result<usize> {
 /// let (tlp, fix) = parse_tlp_lenient(&bytes, &mut scratch)?;
 /// assert_eq!(tlp.payload, &[0, 0xaa, 0xbb, 0]);
 /// assert_eq!(fix.padded, 1);
+/// // Length = 1024 DW with 4 bytes of payload: Malformed, never padded.
+/// let short = [0x40, 0, 0, 0, 0x1b, 0, 0, 0xff, 0, 0, 0xa0, 0, 1, 2, 3, 4];
+/// assert!(parse_tlp_lenient(&short, &mut scratch).is_err());
 /// # Ok::<(), pcielab_wire::Error>(())
 /// ```
 pub fn parse_tlp_lenient<'a>(
@@ -202,7 +245,6 @@ pub fn parse_tlp_lenient<'a>(
     scratch: &'a mut Vec<u8>,
 ) -> Result<(TlpRepr<'a>, Leniency)> {
     let want = tlp_len_from_header(bytes)?;
-    let hl = if bytes[0] & 0x20 != 0 { 16 } else { 12 };
     if bytes.len() >= want {
         let tlp = TlpRepr::parse_bytes(&bytes[..want])?;
         return Ok((
@@ -213,10 +255,17 @@ pub fn parse_tlp_lenient<'a>(
             },
         ));
     }
-    let is_mwr = bytes[0] & 0xdf == 0x40;
-    if !is_mwr || bytes.len() <= hl {
+    let hl = if bytes[0] & 0x20 != 0 { 16 } else { 12 };
+    if bytes.len() < hl {
         return Err(Error::Truncated {
-            what: "TLP (Length field)",
+            what: "TLP header",
+            needed: hl,
+            available: bytes.len(),
+        });
+    }
+    if !is_libtlp_short_write(bytes, want) {
+        return Err(Error::Truncated {
+            what: "TLP payload (Length field)",
             needed: want,
             available: bytes.len(),
         });
@@ -233,6 +282,35 @@ pub fn parse_tlp_lenient<'a>(
             padded,
         },
     ))
+}
+
+/// Parses received TLP bytes as the adapter does (the PCIe side of NetTLP): the bytes
+/// must be exactly what the header declares, except for [`LIBTLP_SHORT_WRITE`]. Bytes
+/// after the TLP are an [`Error::Trailing`], a shortfall an [`Error::Truncated`] (both a
+/// Malformed TLP whose payload disagrees with Length).
+///
+/// ```
+/// use pcielab_nettlp::frame::parse_tlp_exact;
+/// use pcielab_wire::Error;
+/// let mut scratch = Vec::new();
+/// // MRd of 1 DW with 2 bytes after it.
+/// let b = [0, 0, 0, 1, 0x1b, 0, 5, 0x0f, 0, 0, 0x10, 0, 9, 9];
+/// assert!(matches!(parse_tlp_exact(&b, &mut scratch), Err(Error::Trailing { .. })));
+/// assert!(parse_tlp_exact(&b[..12], &mut scratch).is_ok());
+/// ```
+pub fn parse_tlp_exact<'a>(
+    bytes: &'a [u8],
+    scratch: &'a mut Vec<u8>,
+) -> Result<(TlpRepr<'a>, Leniency)> {
+    let want = tlp_len_from_header(bytes)?;
+    if bytes.len() > want {
+        return Err(Error::Trailing {
+            what: "TLP Length field",
+            expected: want,
+            available: bytes.len(),
+        });
+    }
+    parse_tlp_lenient(bytes, scratch)
 }
 
 /// Writes a NetTLP datagram (header + TLP) into `buf`; returns its length.
@@ -392,6 +470,101 @@ impl CfgPacket {
     }
 }
 
+/// The adapter command port (NetTLP adapter RTL: adapter registers).
+pub const CMD_PORT: u16 = 0x5002;
+/// Length of an adapter command packet.
+pub const CMD_PACKET_LEN: usize = 6;
+
+/// Adapter command opcodes (first byte of a command packet).
+pub mod cmd_op {
+    /// Read an adapter register; the adapter answers with the packet, data filled in.
+    pub const REG_READ: u8 = 0x10;
+    /// Write an adapter register; no answer.
+    pub const REG_WRITE: u8 = 0x11;
+    /// Defined by the adapter RTL, not implemented there (no answer).
+    pub const MAGIC: u8 = 0x20;
+    /// Defined by the adapter RTL, not implemented there (no answer).
+    pub const TSTAMP: u8 = 0x21;
+    /// Defined by the adapter RTL, not implemented there (no answer).
+    pub const RESET_ALL: u8 = 0x22;
+}
+
+/// Adapter registers (DW addresses of command packets).
+pub mod cmd_reg {
+    /// Magic number 0x01234567 (read-only).
+    pub const MAGIC: u8 = 0x00;
+    /// Destination MAC (the device host), bits 31:0.
+    pub const DST_MAC_LOW: u8 = 0x01;
+    /// Destination MAC, bits 47:32.
+    pub const DST_MAC_HIGH: u8 = 0x02;
+    /// Source MAC (the adapter), bits 31:0.
+    pub const SRC_MAC_LOW: u8 = 0x03;
+    /// Source MAC, bits 47:32.
+    pub const SRC_MAC_HIGH: u8 = 0x04;
+    /// Destination IPv4 address (the device host).
+    pub const DST_IP: u8 = 0x05;
+    /// Source IPv4 address (the adapter).
+    pub const SRC_IP: u8 = 0x06;
+    /// Destination UDP port register.
+    pub const DST_PORT: u8 = 0x07;
+    /// Source UDP port register.
+    pub const SRC_PORT: u8 = 0x08;
+    /// Requester ID (read-only).
+    pub const REQUESTER_ID: u8 = 0x10;
+}
+
+/// A packet of the adapter command port 0x5002: opcode, register (DW address) and a
+/// 32-bit value, which travels least significant byte first (the adapter RTL swaps
+/// each register's bytes onto the wire).
+///
+/// ```text
+///  byte 0   1        2..5
+///  opcode | dwaddr | value (LE)
+/// ```
+///
+/// ```
+/// use pcielab_nettlp::frame::{cmd_op, cmd_reg, CmdPacket};
+/// let p = CmdPacket::parse(&[0x10, 0x00, 0, 0, 0, 0])?;
+/// assert_eq!((p.opcode, p.dw_addr), (cmd_op::REG_READ, cmd_reg::MAGIC));
+/// let reply = CmdPacket { value: 0x0123_4567, ..p };
+/// assert_eq!(reply.to_bytes(), [0x10, 0x00, 0x67, 0x45, 0x23, 0x01]);
+/// # Ok::<(), pcielab_wire::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CmdPacket {
+    /// Opcode ([`cmd_op`]).
+    pub opcode: u8,
+    /// Register ([`cmd_reg`]).
+    pub dw_addr: u8,
+    /// Register value.
+    pub value: u32,
+}
+
+impl CmdPacket {
+    /// Parses a command packet: 6 bytes; bytes after them (Ethernet padding of the
+    /// minimum frame) are ignored, as the adapter RTL reads one 8-byte beat.
+    pub fn parse(b: &[u8]) -> Result<CmdPacket> {
+        if b.len() < CMD_PACKET_LEN {
+            return Err(Error::Truncated {
+                what: "adapter command packet",
+                needed: CMD_PACKET_LEN,
+                available: b.len(),
+            });
+        }
+        Ok(CmdPacket {
+            opcode: b[0],
+            dw_addr: b[1],
+            value: u32::from_le_bytes([b[2], b[3], b[4], b[5]]),
+        })
+    }
+
+    /// The 6 wire bytes.
+    pub fn to_bytes(&self) -> [u8; CMD_PACKET_LEN] {
+        let v = self.value.to_le_bytes();
+        [self.opcode, self.dw_addr, v[0], v[1], v[2], v[3]]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -404,6 +577,7 @@ mod tests {
         assert_eq!(classify_port(12287), PortClass::Messaging);
         assert_eq!(classify_port(0x5001), PortClass::Config);
         assert_eq!(classify_port(0x5002), PortClass::Command);
+        assert_eq!(CMD_PORT, 20482);
         assert_eq!(classify_port(0x3100), PortClass::OtherTlp);
         assert_eq!(classify_port(0x4fff), PortClass::OtherTlp);
         assert_eq!(classify_port(0x2ffe), PortClass::Other);
@@ -454,6 +628,91 @@ mod tests {
         // An MWr with only its header is an error (no payload at all).
         let w = [0x40, 0, 0, 1, 0x1b, 0, 0, 0x0f, 0, 0, 0x10, 0];
         assert!(parse_tlp_lenient(&w, &mut s).is_err());
+    }
+
+    #[test]
+    fn only_the_libtlp_short_write_is_padded() {
+        let mut s = Vec::new();
+        // 3DW MWr, Length 0 (= 1024 DW), 4 payload bytes: Malformed, never padded.
+        let mut w = vec![0x40, 0, 0, 0, 0x1b, 0, 0, 0xff, 0, 0, 0xa0, 0];
+        w.extend_from_slice(&[0x41; 4]);
+        assert!(matches!(
+            parse_tlp_lenient(&w, &mut s),
+            Err(Error::Truncated {
+                needed: 4108,
+                available: 16,
+                ..
+            })
+        ));
+        // Length 2 with 5 payload bytes: short, and not a single-DW write.
+        let w2 = [
+            0x40, 0, 0, 2, 0x1b, 0, 0, 0xff, 0, 0, 0xa0, 0, 1, 2, 3, 4, 5,
+        ];
+        assert!(parse_tlp_lenient(&w2, &mut s).is_err());
+        // Length 1 with a digest declared (TD) and 3 bytes: not LibTLP's shape.
+        let w3 = [0x40, 0, 0x80, 1, 0x1b, 0, 0, 0x06, 0, 0, 0xa0, 0, 1, 2, 3];
+        assert!(parse_tlp_lenient(&w3, &mut s).is_err());
+        // LibTLP always sends 3 bytes when First BE bit 3 is clear: 1 or 2 are not it.
+        let w4 = [0x40, 0, 0, 1, 0x1b, 0, 0, 0x06, 0, 0, 0xa0, 0, 1, 2];
+        assert!(parse_tlp_lenient(&w4, &mut s).is_err());
+        let w5 = [0x40, 0, 0, 1, 0x1b, 0, 0, 0x04, 0, 0, 0xa0, 0, 1];
+        assert!(parse_tlp_lenient(&w5, &mut s).is_err());
+        // First BE bit 3 set (1000, 1100, 1110): LibTLP sends all 4 bytes.
+        let w6 = [0x40, 0, 0, 1, 0x1b, 0, 0, 0x08, 0, 0, 0xa0, 0, 0, 0, 0];
+        assert!(parse_tlp_lenient(&w6, &mut s).is_err());
+        // First BE 0 (a zero-length write) is never short either.
+        let w7 = [0x40, 0, 0, 1, 0x1b, 0, 0, 0x00, 0, 0, 0xa0, 0, 0, 0, 0];
+        assert!(parse_tlp_lenient(&w7, &mut s).is_err());
+        // LibTLP: 1 byte at 0xa002 (First BE 0100): 2 pad bytes + 1 data byte.
+        let ok = [0x40, 0, 0, 1, 0x1b, 0, 0, 0x04, 0, 0, 0xa0, 0, 0, 0, 0x77];
+        let (t, f) = parse_tlp_lenient(&ok, &mut s).unwrap();
+        assert_eq!((t.payload, f.padded), (&[0, 0, 0x77, 0][..], 1));
+        // The same in a 4DW MWr.
+        let ok4 = [
+            0x60, 0, 0, 1, 0x1b, 0, 0, 0x04, 0, 0, 0, 1, 0, 0, 0xa0, 0, 0, 0, 0x77,
+        ];
+        assert_eq!(parse_tlp_lenient(&ok4, &mut s).unwrap().1.padded, 1);
+        // A CplD is never padded, even with Length 1.
+        let c = [0x4a, 0, 0, 1, 0, 0, 0, 4, 0x1b, 0, 0, 0, 1, 2, 3];
+        assert!(parse_tlp_lenient(&c, &mut s).is_err());
+        // Exact parsing: trailing bytes after an MWr are a mismatch too.
+        let mut t4 = vec![0x40, 0, 0, 1, 0x1b, 0, 0, 0x0f, 0, 0, 0xa0, 0, 1, 2, 3, 4];
+        assert!(parse_tlp_exact(&t4, &mut s).is_ok());
+        t4.push(5);
+        assert!(matches!(
+            parse_tlp_exact(&t4, &mut s),
+            Err(Error::Trailing {
+                expected: 16,
+                available: 17,
+                ..
+            })
+        ));
+        assert!(parse_tlp_exact(&ok, &mut s).is_ok());
+    }
+
+    /// Every short write LibTLP's `dma_write` makes inside one DW (offset 0-3, 1-3 bytes)
+    /// is accepted: First DW BE as `tlp_calculate_fstdw` computes it, one pad byte per
+    /// clear bit among BE bits 0-2, then the data, nothing after.
+    #[test]
+    fn every_libtlp_short_write_is_accepted() {
+        let mut s = Vec::new();
+        for off in 0..4u8 {
+            for count in 1..4u8 {
+                if off + count > 4 {
+                    continue; // crosses into a second DW: Length 2, whole DWs
+                }
+                let be = (((1u8 << count) - 1) << off) & 0xf;
+                let pads = (0..3).filter(|n| be & (1 << n) == 0).count();
+                let mut t = vec![0x40, 0, 0, 1, 0x1b, 0, 0, be, 0, 0, 0x30, 0];
+                t.extend(std::iter::repeat_n(0, pads));
+                t.extend((0..count).map(|i| 0xa0 + i));
+                let (tlp, fix) = parse_tlp_lenient(&t, &mut s)
+                    .unwrap_or_else(|e| panic!("offset {off} count {count}: {e}"));
+                assert_eq!(tlp.payload.len(), 4);
+                assert_eq!(fix.padded, 4 - (pads + count as usize));
+                assert!(parse_tlp_exact(&t, &mut s).is_ok());
+            }
+        }
     }
 
     #[test]

@@ -248,6 +248,13 @@ impl SendBatch {
             .map(|&(_, d, s, n)| (d, &self.data[s..s + n]))
     }
 
+    /// Iterates over the queued datagrams with their sockets (socket, destination, bytes).
+    pub fn iter_with_fd(&self) -> impl Iterator<Item = (RawFd, SocketAddrV4, &[u8])> + '_ {
+        self.items
+            .iter()
+            .map(|&(fd, d, s, n)| (fd, d, &self.data[s..s + n]))
+    }
+
     /// Sends everything (one `sendmmsg` per run of datagrams on the same socket) and
     /// empties the batch. Returns how many datagrams the kernel refused (counted, not
     /// fatal: UDP may drop).

@@ -1,14 +1,18 @@
 //! Integration tests on loopback: the adapter on 127.0.0.1, devices on 127.0.0.2.
 //!
-//! Every test takes [`lock`] because all of them bind the fixed NetTLP ports.
+//! Every test takes [`lock`] because all of them bind the fixed NetTLP ports, except
+//! those of `hardening`, which take loopback addresses of their own ([`Net::random`]).
 
 mod faults;
+mod hardening;
 mod integrity;
 mod psmem_mmio;
 mod writes;
 
 use pcielab_nettlp::adapter::{Adapter, AdapterConfig};
 use pcielab_nettlp::device::{Device, DeviceConfig};
+use std::net::Ipv4Addr;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -54,4 +58,51 @@ pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(2));
     }
     cond()
+}
+
+/// Loopback addresses of one test's own: adapter, device and a stranger (not on the
+/// allow-list), in a random 127.x.y.0/24 (never 127.0.0.0/24, where the fixed-address
+/// tests and other NetTLP programs live).
+#[derive(Debug, Clone, Copy)]
+pub struct Net {
+    /// The adapter's address.
+    pub adapter: Ipv4Addr,
+    /// The device's address.
+    pub device: Ipv4Addr,
+    /// A peer on no allow-list.
+    pub stranger: Ipv4Addr,
+}
+
+impl Net {
+    /// Fresh addresses (random per process, different per call).
+    pub fn random() -> Net {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let mut h = (std::process::id() as u64) << 32 | (t as u64 ^ (n as u64) << 20);
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        let x = 1 + (h % 254) as u8;
+        let y = 1 + ((h >> 8) % 254) as u8;
+        Net {
+            adapter: Ipv4Addr::new(127, x, y, 10),
+            device: Ipv4Addr::new(127, x, y, 20),
+            stranger: Ipv4Addr::new(127, x, y, 30),
+        }
+    }
+
+    /// An adapter on these addresses, changed by `f`.
+    pub fn adapter(&self, f: impl FnOnce(&mut AdapterConfig)) -> Adapter {
+        let mut c = AdapterConfig {
+            listen: self.adapter,
+            device: self.device,
+            ..AdapterConfig::default()
+        };
+        f(&mut c);
+        Adapter::start(c).expect("adapter starts")
+    }
 }
