@@ -29,11 +29,21 @@ local proto = Proto("pcielab", "PCIe over NetTLP (pcielab)")
 ---------------------------------------------------------------------------------------
 -- Bit helpers that work on every Lua version Wireshark ships (numbers as doubles).
 
-local function bits(v, shift, width)
-    return math.floor(v / 2 ^ shift) % 2 ^ width
+local bits
+if bit32 and bit32.extract then
+    -- Lua 5.2 (Wireshark's): in C, several times faster than the arithmetic below.
+    bits = bit32.extract
+else
+    bits = function(v, shift, width) return math.floor(v / 2 ^ shift) % 2 ^ width end
 end
 
-local function flag(v, bit) return bits(v, bit, 1) == 1 end
+local flag
+if bit32 and bit32.btest then
+    local btest = bit32.btest
+    flag = function(v, bit) return btest(v, 2 ^ bit) end
+else
+    flag = function(v, bit) return bits(v, bit, 1) == 1 end
+end
 
 local bxor
 if bit32 and bit32.bxor then
@@ -79,6 +89,15 @@ local function crc32(chunks)
     return 0xFFFFFFFF - c
 end
 
+-- crc16 of the four bytes of the big-endian word `w` (a DLLP's content).
+local function crc16_word(w)
+    local c = 0xFFFF
+    for shift = 24, 0, -8 do
+        c = bxor(bits(c, 8, 8), CRC16_T[bxor(c % 256, bits(w, shift, 8))])
+    end
+    return 0xFFFF - c
+end
+
 local function crc16(bytes)
     local c = 0xFFFF
     for i = 1, #bytes do
@@ -99,8 +118,15 @@ local function hex_of(tvb, off, len)
     return table.concat(s)
 end
 
+-- IDs repeat from packet to packet: each is formatted once.
+local BDF_TEXT = {}
 local function bdf_str(raw)
-    return string.format("%02x:%02x.%x", bits(raw, 8, 8), bits(raw, 3, 5), bits(raw, 0, 3))
+    local s = BDF_TEXT[raw]
+    if not s then
+        s = string.format("%02x:%02x.%x", bits(raw, 8, 8), bits(raw, 3, 5), bits(raw, 0, 3))
+        BDF_TEXT[raw] = s
+    end
+    return s
 end
 
 -- Hex of a 64-bit value given as two 32-bit halves, without leading zeros.
@@ -109,17 +135,13 @@ local function hex64(hi, lo)
     return string.format("%x", lo)
 end
 
--- "0x1_2345_6780" as pcielab's text output writes addresses.
+-- "0x1_2345_6780" as pcielab's text output writes addresses: a "_" before every group
+-- of four digits counted from the right.
 local function addr_text(hi, lo)
     local h = hex64(hi, lo)
-    local out = {}
-    local n = #h
-    for i = 1, n do
-        out[#out + 1] = h:sub(i, i)
-        local left = n - i
-        if left > 0 and left % 4 == 0 then out[#out + 1] = "_" end
-    end
-    return "0x" .. table.concat(out)
+    local grouped = h:reverse():gsub("(%x%x%x%x)", "%1_"):reverse()
+    if grouped:sub(1, 1) == "_" then grouped = grouped:sub(2) end
+    return "0x" .. grouped
 end
 
 ---------------------------------------------------------------------------------------
@@ -314,30 +336,59 @@ local iface_field = Field.new("frame.interface_name")
 -- "DLL replay" (like the interface name, known in pass 1 only when a tree is built).
 local comment_field = Field.new("frame.comment")
 
-local function is_dll_replay()
+-- The packet's comment, read once per packet (nil when it has none).
+local function packet_comment()
     local c = comment_field()
-    return c ~= nil and string.sub(tostring(c.value), 1, 10) == "DLL replay"
+    return c and tostring(c.value)
+end
+
+local function is_dll_replay(comment)
+    return comment ~= nil and string.sub(comment, 1, 10) == "DLL replay"
 end
 
 -- ... and TLPs corrupted on the wire by error injection with one that says so.
-local function is_lcrc_corrupted()
-    local c = comment_field()
-    return c ~= nil and string.find(tostring(c.value), "LCRC corrupted on the wire", 1, true) ~= nil
+local function is_lcrc_corrupted(comment)
+    return comment ~= nil and string.find(comment, "LCRC corrupted on the wire", 1, true) ~= nil
 end
 
 local state
+-- Whether a filter, column or tap uses any of our fields: nil until the first packet of
+-- a dissection pass asks (see `need_fields`).
+local fields_referenced
 local function reset()
-    state = { pending = {}, req = {}, cpl = {} }
+    -- Per frame, in flat tables of numbers (no table per packet, which made the
+    -- garbage collector's work grow with the capture):
+    --   cpl_req[f]   the request a completion answers (0: none, "no request");
+    --   cpl_ns[f]    its latency in ns;  cpl_info[f]  its index * 2 + 1 if the last;
+    --   cpl_next[f]  the next completion of the same request;
+    --   req_in_use[f]  a request's frame whose tag it reused while open (0: none);
+    --   req_first[f], req_last[f]  its first and last completion;  req_done[f]  true.
+    state = {
+        pending = {}, cpl_req = {}, cpl_ns = {}, cpl_info = {}, cpl_next = {},
+        req_in_use = {}, req_first = {}, req_last = {}, req_done = {},
+    }
+    fields_referenced = nil
 end
 reset()
 function proto.init() reset() end
 
-local function link_key(name)
-    if not name then return "" end
+local LINK_KEY = {}
+local function link_key_of(name)
     local a, b = name:match("^(.-)%->(.*)$")
     if not a then return name end
     if a <= b then return a .. "<->" .. b end
     return b .. "<->" .. a
+end
+
+-- The key of the link an interface's direction is on (both directions, one key).
+local function link_key(name)
+    if not name then return "" end
+    local k = LINK_KEY[name]
+    if not k then
+        k = link_key_of(name)
+        LINK_KEY[name] = k
+    end
+    return k
 end
 
 ---------------------------------------------------------------------------------------
@@ -348,13 +399,34 @@ local function trunc(what, needed, available)
     return string.format("truncated: %s needs %d bytes, only %d available", what, needed, available)
 end
 
+-- Big-endian 32-bit words of a string of bytes read with tvb:raw(), which makes a Lua
+-- string instead of a TvbRange object (an allocation with a finalizer) per field.
+local sbyte = string.byte
+local function word_at(raw, i)
+    local a, b, c, d = sbyte(raw, i, i + 3)
+    return ((a * 256 + b) * 256 + c) * 256 + d
+end
+
+-- The prefix list of a TLP without prefixes (shared, never written).
+local NO_PREFIXES = {}
+
 -- Decodes a TLP of `len` bytes at tvb offset `off`, of which `clen` were captured (fewer
 -- when the capture's snap length cut it). Returns a table of decoded fields, or nil and an
 -- error string (the same checks as pcielab's codec).
 local function decode_tlp(tvb, off, len, clen)
-    local t = { prefixes = {} }
+    -- Every field decoded for every TLP, made in one constructor: a table grown key by
+    -- key is rehashed five times, which cost more than the decoding.
+    local t = {
+        prefixes = NO_PREFIXES, h0 = 0, kind = false, fmt = 0, type = 0, four = false,
+        length_dw = 0, tc = 0, ro = false, ns = false, ido = false, ln = false, th = false,
+        td = false, ep = false, at = 0, len = 0, payload_off = 0, payload_len = 0,
+        captured_payload = 0, tag = 0, rid_raw = 0, requester_id = false, first_be = 0,
+        last_be = 0, group = false, addr_hi = 0, addr_lo = 0,
+    }
     local h = 0
-    while h < clen and bits(tvb(off + h, 1):uint(), 5, 3) == 4 do
+    -- Fmt 100b is a prefix: most TLPs have none, so look at the first byte once.
+    if clen > 0 and bits(sbyte(tvb:raw(off, 1)), 5, 3) == 4 then t.prefixes = {} end
+    while t.prefixes ~= NO_PREFIXES and h < clen and bits(tvb(off + h, 1):uint(), 5, 3) == 4 do
         if h + 4 > clen then return nil, trunc("TLP prefix", h + 4, len) end
         local w = tvb(off + h, 4):uint()
         local ty = bits(w, 24, 5)
@@ -376,7 +448,8 @@ local function decode_tlp(tvb, off, len, clen)
     end
     t.h0 = h
     if clen < h + 4 then return nil, trunc("TLP header DW0", h + 4, len) end
-    local dw0 = tvb(off + h, 4):uint()
+    local raw = tvb:raw(off + h, math.min(clen - h, 16))
+    local dw0 = word_at(raw, 1)
     local fmt, ty = bits(dw0, 29, 3), bits(dw0, 24, 5)
     local kind = kind_of(fmt, ty)
     if not kind then
@@ -414,17 +487,18 @@ local function decode_tlp(tvb, off, len, clen)
     else
         t.captured_payload = n
     end
-    local dw1 = tvb(off + h + 4, 4):uint()
-    local dw2 = tvb(off + h + 8, 4):uint()
+    local dw1 = word_at(raw, 5)
+    local dw2 = word_at(raw, 9)
     local tag_hi = bits(dw0, 23, 1) * 512 + bits(dw0, 19, 1) * 256
     t.tag = tag_hi + bits(dw1, 8, 8)
-    t.requester_id = bdf_str(bits(dw1, 16, 16))
+    t.rid_raw = bits(dw1, 16, 16)
+    t.requester_id = bdf_str(t.rid_raw)
     t.first_be, t.last_be = bits(dw1, 0, 4), bits(dw1, 4, 4)
     if MEM[kind] then
         t.group = "mem"
         local hi, lo
         if four then
-            local w3 = tvb(off + h + 12, 4):uint()
+            local w3 = word_at(raw, 13)
             hi, lo = dw2, w3 - w3 % 4
             t.ph = w3 % 4
         else
@@ -452,7 +526,7 @@ local function decode_tlp(tvb, off, len, clen)
         t.msg_code = dw1 % 256
         t.msg_name = MSG[t.msg_code]
         t.msg_fields = hex_of(tvb, off + h + 8, 8)
-        local w3 = tvb(off + h + 12, 4):uint()
+        local w3 = word_at(raw, 13)
         t.w2, t.w3 = dw2, w3
         if r == 1 then t.addr_hi, t.addr_lo = dw2, w3 end
         if r == 2 then t.target_id = bdf_str(bits(dw2, 16, 16)) end
@@ -487,7 +561,8 @@ local function decode_tlp(tvb, off, len, clen)
         t.bcm = flag(dw1, 12)
         local bc = dw1 % 4096
         t.byte_count = (bc == 0) and 4096 or bc
-        t.requester_id = bdf_str(bits(dw2, 16, 16))
+        t.rid_raw = bits(dw2, 16, 16)
+        t.requester_id = bdf_str(t.rid_raw)
         t.tag = tag_hi + bits(dw2, 8, 8)
         t.lower_address = dw2 % 128
     end
@@ -561,47 +636,59 @@ local function is_last_completion(t)
 end
 
 -- Pass-1 bookkeeping; returns nothing. Results are stored per frame.
-local function track(pinfo, t)
+local function track(pinfo, t, comment, ifname)
     local num = pinfo.number
     -- A replayed TLP is a copy of one already seen: it neither opens nor answers a request.
-    if is_dll_replay() then return end
+    if is_dll_replay(comment) then return end
     -- The interface name is known only when a tree is built; tshark's first pass with -2
     -- builds none unless a read filter (-R) is given. Without it all interfaces are one link.
-    local ifn = iface_field()
-    local link = ifn and link_key(tostring(ifn.value)) or ""
+    local link = ifname and link_key(ifname) or ""
     local now = pinfo.rel_ts
+    local st = state
+    local by_link = st.pending[link]
+    if not by_link then
+        by_link = {}
+        st.pending[link] = by_link
+    end
+    local key = t.rid_raw * 1024 + t.tag
     if CPL[t.kind] then
-        local key = link .. "|" .. t.requester_id .. "|" .. t.tag
-        local q = state.pending[key]
-        local p = q and q[1]
-        if not p then
-            state.cpl[num] = { unmatched = true }
+        local q = by_link[key]
+        -- A queue of requests: frame, time, completions so far, for each (flat).
+        if not q or q.head > q.tail then
+            st.cpl_req[num] = 0
             return
         end
-        p.count = p.count + 1
+        local i = q.head
+        local req = q[3 * i - 2]
+        local count = q[3 * i] + 1
+        q[3 * i] = count
         local last = is_last_completion(t)
-        local ns = math.floor((now - p.time) * 1e9 + 0.5)
+        local ns = math.floor((now - q[3 * i - 1]) * 1e9 + 0.5)
         if ns < 0 then ns = 0 end
-        local lat = NSTime.new(math.floor(ns / 1e9), ns % 1e9)
-        state.cpl[num] = { req = p.frame, latency = lat, last = last, index = p.count }
-        local r = state.req[p.frame]
-        r.cpls[#r.cpls + 1] = num
+        st.cpl_req[num] = req
+        st.cpl_ns[num] = ns
+        st.cpl_info[num] = count * 2 + (last and 1 or 0)
+        local prev = st.req_last[req]
+        if prev then st.cpl_next[prev] = num else st.req_first[req] = num end
+        st.req_last[req] = num
         if last then
-            r.done = true
-            table.remove(q, 1)
-            if #q == 0 then state.pending[key] = nil end
+            st.req_done[req] = true
+            q[3 * i - 2], q[3 * i - 1], q[3 * i] = nil, nil, nil
+            q.head = i + 1
+            if q.head > q.tail then by_link[key] = nil end
         end
     elseif NON_POSTED[t.kind] then
         -- Requests with the same key queue up; completions go to the oldest.
-        local key = link .. "|" .. t.requester_id .. "|" .. t.tag
-        local q = state.pending[key]
+        local q = by_link[key]
         if not q then
-            q = {}
-            state.pending[key] = q
+            q = { head = 1, tail = 0 }
+            by_link[key] = q
         end
-        local in_use = q[#q]
-        q[#q + 1] = { frame = num, time = now, count = 0 }
-        state.req[num] = { done = false, cpls = {}, in_use_by = in_use and in_use.frame or nil }
+        local in_use = (q.tail >= q.head) and q[3 * q.tail - 2] or 0
+        local i = q.tail + 1
+        q.tail = i
+        q[3 * i - 2], q[3 * i - 1], q[3 * i] = num, now, 0
+        st.req_in_use[num] = in_use
     end
 end
 
@@ -699,43 +786,55 @@ local function add_tlp_tree(tree, tvb, off, t, pinfo)
     return ti
 end
 
-local function add_links(tree, tvb, pinfo, t, ti)
+-- The request/completion links of a TLP: the Info column's note, and (when `full`, a
+-- tree being built) the generated fields and expert info.
+local function add_links(tree, pinfo, ti, comment, full)
     local num = pinfo.number
-    if is_dll_replay() then
-        local it = tree:add(f["tlp.dll_replay"], true)
-        it:set_generated(true)
-        it:add_proto_expert_info(e.replay)
+    if is_dll_replay(comment) then
+        if full then
+            local it = tree:add(f["tlp.dll_replay"], true)
+            it:set_generated(true)
+            it:add_proto_expert_info(e.replay)
+        end
         return " (DLL replay)"
     end
-    local c = state.cpl[num]
+    local st = state
     local note = ""
-    if c then
-        if c.unmatched then
-            ti:add_proto_expert_info(e.unmatched)
-            note = " (no request)"
-        else
-            local it = tree:add(f["request_frame"], c.req)
+    local req = st.cpl_req[num]
+    if req == 0 then
+        if full then ti:add_proto_expert_info(e.unmatched) end
+        note = " (no request)"
+    elseif req then
+        local info = st.cpl_info[num]
+        local last = info % 2 == 1
+        if full then
+            local it = tree:add(f["request_frame"], req)
             it:set_generated(true)
-            if c.latency then
-                local lt = tree:add(f["latency"], c.latency)
-                lt:set_generated(true)
-            end
-            tree:add(f["last"], c.last):set_generated(true)
-            tree:add(f["completion_index"], c.index):set_generated(true)
-            note = string.format(" (reply to #%d%s)", c.req, c.last and "" or ", more to come")
+            local ns = st.cpl_ns[num]
+            local lt = tree:add(f["latency"], NSTime.new(math.floor(ns / 1e9), ns % 1e9))
+            lt:set_generated(true)
+            tree:add(f["last"], last):set_generated(true)
+            tree:add(f["completion_index"], math.floor(info / 2)):set_generated(true)
         end
+        note = string.format(" (reply to #%d%s)", req, last and "" or ", more to come")
     end
-    local r = state.req[num]
-    if r then
-        for _, cf in ipairs(r.cpls) do
-            tree:add(f["response_frame"], cf):set_generated(true)
+    local in_use = st.req_in_use[num]
+    if in_use then
+        if full then
+            local cf = st.req_first[num]
+            while cf do
+                tree:add(f["response_frame"], cf):set_generated(true)
+                cf = st.cpl_next[cf]
+            end
         end
-        if r.in_use_by then
-            ti:add_proto_expert_info(e.tag_in_use, string.format("Tag in use by frame %d, which has not completed", r.in_use_by))
-            note = string.format(" (tag in use by #%d)", r.in_use_by)
+        if in_use ~= 0 then
+            if full then
+                ti:add_proto_expert_info(e.tag_in_use, string.format("Tag in use by frame %d, which has not completed", in_use))
+            end
+            note = string.format(" (tag in use by #%d)", in_use)
         end
-        if pinfo.visited and not r.done then
-            ti:add_proto_expert_info(e.missing, "No (last) completion in the capture")
+        if pinfo.visited and not st.req_done[num] then
+            if full then ti:add_proto_expert_info(e.missing, "No (last) completion in the capture") end
             note = " (no completion)"
         end
     end
@@ -750,12 +849,15 @@ local FC_CLASS = { [0] = "P", [1] = "NP", [2] = "Cpl" }
 
 local function dllp_decode(tvb, off)
     local d = {}
-    local b0 = tvb(off, 1):uint()
-    local content = tvb(off + 1, 3):uint()
+    local raw = tvb:raw(off, 6)
+    local w = word_at(raw, 1)
+    local b0 = bits(w, 24, 8)
+    local content = w % 16777216
     d.type = b0
     d.content = content
-    d.crc = tvb(off + 4, 2):le_uint()
-    local c = crc16(tvb_bytes(tvb, off, 4))
+    local lo, hi = sbyte(raw, 5, 6)
+    d.crc = hi * 256 + lo
+    local c = crc16_word(w)
     d.crc_ok = (c == d.crc)
     d.crc_computed = c
     if b0 == 0x00 then
@@ -798,7 +900,13 @@ local function dllp_decode(tvb, off)
     return d
 end
 
-local function dissect_dllp(tvb, pinfo, root, off, len)
+local function dissect_dllp(tvb, pinfo, root, off, len, full)
+    if not full and len == 6 then
+        -- No tree to fill: the Info column's text only.
+        local d, err = dllp_decode(tvb, off)
+        if not d then return "malformed DLLP: " .. err end
+        return d.crc_ok and d.text or (d.text .. " CRC-BAD")
+    end
     local ti = root:add(f["dllp"], tvb(off, len))
     if len ~= 6 then
         local msg = (len < 6) and trunc("DLLP", 6, len)
@@ -894,6 +1002,27 @@ local function dissect_cmd(tvb, pinfo, root)
     return len
 end
 
+-- Whether any of our fields is referenced (asked once per dissection pass: a filter
+-- does not change within one).
+local function need_fields(tree)
+    if fields_referenced == nil then
+        fields_referenced = false
+        -- The protocol itself (a filter of just "pcielab").
+        local ok, d = pcall(Dissector.get, "pcielab")
+        if ok and d and tree:referenced(d) then
+            fields_referenced = true
+            return true
+        end
+        for _, field in pairs(f) do
+            if tree:referenced(field) then
+                fields_referenced = true
+                break
+            end
+        end
+    end
+    return fields_referenced
+end
+
 local function dissect(tvb, pinfo, root)
     local len = tvb:len()
     local udp_src, udp_dst = pinfo.src_port, pinfo.dst_port
@@ -913,21 +1042,29 @@ local function dissect(tvb, pinfo, root)
         pinfo.cols.info = "NetTLP config " .. hex_of(tvb, 0, 6)
         return len
     end
-    local tree = root:add(proto, tvb())
+    -- Whether the fields are wanted: shown (tshark -V, -T, Wireshark's details pane) or
+    -- used by a filter, column or tap. Otherwise only the Info column and the matching
+    -- state are made (not even the protocol's item), which is most of the time a plain
+    -- `tshark -r` takes.
+    local full = root.visible or need_fields(root)
+    local tree = full and root:add(proto, tvb()) or root
     pinfo.cols.protocol = is_dllp and "PCIe DLLP" or "PCIe TLP"
     if len < 6 then
         local msg = string.format("NetTLP header truncated: %d bytes of 6", len)
-        tree:add_proto_expert_info(e.malformed, msg)
+        if full then tree:add_proto_expert_info(e.malformed, msg) end
         pinfo.cols.info = msg
         return len
     end
-    tree:add(f["nettlp.seq"], tvb(0, 2))
-    tree:add(f["nettlp.tstamp"], tvb(2, 4))
+    if full then
+        tree:add(f["nettlp.seq"], tvb(0, 2))
+        tree:add(f["nettlp.tstamp"], tvb(2, 4))
+    end
     local iface = iface_field()
-    local prefix = iface and (tostring(iface.value) .. " ") or ""
+    local ifname = iface and tostring(iface.value)
+    local prefix = ifname and (ifname .. " ") or ""
     if is_dllp then
-        local text = dissect_dllp(tvb, pinfo, tree, 6, len - 6)
-        tree:append_text(": " .. text)
+        local text = dissect_dllp(tvb, pinfo, tree, 6, len - 6, full)
+        if full then tree:append_text(": " .. text) end
         pinfo.cols.info = prefix .. text
         return len
     end
@@ -943,16 +1080,18 @@ local function dissect(tvb, pinfo, root)
         pinfo.cols.info = prefix .. "malformed TLP: " .. err
         return len
     end
-    if not pinfo.visited then track(pinfo, t) end
-    local ti = add_tlp_tree(tree, tvb, 6, t, pinfo)
-    local note = add_links(tree, tvb, pinfo, t, ti)
+    local comment = packet_comment()
+    if not pinfo.visited then track(pinfo, t, comment, ifname) end
+    local ti = full and add_tlp_tree(tree, tvb, 6, t, pinfo) or tree
+    local note = add_links(tree, pinfo, ti, comment, full)
     local text = tlp_text(t)
     if t.snapped then text = text .. string.format(" [snapped: %d of %d bytes]", t.captured, t.len) end
     if t.td and not t.snapped and not t.ecrc_ok then text = text .. " ECRC-BAD" end
     -- The NetTLP sequence number (in simulation captures, the data-link one).
-    text = text .. " seq " .. tvb(0, 2):uint()
-    if is_lcrc_corrupted() then text = text .. " LCRC-BAD" end
-    tree:append_text(": " .. text)
+    local s0, s1 = sbyte(tvb:raw(0, 2), 1, 2)
+    text = text .. " seq " .. (s0 * 256 + s1)
+    if is_lcrc_corrupted(comment) then text = text .. " LCRC-BAD" end
+    if full then tree:append_text(": " .. text) end
     pinfo.cols.info = prefix .. text .. note
     return len
 end

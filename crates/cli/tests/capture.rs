@@ -590,17 +590,27 @@ fn compare_with_tshark(path: &Path, n: usize) -> (usize, Vec<Value>) {
 /// The Info column of tshark is `pcielab dump`'s line after frame and time (notes aside).
 fn check_info_column(path: &Path, n: usize) {
     let p = path.to_str().unwrap();
-    let (out, err) = tshark(&[
-        "-r",
-        p,
-        "-2",
-        "-R",
-        "frame",
-        "-T",
-        "fields",
-        "-e",
-        "_ws.col.Info",
-    ]);
+    check_info_lines(
+        path,
+        n,
+        &[
+            "-r",
+            p,
+            "-2",
+            "-R",
+            "frame",
+            "-T",
+            "fields",
+            "-e",
+            "_ws.col.Info",
+        ],
+    );
+}
+
+/// The Info column tshark prints with `args` against `dump`'s lines.
+fn check_info_lines(path: &Path, n: usize, args: &[&str]) {
+    let p = path.to_str().unwrap();
+    let (out, err) = tshark(args);
     assert!(!err.contains("Lua"), "{err}");
     let (_, text, _) = pcielab(&["dump", p]);
     let dump_lines: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
@@ -1622,4 +1632,22 @@ fn one_output_convention_and_closed_pipes() {
     drop(child.stdout.take());
     let out = child.wait_with_output().unwrap();
     assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
+}
+
+/// A plain `tshark -r` builds no tree, and the dissector then makes only the Info column
+/// and the matching state (its fast path): the same Info as with a tree, line for line,
+/// on a simulation capture with replays, Naks and completions.
+#[test]
+fn tshark_info_without_a_tree_matches_dump() {
+    if !tshark_wanted() {
+        return;
+    }
+    let (_, pcap, _) = sim_capture("fastpath", &[]);
+    let n = dump_json(&pcap).len();
+    let p = pcap.to_str().unwrap();
+    check_info_lines(
+        &pcap,
+        n,
+        &["-r", p, "-o", "gui.column.format:\"Info\",\"%i\""],
+    );
 }
