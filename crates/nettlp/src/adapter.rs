@@ -1196,13 +1196,17 @@ fn worker(inner: &Inner, mut ep: Epoll) {
                         &mut bufs.data,
                     );
                 }
-                if !out.is_empty() {
+                if out.len() >= 64 {
                     inner.flush(&mut out, None);
                 }
                 if n < 32 {
                     break;
                 }
             }
+        }
+        // One sendmmsg for the answers to every socket of this wake-up.
+        if !out.is_empty() {
+            inner.flush(&mut out, None);
         }
         // While busy, at most one getrusage per millisecond.
         if cpu_at.elapsed() >= Duration::from_millis(1) {
