@@ -3,13 +3,13 @@
 //! process, on a random 127.x.y.z pair of its own).
 //!
 //! For each read size (64, 256, 1024 B; MRRS 4096, so one MRd per read, as upstream
-//! LibTLP sends it) the two modes run in alternating slices (`ROUNDS` × `SLICE` each), so
-//! both see the same machine load; the bench prints reads/s and p50/p99 latency of each
-//! and the ratio. Then posted writes from two threads: MWr sent against MWr applied by
-//! the adapter (the loss, which must be 0).
+//! LibTLP sends it) window 1 and each pipelined window run in alternating slices
+//! (`ROUNDS` × `SLICE` each), so all see the same machine load; the bench prints reads/s
+//! and p50/p99 latency of each and its ratio to window 1. Then posted writes from two
+//! threads: MWr sent against MWr applied by the adapter (the loss, which must be 0).
 //!
-//! `cargo bench -p pcielab-nettlp --bench pipeline` (environment `PIPELINE_WINDOW`,
-//! default 8; `PIPELINE_SLICE_MS`, default 500; `PIPELINE_ROUNDS`, default 6).
+//! `cargo bench -p pcielab-nettlp --bench pipeline` (environment `PIPELINE_WINDOWS`,
+//! default `2,4,8`; `PIPELINE_SLICE_MS`, default 500; `PIPELINE_ROUNDS`, default 6).
 
 use pcielab_nettlp::adapter::{Adapter, AdapterConfig};
 use pcielab_nettlp::device::{Device, DeviceConfig};
@@ -52,7 +52,13 @@ fn merge(into: &mut PerfResult, r: PerfResult) {
 fn main() {
     // `cargo test --benches` runs this with --bench absent: do a short smoke run then.
     let quick = !std::env::args().any(|a| a == "--bench");
-    let window = env("PIPELINE_WINDOW", 8).clamp(1, 64) as usize;
+    let windows: Vec<usize> = std::env::var("PIPELINE_WINDOWS")
+        .unwrap_or_else(|_| "2,4,8".into())
+        .split(',')
+        .filter_map(|w| w.trim().parse().ok())
+        .map(|w: usize| w.clamp(1, 64))
+        .collect();
+    let window = windows.iter().copied().max().unwrap_or(1);
     let slice = Duration::from_millis(if quick {
         50
     } else {
@@ -78,13 +84,14 @@ fn main() {
     })
     .expect("device opens");
     println!(
-        "pipeline: adapter {ad} (1 worker), device {dv}; window {window} vs 1; {rounds} x {} ms slices each, alternating",
+        "pipeline: adapter {ad} (1 worker), device {dv}; windows {windows:?} vs 1; {rounds} x {} ms slices each, alternating",
         slice.as_millis()
     );
+    let modes: Vec<usize> = std::iter::once(1).chain(windows.iter().copied()).collect();
     for size in [64usize, 256, 1024] {
-        let mut res = [PerfResult::default(), PerfResult::default()];
+        let mut res: Vec<PerfResult> = modes.iter().map(|_| PerfResult::default()).collect();
         for _ in 0..rounds {
-            for (k, w) in [1usize, window].into_iter().enumerate() {
+            for (k, &w) in modes.iter().enumerate() {
                 let cfg = PerfConfig {
                     direction: Direction::Read,
                     size,
@@ -105,19 +112,18 @@ fn main() {
             r.latencies_ns.sort_unstable();
         }
         let us = |r: &PerfResult, p: f64| percentile(&r.latencies_ns, p) as f64 / 1e3;
-        let (one, pipe) = (&res[0], &res[1]);
-        println!(
-            "pipeline read {size:>4} B: window 1: {:>9.0} reads/s, p50 {:>7.1} us, p99 {:>7.1} us | window {window}: {:>9.0} reads/s, p50 {:>7.1} us, p99 {:>7.1} us | ratio {:.2}x, errors {} / {}",
-            one.ops_per_s(),
-            us(one, 50.0),
-            us(one, 99.0),
-            pipe.ops_per_s(),
-            us(pipe, 50.0),
-            us(pipe, 99.0),
-            pipe.ops_per_s() / one.ops_per_s().max(1e-9),
-            one.errors,
-            pipe.errors
-        );
+        let base = res[0].ops_per_s().max(1e-9);
+        for (k, &w) in modes.iter().enumerate() {
+            let r = &res[k];
+            println!(
+                "pipeline read {size:>4} B window {w:>2}: {:>9.0} reads/s, p50 {:>7.1} us, p99 {:>7.1} us, {:.2}x window 1, {} errors",
+                r.ops_per_s(),
+                us(r, 50.0),
+                us(r, 99.0),
+                r.ops_per_s() / base,
+                r.errors
+            );
+        }
     }
     // Posted writes under load: two threads, every MWr must be applied.
     let before = a.stats().mwr;
