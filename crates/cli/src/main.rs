@@ -14,6 +14,7 @@ mod nettlp_cmd;
 mod sim_capture;
 mod sim_cmd;
 mod sim_inject;
+mod snic_cmd;
 mod tlp_cmd;
 mod topo_cmd;
 
@@ -55,6 +56,8 @@ enum Command {
     /// One NetTLP DMA read or write.
     #[command(subcommand)]
     Dma(nettlp_cmd::DmaCmd),
+    /// NetTLP adapter host with the simple-nic host driver: send and receive packets.
+    Snic(snic_cmd::SnicArgs),
     /// Run the timed fabric simulator on a topology with a built-in workload.
     Sim(sim_cmd::SimArgs),
 }
@@ -125,6 +128,7 @@ fn main() -> ExitCode {
         Command::Psmem(a) => nettlp_cmd::run_psmem(&a),
         Command::Tlpperf(a) => nettlp_cmd::run_tlpperf(&a),
         Command::Dma(c) => nettlp_cmd::run_dma(&c),
+        Command::Snic(a) => snic_cmd::run_snic(&a),
         Command::Sim(a) => sim_cmd::run(&a),
     };
     match result {

@@ -342,3 +342,29 @@ fn tlpperf_pcap_survives_sigint() {
     assert_eq!((rd, cp), (mrd, cpl), "{out}");
     let _ = std::fs::remove_file(&pcap);
 }
+
+/// `pcielab snic` without a simple-nic device: the driver's first send waits for the TX
+/// interrupt and fails with a clear message, in bounded time.
+#[test]
+fn snic_without_a_device_says_so() {
+    let (ad, dv) = own_addrs(4);
+    let t0 = Instant::now();
+    let o = run(&s(&[
+        "snic",
+        "--listen",
+        &ad.to_string(),
+        "--device",
+        &dv.to_string(),
+        "--send",
+        "00112233445566778899aabb0800",
+        "--timeout-ms",
+        "300",
+    ]));
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("no TX interrupt within 300 ms"),
+        "{}",
+        text(&o)
+    );
+    assert!(t0.elapsed() < Duration::from_secs(10));
+}

@@ -6,6 +6,7 @@ mod faults;
 mod integrity;
 mod pipeline;
 mod psmem_mmio;
+mod snic;
 mod writes;
 
 use pcielab_nettlp::adapter::{Adapter, AdapterConfig};
