@@ -625,6 +625,24 @@ pub struct TlpperfArgs {
     /// Output: a text line, or one JSON object.
     #[arg(long, value_enum, default_value = "text")]
     pub format: PerfFormat,
+    /// The adapter's control socket: for writes, compare the MWrs the adapter applied
+    /// with those sent and report the loss.
+    #[arg(long)]
+    pub control: Option<SocketAddr>,
+}
+
+/// MWrs the adapter applied so far, from its `stats` on the control socket.
+fn adapter_mwr(addr: SocketAddr) -> Result<u64, Failure> {
+    let r = control::request(addr, "stats", Duration::from_secs(3))
+        .map_err(|e| fail(format!("--control {addr}: {e}")))?;
+    let json = r
+        .strip_prefix("ok ")
+        .ok_or_else(|| fail(format!("--control {addr}: {r}")))?;
+    let v: serde_json::Value =
+        serde_json::from_str(json).map_err(|e| fail(format!("--control {addr}: {e}")))?;
+    v.get("mwr")
+        .and_then(|m| m.as_u64())
+        .ok_or_else(|| fail(format!("--control {addr}: no mwr counter in {json}")))
 }
 
 /// Output format of tlpperf.
@@ -673,8 +691,23 @@ pub fn run_tlpperf(a: &TlpperfArgs) -> Result<(), Failure> {
         window,
         stop: Some(stop),
     };
+    let before = match a.control {
+        Some(c) if cfg.direction == Direction::Write => Some((c, adapter_mwr(c)?)),
+        _ => None,
+    };
     let r = perf::run(&dev, &cfg).map_err(|e| fail(e.to_string()))?;
     let st = dev.stats();
+    // Posted writes: wait (at most 2 s) for the adapter to apply what is in flight.
+    let mut loss = None;
+    if let Some((c, b)) = before {
+        let end = Instant::now() + Duration::from_secs(2);
+        let mut applied = adapter_mwr(c)? - b;
+        while applied < st.mwr && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(20));
+            applied = adapter_mwr(c)? - b;
+        }
+        loss = Some((applied, st.mwr.saturating_sub(applied)));
+    }
     match a.format {
         PerfFormat::Text => {
             println!(
@@ -689,9 +722,15 @@ pub fn run_tlpperf(a: &TlpperfArgs) -> Result<(), Failure> {
                 "tlpperf: device counters: {} MRd, {} MWr, {} completions, {} stale, {} junk, {} send failures",
                 st.mrd, st.mwr, st.cpl, st.stale, st.junk, st.send_failures
             );
+            if let Some((applied, lost)) = loss {
+                println!(
+                    "tlpperf: adapter applied {applied} of {} MWr sent ({lost} lost)",
+                    st.mwr
+                );
+            }
         }
         PerfFormat::Json => println!(
-            "{{\"direction\":\"{}\",\"size\":{},\"threads\":{},\"window\":{},\"mrrs\":{},\"mps\":{},\"result\":{},\"device\":{{\"mrd\":{},\"mwr\":{},\"cpl\":{},\"stale\":{},\"junk\":{},\"send_failures\":{}}}}}",
+            "{{\"direction\":\"{}\",\"size\":{},\"threads\":{},\"window\":{},\"mrrs\":{},\"mps\":{},\"result\":{},\"device\":{{\"mrd\":{},\"mwr\":{},\"cpl\":{},\"stale\":{},\"junk\":{},\"send_failures\":{}}},\"adapter_mwr_applied\":{},\"mwr_lost\":{}}}",
             match cfg.direction {
                 Direction::Read => "read",
                 Direction::Write => "write",
@@ -707,7 +746,9 @@ pub fn run_tlpperf(a: &TlpperfArgs) -> Result<(), Failure> {
             st.cpl,
             st.stale,
             st.junk,
-            st.send_failures
+            st.send_failures,
+            loss.map_or("null".to_string(), |l| l.0.to_string()),
+            loss.map_or("null".to_string(), |l| l.1.to_string())
         ),
     }
     flush_pcap()?;

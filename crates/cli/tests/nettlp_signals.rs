@@ -368,3 +368,54 @@ fn snic_without_a_device_says_so() {
     );
     assert!(t0.elapsed() < Duration::from_secs(10));
 }
+
+/// `tlpperf -d write --control`: posted writes from two threads, counted by the adapter;
+/// the JSON reports how many it applied and how many were lost (none).
+#[test]
+fn tlpperf_counts_posted_write_loss() {
+    let (ad, dv) = own_addrs(5);
+    let (a, d) = (ad.to_string(), dv.to_string());
+    let ctl = format!("{ad}:12286");
+    let _adapter = spawn(&s(&[
+        "adapter",
+        "--listen",
+        &a,
+        "--device",
+        &d,
+        "--control",
+        &ctl,
+        "--duration",
+        "60",
+    ]));
+    let o = eventually(&s(&["adapter", "stats", "--control", &ctl]));
+    assert!(o.status.success(), "{}", text(&o));
+    let o = run(&s(&[
+        "tlpperf",
+        "-r",
+        &a,
+        "-l",
+        &d,
+        "-b",
+        "1b:00",
+        "-d",
+        "write",
+        "-L",
+        "1024",
+        "-N",
+        "2",
+        "-c",
+        "2000",
+        "--control",
+        &ctl,
+        "--format",
+        "json",
+    ]));
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let v: serde_json::Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    // 2 threads × 2000 writes × 4 MWr (1024 B at MPS 256).
+    assert_eq!(v["device"]["mwr"], 16000, "{out}");
+    assert_eq!(v["adapter_mwr_applied"], 16000, "{out}");
+    assert_eq!(v["mwr_lost"], 0, "{out}");
+    assert_eq!(v["result"]["ops"], 4000, "{out}");
+}
