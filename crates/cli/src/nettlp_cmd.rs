@@ -619,7 +619,8 @@ pub struct TlpperfArgs {
     #[arg(long, default_value_t = 16)]
     pub tags: u16,
     /// Reads in flight per thread (pipelined); 1 waits one round trip per read, as
-    /// upstream tlpperf (default: half the tags).
+    /// upstream tlpperf (default: half the tags). At most half of --tags MRds are in
+    /// flight (the spare tags let late completions drain), so raise --tags with it.
     #[arg(long)]
     pub window: Option<usize>,
     /// Output: a text line, or one JSON object.
