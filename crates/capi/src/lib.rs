@@ -2,14 +2,17 @@
 //! headers `include/libtlp.h` and `include/tlp.h`, so LibTLP programs compile and link
 //! unchanged, and behave correctly:
 //!
-//! * `dma_read`/`dma_write` split requests (MRRS 512 / MPS 256 by default, environment
-//!   `PCIELAB_MRRS` / `PCIELAB_MPS`) and never cross 4 KiB; reassembly checks tag,
+//! * `dma_read`/`dma_write` split requests (MRRS 4096 as upstream, so one MRd per 4 KiB
+//!   page, and MPS 256 by default; environment `PCIELAB_MRRS` / `PCIELAB_MPS`) and never
+//!   cross 4 KiB; reassembly checks tag,
 //!   requester, completer, Byte Count and Lower Address; `_aligned` variants return the
 //!   total byte count; UR gives `EOPNOTSUPP`, CA `ECONNABORTED`, a timeout `ETIME`, a bad
 //!   completion `EBADMSG`;
 //! * `nettlp_run_cb` takes a 4 KiB + header receive buffer, passes correct data pointers
 //!   and lengths, and calls `other` for TLPs without a callback;
-//! * the messaging calls return -1/0 with `errno` on failure, never uninitialised data.
+//! * the messaging calls return -1/0 with `errno` on failure, never uninitialised data;
+//! * a context whose `nettlp_init` failed (`sockfd` -1) fails every call at once with
+//!   `EBADF`, one holding a descriptor that is no IPv4 socket with `ENOTSOCK`.
 //!
 //! Every exported function runs inside a panic guard: a panic becomes an error return
 //! with `errno = EFAULT`; panics never unwind into C.
@@ -177,7 +180,43 @@ fn registry() -> &'static Registry {
     R.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
+/// Default Max_Read_Request_Size: 4096, as upstream LibTLP, which sends one MRd per
+/// call (here: one per 4 KiB page, the most one request may span).
+pub const DEFAULT_MRRS: u32 = 4096;
+/// Default Max_Payload_Size of writes.
+pub const DEFAULT_MPS: u32 = 256;
+
+/// Checks that `fd` is an IPv4 socket (a context that was never initialised holds some
+/// other descriptor, often 0: stdin). `ENOTSOCK` or `EBADF` otherwise, at once.
+fn check_socket(fd: c_int) -> Result<(), c_int> {
+    if fd < 0 {
+        return Err(libc::EBADF);
+    }
+    // SAFETY: sockaddr_storage is plain old data; getsockname gets a valid pointer and
+    // its size.
+    let family = unsafe {
+        let mut ss: libc::sockaddr_storage = std::mem::zeroed();
+        let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        if libc::getsockname(
+            fd,
+            (&mut ss as *mut libc::sockaddr_storage).cast(),
+            &mut len,
+        ) != 0
+        {
+            return Err(std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::ENOTSOCK));
+        }
+        ss.ss_family
+    };
+    if family as c_int != libc::AF_INET {
+        return Err(libc::ENOTSOCK);
+    }
+    Ok(())
+}
+
 /// The channel for a context (created on first use over a duplicate of its socket).
+/// A context whose `nettlp_init` failed has `sockfd == -1`: `EBADF` at once.
 fn channel(nt: &nettlp) -> Result<Arc<Mutex<Channel>>, c_int> {
     if nt.sockfd < 0 {
         return Err(libc::EBADF);
@@ -189,6 +228,7 @@ fn channel(nt: &nettlp) -> Result<Arc<Mutex<Channel>>, c_int> {
             return Ok(ch.clone());
         }
     }
+    check_socket(nt.sockfd)?;
     // SAFETY: dup of a descriptor the caller owns; we own the duplicate.
     let fd = unsafe { libc::dup(nt.sockfd) };
     if fd < 0 {
@@ -204,8 +244,8 @@ fn channel(nt: &nettlp) -> Result<Arc<Mutex<Channel>>, c_int> {
         tags: nt.tag as u16..nt.tag as u16 + 1,
         tags_per_channel: 1,
         max_in_flight: 1,
-        mrrs: env_size("PCIELAB_MRRS", 512),
-        mps: env_size("PCIELAB_MPS", 256),
+        mrrs: env_size("PCIELAB_MRRS", DEFAULT_MRRS),
+        mps: env_size("PCIELAB_MPS", DEFAULT_MPS),
         timeout: Duration::from_millis(500),
         ..DeviceConfig::default()
     };
@@ -217,7 +257,8 @@ fn channel(nt: &nettlp) -> Result<Arc<Mutex<Channel>>, c_int> {
 
 /// `nettlp_init`: binds `local:port` and connects to `remote:port`, where port is
 /// `0x3000 + tag` (`DMA_ISSUED_BY_LIBTLP`) or `0x4000 + (tag & 0xF)`. Returns 0, or -1
-/// with errno.
+/// with errno; on failure `sockfd` is -1, so every later call on the context fails at
+/// once with `EBADF`.
 ///
 /// # Safety
 /// `nt` must point to a valid `struct nettlp`.
@@ -229,6 +270,7 @@ pub unsafe extern "C" fn nettlp_init(nt: *mut nettlp) -> c_int {
             set_errno(libc::EINVAL);
             return -1;
         };
+        nt.sockfd = -1;
         let port = match nt.dir {
             DMA_ISSUED_BY_LIBTLP => frame::device_port(nt.tag),
             DMA_ISSUED_BY_ADAPTER => frame::host_port(nt.tag as u16),
@@ -307,8 +349,8 @@ unsafe fn dma(
             ch.dma_read(addr as u64, data)
         };
         if size.is_some() {
-            ch.set_mps(env_size("PCIELAB_MPS", 256));
-            ch.set_mrrs(env_size("PCIELAB_MRRS", 512));
+            ch.set_mps(env_size("PCIELAB_MPS", DEFAULT_MPS));
+            ch.set_mrrs(env_size("PCIELAB_MRRS", DEFAULT_MRRS));
         }
         match r {
             Ok(n) => n as ssize_t,
@@ -426,6 +468,10 @@ pub unsafe extern "C" fn nettlp_run_cb(
                 set_errno(libc::EINVAL);
                 return -1;
             };
+            if let Err(e) = check_socket(n.sockfd) {
+                set_errno(e);
+                return -1;
+            }
             pfd.push(libc::pollfd {
                 fd: n.sockfd,
                 events: libc::POLLIN,
@@ -597,6 +643,7 @@ pub unsafe extern "C" fn nettlp_pcie_cfg_init(ntpc: *mut nettlp_pcie_cfg) -> c_i
             set_errno(libc::EINVAL);
             return -1;
         };
+        c.sockfd = -1;
         let port = std::env::var("PCIELAB_CFG_PORT")
             .ok()
             .and_then(|v| pcielab_nettlp::memory::parse_num(&v))
@@ -634,8 +681,12 @@ unsafe fn cfg_io(
         if count == 0 {
             return 0;
         }
-        if buf.is_null() || c.sockfd < 0 {
+        if buf.is_null() {
             set_errno(libc::EINVAL);
+            return -1;
+        }
+        if let Err(e) = check_socket(c.sockfd) {
+            set_errno(e);
             return -1;
         }
         // SAFETY: borrow the caller's descriptor without taking ownership.

@@ -17,6 +17,7 @@ mod progress;
 mod sim_capture;
 mod sim_cmd;
 mod sim_inject;
+mod snic_cmd;
 mod tlp_cmd;
 mod topo_cmd;
 mod units;
@@ -64,6 +65,8 @@ enum Command {
     /// One NetTLP DMA read or write.
     #[command(subcommand)]
     Dma(nettlp_cmd::DmaCmd),
+    /// NetTLP adapter host with the simple-nic host driver: send and receive packets.
+    Snic(snic_cmd::SnicArgs),
     /// Run the timed fabric simulator on a topology with a built-in workload.
     #[command(allow_negative_numbers = true, after_help = sim_cmd::EXAMPLES)]
     Sim(sim_cmd::SimArgs),
@@ -238,6 +241,7 @@ fn main() -> ExitCode {
         Command::Psmem(a) => nettlp_cmd::run_psmem(&a),
         Command::Tlpperf(a) => nettlp_cmd::run_tlpperf(&a),
         Command::Dma(c) => nettlp_cmd::run_dma(&c),
+        Command::Snic(a) => snic_cmd::run_snic(&a),
         Command::Sim(a) => sim_cmd::run(&a),
         Command::Completions { shell } => completions(shell),
         Command::Man { dir } => man_page(dir.as_deref()),

@@ -61,6 +61,22 @@ fn pcap(path: &Option<String>, wallclock: bool) -> Result<Option<Arc<dyn Capture
 
 static OPEN_CAPTURES: std::sync::Mutex<Vec<Arc<CaptureFile>>> = std::sync::Mutex::new(Vec::new());
 
+/// SIGINT/SIGTERM stop the long-running commands cleanly (capture flushed, counters
+/// printed); a second signal kills the process.
+fn stop_flag() -> Result<&'static std::sync::atomic::AtomicBool, Failure> {
+    pcielab_nettlp::sys::stop_on_signals()
+        .map_err(|e| fail(format!("installing the SIGINT/SIGTERM handlers: {e}")))
+}
+
+/// Flushes the capture files at most once per `every` (`last` remembers when).
+fn flush_pcap_every(last: &mut Instant, every: Duration) -> Result<(), Failure> {
+    if last.elapsed() >= every {
+        *last = Instant::now();
+        flush_pcap()?;
+    }
+    Ok(())
+}
+
 /// Flushes the capture files (the process may exit with threads still holding them).
 fn flush_pcap() -> Result<(), Failure> {
     for c in OPEN_CAPTURES
@@ -322,6 +338,7 @@ pub fn run_adapter(args: &AdapterArgs) -> Result<(), Failure> {
         ctl_server.addr(),
         ctl_server.token_file().display()
     );
+    let stop = stop_flag()?;
     let start = Instant::now();
     if let Some(script) = &r.script {
         let text = std::fs::read_to_string(script).map_err(|e| fail(format!("{script}: {e}")))?;
@@ -352,8 +369,10 @@ pub fn run_adapter(args: &AdapterArgs) -> Result<(), Failure> {
     let mut last = (Instant::now(), a.stats());
     // Printed as they come, without taking them: `adapter irqs` still lists them.
     let mut irq_seen = 0;
-    while !a.stop_requested() {
+    let mut flushed = Instant::now();
+    while !a.stop_requested() && !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(50));
+        flush_pcap_every(&mut flushed, Duration::from_secs(1))?;
         let (new, next) = a.interrupts_since(irq_seen);
         irq_seen = next;
         for irq in new {
@@ -379,6 +398,9 @@ pub fn run_adapter(args: &AdapterArgs) -> Result<(), Failure> {
         }
     }
     let s = a.stats();
+    if stop.load(Ordering::Relaxed) {
+        println!("adapter: stopped by a signal");
+    }
     println!("adapter: stopped; counters {}", s.to_json());
     a.request_stop();
     drop(ctl_server);
@@ -487,9 +509,12 @@ pub fn run_psmem(args: &PsmemArgs) -> Result<(), Failure> {
         "psmem: {} B at BAR4 {bar4:#x}, completer {completer}, {} threads on {}:0x4000-0x400f",
         size, args.threads, args.local
     );
+    let stop = stop_flag()?;
     let start = Instant::now();
-    loop {
+    let mut flushed = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(50));
+        flush_pcap_every(&mut flushed, Duration::from_secs(1))?;
         if let Some(d) = args.duration {
             if start.elapsed().as_secs_f64() >= d {
                 break;
@@ -497,6 +522,9 @@ pub fn run_psmem(args: &PsmemArgs) -> Result<(), Failure> {
         }
     }
     let st = server.stats();
+    if stop.load(Ordering::Relaxed) {
+        println!("psmem: stopped by a signal");
+    }
     println!(
         "psmem: {} reads, {} writes, {} aborted; {} MRd, {} MWr, {} malformed, {} foreign datagrams",
         mem.reads.load(Ordering::Relaxed),
@@ -616,9 +644,44 @@ pub struct TlpperfArgs {
     /// DMAs per thread (0: until --time).
     #[arg(short = 'c', long, default_value_t = 0)]
     pub count: u64,
-    /// Tags per thread (reads in flight = half of them).
+    /// Tags per thread (MRds in flight = half of them).
     #[arg(long, default_value_t = 16)]
     pub tags: u16,
+    /// Reads in flight per thread (pipelined); 1 waits one round trip per read, as
+    /// upstream tlpperf (default: half the tags). At most half of --tags MRds are in
+    /// flight (the spare tags let late completions drain), so raise --tags with it.
+    #[arg(long)]
+    pub window: Option<usize>,
+    /// Output: a text line, or one JSON object.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: PerfFormat,
+    /// The adapter's control socket: for writes, compare the MWrs the adapter applied
+    /// with those sent and report the loss.
+    #[arg(long)]
+    pub control: Option<SocketAddr>,
+}
+
+/// MWrs the adapter applied so far, from its `stats` on the control socket.
+fn adapter_mwr(addr: SocketAddr) -> Result<u64, Failure> {
+    let r = control::request(addr, None, "stats", Duration::from_secs(3))
+        .map_err(|e| fail(format!("--control {addr}: {e}")))?;
+    let json = r
+        .strip_prefix("ok ")
+        .ok_or_else(|| fail(format!("--control {addr}: {r}")))?;
+    let v: serde_json::Value =
+        serde_json::from_str(json).map_err(|e| fail(format!("--control {addr}: {e}")))?;
+    v.get("mwr")
+        .and_then(|m| m.as_u64())
+        .ok_or_else(|| fail(format!("--control {addr}: no mwr counter in {json}")))
+}
+
+/// Output format of tlpperf.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PerfFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object with the settings and the figures.
+    Json,
 }
 
 /// Runs `pcielab tlpperf`.
@@ -633,7 +696,12 @@ pub fn run_tlpperf(a: &TlpperfArgs) -> Result<(), Failure> {
     if size == 0 || size > 1 << 24 {
         return Err(fail("-L must be 1..=16M"));
     }
+    let window = a.window.unwrap_or((a.tags as usize / 2).max(1));
+    if window == 0 || window > 4096 {
+        return Err(fail("--window must be 1..=4096"));
+    }
     let dev = a.dev.device(a.tags * a.threads as u16, a.tags)?;
+    let stop = stop_flag()?;
     let cfg = PerfConfig {
         direction: match a.direction {
             DirArg::Read => Direction::Read,
@@ -650,13 +718,69 @@ pub fn run_tlpperf(a: &TlpperfArgs) -> Result<(), Failure> {
         threads: a.threads,
         duration: Duration::from_secs_f64(a.time.clamp(0.0, 3600.0)),
         count: a.count,
+        window,
+        stop: Some(stop),
+    };
+    let before = match a.control {
+        Some(c) if cfg.direction == Direction::Write => Some((c, adapter_mwr(c)?)),
+        _ => None,
     };
     let r = perf::run(&dev, &cfg).map_err(|e| fail(e.to_string()))?;
-    println!(
-        "tlpperf: {:?} {} B x {} thread(s), {:?}, MRRS {} MPS {}",
-        cfg.direction, size, a.threads, cfg.pattern, a.dev.mrrs, a.dev.mps
-    );
-    println!("tlpperf: {r}");
+    let st = dev.stats();
+    // Posted writes: wait (at most 2 s) for the adapter to apply what is in flight.
+    let mut loss = None;
+    if let Some((c, b)) = before {
+        let end = Instant::now() + Duration::from_secs(2);
+        let mut applied = adapter_mwr(c)? - b;
+        while applied < st.mwr && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(20));
+            applied = adapter_mwr(c)? - b;
+        }
+        loss = Some((applied, st.mwr.saturating_sub(applied)));
+    }
+    match a.format {
+        PerfFormat::Text => {
+            println!(
+                "tlpperf: {:?} {} B x {} thread(s), {:?}, MRRS {} MPS {}, window {}",
+                cfg.direction, size, a.threads, cfg.pattern, a.dev.mrrs, a.dev.mps, window
+            );
+            if r.interrupted {
+                println!("tlpperf: stopped by a signal");
+            }
+            println!("tlpperf: {r}");
+            println!(
+                "tlpperf: device counters: {} MRd, {} MWr, {} completions, {} stale, {} junk, {} send failures",
+                st.mrd, st.mwr, st.cpl, st.stale, st.junk, st.send_failures
+            );
+            if let Some((applied, lost)) = loss {
+                println!(
+                    "tlpperf: adapter applied {applied} of {} MWr sent ({lost} lost)",
+                    st.mwr
+                );
+            }
+        }
+        PerfFormat::Json => println!(
+            "{{\"direction\":\"{}\",\"size\":{},\"threads\":{},\"window\":{},\"mrrs\":{},\"mps\":{},\"result\":{},\"device\":{{\"mrd\":{},\"mwr\":{},\"cpl\":{},\"stale\":{},\"junk\":{},\"send_failures\":{}}},\"adapter_mwr_applied\":{},\"mwr_lost\":{}}}",
+            match cfg.direction {
+                Direction::Read => "read",
+                Direction::Write => "write",
+            },
+            size,
+            a.threads,
+            window,
+            a.dev.mrrs,
+            a.dev.mps,
+            r.to_json(),
+            st.mrd,
+            st.mwr,
+            st.cpl,
+            st.stale,
+            st.junk,
+            st.send_failures,
+            loss.map_or("null".to_string(), |l| l.0.to_string()),
+            loss.map_or("null".to_string(), |l| l.1.to_string())
+        ),
+    }
     flush_pcap()?;
     if r.ops == 0 {
         return Err(fail(format!(

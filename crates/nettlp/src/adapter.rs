@@ -1097,7 +1097,7 @@ impl Inner {
             return;
         }
         if let Some(c) = &self.cfg.capture {
-            for (fd, d, b) in out.iter_with_fd() {
+            for (fd, d, b) in out.iter_fds() {
                 // The port of the socket that sends it (messaging and configuration
                 // replies go from 0x2FFF/0x4001/0x5001/0x5002 to the asker's port).
                 let port = src_port
@@ -1552,13 +1552,17 @@ fn worker(inner: &Inner, mut ep: Epoll) {
                         &mut bufs.data,
                     );
                 }
-                if !out.is_empty() {
+                if out.len() >= 64 {
                     inner.flush(&mut out, None);
                 }
                 if n < 32 {
                     break;
                 }
             }
+        }
+        // One sendmmsg for the answers to every socket of this wake-up.
+        if !out.is_empty() {
+            inner.flush(&mut out, None);
         }
         // While busy, at most one getrusage per millisecond.
         if cpu_at.elapsed() >= Duration::from_millis(1) {

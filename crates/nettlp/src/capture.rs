@@ -6,7 +6,9 @@
 //! interfaces, `adapter->device` and `device->adapter`; any other name gets classic pcap
 //! (nanosecond timestamps). Timestamps count from the moment the file was created, or,
 //! with [`CaptureFile::create_wallclock`], are wall-clock times (Unix epoch; pcapng
-//! `if_tsoffset` holds the whole seconds of the start).
+//! `if_tsoffset` holds the whole seconds of the start). Records are flushed at least
+//! once a second while datagrams flow ([`FLUSH_EVERY_NS`]), on [`CaptureFile::flush`]
+//! and when the file is dropped.
 //!
 //! ```
 //! use pcielab_nettlp::capture::{Capture, CaptureFile};
@@ -39,6 +41,10 @@ pub trait Capture: Send + Sync + std::fmt::Debug {
     fn datagram(&self, src: SocketAddrV4, dst: SocketAddrV4, payload: &[u8], from_adapter: bool);
 }
 
+/// Records are flushed to the file at least this often while datagrams flow (in ns);
+/// commands also flush on their own timer and on SIGINT/SIGTERM.
+pub const FLUSH_EVERY_NS: u64 = 1_000_000_000;
+
 const ADAPTER_MAC: [u8; 6] = [0x00, 0x11, 0x22, 0x33, 0x44, 0x55];
 const BROADCAST: [u8; 6] = [0xff; 6];
 
@@ -48,6 +54,8 @@ struct Inner {
     to_device: IfId,
     to_adapter: IfId,
     errors: u64,
+    /// When the records were last flushed, in ns since `start`.
+    flushed_ns: u64,
 }
 
 /// A capture file written with `pcielab-capture` (pcapng or pcap by extension).
@@ -98,6 +106,7 @@ impl CaptureFile {
                 to_device,
                 to_adapter,
                 errors: 0,
+                flushed_ns: 0,
             }),
             start,
             base_ps,
@@ -133,9 +142,8 @@ impl Capture for CaptureFile {
             src_port: src.port(),
             dst_port: dst.port(),
         };
-        let t_ps = (self.start.elapsed().as_nanos() as u64)
-            .saturating_mul(1000)
-            .saturating_add(self.base_ps);
+        let t_ns = self.start.elapsed().as_nanos() as u64;
+        let t_ps = t_ns.saturating_mul(1000).saturating_add(self.base_ps);
         let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let id = if from_adapter {
             g.to_device
@@ -144,6 +152,14 @@ impl Capture for CaptureFile {
         };
         if g.w.write_udp_payload(id, t_ps, &meta, payload).is_err() {
             g.errors += 1;
+        }
+        // At most FLUSH_EVERY_NS of records sit in the buffer (a killed process loses
+        // no more than that).
+        if t_ns.saturating_sub(g.flushed_ns) >= FLUSH_EVERY_NS {
+            g.flushed_ns = t_ns;
+            if g.w.flush().is_err() {
+                g.errors += 1;
+            }
         }
     }
 }

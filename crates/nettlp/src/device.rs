@@ -32,6 +32,7 @@ use pcielab_wire::dma::{
 };
 use pcielab_wire::tlp::{chunk_payload, TlpRepr};
 use pcielab_wire::{Bdf, Tag};
+use std::collections::VecDeque;
 use std::fmt;
 use std::future::Future;
 use std::io;
@@ -251,6 +252,9 @@ pub struct Channel {
     fds: Vec<i32>,
     fd_tag: Vec<usize>,
     ready: Vec<usize>,
+    staging: Vec<u8>,
+    spare: Vec<usize>,
+    tx_port: u16,
 }
 
 impl Channel {
@@ -288,6 +292,10 @@ impl Channel {
                 allowed: "at least one tag",
             }));
         }
+        let tx_port = match tx.local_addr() {
+            Ok(std::net::SocketAddr::V4(a)) => a.port(),
+            _ => 0,
+        };
         let mut v = Vec::with_capacity(tags.len());
         for (tag, sock) in tags {
             sock.set_nonblocking(true)
@@ -313,6 +321,9 @@ impl Channel {
             fds: Vec::new(),
             fd_tag: Vec::new(),
             ready: Vec::new(),
+            staging: Vec::new(),
+            spare: Vec::new(),
+            tx_port,
         })
     }
 
@@ -357,6 +368,48 @@ impl Channel {
         None
     }
 
+    /// Takes up to `want` free tags (round robin) into `out`, draining anything left on
+    /// their sockets: one `poll` over all of them, then a receive only on those that hold
+    /// something (so a stale completion cannot complete a later read).
+    fn take_tags(&mut self, now: Instant, want: usize, out: &mut Vec<usize>) {
+        out.clear();
+        let n = self.tags.len();
+        let mut k = 0;
+        while out.len() < want && k < n {
+            let i = (self.next + k) % n;
+            k += 1;
+            let t = &mut self.tags[i];
+            if t.busy.is_some() {
+                continue;
+            }
+            if let Some(q) = t.quarantine {
+                if now < q {
+                    continue;
+                }
+                t.quarantine = None;
+            }
+            out.push(i);
+        }
+        if let Some(&last) = out.last() {
+            self.next = (last + 1) % n;
+        } else {
+            return;
+        }
+        self.fds.clear();
+        self.fds
+            .extend(out.iter().map(|&i| self.tags[i].sock.as_raw_fd()));
+        let mut ready = std::mem::take(&mut self.ready);
+        if sys::poll_readable(&self.fds, Duration::ZERO, &mut ready).is_err() {
+            // Cannot tell: drain them all.
+            ready.clear();
+            ready.extend(0..out.len());
+        }
+        for &r in &ready {
+            self.drain(out[r]);
+        }
+        self.ready = ready;
+    }
+
     fn drain(&mut self, i: usize) {
         let fd = self.tags[i].sock.as_raw_fd();
         for _ in 0..64 {
@@ -369,8 +422,14 @@ impl Channel {
 
     fn capture_tx(&self) {
         if let Some(c) = &self.cfg.capture {
-            for (dst, b) in self.out.iter() {
-                c.datagram(SocketAddrV4::new(self.cfg.local, dst.port()), dst, b, false);
+            for (fd, dst, b) in self.out.iter_fds() {
+                // The source port is the tag's (== dst port) unless sent from `tx`.
+                let port = if fd == self.tx.as_raw_fd() {
+                    self.tx_port
+                } else {
+                    dst.port()
+                };
+                c.datagram(SocketAddrV4::new(self.cfg.local, port), dst, b, false);
             }
         }
     }
@@ -422,6 +481,218 @@ impl Channel {
             addr,
             buf,
             op: None,
+        }
+    }
+
+    /// Streams DMA reads of `size` bytes each with up to `window` reads in flight: the
+    /// pipelined pattern, where upstream LibTLP waits one round trip per read.
+    ///
+    /// `next` gives the address of each read (`None`: issue no more); `done` is called
+    /// once per finished read, in completion order, with its address, its bytes and its
+    /// latency (first MRd sent to last completion taken), and returns `false` to stop
+    /// issuing new reads. The reads in flight then finish before this returns the number
+    /// of reads completed. A read larger than MRRS takes one tag per MRRS piece; every
+    /// piece goes out on its own tag (round robin over the channel's tags, one UDP port
+    /// `0x3000 + tag` each, as NetTLP spreads them), and the channel's
+    /// [`DeviceConfig::max_in_flight`] bounds the MRds in flight.
+    ///
+    /// On the first error the reads in flight are abandoned (their tags quarantined, as
+    /// in [`dma_read`](Self::dma_read)) and the error is returned; `done` has then been
+    /// called for every read that finished before it.
+    ///
+    /// ```no_run
+    /// # use pcielab_nettlp::device::{Device, DeviceConfig};
+    /// let dev = Device::open(DeviceConfig::default())?;
+    /// let mut ch = dev.channel();
+    /// let mut addrs = (0..1000u64).map(|i| 0x10000 + 64 * i);
+    /// let mut sum = 0u64;
+    /// let n = ch.dma_read_stream(64, 8, || addrs.next(), |r| {
+    ///     sum += r.data.iter().map(|&b| b as u64).sum::<u64>();
+    ///     true
+    /// })?;
+    /// assert_eq!(n, 1000);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn dma_read_stream(
+        &mut self,
+        size: usize,
+        window: usize,
+        mut next: impl FnMut() -> Option<u64>,
+        mut done: impl FnMut(StreamRead<'_>) -> bool,
+    ) -> Result<u64, DmaError> {
+        if size == 0 {
+            return Ok(0);
+        }
+        let window = window.max(1);
+        let mut staging = std::mem::take(&mut self.staging);
+        staging.clear();
+        staging.resize(
+            window
+                .checked_mul(size)
+                .ok_or(DmaError::Invalid(pcielab_wire::Error::Invalid {
+                    what: "stream window × read size",
+                    value: size as u64,
+                    allowed: "a product that fits in memory",
+                }))?,
+            0,
+        );
+        let r = self.stream_loop(size, window, &mut staging, &mut next, &mut done);
+        self.staging = staging;
+        r
+    }
+
+    fn stream_loop(
+        &mut self,
+        size: usize,
+        window: usize,
+        staging: &mut [u8],
+        next: &mut dyn FnMut() -> Option<u64>,
+        done: &mut dyn FnMut(StreamRead<'_>) -> bool,
+    ) -> Result<u64, DmaError> {
+        let mut slots: Vec<StreamSlot> = (0..window).map(|_| StreamSlot::default()).collect();
+        // The slot each busy tag's MRd belongs to.
+        let mut tag_slot: Vec<Option<usize>> = vec![None; self.tags.len()];
+        let limit = (self.cfg.max_in_flight.max(1) as usize).min(self.tags.len());
+        let mut in_flight = 0usize;
+        let mut issuing = true;
+        let mut completed = 0u64;
+        let mut free: Vec<usize> = (0..window).rev().collect();
+        // Slots with pieces not yet sent, in the order their reads started.
+        let mut pending: VecDeque<usize> = VecDeque::with_capacity(window);
+        loop {
+            let now = Instant::now();
+            // Start reads in free slots.
+            while issuing && !free.is_empty() {
+                let Some(addr) = next() else {
+                    issuing = false;
+                    break;
+                };
+                let s = free.pop().unwrap_or(0);
+                let slot = &mut slots[s];
+                slot.chunks.clear();
+                match split_read(addr, size as u64, self.cfg.mrrs, SplitPolicy::Aligned) {
+                    Ok(sp) => slot.chunks.extend(sp),
+                    Err(e) => {
+                        free.push(s);
+                        self.abandon(&mut in_flight);
+                        return Err(e.into());
+                    }
+                }
+                slot.addr = addr;
+                slot.sent = 0;
+                slot.left = 0;
+                slot.started = now;
+                pending.push_back(s);
+            }
+            // Send pieces on free tags, oldest read first.
+            let want: usize = pending
+                .iter()
+                .map(|&s| slots[s].chunks.len() - slots[s].sent)
+                .sum::<usize>()
+                .min(limit.saturating_sub(in_flight));
+            let mut tags = std::mem::take(&mut self.spare);
+            self.take_tags(now, want, &mut tags);
+            let mut tags_iter = tags.drain(..);
+            while in_flight < limit {
+                let Some(&s) = pending.front() else { break };
+                if slots[s].sent == slots[s].chunks.len() {
+                    pending.pop_front();
+                    continue;
+                }
+                let Some(i) = tags_iter.next() else { break };
+                let mut chunk = slots[s].chunks[slots[s].sent];
+                chunk.offset += (s * size) as u64;
+                if let Err(e) = self.send_mrd(i, &chunk, now, true) {
+                    self.abandon(&mut in_flight);
+                    return Err(e);
+                }
+                slots[s].sent += 1;
+                slots[s].left += 1;
+                tag_slot[i] = Some(s);
+                in_flight += 1;
+            }
+            drop(tags_iter);
+            self.spare = tags;
+            if !self.out.is_empty() {
+                self.flush();
+            }
+            if in_flight == 0 {
+                if !issuing && pending.is_empty() {
+                    return Ok(completed);
+                }
+                if !pending.is_empty() {
+                    // Every free tag is quarantined: wait for the first to come out.
+                    let until = self
+                        .tags
+                        .iter()
+                        .filter_map(|t| t.quarantine)
+                        .min()
+                        .unwrap_or(now);
+                    std::thread::sleep(until.saturating_duration_since(Instant::now()));
+                }
+                continue;
+            }
+            // Completions on the tags in flight.
+            self.fds.clear();
+            self.fd_tag.clear();
+            let mut oldest = now;
+            for (i, t) in self.tags.iter().enumerate() {
+                if let Some((_, _, since)) = t.busy {
+                    self.fds.push(t.sock.as_raw_fd());
+                    self.fd_tag.push(i);
+                    oldest = oldest.min(since);
+                }
+            }
+            let mut ready = std::mem::take(&mut self.ready);
+            let wait = (oldest + self.cfg.timeout).saturating_duration_since(Instant::now());
+            if let Err(e) = sys::poll_readable(&self.fds, wait, &mut ready) {
+                self.ready = ready;
+                self.abandon(&mut in_flight);
+                return Err(DmaError::Io {
+                    what: "polling tag sockets",
+                    source: e,
+                });
+            }
+            let mut failure = None;
+            for &r in &ready {
+                let i = self.fd_tag[r];
+                if let Err(e) = self.receive(i, staging, &mut in_flight) {
+                    failure.get_or_insert(e);
+                }
+            }
+            self.ready = ready;
+            // Pieces that finished: their tag is no longer busy.
+            let done_at = Instant::now();
+            for (i, ts) in tag_slot.iter_mut().enumerate() {
+                let Some(s) = *ts else { continue };
+                if self.tags[i].busy.is_some() {
+                    continue;
+                }
+                *ts = None;
+                let slot = &mut slots[s];
+                slot.left = slot.left.saturating_sub(1);
+                if slot.left > 0 || slot.sent < slot.chunks.len() {
+                    continue;
+                }
+                free.push(s);
+                completed += 1;
+                let keep = done(StreamRead {
+                    addr: slot.addr,
+                    data: &staging[s * size..(s + 1) * size],
+                    latency: done_at.duration_since(slot.started),
+                });
+                if !keep {
+                    issuing = false;
+                }
+            }
+            if let Some(e) = failure {
+                self.abandon(&mut in_flight);
+                return Err(e);
+            }
+            if let Some(e) = self.timed_out() {
+                self.abandon(&mut in_flight);
+                return Err(e);
+            }
         }
     }
 
@@ -488,26 +759,8 @@ impl Channel {
         while op.split.peek().is_some() && op.in_flight < limit {
             let Some(i) = self.take_tag(now) else { break };
             let chunk = op.split.next().unwrap_or_else(unreachable_chunk);
-            let tag = self.tags[i].tag;
-            self.reasm.issue_chunk(
-                Tag::from_bits_truncate(tag as u16),
-                &chunk,
-                self.cfg.completer,
-            )?;
-            let mrd = TlpRepr::mem_read_chunk(
-                self.cfg.requester,
-                Tag::from_bits_truncate(tag as u16),
-                &chunk,
-            );
-            let dst = self.adapter_port(tag);
-            // From the tag's own socket: source port == destination port.
-            let fd = self.tags[i].sock.as_raw_fd();
-            self.out.push_with(fd, dst, HEADER_LEN + 16, |b| {
-                frame::emit_datagram(NetTlpHeader::default(), &mrd, b)
-            })?;
-            self.tags[i].busy = Some((chunk.addr, chunk.len, now));
+            self.send_mrd(i, &chunk, now, false)?;
             op.in_flight += 1;
-            self.stats.mrd += 1;
         }
         if !self.out.is_empty() {
             self.flush();
@@ -560,21 +813,64 @@ impl Channel {
             return Err(e);
         }
         // Completion timeout: a read with no progress for `timeout`.
-        let now = Instant::now();
-        if let Some(t) = self
-            .tags
-            .iter()
-            .find(|t| matches!(t.busy, Some((_, _, s)) if now.duration_since(s) >= timeout))
-        {
-            let (addr, len, since) = t.busy.unwrap_or((0, 0, now));
-            return Err(DmaError::Timeout {
-                addr,
-                len,
-                tag: t.tag as u16,
-                waited: now.duration_since(since),
-            });
+        if let Some(e) = self.timed_out() {
+            return Err(e);
         }
         Ok(op.in_flight == 0 && op.split.peek().is_none())
+    }
+
+    /// Queues the MRd of `chunk` on tag `i` and marks the tag busy. It leaves from the
+    /// tag's own socket (source port == destination port, as LibTLP), or with `batched`
+    /// from the channel's send socket, so that the MRds of many tags leave in one
+    /// `sendmmsg` (the adapter routes by destination port and answers to `0x3000 + tag`
+    /// whatever the source port, as the NetTLP adapter does).
+    fn send_mrd(
+        &mut self,
+        i: usize,
+        chunk: &Chunk,
+        now: Instant,
+        batched: bool,
+    ) -> Result<(), DmaError> {
+        let tag = self.tags[i].tag;
+        self.reasm.issue_chunk(
+            Tag::from_bits_truncate(tag as u16),
+            chunk,
+            self.cfg.completer,
+        )?;
+        let mrd = TlpRepr::mem_read_chunk(
+            self.cfg.requester,
+            Tag::from_bits_truncate(tag as u16),
+            chunk,
+        );
+        let dst = self.adapter_port(tag);
+        let fd = if batched {
+            self.tx.as_raw_fd()
+        } else {
+            self.tags[i].sock.as_raw_fd()
+        };
+        self.out.push_with(fd, dst, HEADER_LEN + 16, |b| {
+            frame::emit_datagram(NetTlpHeader::default(), &mrd, b)
+        })?;
+        self.tags[i].busy = Some((chunk.addr, chunk.len, now));
+        self.stats.mrd += 1;
+        Ok(())
+    }
+
+    /// The completion timeout of the first read with no progress for `timeout`.
+    fn timed_out(&self) -> Option<DmaError> {
+        let now = Instant::now();
+        let timeout = self.cfg.timeout;
+        let t = self
+            .tags
+            .iter()
+            .find(|t| matches!(t.busy, Some((_, _, s)) if now.duration_since(s) >= timeout))?;
+        let (addr, len, since) = t.busy.unwrap_or((0, 0, now));
+        Some(DmaError::Timeout {
+            addr,
+            len,
+            tag: t.tag as u16,
+            waited: now.duration_since(since),
+        })
     }
 
     /// Cancels every read in flight and quarantines its tag for one timeout.
@@ -804,6 +1100,39 @@ fn unreachable_chunk() -> Chunk {
         len: 0,
         offset: 0,
         shape: pcielab_wire::dma::Shape::zero_length(),
+    }
+}
+
+/// One read of [`Channel::dma_read_stream`] that finished.
+#[derive(Debug)]
+pub struct StreamRead<'a> {
+    /// Its host address.
+    pub addr: u64,
+    /// Its bytes.
+    pub data: &'a [u8],
+    /// From its first MRd sent to its last completion taken.
+    pub latency: Duration,
+}
+
+/// A read of a stream in progress: its pieces, how many went out, how many are in flight.
+#[derive(Debug)]
+struct StreamSlot {
+    addr: u64,
+    chunks: Vec<Chunk>,
+    sent: usize,
+    left: usize,
+    started: Instant,
+}
+
+impl Default for StreamSlot {
+    fn default() -> Self {
+        StreamSlot {
+            addr: 0,
+            chunks: Vec::new(),
+            sent: 0,
+            left: 0,
+            started: Instant::now(),
+        }
     }
 }
 

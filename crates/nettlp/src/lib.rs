@@ -19,6 +19,7 @@
 //! * [`handler`] — serving BAR4 accesses on several threads;
 //! * [`adapter`] — the software adapter host; [`control`] — its command socket;
 //! * [`psmem`], [`perf`] — the pseudo memory device and tlpperf;
+//! * [`snic`] — a host driver for the simple-nic device;
 //! * [`capture`] — pcap output; [`sys`] — batched UDP I/O.
 //!
 //! A whole session on loopback:
@@ -53,4 +54,5 @@ pub mod memory;
 pub mod perf;
 mod poller;
 pub mod psmem;
+pub mod snic;
 pub mod sys;

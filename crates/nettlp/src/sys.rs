@@ -248,8 +248,8 @@ impl SendBatch {
             .map(|&(_, d, s, n)| (d, &self.data[s..s + n]))
     }
 
-    /// Iterates over the queued datagrams with their sockets (socket, destination, bytes).
-    pub fn iter_with_fd(&self) -> impl Iterator<Item = (RawFd, SocketAddrV4, &[u8])> + '_ {
+    /// The queued datagrams with the socket each leaves from: (fd, destination, bytes).
+    pub fn iter_fds(&self) -> impl Iterator<Item = (RawFd, SocketAddrV4, &[u8])> + '_ {
         self.items
             .iter()
             .map(|&(fd, d, s, n)| (fd, d, &self.data[s..s + n]))
@@ -454,6 +454,44 @@ pub fn send_to(s: &UdpSocket, dst: SocketAddrV4, bytes: &[u8]) -> io::Result<()>
         Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => Ok(()),
         Err(e) => Err(e),
     }
+}
+
+/// Set by the handlers [`stop_on_signals`] installs.
+static STOP_SIGNAL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_stop_signal(_sig: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    STOP_SIGNAL.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Makes SIGINT and SIGTERM set the returned flag instead of killing the process, so a
+/// long-running command can stop cleanly (flush its capture, print its counters). The
+/// handlers are one-shot (`SA_RESETHAND`): a second signal kills the process as usual,
+/// so a process that does not stop can still be interrupted.
+///
+/// ```no_run
+/// let stop = pcielab_nettlp::sys::stop_on_signals()?;
+/// while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+///     std::thread::sleep(std::time::Duration::from_millis(50));
+/// }
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn stop_on_signals() -> io::Result<&'static std::sync::atomic::AtomicBool> {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: sigaction is plain old data (all-zero is valid); the handler is an
+        // `extern "C" fn(c_int)` that only does an atomic store.
+        let r = unsafe {
+            let mut sa: libc::sigaction = core::mem::zeroed();
+            sa.sa_sigaction = on_stop_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            sa.sa_flags = libc::SA_RESETHAND | libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, core::ptr::null_mut())
+        };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(&STOP_SIGNAL)
 }
 
 #[cfg(test)]

@@ -2,8 +2,9 @@
  * psmem_cb.c — a pseudo memory device in the LibTLP style: nettlp_run_cb over the 16
  * host-side contexts answers MRd with CplDs it builds with the tlp.h helpers and applies
  * MWr. A second thread runs the cpl/cpld/other callbacks on a LibTLP-side context.
- * Usage: psmem_cb BAR4_HEX SIZE. Prints "psmem_cb: ready", runs until a write of
- * "STOP" at BAR4 + SIZE - 16, prints its counters and exits 0 when all checks passed.
+ * Usage: psmem_cb BAR4_HEX SIZE ADAPTER_IP LOCAL_IP. Prints "psmem_cb: ready", runs
+ * until a write of "STOP" at BAR4 + SIZE - 16, prints its counters and exits 0 when all
+ * checks passed; the first failed check prints its line and exits with status 1.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -18,6 +19,13 @@ static unsigned char *mem;
 static uintptr_t bar4;
 static size_t memsize;
 static int reads, writes, aborts, cplds, cpls, others, failures;
+
+/* Stops at the first failure. */
+static void fail(int line)
+{
+	fprintf(stderr, "psmem_cb: FAIL line %d (errno %d)\n", line, errno);
+	exit(1);
+}
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void send_cpl(struct nettlp *nt, struct tlp_mr_hdr *mh, uintptr_t addr,
@@ -46,7 +54,7 @@ static void send_cpl(struct nettlp *nt, struct tlp_mr_hdr *mh, uintptr_t addr,
 	if (with_data)
 		memcpy(buf + 18 + (addr & 3), mem + (addr - bar4), len);
 	if (write(nt->sockfd, buf, n) != (ssize_t)n)
-		failures++;
+		fail(__LINE__);
 }
 
 static int on_mrd(struct nettlp *nt, struct tlp_mr_hdr *mh, void *arg)
@@ -56,7 +64,7 @@ static int on_mrd(struct nettlp *nt, struct tlp_mr_hdr *mh, void *arg)
 
 	(void)arg;
 	if (!tlp_is_mrd(mh->tlp.fmt_type) || tlp_id_to_bus(mh->requester) != 0)
-		failures++;
+		fail(__LINE__);
 	pthread_mutex_lock(&lock);
 	if (addr < bar4 || addr + len > bar4 + memsize || len > 256) {
 		aborts++;
@@ -77,7 +85,7 @@ static int on_mwr(struct nettlp *nt, struct tlp_mr_hdr *mh, void *m, size_t coun
 	(void)nt;
 	(void)arg;
 	if (m != tlp_mwr_data(mh) || (int)count != tlp_mr_data_length(mh))
-		failures++;
+		fail(__LINE__);
 	pthread_mutex_lock(&lock);
 	if (addr < bar4 || addr + count > bar4 + memsize) {
 		aborts++;
@@ -98,7 +106,7 @@ static int on_cpl(struct nettlp *nt, struct tlp_cpl_hdr *ch, void *arg)
 	if (tlp_cpl_status(ch->stcnt) == TLP_CPL_STATUS_UR && ch->tag == 7)
 		cpls++;
 	else
-		failures++;
+		fail(__LINE__);
 	return 0;
 }
 
@@ -113,7 +121,7 @@ static int on_cpld(struct nettlp *nt, struct tlp_cpl_hdr *ch, void *m, size_t co
 	    tlp_cpl_bcnt(ch->stcnt) == 8 && memcmp(d, "host-mem", 8) == 0)
 		cplds++;
 	else
-		failures++;
+		fail(__LINE__);
 	return 0;
 }
 
@@ -151,7 +159,7 @@ static void raw_mrd(struct nettlp *nt, uintptr_t addr, int len)
 		a[0] = htonl((uint32_t)addr & ~3u);
 	}
 	if (write(nt->sockfd, buf, n) != (ssize_t)n)
-		failures++;
+		fail(__LINE__);
 }
 
 static struct nettlp_cb cb;
@@ -174,15 +182,17 @@ int main(int argc, char **argv)
 	pthread_t th;
 	int i;
 
-	if (argc != 3) {
-		fprintf(stderr, "usage: psmem_cb BAR4_HEX SIZE\n");
+	if (argc != 5) {
+		fprintf(stderr, "usage: psmem_cb BAR4_HEX SIZE ADAPTER_IP LOCAL_IP\n");
 		return 2;
 	}
 	bar4 = (uintptr_t)strtoull(argv[1], NULL, 16);
 	memsize = (size_t)strtoull(argv[2], NULL, 0);
 	mem = calloc(1, memsize);
-	inet_pton(AF_INET, "127.0.0.1", &adapter);
-	inet_pton(AF_INET, "127.0.0.2", &local);
+	if (inet_pton(AF_INET, argv[3], &adapter) != 1 || inet_pton(AF_INET, argv[4], &local) != 1) {
+		fprintf(stderr, "psmem_cb: bad address\n");
+		return 2;
+	}
 
 	for (i = 0; i < 16; i++) {
 		memset(&nts[i], 0, sizeof(nts[i]));
@@ -218,7 +228,7 @@ int main(int argc, char **argv)
 	/* Too many contexts is an error. */
 	errno = 0;
 	if (nettlp_run_cb(pnts, 17, &cb, NULL) != -1 || errno != EINVAL)
-		failures++;
+		fail(__LINE__);
 
 	/* Completions for the LibTLP-side context: a CplD and a UR Cpl. */
 	raw_mrd(&libctx, 0x103, 8);

@@ -1,23 +1,101 @@
 //! Builds the C test programs in `tests/c/` with the system compiler against
-//! `libtlp.a` / `libtlp.so` and runs them against an in-process software adapter on
-//! loopback (adapter 127.0.0.1, programs on 127.0.0.2).
+//! `libtlp.a` (made API-only by `scripts/libtlp-archive.sh`) and `libtlp.so`, and runs
+//! them against an in-process software adapter on loopback. Every test takes a random
+//! 127.x.y.z pair of its own (so it collides with no other NetTLP process), the C
+//! programs stop at their first failed check, and each run is bounded in time.
+
+mod abi;
 
 use pcielab_nettlp::adapter::{Adapter, AdapterConfig};
 use std::io::{BufRead, BufReader};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::{Mutex, MutexGuard};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-static PORTS: Mutex<()> = Mutex::new(());
+/// How long one C test program may run.
+const LIMIT: Duration = Duration::from_secs(120);
 
-fn lock() -> MutexGuard<'static, ()> {
-    PORTS.lock().unwrap_or_else(|p| p.into_inner())
+/// A loopback address pair of the test's own: (adapter, device), random in
+/// 127.0.0.0/8 outside 127.0.0.x.
+pub fn own_addrs() -> (Ipv4Addr, Ipv4Addr) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let mut x = t
+        ^ (u64::from(std::process::id()) << 20)
+        ^ N.fetch_add(1, Ordering::Relaxed)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    let b = 1 + (x % 254) as u8;
+    let c = (x >> 8) as u8;
+    let d = 1 + ((x >> 16) % 127) as u8 * 2;
+    (Ipv4Addr::new(127, b, c, d), Ipv4Addr::new(127, b, c, d + 1))
+}
+
+/// Runs `cmd` to completion, killing it (and failing) after `limit`.
+fn output_within(mut cmd: Command, limit: Duration) -> Output {
+    let mut child = Kill(
+        cmd.stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the C program"),
+    );
+    let end = Instant::now() + limit;
+    let status = loop {
+        if let Some(s) = child.0.try_wait().expect("wait") {
+            break s;
+        }
+        assert!(Instant::now() < end, "the C program ran past {limit:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let mut stdout = Vec::new();
+    let mut stderr = Vec::new();
+    if let Some(mut o) = child.0.stdout.take() {
+        let _ = std::io::Read::read_to_end(&mut o, &mut stdout);
+    }
+    if let Some(mut e) = child.0.stderr.take() {
+        let _ = std::io::Read::read_to_end(&mut e, &mut stderr);
+    }
+    Output {
+        status,
+        stdout,
+        stderr,
+    }
+}
+
+/// `libtlp.a` reduced to the API symbols, in a temp dir (built once per test process).
+pub fn api_archive() -> PathBuf {
+    static A: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    A.get_or_init(|| {
+        let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let out_dir = std::env::temp_dir().join(format!("pcielab-capi-{}", std::process::id()));
+        std::fs::create_dir_all(&out_dir).expect("temp dir");
+        let out = out_dir.join("libtlp.a");
+        let o = Command::new("sh")
+            .arg(crate_dir.join("scripts/libtlp-archive.sh"))
+            .arg(lib_dir().join("libtlp.a"))
+            .arg(&out)
+            .output()
+            .expect("run scripts/libtlp-archive.sh");
+        assert!(
+            o.status.success(),
+            "libtlp-archive.sh failed:\n{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        out
+    })
+    .clone()
 }
 
 /// target/<profile>, where cargo put libtlp.a and libtlp.so.
-fn lib_dir() -> PathBuf {
+pub fn lib_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
     exe.parent()
         .and_then(Path::parent)
@@ -43,7 +121,7 @@ fn build(src: &str, shared: bool) -> PathBuf {
             .arg("-ltlp")
             .arg(format!("-Wl,-rpath,{}", lib.display()));
     } else {
-        c.arg(lib.join("libtlp.a"));
+        c.arg(api_archive());
     }
     c.args(["-lpthread", "-ldl", "-lm", "-lrt", "-lutil"]);
     let o = c.output().expect("run the C compiler (cc)");
@@ -68,8 +146,10 @@ impl Drop for Kill {
     }
 }
 
-fn adapter() -> Adapter {
+fn adapter(ad: Ipv4Addr, dv: Ipv4Addr) -> Adapter {
     Adapter::start(AdapterConfig {
+        listen: ad,
+        device: dv,
         // The messaging API is called from an unbound socket: its source is 127.0.0.1.
         allow: vec![Ipv4Addr::LOCALHOST],
         ..AdapterConfig::default()
@@ -78,13 +158,14 @@ fn adapter() -> Adapter {
 }
 
 fn run_dma_test(shared: bool) {
-    let _g = lock();
     let bin = build("dma_test", shared);
-    let a = adapter();
-    let out = Command::new(&bin)
-        .arg(format!("{:x}", a.config().bar4))
-        .output()
-        .expect("run dma_test");
+    let (ad, dv) = own_addrs();
+    let a = adapter(ad, dv);
+    let mut cmd = Command::new(&bin);
+    cmd.arg(format!("{:x}", a.config().bar4))
+        .arg(ad.to_string())
+        .arg(dv.to_string());
+    let out = output_within(cmd, LIMIT);
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -142,15 +223,17 @@ fn dma_test_shared() {
 
 #[test]
 fn psmem_cb_by_host_mmio() {
-    let _g = lock();
     let bin = build("psmem_cb", false);
-    let a = adapter();
+    let (ad, dv) = own_addrs();
+    let a = adapter(ad, dv);
     a.memory().write(0x103, b"host-mem");
     let size = 64 * 1024u64;
     let mut child = Kill(
         Command::new(&bin)
             .arg(format!("{:x}", a.config().bar4))
             .arg(size.to_string())
+            .arg(ad.to_string())
+            .arg(dv.to_string())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
