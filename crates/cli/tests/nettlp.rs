@@ -9,21 +9,9 @@ const BIN: &str = env!("CARGO_BIN_EXE_pcielab");
 /// Loopback addresses of one test's own in a random 127.x.y.0/24: (adapter, device,
 /// stranger, control socket), so that other NetTLP programs on 127.0.0.1 do not clash.
 fn net() -> (String, String, String, String) {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    let mut h = (std::process::id() as u64) << 32 | t as u64;
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    h ^= h >> 33;
-    let (x, y) = (1 + h % 254, 1 + (h >> 8) % 254);
-    (
-        format!("127.{x}.{y}.10"),
-        format!("127.{x}.{y}.20"),
-        format!("127.{x}.{y}.30"),
-        format!("127.{x}.{y}.10:12286"),
-    )
+    let n = pcielab_nettlp::loopback::random_net();
+    let at = |host| pcielab_nettlp::loopback::in_net(n, host).to_string();
+    (at(10), at(20), at(30), format!("{}:12286", at(10)))
 }
 
 /// The tests bind the same loopback ports (some of the bad-argument runs bind them

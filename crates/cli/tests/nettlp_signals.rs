@@ -22,19 +22,8 @@ impl Drop for Kill {
 }
 
 /// (adapter, device): random in 127.0.0.0/8, outside 127.0.0.x.
-fn own_addrs(salt: u64) -> (Ipv4Addr, Ipv4Addr) {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
-    let mut x = t ^ (u64::from(std::process::id()) << 20) ^ salt.wrapping_mul(0x9e37_79b9);
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    x ^= x >> 33;
-    let b = 1 + (x % 254) as u8;
-    let c = (x >> 8) as u8;
-    let d = 1 + ((x >> 16) % 127) as u8 * 2;
-    (Ipv4Addr::new(127, b, c, d), Ipv4Addr::new(127, b, c, d + 1))
+fn own_addrs() -> (Ipv4Addr, Ipv4Addr) {
+    pcielab_nettlp::loopback::random_pair()
 }
 
 fn tmp(name: &str) -> PathBuf {
@@ -144,7 +133,7 @@ fn read_pcap(p: &Path) -> Vec<Rec> {
 
 #[test]
 fn adapter_pcap_survives_sigint() {
-    let (ad, dv) = own_addrs(1);
+    let (ad, dv) = own_addrs();
     let (a, d) = (ad.to_string(), dv.to_string());
     let ctl = format!("{ad}:12286");
     let pcap = tmp("adapter.pcap");
@@ -198,7 +187,7 @@ fn adapter_pcap_survives_sigint() {
 
 #[test]
 fn psmem_pcap_survives_sigterm() {
-    let (ad, dv) = own_addrs(2);
+    let (ad, dv) = own_addrs();
     let (a, d) = (ad.to_string(), dv.to_string());
     let ctl = format!("{ad}:12286");
     let pcap = tmp("psmem.pcap");
@@ -276,7 +265,7 @@ fn psmem_pcap_survives_sigterm() {
 
 #[test]
 fn tlpperf_pcap_survives_sigint() {
-    let (ad, dv) = own_addrs(3);
+    let (ad, dv) = own_addrs();
     let (a, d) = (ad.to_string(), dv.to_string());
     let ctl = format!("{ad}:12286");
     let pcap = tmp("tlpperf.pcap");
@@ -347,7 +336,7 @@ fn tlpperf_pcap_survives_sigint() {
 /// interrupt and fails with a clear message, in bounded time.
 #[test]
 fn snic_without_a_device_says_so() {
-    let (ad, dv) = own_addrs(4);
+    let (ad, dv) = own_addrs();
     let t0 = Instant::now();
     let o = run(&s(&[
         "snic",
@@ -373,7 +362,7 @@ fn snic_without_a_device_says_so() {
 /// the JSON reports how many it applied and how many were lost (none).
 #[test]
 fn tlpperf_counts_posted_write_loss() {
-    let (ad, dv) = own_addrs(5);
+    let (ad, dv) = own_addrs();
     let (a, d) = (ad.to_string(), dv.to_string());
     let ctl = format!("{ad}:12286");
     let _adapter = spawn(&s(&[

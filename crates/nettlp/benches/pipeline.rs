@@ -25,16 +25,7 @@ fn env(name: &str, default: u64) -> u64 {
 }
 
 fn own_addrs() -> (Ipv4Addr, Ipv4Addr) {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
-        ^ u64::from(std::process::id()) << 24;
-    let x = t.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    let b = 1 + ((x >> 40) % 254) as u8;
-    let c = (x >> 32) as u8;
-    let d = 1 + ((x >> 48) % 127) as u8 * 2;
-    (Ipv4Addr::new(127, b, c, d), Ipv4Addr::new(127, b, c, d + 1))
+    pcielab_nettlp::loopback::random_pair()
 }
 
 fn merge(into: &mut PerfResult, r: PerfResult) {

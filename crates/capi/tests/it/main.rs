@@ -19,23 +19,7 @@ const LIMIT: Duration = Duration::from_secs(120);
 /// A loopback address pair of the test's own: (adapter, device), random in
 /// 127.0.0.0/8 outside 127.0.0.x.
 pub fn own_addrs() -> (Ipv4Addr, Ipv4Addr) {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
-    let mut x = t
-        ^ (u64::from(std::process::id()) << 20)
-        ^ N.fetch_add(1, Ordering::Relaxed)
-            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    x ^= x >> 33;
-    let b = 1 + (x % 254) as u8;
-    let c = (x >> 8) as u8;
-    let d = 1 + ((x >> 16) % 127) as u8 * 2;
-    (Ipv4Addr::new(127, b, c, d), Ipv4Addr::new(127, b, c, d + 1))
+    pcielab_nettlp::loopback::random_pair()
 }
 
 /// Runs `cmd` to completion, killing it (and failing) after `limit`.

@@ -14,7 +14,6 @@ mod writes;
 use pcielab_nettlp::adapter::{Adapter, AdapterConfig};
 use pcielab_nettlp::device::{Device, DeviceConfig};
 use std::net::Ipv4Addr;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -29,23 +28,7 @@ pub fn lock() -> MutexGuard<'static, ()> {
 /// (never 127.0.0.x), so tests do not collide with each other or with other NetTLP
 /// processes on the machine.
 pub fn own_addrs() -> (Ipv4Addr, Ipv4Addr) {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
-    let mut x = t
-        ^ (u64::from(std::process::id()) << 20)
-        ^ N.fetch_add(1, Ordering::Relaxed)
-            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    x ^= x >> 33;
-    let b = 1 + (x % 254) as u8; // 1..=254: never 127.0.x.x
-    let c = (x >> 8) as u8;
-    let d = 1 + ((x >> 16) % 127) as u8 * 2; // odd: the device is d + 1
-    (Ipv4Addr::new(127, b, c, d), Ipv4Addr::new(127, b, c, d + 1))
+    pcielab_nettlp::loopback::random_pair()
 }
 
 /// Independent oracle for memory contents: a byte function of the address.
@@ -101,22 +84,12 @@ pub struct Net {
 impl Net {
     /// Fresh addresses (random per process, different per call).
     pub fn random() -> Net {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        let mut h = (std::process::id() as u64) << 32 | (t as u64 ^ (n as u64) << 20);
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        h ^= h >> 33;
-        let x = 1 + (h % 254) as u8;
-        let y = 1 + ((h >> 8) % 254) as u8;
+        let n = pcielab_nettlp::loopback::random_net();
+        let at = |host| pcielab_nettlp::loopback::in_net(n, host);
         Net {
-            adapter: Ipv4Addr::new(127, x, y, 10),
-            device: Ipv4Addr::new(127, x, y, 20),
-            stranger: Ipv4Addr::new(127, x, y, 30),
+            adapter: at(10),
+            device: at(20),
+            stranger: at(30),
         }
     }
 
