@@ -1,11 +1,11 @@
 //! Faults: no adapter, UR windows, lost and duplicated completions, garbage input.
 
-use crate::{adapter, device, fill, lock, pattern, wait_until};
+use crate::{ad_ip, adapter, dev_ip, device, fill, lock, pattern, wait_until};
 use pcielab_nettlp::adapter::Faults;
 use pcielab_nettlp::device::DmaError;
 use pcielab_nettlp::frame::{self, CfgPacket};
 use pcielab_nettlp::memory::Window;
-use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+use std::net::{SocketAddrV4, UdpSocket};
 use std::time::{Duration, Instant};
 
 #[test]
@@ -152,9 +152,9 @@ fn malformed_datagrams_are_counted() {
     let _g = lock();
     let a = adapter(|_| {});
     fill(&a, 0, 0x1000);
-    let dev_ip = Ipv4Addr::new(127, 0, 0, 2);
+    let dev_ip = dev_ip();
     let s = UdpSocket::bind(SocketAddrV4::new(dev_ip, 0)).expect("bind");
-    let to = |p: u16| SocketAddrV4::new(Ipv4Addr::LOCALHOST, p);
+    let to = |p: u16| SocketAddrV4::new(ad_ip(), p);
     // Random bytes on TLP ports (xorshift; every length 0..200).
     let mut x = 0x1234_5678u64;
     let mut sent = 0u64;
@@ -199,8 +199,11 @@ fn malformed_datagrams_are_counted() {
         .expect("send");
     sent += 6;
     // A peer not on the allow-list.
-    let stranger =
-        UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, 3), 0)).expect("bind");
+    let stranger = UdpSocket::bind(SocketAddrV4::new(
+        pcielab_nettlp::loopback::in_net(crate::net(), 3),
+        0,
+    ))
+    .expect("bind");
     let mrd = [0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0x1b, 0, 0, 0x0f, 0, 0, 0, 0];
     stranger.send_to(&mrd, to(0x3000)).expect("send");
     sent += 1;
@@ -245,7 +248,11 @@ fn device_ignores_foreign_completions() {
     fill(&a, 0, 0x1000);
     let dev = device(|c| c.tags = 0..1);
     // A CplD for another requester and random junk, sent from the adapter's port.
-    let s = UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, 9), 0)).expect("bind");
+    let s = UdpSocket::bind(SocketAddrV4::new(
+        pcielab_nettlp::loopback::in_net(crate::net(), 9),
+        0,
+    ))
+    .expect("bind");
     let _ = s;
     let mut ch = dev.channel();
     let mut b = [0u8; 40];
@@ -255,7 +262,7 @@ fn device_ignores_foreign_completions() {
         .enumerate()
         .all(|(k, x)| *x == pattern(8 + k as u64)));
     // Config packets on 0x4001 are not TLPs: answered as configuration reads.
-    let c = UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, 2), 0)).expect("bind");
+    let c = UdpSocket::bind(SocketAddrV4::new(dev_ip(), 0)).expect("bind");
     c.set_read_timeout(Some(Duration::from_millis(500)))
         .expect("timeout");
     let p = CfgPacket {
@@ -266,7 +273,7 @@ fn device_ignores_foreign_completions() {
     };
     c.send_to(
         &p.to_bytes(),
-        SocketAddrV4::new(Ipv4Addr::LOCALHOST, frame::CFG_PORT_LIBTLP),
+        SocketAddrV4::new(ad_ip(), frame::CFG_PORT_LIBTLP),
     )
     .expect("send");
     let mut r = [0u8; 16];
@@ -274,13 +281,12 @@ fn device_ignores_foreign_completions() {
     assert_eq!(&r[..n], &[0x3c, 0, 0x80, 0x22, 0x37, 0x76]);
 }
 
-/// A hand-made completer on 127.0.0.1:0x3000 (no adapter): answers the device's one MRd
+/// A hand-made completer on the adapter's address, port 0x3000 (no adapter): answers the device's one MRd
 /// with the completion `make` builds from the request's tag.
 fn fake_completer(
     make: impl Fn(pcielab_wire::Tag) -> Vec<u8> + Send + 'static,
 ) -> std::thread::JoinHandle<()> {
-    let s =
-        UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0x3000)).expect("bind fake adapter");
+    let s = UdpSocket::bind(SocketAddrV4::new(ad_ip(), 0x3000)).expect("bind fake adapter");
     s.set_read_timeout(Some(Duration::from_secs(2)))
         .expect("timeout");
     std::thread::spawn(move || {

@@ -1,7 +1,6 @@
-//! Integration tests on loopback: the adapter on 127.0.0.1, devices on 127.0.0.2.
-//!
-//! Every test takes [`lock`] because all of them bind the fixed NetTLP ports, except
-//! those of `hardening`, which take loopback addresses of their own ([`Net::random`]).
+//! Integration tests on loopback, on addresses of their own: the tests that share this
+//! process's /24 ([`ad_ip`], [`dev_ip`]) take turns with [`lock`] because they bind the
+//! fixed NetTLP ports; the others take a /24 each ([`Net::random`], [`own_addrs`]).
 
 mod faults;
 mod hardening;
@@ -24,6 +23,23 @@ pub fn lock() -> MutexGuard<'static, ()> {
     PORTS.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// This test process's loopback /24, outside 127.0.0.0/24 (so other NetTLP programs on
+/// the machine do not clash with the tests).
+pub fn net() -> [u8; 3] {
+    static NET: std::sync::OnceLock<[u8; 3]> = std::sync::OnceLock::new();
+    *NET.get_or_init(pcielab_nettlp::loopback::random_net)
+}
+
+/// The adapter's address in [`net`] (the tests that use it take turns: [`lock`]).
+pub fn ad_ip() -> Ipv4Addr {
+    pcielab_nettlp::loopback::in_net(net(), 1)
+}
+
+/// The device's address in [`net`].
+pub fn dev_ip() -> Ipv4Addr {
+    pcielab_nettlp::loopback::in_net(net(), 2)
+}
+
 /// A loopback address pair of the test's own: (adapter, device), random in 127.0.0.0/8
 /// (never 127.0.0.x), so tests do not collide with each other or with other NetTLP
 /// processes on the machine.
@@ -42,16 +58,24 @@ pub fn fill(a: &Adapter, base: u64, len: u64) {
     a.memory().write(base, &v);
 }
 
-/// An adapter with the default loopback configuration, changed by `f`.
+/// An adapter on [`ad_ip`] for a device on [`dev_ip`], changed by `f`.
 pub fn adapter(f: impl FnOnce(&mut AdapterConfig)) -> Adapter {
-    let mut c = AdapterConfig::default();
+    let mut c = AdapterConfig {
+        listen: ad_ip(),
+        device: dev_ip(),
+        ..AdapterConfig::default()
+    };
     f(&mut c);
     Adapter::start(c).expect("adapter starts")
 }
 
-/// A device with the default loopback configuration, changed by `f`.
+/// A device on [`dev_ip`] for the adapter on [`ad_ip`], changed by `f`.
 pub fn device(f: impl FnOnce(&mut DeviceConfig)) -> Device {
-    let mut c = DeviceConfig::default();
+    let mut c = DeviceConfig {
+        adapter: ad_ip(),
+        local: dev_ip(),
+        ..DeviceConfig::default()
+    };
     f(&mut c);
     Device::open(c).expect("device opens")
 }

@@ -1,7 +1,7 @@
 //! psmem driven by the adapter's host side; messaging and configuration APIs; MSI-X;
 //! completion shaping seen on the wire.
 
-use crate::{adapter, device, lock};
+use crate::{ad_ip, adapter, dev_ip, device, lock};
 use pcielab_nettlp::adapter::{Compat, MmioError};
 use pcielab_nettlp::client;
 use pcielab_nettlp::frame::{self, NetTlpHeader};
@@ -10,12 +10,9 @@ use pcielab_nettlp::psmem::Psmem;
 use pcielab_wire::dma::CplError;
 use pcielab_wire::tlp::{TlpHeader, TlpRepr};
 use pcielab_wire::{Bdf, Tag};
-use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+use std::net::{SocketAddrV4, UdpSocket};
 use std::sync::Arc;
 use std::time::Duration;
-
-const LO: Ipv4Addr = Ipv4Addr::LOCALHOST;
-const DEV: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
 
 #[test]
 fn psmem_by_host_mmio() {
@@ -24,6 +21,8 @@ fn psmem_by_host_mmio() {
     let mem = Arc::new(Psmem::new(a.config().bar4, 64 * 1024));
     let server = serve(
         ServeConfig {
+            adapter: ad_ip(),
+            local: dev_ip(),
             threads: 4,
             ..Default::default()
         },
@@ -69,25 +68,31 @@ fn psmem_by_host_mmio() {
 fn messaging_and_config_api() {
     let _g = lock();
     let a = adapter(|_| {});
-    assert_eq!(client::get_bar4(LO, DEV).expect("bar4"), a.config().bar4);
-    assert_eq!(client::get_dev_id(LO, DEV).expect("devid"), 0x1b00);
-    let t = client::get_msix_table(LO, DEV).expect("msix");
+    assert_eq!(
+        client::get_bar4(ad_ip(), dev_ip()).expect("bar4"),
+        a.config().bar4
+    );
+    assert_eq!(
+        client::get_dev_id(ad_ip(), dev_ip()).expect("devid"),
+        0x1b00
+    );
+    let t = client::get_msix_table(ad_ip(), dev_ip()).expect("msix");
     assert_eq!(t, a.config().msix);
     for port in [frame::CFG_PORT_LIBTLP, frame::CFG_PORT_ADAPTER] {
         let mut id = [0u8; 4];
-        client::pcie_cfg_read(LO, DEV, port, 0, &mut id).expect("cfg read");
+        client::pcie_cfg_read(ad_ip(), dev_ip(), port, 0, &mut id).expect("cfg read");
         assert_eq!(id, [0x76, 0x37, 0x22, 0x80]);
     }
     // A write to a writable register (interrupt line, 0x3c) reads back; the IDs do not change.
-    client::pcie_cfg_write(LO, DEV, 0x4001, 0x3c, &[0x0b]).expect("cfg write");
-    client::pcie_cfg_write(LO, DEV, 0x4001, 0x0, &[0, 0]).expect("cfg write");
+    client::pcie_cfg_write(ad_ip(), dev_ip(), 0x4001, 0x3c, &[0x0b]).expect("cfg write");
+    client::pcie_cfg_write(ad_ip(), dev_ip(), 0x4001, 0x0, &[0, 0]).expect("cfg write");
     let mut r = [0u8; 6];
     crate::wait_until(Duration::from_secs(1), || {
-        client::pcie_cfg_read(LO, DEV, 0x4001, 0x3a, &mut r).is_ok() && r[2] == 0x0b
+        client::pcie_cfg_read(ad_ip(), dev_ip(), 0x4001, 0x3a, &mut r).is_ok() && r[2] == 0x0b
     });
     assert_eq!(r[2], 0x0b);
     let mut id = [0u8; 2];
-    client::pcie_cfg_read(LO, DEV, 0x5001, 0, &mut id).expect("cfg read");
+    client::pcie_cfg_read(ad_ip(), dev_ip(), 0x5001, 0, &mut id).expect("cfg read");
     assert_eq!(id, [0x76, 0x37]);
 }
 
@@ -113,8 +118,9 @@ fn msix_writes_are_interrupts() {
 /// Sends one MRd as LibTLP would (tag 5 on port 0x3005) and returns the completions.
 fn raw_read(addr: u64, len: u32) -> Vec<(u16, u8, u16)> {
     let port = frame::device_port(5);
-    let s = UdpSocket::bind(SocketAddrV4::new(DEV, port)).expect("bind");
-    s.connect(SocketAddrV4::new(LO, port)).expect("connect");
+    let s = UdpSocket::bind(SocketAddrV4::new(dev_ip(), port)).expect("bind");
+    s.connect(SocketAddrV4::new(ad_ip(), port))
+        .expect("connect");
     s.set_read_timeout(Some(Duration::from_millis(200)))
         .expect("timeout");
     let chunk = pcielab_wire::dma::split_read(
@@ -177,8 +183,9 @@ fn libtlp_wire_quirks_are_tolerated() {
     let a = adapter(|_| {});
     a.memory().write(0x3000, &[0x11, 0x22, 0x33, 0x44]);
     let port = frame::device_port(0);
-    let s = UdpSocket::bind(SocketAddrV4::new(DEV, port)).expect("bind");
-    s.connect(SocketAddrV4::new(LO, port)).expect("connect");
+    let s = UdpSocket::bind(SocketAddrV4::new(dev_ip(), port)).expect("bind");
+    s.connect(SocketAddrV4::new(ad_ip(), port))
+        .expect("connect");
     s.set_read_timeout(Some(Duration::from_millis(300)))
         .expect("timeout");
     // MWr 3DW, Length 1, requester 1b:00, tag 0, First BE 0110, address 0x3000, 3 bytes.

@@ -1,6 +1,6 @@
 //! Posted-write loss under load, and the acknowledgement extension that removes it.
 
-use crate::{adapter, device, lock, wait_until};
+use crate::{adapter, dev_ip, device, lock, wait_until};
 use std::time::{Duration, Instant};
 
 const N: u64 = 20_000;
@@ -88,10 +88,10 @@ fn raw(write: bool, dw_addr: u32, first: u8, last: u8, payload: &[u8], len_dw: u
 fn handle_datagram_without_sockets() {
     use pcielab_nettlp::adapter::Buffers;
     use pcielab_nettlp::sys::SendBatch;
-    use std::net::{Ipv4Addr, SocketAddrV4};
+    use std::net::SocketAddrV4;
     let _g = lock();
     let a = adapter(|_| {});
-    let src = SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, 2), 0x3000);
+    let src = SocketAddrV4::new(dev_ip(), 0x3000);
     let (mut out, mut bufs) = (SendBatch::new(), Buffers::new());
     // All bytes enabled: 8 bytes at 0x2000.
     let d = raw(true, 0x2000, 0xf, 0xf, &[1, 2, 3, 4, 5, 6, 7, 8], 2);
