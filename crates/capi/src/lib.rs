@@ -155,6 +155,7 @@ fn dma_errno(e: &DmaError) -> c_int {
         DmaError::Io { source, .. } => io_errno(source),
         DmaError::Invalid(_) => libc::EINVAL,
         DmaError::Timeout { .. } | DmaError::WriteNotAcked { .. } => libc::ETIME,
+        DmaError::WriteRefused { .. } => libc::EFAULT,
         DmaError::UnsupportedRequest { .. } => libc::EOPNOTSUPP,
         DmaError::CompleterAbort { .. } => libc::ECONNABORTED,
         DmaError::Completion {

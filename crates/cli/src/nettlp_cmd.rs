@@ -696,6 +696,12 @@ pub fn run_tlpperf(a: &TlpperfArgs) -> Result<(), Failure> {
     if size == 0 || size > 1 << 24 {
         return Err(fail("-L must be 1..=16M"));
     }
+    if !(a.time > 0.0 && a.time <= 3600.0) && a.count == 0 {
+        return Err(fail(format!(
+            "-t {}: seconds to run must be above 0 and at most 3600 (or give --count)",
+            a.time
+        )));
+    }
     let window = a.window.unwrap_or((a.tags as usize / 2).max(1));
     if window == 0 || window > 4096 {
         return Err(fail("--window must be 1..=4096"));
@@ -782,10 +788,32 @@ pub fn run_tlpperf(a: &TlpperfArgs) -> Result<(), Failure> {
         ),
     }
     flush_pcap()?;
+    let first = r.first_error.clone().unwrap_or_default();
     if r.ops == 0 {
+        return Err(fail(format!("no DMA completed: {first}")));
+    }
+    // A run with failures is not a success, whatever it measured.
+    if r.errors > 0 {
         return Err(fail(format!(
-            "no DMA completed: {}",
-            r.first_error.unwrap_or_default()
+            "{} of {} DMAs failed (first: {first})",
+            r.errors,
+            r.ops + r.errors
+        )));
+    }
+    if st.send_failures > 0 {
+        return Err(fail(format!(
+            "{} of {} datagrams could not be sent (the kernel refused them: is an adapter \
+             listening on {}?); posted writes are not confirmed, so the rate above counts \
+             writes that went nowhere",
+            st.send_failures,
+            st.mrd + st.mwr,
+            a.dev.adapter
+        )));
+    }
+    if let Some((_, lost)) = loss.filter(|l| l.1 > 0) {
+        return Err(fail(format!(
+            "{lost} of {} posted writes were not applied by the adapter",
+            st.mwr
         )));
     }
     Ok(())

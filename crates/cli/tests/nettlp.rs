@@ -286,3 +286,63 @@ fn refused_source_is_logged_once_and_loopback_needs_no_allow() {
     assert_eq!(err.matches(&line).count(), 1, "{err}");
     assert!(err.contains(&format!("--allow {stranger}")), "{err}");
 }
+
+/// tlpperf and dma say when a run failed, with exit status 2: nothing to run (`-t 0`),
+/// posted writes to no adapter (the kernel refuses them), an acknowledged write the
+/// adapter refused.
+#[test]
+fn failed_runs_exit_2_and_say_why() {
+    let (ad, dv, _, _) = net();
+    let o = run(&["tlpperf", "-r", &ad, "-l", &dv, "-t", "0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("-t 0: seconds to run must be above 0"),
+        "{}",
+        text(&o)
+    );
+    // No adapter: every write is refused by the kernel (port unreachable).
+    let o = run(&["tlpperf", "-r", &ad, "-l", &dv, "-d", "write", "-t", "0.3"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("could not be sent"), "{}", text(&o));
+    let _g = ports();
+    let _a = spawn(&[
+        "adapter",
+        "--listen",
+        &ad,
+        "--device",
+        &dv,
+        "--ack-writes",
+        "--duration",
+        "20",
+    ]);
+    let o = eventually(&[
+        "dma",
+        "write",
+        "--adapter",
+        &ad,
+        "--local",
+        &dv,
+        "--acked",
+        "-a",
+        "0x1000",
+        "--hex",
+        "41414141",
+    ]);
+    assert!(text(&o).contains("(acknowledged)"), "{}", text(&o));
+    let o = run(&[
+        "dma",
+        "write",
+        "--adapter",
+        &ad,
+        "--local",
+        &dv,
+        "--acked",
+        "-a",
+        "0x7fffffff000",
+        "--hex",
+        "41414141",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("refused the write"), "{}", text(&o));
+    assert!(!text(&o).contains("(acknowledged)"), "{}", text(&o));
+}

@@ -32,8 +32,8 @@
 use crate::capture::Capture;
 use crate::frame::{
     self, cmd_op, cmd_reg, CfgPacket, CmdPacket, MsgRequest, MsixEntry, NetTlpHeader, PortClass,
-    ACK_REPLY, ACK_REQUEST, CFG_PACKET_LEN, CFG_PORT_ADAPTER, CFG_PORT_LIBTLP, CMD_PORT,
-    HEADER_LEN, MSG_PORT, MSIX_ENTRIES,
+    ACK_REFUSED, ACK_REPLY, ACK_REQUEST, CFG_PACKET_LEN, CFG_PORT_ADAPTER, CFG_PORT_LIBTLP,
+    CMD_PORT, HEADER_LEN, MSG_PORT, MSIX_ENTRIES,
 };
 use crate::handler::{for_each_run, read_extent};
 use crate::memory::{HostMemory, Window};
@@ -1219,14 +1219,16 @@ impl Inner {
                 data,
             ),
             TlpHeader::Mem(m) if m.op == MemOp::Write => {
-                self.apply_write(src, port, m.address, m.first_be, m.last_be, tlp.payload);
+                let applied =
+                    self.apply_write(src, port, m.address, m.first_be, m.last_be, tlp.payload);
                 if self.cfg.ack_writes && hdr.tstamp == ACK_REQUEST {
                     let p = frame::device_port(tlp.tag().value() as u8);
                     if let Some(s) = self.sock(p) {
                         let mut b = [0u8; HEADER_LEN];
+                        // A write that was dropped is answered as refused, not acknowledged.
                         let _ = NetTlpHeader {
                             seq: hdr.seq,
-                            tstamp: ACK_REPLY,
+                            tstamp: if applied { ACK_REPLY } else { ACK_REFUSED },
                         }
                         .emit(&mut b);
                         out.push(s.as_raw_fd(), SocketAddrV4::new(*src.ip(), p), &b);
@@ -1372,7 +1374,7 @@ impl Inner {
         first: ByteEnables,
         last: ByteEnables,
         payload: &[u8],
-    ) {
+    ) -> bool {
         let st = &self.stats;
         let len_dw = (payload.len() / 4) as u32;
         // MSI-X: the x86 interrupt address range, or a programmed table address.
@@ -1414,33 +1416,36 @@ impl Inner {
                 st.irqs_overflowed.fetch_add(1, Ordering::Relaxed);
             }
             self.irq_cv.notify_all();
-            return;
+            return true;
         }
         let (lo, len) = read_extent(first, last, len_dw);
         let addr = dw_addr + lo as u64;
         if len == 0 {
             // A 1-DW write with First DW BE 0: legal, writes nothing.
             st.zero_length_writes.fetch_add(1, Ordering::Relaxed);
-            return;
+            return true;
         }
         if !self.mem.contains(addr, len as u64) {
-            return self.drop_dgram(
+            self.drop_dgram(
                 &st.drop_mwr_outside,
                 "MWr outside the memory windows",
                 src,
                 port,
             );
+            return false;
         }
         st.mwr.fetch_add(1, Ordering::Relaxed);
         if first.bits() == 0xf && (len_dw == 1 || last.bits() == 0xf) {
             // Every byte enabled (the common case): one copy.
-            return self.mem.write(dw_addr, &payload[..len_dw as usize * 4]);
+            self.mem.write(dw_addr, &payload[..len_dw as usize * 4]);
+            return true;
         }
         for_each_run(first, last, len_dw, |off, n| {
             let o = off as usize;
             self.mem
                 .write(dw_addr + off as u64, &payload[o..o + n as usize]);
         });
+        true
     }
 
     fn messaging(&self, port: u16, src: SocketAddrV4, bytes: &[u8], out: &mut SendBatch) {

@@ -25,7 +25,7 @@
 //! ignore), and `dma_write` retransmits until every write is acknowledged.
 
 use crate::capture::Capture;
-use crate::frame::{self, NetTlpHeader, ACK_REPLY, ACK_REQUEST, HEADER_LEN};
+use crate::frame::{self, NetTlpHeader, ACK_REFUSED, ACK_REPLY, ACK_REQUEST, HEADER_LEN};
 use crate::sys::{self, RecvBatch, SendBatch};
 use pcielab_wire::dma::{
     split_read, split_write, Chunk, CplError, CplOutcome, Reassembler, SplitPolicy,
@@ -147,6 +147,12 @@ pub enum DmaError {
         /// What was wrong.
         error: CplError,
     },
+    /// The adapter received an acknowledged write and refused it (outside its memory
+    /// windows): nothing was written.
+    WriteRefused {
+        /// Address of the refused write.
+        addr: u64,
+    },
     /// Writes were not acknowledged after all retransmissions.
     WriteNotAcked {
         /// Address of the first unacknowledged write.
@@ -175,6 +181,10 @@ impl fmt::Display for DmaError {
             DmaError::Completion { addr, error } => {
                 write!(f, "bad completion for the read at {addr:#x}: {error}")
             }
+            DmaError::WriteRefused { addr } => write!(
+                f,
+                "the adapter refused the write at {addr:#x} (outside its memory windows): nothing was written"
+            ),
             DmaError::WriteNotAcked { addr, pending } => write!(
                 f,
                 "{pending} write(s) from {addr:#x} not acknowledged; does the adapter run with --ack-writes?"
@@ -1083,6 +1093,14 @@ impl Channel {
                 match NetTlpHeader::parse(b) {
                     Ok(h) if b.len() == HEADER_LEN && h.tstamp == ACK_REPLY => {
                         pending.retain(|p| p.0 != h.seq);
+                    }
+                    Ok(h) if b.len() == HEADER_LEN && h.tstamp == ACK_REFUSED => {
+                        if let Some(p) = pending.iter().find(|p| p.0 == h.seq) {
+                            let addr = p.1.addr;
+                            self.ready = ready;
+                            return Err(DmaError::WriteRefused { addr });
+                        }
+                        self.stats.junk += 1;
                     }
                     _ => self.stats.junk += 1,
                 }

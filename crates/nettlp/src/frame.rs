@@ -57,6 +57,9 @@ pub const MAX_DATAGRAM: usize = HEADER_LEN + 16 + 4096 + 4;
 pub const ACK_REQUEST: u32 = 0x4143_4b51;
 /// `tstamp` value of a write acknowledgement (a header-only datagram): "ACK!".
 pub const ACK_REPLY: u32 = 0x4143_4b21;
+/// `tstamp` value of the answer to an acknowledged write the adapter received but did not
+/// apply (outside its memory windows): "NAK!".
+pub const ACK_REFUSED: u32 = 0x4e41_4b21;
 
 /// Port for a request the device side issues with `tag` (and for its completions).
 pub const fn device_port(tag: u8) -> u16 {

@@ -93,6 +93,33 @@ fn acked_writes_every_size_and_offset() {
     eprintln!("acked writes: {} retransmits", ch.stats().retransmits);
 }
 
+/// An acknowledged write the adapter drops (outside its memory windows) is answered as
+/// refused: the device reports it, and nothing is written; one inside is acknowledged.
+#[test]
+fn acked_write_outside_the_windows_is_refused() {
+    let _g = lock();
+    let a = adapter(|c| c.ack_writes = true);
+    let dev = device(|c| {
+        c.acked_writes = true;
+        c.ack_retries = 2;
+    });
+    let mut ch = dev.channel();
+    let outside = 0x7ff_ffff_f000u64;
+    assert!(!a.memory().contains(outside, 4));
+    match ch.dma_write(outside, b"AAAA") {
+        Err(pcielab_nettlp::device::DmaError::WriteRefused { addr }) => assert_eq!(addr, outside),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!(
+        ch.dma_write(0x1000, b"BBBB").expect("inside: acknowledged"),
+        4
+    );
+    let mut back = [0u8; 4];
+    a.memory().read(0x1000, &mut back);
+    assert_eq!(&back, b"BBBB");
+    assert_eq!(a.stats().drop_mwr_outside, 1);
+}
+
 /// Posted (unacknowledged) writes arrive when sent at a modest rate.
 #[test]
 fn posted_writes_then_read_back() {
