@@ -101,6 +101,7 @@ pub const EXAMPLES: &str = "\
 Examples:
   pcielab sim                                     the built-in default: sweep every endpoint
   pcielab sim topo.toml --sizes 64:4K:x2          the same on your topology
+  pcielab sim --gen 4 --lanes 16 --workload dma --op write   one Gen4 x16 link, no file
   pcielab sim --workload dma --device mem3 --op write --size 4K --count 2000
   pcielab sim --workload dma --op rw --error-rate 0.05 --pcap lossy.pcapng
   pcielab sim --workload mmio-lat --count 100 --aspm l1 --gap-us 20
@@ -117,8 +118,16 @@ pub struct SimArgs {
     #[arg(conflicts_with = "example")]
     file: Option<PathBuf>,
     /// A built-in example topology instead of a file (`pcielab topo list-examples`).
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["gen", "lanes"])]
     example: Option<String>,
+    /// Instead of a file: one link of this generation (1..=6) from the root complex to
+    /// one psmem endpoint, mem0 (with --lanes; default 3).
+    #[arg(long, value_name = "GEN", conflicts_with = "file")]
+    gen: Option<u8>,
+    /// Instead of a file: one link of this width (1, 2, 4, 8, 12, 16, 32) from the root
+    /// complex to one psmem endpoint, mem0 (with --gen; default 8).
+    #[arg(long, value_name = "N", conflicts_with = "file")]
+    lanes: Option<u8>,
     /// Workload to run.
     #[arg(help_heading = "Workload", long, value_enum, default_value = "sweep")]
     workload: Workload,
@@ -1207,8 +1216,31 @@ fn topo_name(a: &SimArgs) -> String {
     match (&a.file, &a.example) {
         (_, Some(name)) => crate::examples::label(name),
         (Some(f), None) => f.display().to_string(),
+        (None, None) if a.gen.is_some() || a.lanes.is_some() => {
+            let (g, n) = (a.gen.unwrap_or(3), a.lanes.unwrap_or(8));
+            format!("one link from --gen/--lanes (rc.0 - mem0, Gen{g} x{n})")
+        }
         (None, None) => DEFAULT_NAME.to_string(),
     }
+}
+
+/// The topology of `--gen G --lanes N`: a root complex with one port and one psmem
+/// endpoint, mem0, on a Gen G xN link.
+fn one_link(gen: u8, lanes: u8) -> Result<String, Failure> {
+    if !(1..=6).contains(&gen) {
+        return Err(fail(format!("--gen {gen}: allowed 1..=6")));
+    }
+    if ![1, 2, 4, 8, 12, 16, 32].contains(&lanes) {
+        return Err(fail(format!(
+            "--lanes {lanes}: allowed 1, 2, 4, 8, 12, 16, 32"
+        )));
+    }
+    Ok(format!(
+        "seed = 1\n\
+         [[node]]\nname = \"rc\"\nkind = \"root-complex\"\nports = 1\n\
+         [[node]]\nname = \"mem0\"\nkind = \"psmem\"\n\
+         [[link]]\nup = \"rc.0\"\ndown = \"mem0\"\ngen = {gen}\nwidth = {lanes}\n"
+    ))
 }
 
 /// Runs `pcielab sim`.
@@ -1217,6 +1249,10 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
     let topo = match (&a.file, &a.example) {
         (_, Some(name)) => Topology::parse(crate::examples::get(name)?.text, &topo_name(a), &reg),
         (Some(f), None) => Topology::load(f, &reg),
+        (None, None) if a.gen.is_some() || a.lanes.is_some() => {
+            let text = one_link(a.gen.unwrap_or(3), a.lanes.unwrap_or(8))?;
+            Topology::parse(&text, &topo_name(a), &reg)
+        }
         (None, None) => Topology::parse(DEFAULT_TOPOLOGY, DEFAULT_NAME, &reg),
     }
     .map_err(|e| fail(e.to_string()))?;
@@ -1575,6 +1611,8 @@ impl SimArgs {
         SimArgs {
             file: self.file.clone(),
             example: self.example.clone(),
+            gen: self.gen,
+            lanes: self.lanes,
             workload: self.workload,
             device: self.device.clone(),
             op: self.op,

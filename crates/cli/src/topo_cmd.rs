@@ -33,7 +33,11 @@ enum TopoCommand {
     Show {
         #[command(flatten)]
         src: Source,
-        /// Print JSON.
+        /// Output format: table (each function decoded), csv (one row per function:
+        /// the JSON's scalar fields, nested ones as a.b) or json (`{"functions": [...]}`).
+        #[arg(long, value_enum, conflicts_with = "json")]
+        format: Option<crate::format::Format>,
+        /// Same as --format json.
         #[arg(long)]
         json: bool,
     },
@@ -78,11 +82,16 @@ pub fn run(args: &TopoArgs) -> Result<(), Failure> {
         TopoCommand::Lspci { src } => load(src).map(|(f, _)| f.lspci_dump()),
         TopoCommand::Tree { src } => load(src).map(|(f, t)| tree_text(&f, &t)),
         TopoCommand::ListExamples => Ok(crate::examples::list()),
-        TopoCommand::Show { src, json } => load(src).map(|(f, t)| {
-            if *json {
+        TopoCommand::Show { src, format, json } => load(src).map(|(f, t)| {
+            let format = crate::format::effective(*format, *json, false);
+            if format == crate::format::Format::Json {
                 let mut s = serde_json::to_string_pretty(&tree_json(&f, &t)).unwrap_or_default();
                 s.push('\n');
                 s
+            } else if format == crate::format::Format::Csv {
+                let v = tree_json(&f, &t);
+                let rows = v["functions"].as_array().cloned().unwrap_or_default();
+                crate::format::records_to_csv(&rows)
             } else {
                 t.functions
                     .iter()

@@ -1052,3 +1052,51 @@ fn sim_format_and_its_aliases() {
     let (rc, _, err) = run(&["--json", "--format", "csv"]);
     assert_eq!(rc, 2, "{err}");
 }
+
+/// `--gen G --lanes N` builds a one-link topology, no file needed: a saturated write
+/// stream runs at the link's rate derived by hand (encoding, SKP blocks, framing and
+/// headers: MPS 256 writes above 4 GiB are 256 + 16 + 8 bytes on the wire).
+#[test]
+fn gen_and_lanes_make_a_one_link_topology() {
+    for (gen, lanes, gts, enc) in [
+        ("4", "16", 16.0, 128.0 / 130.0),
+        ("3", "8", 8.0, 128.0 / 130.0),
+    ] {
+        let (rc, out, err) = pcielab(&[
+            "sim",
+            "--gen",
+            gen,
+            "--lanes",
+            lanes,
+            "--workload",
+            "dma",
+            "--op",
+            "write",
+            "--count",
+            "400",
+            "--json",
+        ]);
+        assert_eq!(rc, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v[0]["device"], "mem0");
+        let n: f64 = lanes.parse().unwrap();
+        let want = gts * n * enc * 375.0 / 376.0 * 256.0 / 280.0;
+        let g = v[0]["gbps"].as_f64().unwrap();
+        assert!(
+            (g - want).abs() / want < 1e-3,
+            "Gen{gen} x{lanes}: {g} vs {want}"
+        );
+    }
+    for (args, msg) in [
+        (vec!["sim", "--gen", "7"], "--gen 7: allowed 1..=6"),
+        (vec!["sim", "--lanes", "3"], "--lanes 3: allowed"),
+        (
+            vec!["sim", "--gen", "3", "--example", "design"],
+            "cannot be used with",
+        ),
+    ] {
+        let (rc, _, err) = pcielab(&args);
+        assert_eq!(rc, 2, "{args:?}");
+        assert!(err.contains(msg), "{args:?}: {err}");
+    }
+}

@@ -176,3 +176,49 @@ fn topo_lspci_shows_the_mrrs_sim_uses() {
     }
     assert!(checked >= 10, "{checked} functions with a PCIe capability");
 }
+
+/// `topo show --format csv|json` (`--json` an alias): one CSV row per function, in the
+/// JSON's order.
+#[test]
+fn topo_show_formats() {
+    let f = example("design.toml");
+    let json = stdout(&pcielab(&["topo", "show", &f, "--format", "json"]));
+    assert_eq!(json, stdout(&pcielab(&["topo", "show", &f, "--json"])));
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let funcs = v["functions"].as_array().unwrap();
+    let csv = stdout(&pcielab(&["topo", "show", &f, "--format", "csv"]));
+    let mut lines = csv.lines().map(csv_fields);
+    let head = lines.next().unwrap();
+    let at = head.iter().position(|c| c == "bdf").unwrap();
+    let bdfs: Vec<String> = lines
+        .map(|l| {
+            assert_eq!(l.len(), head.len(), "{l:?}");
+            l[at].clone()
+        })
+        .collect();
+    let want: Vec<String> = funcs
+        .iter()
+        .map(|x| x["bdf"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(bdfs, want);
+    assert_eq!(want.len(), 9);
+}
+
+/// The fields of one CSV line (RFC 4180 quoting: "" is a quote inside a quoted field).
+fn csv_fields(line: &str) -> Vec<String> {
+    let mut out = vec![String::new()];
+    let mut quoted = false;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                chars.next();
+                out.last_mut().unwrap().push('"');
+            }
+            ('"', _) => quoted = !quoted,
+            (',', false) => out.push(String::new()),
+            (c, _) => out.last_mut().unwrap().push(c),
+        }
+    }
+    out
+}
