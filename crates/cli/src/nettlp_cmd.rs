@@ -443,6 +443,10 @@ pub struct PsmemArgs {
     /// Wall-clock capture timestamps (seconds since 1970) instead of time since start.
     #[arg(long)]
     pub pcap_wallclock: bool,
+    /// Output format: table (text lines), csv (the final counters, one row) or json (one
+    /// object per line: "start", then "stop" with the counters).
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: crate::format::Format,
 }
 
 #[derive(Debug)]
@@ -505,10 +509,23 @@ pub fn run_psmem(args: &PsmemArgs) -> Result<(), Failure> {
         serve(cfg, mem.clone())
     }
     .map_err(|e| fail(format!("psmem: {e}")))?;
-    println!(
+    let fmt = args.format;
+    let start_text = format!(
         "psmem: {} B at BAR4 {bar4:#x}, completer {completer}, {} threads on {}:0x4000-0x400f",
         size, args.threads, args.local
     );
+    match fmt {
+        crate::format::Format::Table => println!("{start_text}"),
+        crate::format::Format::Json => println!(
+            "{}",
+            serde_json::json!({
+                "event": "start", "size": size, "bar4": format!("{bar4:#x}"),
+                "completer": completer.to_string(), "threads": args.threads,
+                "local": args.local.to_string(),
+            })
+        ),
+        crate::format::Format::Csv => {}
+    }
     let stop = stop_flag()?;
     let start = Instant::now();
     let mut flushed = Instant::now();
@@ -522,19 +539,33 @@ pub fn run_psmem(args: &PsmemArgs) -> Result<(), Failure> {
         }
     }
     let st = server.stats();
-    if stop.load(Ordering::Relaxed) {
-        println!("psmem: stopped by a signal");
+    let signalled = stop.load(Ordering::Relaxed);
+    let counters = serde_json::json!({
+        "event": "stop", "signal": signalled,
+        "reads": mem.reads.load(Ordering::Relaxed),
+        "writes": mem.writes.load(Ordering::Relaxed),
+        "aborted": mem.aborts.load(Ordering::Relaxed),
+        "mrd": st.mrd.load(Ordering::Relaxed),
+        "mwr": st.mwr.load(Ordering::Relaxed),
+        "malformed": st.malformed.load(Ordering::Relaxed),
+        "foreign": st.foreign.load(Ordering::Relaxed),
+    });
+    match fmt {
+        crate::format::Format::Table => {
+            if signalled {
+                println!("psmem: stopped by a signal");
+            }
+            println!(
+                "psmem: {} reads, {} writes, {} aborted; {} MRd, {} MWr, {} malformed, {} foreign datagrams",
+                counters["reads"], counters["writes"], counters["aborted"], counters["mrd"],
+                counters["mwr"], counters["malformed"], counters["foreign"]
+            );
+        }
+        crate::format::Format::Json => println!("{counters}"),
+        crate::format::Format::Csv => {
+            print!("{}", crate::format::records_to_csv(&[counters]))
+        }
     }
-    println!(
-        "psmem: {} reads, {} writes, {} aborted; {} MRd, {} MWr, {} malformed, {} foreign datagrams",
-        mem.reads.load(Ordering::Relaxed),
-        mem.writes.load(Ordering::Relaxed),
-        mem.aborts.load(Ordering::Relaxed),
-        st.mrd.load(Ordering::Relaxed),
-        st.mwr.load(Ordering::Relaxed),
-        st.malformed.load(Ordering::Relaxed),
-        st.foreign.load(Ordering::Relaxed)
-    );
     server.stop();
     flush_pcap()
 }
@@ -652,9 +683,10 @@ pub struct TlpperfArgs {
     /// flight (the spare tags let late completions drain), so raise --tags with it.
     #[arg(long)]
     pub window: Option<usize>,
-    /// Output: a text line, or one JSON object.
-    #[arg(long, value_enum, default_value = "text")]
-    pub format: PerfFormat,
+    /// Output format: table (text lines), json (one object with the settings, the
+    /// results and the device's counters) or csv (the same, one row; nested keys as a.b).
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: crate::format::Format,
     /// The adapter's control socket: for writes, compare the MWrs the adapter applied
     /// with those sent and report the loss.
     #[arg(long)]
@@ -673,15 +705,6 @@ fn adapter_mwr(addr: SocketAddr) -> Result<u64, Failure> {
     v.get("mwr")
         .and_then(|m| m.as_u64())
         .ok_or_else(|| fail(format!("--control {addr}: no mwr counter in {json}")))
-}
-
-/// Output format of tlpperf.
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PerfFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object with the settings and the figures.
-    Json,
 }
 
 /// Runs `pcielab tlpperf`.
@@ -745,7 +768,7 @@ pub fn run_tlpperf(a: &TlpperfArgs) -> Result<(), Failure> {
         loss = Some((applied, st.mwr.saturating_sub(applied)));
     }
     match a.format {
-        PerfFormat::Text => {
+        crate::format::Format::Table => {
             println!(
                 "tlpperf: {:?} {} B x {} thread(s), {:?}, MRRS {} MPS {}, window {}",
                 cfg.direction, size, a.threads, cfg.pattern, a.dev.mrrs, a.dev.mps, window
@@ -765,7 +788,8 @@ pub fn run_tlpperf(a: &TlpperfArgs) -> Result<(), Failure> {
                 );
             }
         }
-        PerfFormat::Json => println!(
+        fmt => {
+            let text = format!(
             "{{\"direction\":\"{}\",\"size\":{},\"threads\":{},\"window\":{},\"mrrs\":{},\"mps\":{},\"result\":{},\"device\":{{\"mrd\":{},\"mwr\":{},\"cpl\":{},\"stale\":{},\"junk\":{},\"send_failures\":{}}},\"adapter_mwr_applied\":{},\"mwr_lost\":{}}}",
             match cfg.direction {
                 Direction::Read => "read",
@@ -785,7 +809,15 @@ pub fn run_tlpperf(a: &TlpperfArgs) -> Result<(), Failure> {
             st.send_failures,
             loss.map_or("null".to_string(), |l| l.0.to_string()),
             loss.map_or("null".to_string(), |l| l.1.to_string())
-        ),
+            );
+            if fmt == crate::format::Format::Json {
+                println!("{text}");
+            } else {
+                let v: serde_json::Value = serde_json::from_str(&text)
+                    .map_err(|e| fail(format!("tlpperf: result record: {e}")))?;
+                print!("{}", crate::format::records_to_csv(&[v]));
+            }
+        }
     }
     flush_pcap()?;
     let first = r.first_error.clone().unwrap_or_default();
@@ -835,6 +867,10 @@ pub enum DmaCmd {
         /// Write the bytes to this file instead of a hex dump.
         #[arg(long)]
         out: Option<String>,
+        /// Output format: table (a hex dump), csv or json (one record: op, address,
+        /// bytes, data as hex).
+        #[arg(long, value_enum, default_value = "table")]
+        format: crate::format::Format,
     },
     /// One DMA write of --hex, --string or --file.
     Write {
@@ -852,7 +888,20 @@ pub enum DmaCmd {
         /// Data from a file.
         #[arg(long)]
         file: Option<String>,
+        /// Output format: table (a line), csv or json (one record: op, address, bytes,
+        /// acknowledged).
+        #[arg(long, value_enum, default_value = "table")]
+        format: crate::format::Format,
     },
+}
+
+/// Prints one result record of `dma` as `format` asks (the table's line is `text`).
+fn print_record(format: crate::format::Format, text: &str, v: serde_json::Value) {
+    match format {
+        crate::format::Format::Table => println!("{text}"),
+        crate::format::Format::Json => println!("{v}"),
+        crate::format::Format::Csv => print!("{}", crate::format::records_to_csv(&[v])),
+    }
 }
 
 fn hexdump(addr: u64, b: &[u8]) {
@@ -884,6 +933,7 @@ pub fn run_dma(c: &DmaCmd) -> Result<(), Failure> {
             addr,
             len,
             out,
+            format,
         } => {
             let addr = num(addr).map_err(|e| fail(format!("-a: {e}")))?;
             let len = num(len).map_err(|e| fail(format!("-s: {e}")))?;
@@ -893,12 +943,24 @@ pub fn run_dma(c: &DmaCmd) -> Result<(), Failure> {
             let d = dev.device(16, 16)?;
             let mut b = vec![0u8; len as usize];
             let n = d.dma_read(addr, &mut b).map_err(|e| fail(e.to_string()))?;
-            match out {
-                Some(p) => std::fs::write(p, &b).map_err(|e| fail(format!("{p}: {e}")))?,
-                None => {
+            if let Some(p) = out {
+                std::fs::write(p, &b).map_err(|e| fail(format!("{p}: {e}")))?;
+            }
+            let hex_data = || b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+            match (format, out) {
+                (crate::format::Format::Table, Some(_)) => {}
+                (crate::format::Format::Table, None) => {
                     println!("dma read: {n} B at {addr:#x}");
                     hexdump(addr, &b);
                 }
+                (f, _) => print_record(
+                    *f,
+                    "",
+                    serde_json::json!({
+                        "op": "read", "address": format!("{addr:#x}"), "bytes": n,
+                        "data": if out.is_some() { serde_json::Value::Null } else { hex_data().into() },
+                    }),
+                ),
             }
             flush_pcap()
         }
@@ -908,6 +970,7 @@ pub fn run_dma(c: &DmaCmd) -> Result<(), Failure> {
             hex,
             string,
             file,
+            format,
         } => {
             let addr = num(addr).map_err(|e| fail(format!("-a: {e}")))?;
             let data = match (hex, string, file) {
@@ -918,13 +981,21 @@ pub fn run_dma(c: &DmaCmd) -> Result<(), Failure> {
             };
             let d = dev.device(16, 16)?;
             let n = d.dma_write(addr, &data).map_err(|e| fail(e.to_string()))?;
-            println!(
+            let text = format!(
                 "dma write: {n} B at {addr:#x}{}",
                 if dev.acked {
                     " (acknowledged)"
                 } else {
                     " (posted)"
                 }
+            );
+            print_record(
+                *format,
+                &text,
+                serde_json::json!({
+                    "op": "write", "address": format!("{addr:#x}"), "bytes": n,
+                    "acknowledged": dev.acked,
+                }),
             );
             flush_pcap()
         }

@@ -346,3 +346,105 @@ fn failed_runs_exit_2_and_say_why() {
     assert!(text(&o).contains("refused the write"), "{}", text(&o));
     assert!(!text(&o).contains("(acknowledged)"), "{}", text(&o));
 }
+
+/// Machine-readable output of the NetTLP commands: `dma` (a record), `psmem` (a start
+/// and a stop object per line), `tlpperf` (one object, or one CSV row).
+#[test]
+fn nettlp_commands_print_json_and_csv() {
+    let (ad, dv, _, _) = net();
+    let _g = ports();
+    let _a = spawn(&[
+        "adapter",
+        "--listen",
+        &ad,
+        "--device",
+        &dv,
+        "--duration",
+        "20",
+    ]);
+    let o = until(
+        &[
+            "psmem",
+            "-r",
+            &ad,
+            "-l",
+            &dv,
+            "--duration",
+            "0.2",
+            "--format",
+            "json",
+        ],
+        |o| o.status.success(),
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{}", text(&o));
+    assert_eq!(lines[0]["event"], "start");
+    assert_eq!(lines[1]["event"], "stop");
+    assert_eq!(lines[1]["reads"], 0);
+    let o = eventually(&[
+        "dma",
+        "write",
+        "--adapter",
+        &ad,
+        "--local",
+        &dv,
+        "-a",
+        "0x2000",
+        "--hex",
+        "a1b2c3",
+        "--format",
+        "json",
+    ]);
+    let w: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(w["op"], "write");
+    assert_eq!(w["bytes"], 3);
+    assert_eq!(w["address"], "0x2000");
+    let o = eventually(&[
+        "dma",
+        "read",
+        "--adapter",
+        &ad,
+        "--local",
+        &dv,
+        "-a",
+        "0x2000",
+        "-s",
+        "3",
+        "--format",
+        "json",
+    ]);
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["data"], "a1b2c3", "{r}");
+    let o = run(&[
+        "dma",
+        "read",
+        "--adapter",
+        &ad,
+        "--local",
+        &dv,
+        "-a",
+        "0x2000",
+        "-s",
+        "3",
+        "--format",
+        "csv",
+    ]);
+    let csv = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(csv, "address,bytes,data,op\n0x2000,3,a1b2c3,read\n");
+    let o = run(&[
+        "tlpperf", "-r", &ad, "-l", &dv, "-t", "0.3", "-L", "64", "--format", "csv",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let csv = String::from_utf8_lossy(&o.stdout).into_owned();
+    let mut l = csv.lines();
+    let head: Vec<&str> = l.next().unwrap().split(',').collect();
+    let row: Vec<&str> = l.next().unwrap().split(',').collect();
+    assert_eq!(head.len(), row.len(), "{csv}");
+    let at = |c: &str| row[head.iter().position(|x| *x == c).unwrap()];
+    assert_eq!(at("direction"), "read");
+    assert_eq!(at("size"), "64");
+}
