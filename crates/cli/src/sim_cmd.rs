@@ -172,7 +172,8 @@ pub struct SimArgs {
     /// Switch latency (ns).
     #[arg(help_heading = "Link and fabric", long, default_value_t = 150)]
     switch_ns: u64,
-    /// Root-complex latency (ns), each way.
+    /// Root-complex latency (ns) per crossing: a DMA read pays it once (its request
+    /// going in; memory answers), an MMIO read twice (request out, completion in).
     #[arg(help_heading = "Link and fabric", long, default_value_t = 100)]
     rc_ns: u64,
     /// Host memory latency (ns).

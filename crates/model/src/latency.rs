@@ -14,7 +14,9 @@
 //! after the last write TLP has left; the read's completion cannot pass the posted write
 //! (PCIe ordering), and the write's memory commit is taken to overlap the read's own
 //! root-complex and memory time. The fixed latencies are parameters: measure them or take
-//! them from the seeds — the defaults are only placeholders of a plausible magnitude.
+//! them from the seeds. The defaults are `pcielab sim`'s (root complex 100 ns, memory
+//! 80 ns, switch 150 ns), so that the model and the simulator answer alike by default:
+//! a 64-byte read on one Gen3 x8 link is 194.9 ns here and 194.1 ns simulated.
 
 use crate::bw::Model;
 use crate::error::{Error, Result};
@@ -28,7 +30,8 @@ pub struct LatencyParams {
     pub switch_hops: u32,
     /// Latency of one switch, per traversal.
     pub switch_ns: f64,
-    /// Root complex latency (request in to memory request out, and back).
+    /// Root complex latency, charged once as the simulator charges a DMA read (its
+    /// request on the way in; memory answers it). Default 100 ns, `pcielab sim`'s.
     pub rc_ns: f64,
     /// Host memory access latency.
     pub mem_ns: f64,
@@ -40,7 +43,7 @@ impl Default for LatencyParams {
             device_ns: 0.0,
             switch_hops: 0,
             switch_ns: 150.0,
-            rc_ns: 300.0,
+            rc_ns: 100.0,
             mem_ns: 80.0,
         }
     }

@@ -155,7 +155,11 @@ pub struct SimConfig {
     /// Switches forward cut-through (from the header) instead of store-and-forward.
     /// Default false.
     pub cut_through: bool,
-    /// Root-complex latency, charged once in each direction. Default 100 ns.
+    /// Root-complex latency, charged once per crossing: to every TLP that enters the
+    /// root complex from a link and to every request the host sends down; not to a
+    /// completion the root complex makes from host memory. So a DMA read pays it once
+    /// (its request on the way in; memory then answers) and an MMIO read twice (its
+    /// request out, its completion in). Default 100 ns.
     pub rc_latency: SimDuration,
     /// Host memory access: fixed part. Default 80 ns.
     pub mem_latency: SimDuration,
