@@ -138,10 +138,16 @@ end
 -- "0x1_2345_6780" as pcielab's text output writes addresses: a "_" before every group
 -- of four digits counted from the right.
 local function addr_text(hi, lo)
-    local h = hex64(hi, lo)
-    local grouped = h:reverse():gsub("(%x%x%x%x)", "%1_"):reverse()
-    if grouped:sub(1, 1) == "_" then grouped = grouped:sub(2) end
-    return "0x" .. grouped
+    local lo_hi, lo_lo = bits(lo, 16, 16), lo % 65536
+    if hi > 0 then
+        -- The high word's own groups, then the low word's two, zero-padded.
+        local h = string.format("%x", hi)
+        local grouped = h:reverse():gsub("(%x%x%x%x)", "%1_"):reverse()
+        if grouped:sub(1, 1) == "_" then grouped = grouped:sub(2) end
+        return string.format("0x%s_%04x_%04x", grouped, lo_hi, lo_lo)
+    end
+    if lo_hi > 0 then return string.format("0x%x_%04x", lo_hi, lo_lo) end
+    return string.format("0x%x", lo_lo)
 end
 
 ---------------------------------------------------------------------------------------
@@ -413,7 +419,9 @@ local NO_PREFIXES = {}
 -- Decodes a TLP of `len` bytes at tvb offset `off`, of which `clen` were captured (fewer
 -- when the capture's snap length cut it). Returns a table of decoded fields, or nil and an
 -- error string (the same checks as pcielab's codec).
-local function decode_tlp(tvb, off, len, clen)
+-- `head` holds the datagram's first bytes (tvb:raw(0, ...)): without prefixes the whole
+-- TLP header is in it, so no call into Wireshark is needed for it.
+local function decode_tlp(tvb, off, len, clen, head)
     -- Every field decoded for every TLP, made in one constructor: a table grown key by
     -- key is rehashed five times, which cost more than the decoding.
     local t = {
@@ -425,7 +433,7 @@ local function decode_tlp(tvb, off, len, clen)
     }
     local h = 0
     -- Fmt 100b is a prefix: most TLPs have none, so look at the first byte once.
-    if clen > 0 and bits(sbyte(tvb:raw(off, 1)), 5, 3) == 4 then t.prefixes = {} end
+    if clen > 0 and bits(sbyte(head, off + 1), 5, 3) == 4 then t.prefixes = {} end
     while t.prefixes ~= NO_PREFIXES and h < clen and bits(tvb(off + h, 1):uint(), 5, 3) == 4 do
         if h + 4 > clen then return nil, trunc("TLP prefix", h + 4, len) end
         local w = tvb(off + h, 4):uint()
@@ -448,8 +456,12 @@ local function decode_tlp(tvb, off, len, clen)
     end
     t.h0 = h
     if clen < h + 4 then return nil, trunc("TLP header DW0", h + 4, len) end
-    local raw = tvb:raw(off + h, math.min(clen - h, 16))
-    local dw0 = word_at(raw, 1)
+    -- The header's bytes: from `head` (1-based, at `b + 1`), or read past prefixes.
+    local raw, b = head, off
+    if h > 0 or #head < off + math.min(clen, 16) then
+        raw, b = tvb:raw(off + h, math.min(clen - h, 16)), 0
+    end
+    local dw0 = word_at(raw, b + 1)
     local fmt, ty = bits(dw0, 29, 3), bits(dw0, 24, 5)
     local kind = kind_of(fmt, ty)
     if not kind then
@@ -487,8 +499,8 @@ local function decode_tlp(tvb, off, len, clen)
     else
         t.captured_payload = n
     end
-    local dw1 = word_at(raw, 5)
-    local dw2 = word_at(raw, 9)
+    local dw1 = word_at(raw, b + 5)
+    local dw2 = word_at(raw, b + 9)
     local tag_hi = bits(dw0, 23, 1) * 512 + bits(dw0, 19, 1) * 256
     t.tag = tag_hi + bits(dw1, 8, 8)
     t.rid_raw = bits(dw1, 16, 16)
@@ -498,7 +510,7 @@ local function decode_tlp(tvb, off, len, clen)
         t.group = "mem"
         local hi, lo
         if four then
-            local w3 = word_at(raw, 13)
+            local w3 = word_at(raw, b + 13)
             hi, lo = dw2, w3 - w3 % 4
             t.ph = w3 % 4
         else
@@ -526,7 +538,7 @@ local function decode_tlp(tvb, off, len, clen)
         t.msg_code = dw1 % 256
         t.msg_name = MSG[t.msg_code]
         t.msg_fields = hex_of(tvb, off + h + 8, 8)
-        local w3 = word_at(raw, 13)
+        local w3 = word_at(raw, b + 13)
         t.w2, t.w3 = dw2, w3
         if r == 1 then t.addr_hi, t.addr_lo = dw2, w3 end
         if r == 2 then t.target_id = bdf_str(bits(dw2, 16, 16)) end
@@ -587,6 +599,9 @@ local function decode_tlp(tvb, off, len, clen)
 end
 
 -- pcielab's one-line text of a TLP (the same as `pcielab dump`).
+local TC_TEXT = {}
+for tc = 0, 7 do TC_TEXT[tc] = " TC" .. tc end
+
 local function tlp_text(t)
     local s
     if t.group == "mem" then
@@ -612,14 +627,19 @@ local function tlp_text(t)
         if t.bcm then s = s .. " BCM" end
         if t.payload_len > 0 then s = s .. " len " .. t.length_dw .. "DW" end
     end
-    s = s .. " TC" .. t.tc
-    if t.ro then s = s .. " RO" end
-    if t.ns then s = s .. " NS" end
-    if t.ido then s = s .. " IDO" end
-    if t.ln then s = s .. " LN" end
-    if t.ep then s = s .. " EP" end
-    if t.td then s = s .. " TD" end
-    if t.at ~= 0 then s = s .. " AT" .. t.at end
+    -- One concatenation for the usual case (no attribute, flag or AT set).
+    if t.ro or t.ns or t.ido or t.ln or t.ep or t.td or t.at ~= 0 then
+        s = s .. " TC" .. t.tc
+        if t.ro then s = s .. " RO" end
+        if t.ns then s = s .. " NS" end
+        if t.ido then s = s .. " IDO" end
+        if t.ln then s = s .. " LN" end
+        if t.ep then s = s .. " EP" end
+        if t.td then s = s .. " TD" end
+        if t.at ~= 0 then s = s .. " AT" .. t.at end
+    else
+        s = s .. TC_TEXT[t.tc]
+    end
     for _, p in ipairs(t.prefixes) do
         if p.pasid then
             s = s .. string.format(" [PASID 0x%x%s%s]", p.pasid, p.execute and " exe" or "", p.privileged and " priv" or "")
@@ -636,8 +656,7 @@ local function is_last_completion(t)
 end
 
 -- Pass-1 bookkeeping; returns nothing. Results are stored per frame.
-local function track(pinfo, t, comment, ifname)
-    local num = pinfo.number
+local function track(pinfo, num, t, comment, ifname)
     -- A replayed TLP is a copy of one already seen: it neither opens nor answers a request.
     if is_dll_replay(comment) then return end
     -- The interface name is known only when a tree is built; tshark's first pass with -2
@@ -788,8 +807,7 @@ end
 
 -- The request/completion links of a TLP: the Info column's note, and (when `full`, a
 -- tree being built) the generated fields and expert info.
-local function add_links(tree, pinfo, ti, comment, full)
-    local num = pinfo.number
+local function add_links(tree, pinfo, num, ti, comment, full)
     if is_dll_replay(comment) then
         if full then
             local it = tree:add(f["tlp.dll_replay"], true)
@@ -1046,13 +1064,15 @@ local function dissect(tvb, pinfo, root)
     -- used by a filter, column or tap. Otherwise only the Info column and the matching
     -- state are made (not even the protocol's item), which is most of the time a plain
     -- `tshark -r` takes.
-    local full = root.visible or need_fields(root)
+    local full = root.visible or (fields_referenced ~= false and need_fields(root))
     local tree = full and root:add(proto, tvb()) or root
-    pinfo.cols.protocol = is_dllp and "PCIe DLLP" or "PCIe TLP"
+    -- (pinfo.cols makes a new object on each access: once per packet)
+    local cols = pinfo.cols
+    cols.protocol = is_dllp and "PCIe DLLP" or "PCIe TLP"
     if len < 6 then
         local msg = string.format("NetTLP header truncated: %d bytes of 6", len)
         if full then tree:add_proto_expert_info(e.malformed, msg) end
-        pinfo.cols.info = msg
+        cols.info = msg
         return len
     end
     if full then
@@ -1065,10 +1085,12 @@ local function dissect(tvb, pinfo, root)
     if is_dllp then
         local text = dissect_dllp(tvb, pinfo, tree, 6, len - 6, full)
         if full then tree:append_text(": " .. text) end
-        pinfo.cols.info = prefix .. text
+        cols.info = prefix .. text
         return len
     end
-    local t, err = decode_tlp(tvb, 6, tvb:reported_len() - 6, len - 6)
+    -- NetTLP header and the TLP header in one read (22 bytes: 6 + a 4DW header).
+    local head = tvb:raw(0, len < 22 and len or 22)
+    local t, err = decode_tlp(tvb, 6, tvb:reported_len() - 6, len - 6, head)
     if not t then
         local ti = tree:add(f["tlp.error"], tvb(6, len - 6), err)
         ti:add_proto_expert_info(e.malformed, "Malformed TLP: " .. err)
@@ -1077,22 +1099,27 @@ local function dissect(tvb, pinfo, root)
             local k = kind_of(bits(b, 5, 3), bits(b, 0, 5))
             if k then tree:add(f["tlp.kind"], tvb(6, 1), k) end
         end
-        pinfo.cols.info = prefix .. "malformed TLP: " .. err
+        cols.info = prefix .. "malformed TLP: " .. err
         return len
     end
     local comment = packet_comment()
-    if not pinfo.visited then track(pinfo, t, comment, ifname) end
+    local num = pinfo.number
+    if not pinfo.visited then track(pinfo, num, t, comment, ifname) end
     local ti = full and add_tlp_tree(tree, tvb, 6, t, pinfo) or tree
-    local note = add_links(tree, pinfo, ti, comment, full)
+    local note = add_links(tree, pinfo, num, ti, comment, full)
     local text = tlp_text(t)
     if t.snapped then text = text .. string.format(" [snapped: %d of %d bytes]", t.captured, t.len) end
     if t.td and not t.snapped and not t.ecrc_ok then text = text .. " ECRC-BAD" end
     -- The NetTLP sequence number (in simulation captures, the data-link one).
-    local s0, s1 = sbyte(tvb:raw(0, 2), 1, 2)
-    text = text .. " seq " .. (s0 * 256 + s1)
-    if is_lcrc_corrupted(comment) then text = text .. " LCRC-BAD" end
-    if full then tree:append_text(": " .. text) end
-    pinfo.cols.info = prefix .. text .. note
+    local s0, s1 = sbyte(head, 1, 2)
+    local lcrc = is_lcrc_corrupted(comment) and " LCRC-BAD" or ""
+    if full then
+        text = text .. " seq " .. (s0 * 256 + s1) .. lcrc
+        tree:append_text(": " .. text)
+        cols.info = prefix .. text .. note
+    else
+        cols.info = prefix .. text .. " seq " .. (s0 * 256 + s1) .. lcrc .. note
+    end
     return len
 end
 
