@@ -119,6 +119,23 @@ pub fn records_to_csv(records: &[Value]) -> String {
     s
 }
 
+/// Rounds every non-integer number in `v` to `decimals` places (CSV shows floats at a
+/// table's precision, not a double's 17 digits).
+pub fn round_floats(v: &mut Value, decimals: i32) {
+    match v {
+        Value::Number(n) if n.is_f64() => {
+            let f = n.as_f64().unwrap_or(0.0);
+            let k = 10f64.powi(decimals);
+            if let Some(r) = serde_json::Number::from_f64((f * k).round() / k) {
+                *n = r;
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(|x| round_floats(x, decimals)),
+        Value::Object(m) => m.values_mut().for_each(|x| round_floats(x, decimals)),
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,6 +155,13 @@ mod tests {
              ,Ack,,\"a, \"\"b\"\"\",5,,\n\
              ,x,,,,1;2,\n"
         );
+    }
+
+    #[test]
+    fn floats_are_rounded_integers_kept() {
+        let mut v = json!({"a": 1.23456, "b": [2.0004, 7], "c": {"d": 123456789}});
+        round_floats(&mut v, 3);
+        assert_eq!(v, json!({"a": 1.235, "b": [2.0, 7], "c": {"d": 123456789}}));
     }
 
     #[test]

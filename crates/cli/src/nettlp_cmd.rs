@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn num(s: &str) -> Result<u64, String> {
-    parse_num(s).ok_or_else(|| format!("{s:?} is not a number (decimal, 0x hex, optional K/M/G)"))
+    parse_num(s).ok_or_else(|| format!("{s:?} is not a byte size (decimal, 0x hex, or with K, M, G, T: 4096, 0x1000, 4K, 4KiB)"))
 }
 
 /// Parses a requester/completer ID: `BB:DF` (bus and devfn byte, as LibTLP's `-b`) or
@@ -813,8 +813,9 @@ pub fn run_tlpperf(a: &TlpperfArgs) -> Result<(), Failure> {
             if fmt == crate::format::Format::Json {
                 println!("{text}");
             } else {
-                let v: serde_json::Value = serde_json::from_str(&text)
+                let mut v: serde_json::Value = serde_json::from_str(&text)
                     .map_err(|e| fail(format!("tlpperf: result record: {e}")))?;
+                crate::format::round_floats(&mut v, 3);
                 print!("{}", crate::format::records_to_csv(&[v]));
             }
         }

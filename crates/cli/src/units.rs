@@ -1,5 +1,5 @@
-//! Byte sizes on the command line, as in topology files
-//! ([`pcielab_fabric::topology::parse_size`]): `4096`, `0x1000`, `4K`, `4KiB`, `4k`,
+//! Byte sizes on the command line, as in topology files and the adapter's control
+//! commands ([`pcielab_wire::size::parse_size`]): `4096`, `0x1000`, `4K`, `4KiB`, `4k`,
 //! `1M`, `1MiB`, `1G`, `1GiB` (binary units), with `_` separators; and
 //! size ranges for `--sizes`, which mean the same in every command:
 //!
@@ -17,7 +17,7 @@
 /// 1M, 1MiB                          →  1048576
 /// ```
 pub fn parse_bytes(s: &str) -> Result<u64, String> {
-    pcielab_fabric::topology::parse_size(s).ok_or_else(|| {
+    pcielab_wire::size::parse_size(s).ok_or_else(|| {
         format!(
             "{s:?} is not a byte size (decimal, 0x-hex, or a number with K, M, G or T, \
              e.g. 4096, 0x1000, 4K, 4KiB, 1GiB)"

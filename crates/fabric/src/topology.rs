@@ -194,40 +194,17 @@ fn value_desc(v: &Value) -> String {
     }
 }
 
-/// Parses a byte size: decimal or `0x` hex, optionally with a binary unit — `K`/`KiB`,
-/// `M`/`MiB`, `G`/`GiB`, `T`/`TiB` (any case) or `B` — and `_` separators: `"64KiB"`,
-/// `"16M"`, `"1GiB"`, `"4096"`, `"0x1000"`, `"4k"`. The same rule as every size flag of
-/// the command line.
+/// Parses a byte size: decimal or `0x` hex, optionally with a binary unit (`"64KiB"`,
+/// `"16M"`, `"1GiB"`, `"4k"`) — the project's one rule, [`pcielab_wire::size::parse_size`],
+/// the same as every size flag of the command line.
 ///
 /// ```
 /// use pcielab_fabric::topology::parse_size;
 /// assert_eq!(parse_size("4K"), Some(4096));
-/// assert_eq!(parse_size("4kib"), Some(4096));
-/// assert_eq!(parse_size("0x1000"), Some(4096));
-/// assert_eq!(parse_size("1_000"), Some(1000));
 /// assert_eq!(parse_size("4X"), None);
 /// ```
 pub fn parse_size(s: &str) -> Option<u64> {
-    let t = s.trim().replace('_', "").to_ascii_lowercase();
-    if let Some(h) = t.strip_prefix("0x") {
-        return u64::from_str_radix(h, 16).ok();
-    }
-    let (num, mult) = [
-        ("kib", 1u64 << 10),
-        ("mib", 1 << 20),
-        ("gib", 1 << 30),
-        ("tib", 1 << 40),
-        ("k", 1 << 10),
-        ("m", 1 << 20),
-        ("g", 1 << 30),
-        ("t", 1 << 40),
-        ("b", 1),
-    ]
-    .into_iter()
-    .find_map(|(suffix, m)| t.strip_suffix(suffix).map(|n| (n, m)))
-    .unwrap_or((t.as_str(), 1));
-    let n: u64 = num.trim().parse().ok()?;
-    n.checked_mul(mult)
+    pcielab_wire::size::parse_size(s)
 }
 
 fn typed(ctx: &Ctx<'_>, t: &Table, key: &str, ty: KeyType) -> Result<ParamValue, TopologyError> {

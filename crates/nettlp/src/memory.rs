@@ -46,24 +46,10 @@ impl Window {
     }
 }
 
-/// Parses a number: `0x` hex or decimal, with an optional K/M/G (binary) suffix.
+/// Parses a number or byte size: the project's one rule, [`pcielab_wire::size::parse_size`]
+/// (`0x` hex or decimal, K/KiB, M/MiB, G/GiB, T/TiB in any case).
 pub fn parse_num(s: &str) -> Option<u64> {
-    let s = s.trim();
-    let (digits, mul) = match s.as_bytes().last()? {
-        b'K' | b'k' => (&s[..s.len() - 1], 1u64 << 10),
-        b'M' | b'm' => (&s[..s.len() - 1], 1 << 20),
-        b'G' | b'g' => (&s[..s.len() - 1], 1 << 30),
-        _ => (s, 1),
-    };
-    let v = if let Some(h) = digits
-        .strip_prefix("0x")
-        .or_else(|| digits.strip_prefix("0X"))
-    {
-        u64::from_str_radix(&h.replace('_', ""), 16).ok()?
-    } else {
-        digits.replace('_', "").parse().ok()?
-    };
-    v.checked_mul(mul)
+    pcielab_wire::size::parse_size(s)
 }
 
 /// Hashes page numbers with one multiplication (Fibonacci hashing): page numbers are

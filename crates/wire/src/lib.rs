@@ -13,6 +13,7 @@ pub mod dllp;
 pub mod dma;
 pub mod error;
 pub mod phy;
+pub mod size;
 pub mod types;
 
 pub use dll::{DllFrameRepr, LcrcStatus};
