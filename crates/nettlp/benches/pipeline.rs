@@ -57,12 +57,7 @@ fn main() {
     });
     let rounds = if quick { 1 } else { env("PIPELINE_ROUNDS", 6) };
     let (ad, dv) = own_addrs();
-    let a = Adapter::start(AdapterConfig {
-        listen: ad,
-        device: dv,
-        ..AdapterConfig::default()
-    })
-    .expect("adapter starts");
+    let a = Adapter::start(AdapterConfig::on(ad, dv)).expect("adapter starts");
     let tags = (2 * window).max(2) as u16;
     let dev = Device::open(DeviceConfig {
         adapter: ad,

@@ -154,6 +154,25 @@ impl AdapterConfig {
     }
 }
 
+impl AdapterConfig {
+    /// The default configuration, listening on `listen` for a device on `device`
+    /// (e.g. a pair from [`crate::loopback::random_pair`]).
+    ///
+    /// ```
+    /// use pcielab_nettlp::adapter::AdapterConfig;
+    /// use std::net::Ipv4Addr;
+    /// let c = AdapterConfig::on(Ipv4Addr::new(127, 9, 9, 1), Ipv4Addr::new(127, 9, 9, 2));
+    /// assert_eq!(c.device, Ipv4Addr::new(127, 9, 9, 2));
+    /// ```
+    pub fn on(listen: Ipv4Addr, device: Ipv4Addr) -> AdapterConfig {
+        AdapterConfig {
+            listen,
+            device,
+            ..AdapterConfig::default()
+        }
+    }
+}
+
 impl Default for AdapterConfig {
     fn default() -> Self {
         let mut msix = [MsixEntry::default(); MSIX_ENTRIES];

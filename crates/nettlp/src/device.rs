@@ -643,16 +643,7 @@ impl Channel {
                 continue;
             }
             // Completions on the tags in flight.
-            self.fds.clear();
-            self.fd_tag.clear();
-            let mut oldest = now;
-            for (i, t) in self.tags.iter().enumerate() {
-                if let Some((_, _, since)) = t.busy {
-                    self.fds.push(t.sock.as_raw_fd());
-                    self.fd_tag.push(i);
-                    oldest = oldest.min(since);
-                }
-            }
+            let oldest = self.gather_busy(now);
             let mut ready = std::mem::take(&mut self.ready);
             let wait = (oldest + self.cfg.timeout).saturating_duration_since(Instant::now());
             if let Err(e) = sys::poll_readable(&self.fds, wait, &mut ready) {
@@ -792,16 +783,7 @@ impl Channel {
             return Ok(false);
         }
         // Completions on the tags in flight (waiting for them when blocking).
-        self.fds.clear();
-        self.fd_tag.clear();
-        let mut oldest = now;
-        for (i, t) in self.tags.iter().enumerate() {
-            if let Some((_, _, since)) = t.busy {
-                self.fds.push(t.sock.as_raw_fd());
-                self.fd_tag.push(i);
-                oldest = oldest.min(since);
-            }
-        }
+        let oldest = self.gather_busy(now);
         let mut ready = std::mem::take(&mut self.ready);
         if block {
             let wait = (oldest + timeout).saturating_duration_since(Instant::now());
@@ -884,6 +866,22 @@ impl Channel {
     }
 
     /// Cancels every read in flight and quarantines its tag for one timeout.
+    /// Puts the sockets of the tags in flight in `fds` (their tag indexes in `fd_tag`)
+    /// and returns when the oldest of them was sent (`now` if none is).
+    fn gather_busy(&mut self, now: Instant) -> Instant {
+        self.fds.clear();
+        self.fd_tag.clear();
+        let mut oldest = now;
+        for (i, t) in self.tags.iter().enumerate() {
+            if let Some((_, _, since)) = t.busy {
+                self.fds.push(t.sock.as_raw_fd());
+                self.fd_tag.push(i);
+                oldest = oldest.min(since);
+            }
+        }
+        oldest
+    }
+
     fn abandon(&mut self, in_flight: &mut usize) {
         let until = Instant::now() + self.cfg.timeout;
         for t in &mut self.tags {

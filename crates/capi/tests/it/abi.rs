@@ -111,12 +111,7 @@ fn descriptor_that_is_no_socket() {
 #[test]
 fn one_read_request_per_page() {
     let (ad, dv) = own_addrs();
-    let a = Adapter::start(AdapterConfig {
-        listen: ad,
-        device: dv,
-        ..AdapterConfig::default()
-    })
-    .expect("adapter starts");
+    let a = Adapter::start(AdapterConfig::on(ad, dv)).expect("adapter starts");
     let mem: Vec<u8> = (0..0x3000u32).map(|i| (i * 7 + (i >> 8)) as u8).collect();
     a.memory().write(0x10000, &mem);
     let mut nt = ctx(ad, dv, 11);

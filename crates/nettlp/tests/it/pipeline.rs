@@ -9,12 +9,7 @@ use std::time::Duration;
 
 fn pair(mrrs: u32, tags: u16, in_flight: u16) -> (Adapter, Device) {
     let (ad, dv) = own_addrs();
-    let a = Adapter::start(AdapterConfig {
-        listen: ad,
-        device: dv,
-        ..AdapterConfig::default()
-    })
-    .expect("adapter starts");
+    let a = Adapter::start(AdapterConfig::on(ad, dv)).expect("adapter starts");
     let d = Device::open(DeviceConfig {
         adapter: ad,
         local: dv,

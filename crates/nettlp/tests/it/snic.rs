@@ -130,12 +130,7 @@ impl Handler for SimpleNic {
 #[test]
 fn driver_sends_and_receives_through_a_simple_nic() {
     let (ad, dv) = own_addrs();
-    let a = Adapter::start(AdapterConfig {
-        listen: ad,
-        device: dv,
-        ..AdapterConfig::default()
-    })
-    .expect("adapter starts");
+    let a = Adapter::start(AdapterConfig::on(ad, dv)).expect("adapter starts");
     // The device learns BAR4 and its MSI-X vectors from the messaging API, as upstream's.
     let bar4 = client::get_bar4(ad, dv).expect("BAR4");
     let table = client::get_msix_table(ad, dv).expect("MSI-X table");
