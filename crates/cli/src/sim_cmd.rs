@@ -794,6 +794,9 @@ fn end_run(sim: &mut FabricSim, cap: &mut SimCapture) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Most MMIO reads per endpoint of `--workload mmio-lat`.
+const MAX_MMIO_READS: u64 = 100_000;
+
 /// Simulated time between two trace drains of a captured run (20 µs).
 const CHUNK_PS: u64 = 20_000_000;
 
@@ -815,10 +818,14 @@ fn mmio_rows(ctx: &Ctx, a: &SimArgs, cap: &mut Option<SimCapture>) -> Result<Vec
     sim.run_for(SimDuration::from_us(2));
     let size = a.size.unwrap_or(4).clamp(1, 4096) as u32;
     let mut rows = Vec::new();
-    for ep in ctx.endpoints() {
+    let eps = ctx.endpoints();
+    let reads = a.count.clamp(1, MAX_MMIO_READS);
+    let mut progress = Progress::new("MMIO reads", eps.len() as u64 * reads);
+    for (k, ep) in eps.into_iter().enumerate() {
         let Some(bar) = sim.bar(&ep, 0) else { continue };
         let (mut sum, mut min, mut max, mut n) = (0u64, u64::MAX, 0u64, 0u64);
-        for _ in 0..a.count.clamp(1, 100_000) {
+        for i in 0..reads {
+            progress.set(k as u64 * reads + i);
             if a.gap_us > 0 {
                 sim.run_for(SimDuration::from_us(a.gap_us));
             }
@@ -1272,6 +1279,12 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
     }
     if a.count == 0 {
         return Err(fail("--count 0: allowed 1 or more"));
+    }
+    if a.workload == Workload::MmioLat && a.count > MAX_MMIO_READS {
+        return Err(fail(format!(
+            "--count {}: --workload mmio-lat makes at most {MAX_MMIO_READS} reads per endpoint",
+            a.count
+        )));
     }
     let tlps = match a.workload {
         Workload::Inject => {

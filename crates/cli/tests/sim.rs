@@ -122,6 +122,10 @@ fn bad_input_exits_2_with_one_line() {
         (vec!["sim", &f, "--sizes", "5:1"], "--sizes"),
         (vec!["sim", &f, "--window", "0"], "--window 0"),
         (
+            vec!["sim", &f, "--workload", "mmio-lat", "--count", "200000"],
+            "at most 100000 reads",
+        ),
+        (
             vec!["sim", &f, "--workload", "mmio-lat", "--size", "5000"],
             "--size 5000",
         ),
