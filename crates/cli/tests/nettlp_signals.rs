@@ -60,6 +60,25 @@ fn s(v: &[&str]) -> Vec<String> {
 }
 
 /// Retries a command until it succeeds (bounded: 15 s).
+/// An adapter on `a` for a device on `d`, with its control socket on `ctl`, running
+/// (for at most 60 s) once it answers `stats`.
+fn adapter_ready(a: &str, d: &str, ctl: &str) -> Kill {
+    let adapter = spawn(&s(&[
+        "adapter",
+        "--listen",
+        a,
+        "--device",
+        d,
+        "--control",
+        ctl,
+        "--duration",
+        "60",
+    ]));
+    let o = eventually(&s(&["adapter", "stats", "--control", ctl]));
+    assert!(o.status.success(), "{}", text(&o));
+    adapter
+}
+
 fn eventually(args: &[String]) -> Output {
     let end = Instant::now() + Duration::from_secs(15);
     loop {
@@ -191,19 +210,7 @@ fn psmem_pcap_survives_sigterm() {
     let (a, d) = (ad.to_string(), dv.to_string());
     let ctl = format!("{ad}:12286");
     let pcap = tmp("psmem.pcap");
-    let _adapter = spawn(&s(&[
-        "adapter",
-        "--listen",
-        &a,
-        "--device",
-        &d,
-        "--control",
-        &ctl,
-        "--duration",
-        "60",
-    ]));
-    let o = eventually(&s(&["adapter", "stats", "--control", &ctl]));
-    assert!(o.status.success(), "{}", text(&o));
+    let _adapter = adapter_ready(&a, &d, &ctl);
     let mut psmem = spawn(&s(&[
         "psmem",
         "-r",
@@ -269,19 +276,7 @@ fn tlpperf_pcap_survives_sigint() {
     let (a, d) = (ad.to_string(), dv.to_string());
     let ctl = format!("{ad}:12286");
     let pcap = tmp("tlpperf.pcap");
-    let _adapter = spawn(&s(&[
-        "adapter",
-        "--listen",
-        &a,
-        "--device",
-        &d,
-        "--control",
-        &ctl,
-        "--duration",
-        "60",
-    ]));
-    let o = eventually(&s(&["adapter", "stats", "--control", &ctl]));
-    assert!(o.status.success(), "{}", text(&o));
+    let _adapter = adapter_ready(&a, &d, &ctl);
     let t0 = Instant::now();
     let mut perf = spawn(&s(&[
         "tlpperf",
@@ -365,19 +360,7 @@ fn tlpperf_counts_posted_write_loss() {
     let (ad, dv) = own_addrs();
     let (a, d) = (ad.to_string(), dv.to_string());
     let ctl = format!("{ad}:12286");
-    let _adapter = spawn(&s(&[
-        "adapter",
-        "--listen",
-        &a,
-        "--device",
-        &d,
-        "--control",
-        &ctl,
-        "--duration",
-        "60",
-    ]));
-    let o = eventually(&s(&["adapter", "stats", "--control", &ctl]));
-    assert!(o.status.success(), "{}", text(&o));
+    let _adapter = adapter_ready(&a, &d, &ctl);
     let o = run(&s(&[
         "tlpperf",
         "-r",
