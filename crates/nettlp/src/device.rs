@@ -356,20 +356,29 @@ impl Channel {
         SocketAddrV4::new(self.cfg.adapter, frame::device_port(tag))
     }
 
+    /// Whether tag `i` can be used at `now`: not in flight, and out of quarantine (which
+    /// ends then).
+    fn tag_free(&mut self, i: usize, now: Instant) -> bool {
+        let t = &mut self.tags[i];
+        if t.busy.is_some() {
+            return false;
+        }
+        match t.quarantine {
+            Some(q) if now < q => false,
+            _ => {
+                t.quarantine = None;
+                true
+            }
+        }
+    }
+
     /// Takes the next free tag (round robin), draining anything left on its socket.
     fn take_tag(&mut self, now: Instant) -> Option<usize> {
         let n = self.tags.len();
         for k in 0..n {
             let i = (self.next + k) % n;
-            let t = &mut self.tags[i];
-            if t.busy.is_some() {
+            if !self.tag_free(i, now) {
                 continue;
-            }
-            if let Some(q) = t.quarantine {
-                if now < q {
-                    continue;
-                }
-                t.quarantine = None;
             }
             self.next = (i + 1) % n;
             self.drain(i);
@@ -388,15 +397,8 @@ impl Channel {
         while out.len() < want && k < n {
             let i = (self.next + k) % n;
             k += 1;
-            let t = &mut self.tags[i];
-            if t.busy.is_some() {
+            if !self.tag_free(i, now) {
                 continue;
-            }
-            if let Some(q) = t.quarantine {
-                if now < q {
-                    continue;
-                }
-                t.quarantine = None;
             }
             out.push(i);
         }
