@@ -11,6 +11,7 @@ mod dllp_cmd;
 mod dump_cmd;
 mod examples;
 mod format;
+mod host_args;
 mod model_cmd;
 mod nettlp_cmd;
 mod progress;
@@ -70,6 +71,9 @@ enum Command {
     /// Run the timed fabric simulator on a topology with a built-in workload.
     #[command(allow_negative_numbers = true, after_help = sim_cmd::EXAMPLES)]
     Sim(sim_cmd::SimArgs),
+    /// Host profiles (named sets of host-model knobs with their sources) and knobs.
+    #[command(subcommand)]
+    Host(host_args::HostCmd),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell), e.g.
     /// `pcielab completions bash > ~/.local/share/bash-completion/completions/pcielab`.
     Completions {
@@ -243,6 +247,9 @@ fn main() -> ExitCode {
         Command::Dma(c) => nettlp_cmd::run_dma(&c),
         Command::Snic(a) => snic_cmd::run_snic(&a),
         Command::Sim(a) => sim_cmd::run(&a),
+        Command::Host(c) => host_args::run(&c)
+            .map(|out| print!("{out}"))
+            .map_err(Failure),
         Command::Completions { shell } => completions(shell),
         Command::Man { dir } => man_page(dir.as_deref()),
     };

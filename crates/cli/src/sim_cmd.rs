@@ -172,13 +172,9 @@ pub struct SimArgs {
     /// Switch latency (ns).
     #[arg(help_heading = "Link and fabric", long, default_value_t = 150)]
     switch_ns: u64,
-    /// Root-complex latency (ns) per crossing: a DMA read pays it once (its request
-    /// going in; memory answers), an MMIO read twice (request out, completion in).
-    #[arg(help_heading = "Link and fabric", long, default_value_t = 100)]
-    rc_ns: u64,
-    /// Host memory latency (ns).
-    #[arg(help_heading = "Link and fabric", long, default_value_t = 80)]
-    mem_ns: u64,
+    /// The host model: profile and knobs.
+    #[command(flatten)]
+    pub host: crate::host_args::HostArgs,
     /// Propagation delay per link (ns).
     #[arg(help_heading = "Link and fabric", long, default_value_t = 0)]
     prop_ns: u64,
@@ -465,8 +461,11 @@ fn dma_row(
             .ok_or_else(|| fail(format!("--peer {peer:?}: no endpoint with a memory BAR 0")))?;
         base = bar.address;
         region = region.min(bar.bar.size());
+    } else if ctx.cfg.cache == pcielab_fabric::host::model::CacheState::Warm {
+        // Host software touched the buffer first (pcie-bench warms it before a test).
+        sim.llc_warm(base, region);
     }
-    if a.iommu {
+    if ctx.cfg.iommu.is_some() {
         // The device sees I/O virtual addresses; the IOMMU maps them to the buffer
         // (with --pri, page by page as the device asks).
         match (a.pasid, a.pri) {
@@ -594,6 +593,8 @@ fn dma_row(
         "model_gbps": if a.peer.is_some() { None } else { model_gbps(ctx, device, op, size) },
         "mean_latency_ns": rep["mean_latency_ns"],
         "min_latency_ns": rep["min_latency_ns"], "max_latency_ns": rep["max_latency_ns"],
+        "median_latency_ns": rep["median_latency_ns"], "p90_latency_ns": rep["p90_latency_ns"],
+        "p99_latency_ns": rep["p99_latency_ns"], "p999_latency_ns": rep["p999_latency_ns"],
         "dmas": rep["dmas"], "failed": rep["failed"], "replays": replays,
         "credit_stall_ns": stall as f64 / 1000.0,
         "elapsed_ns": rep["elapsed_ps"].as_f64().unwrap_or(0.0) / 1000.0, "events": sim.events(),
@@ -972,6 +973,19 @@ fn fmt_table(rows: &[Value]) -> String {
         }
     }
     if let [r] = rows {
+        if r["workload"] == "dma" {
+            let f = |k: &str| r[k].as_f64().unwrap_or(0.0);
+            s.push_str(&format!(
+                "latency: min {:.1}, median {:.1}, p90 {:.1}, p99 {:.1}, p99.9 {:.1}, max {:.1} ns over {} DMAs\n",
+                f("min_latency_ns"),
+                f("median_latency_ns"),
+                f("p90_latency_ns"),
+                f("p99_latency_ns"),
+                f("p999_latency_ns"),
+                f("max_latency_ns"),
+                r["dmas"].as_u64().unwrap_or(0)
+            ));
+        }
         if let Some(m) = r["failure"].as_object() {
             let n = |k: &str| m.get(k).and_then(Value::as_u64).unwrap_or(0);
             s.push_str(&format!(
@@ -1186,6 +1200,8 @@ fn fmt_csv(rows: &[Value]) -> String {
         "dmas",
         "failed",
         "reads",
+        "median_latency_ns",
+        "p99_latency_ns",
     ];
     let cols: &[&str] = if rows.iter().any(|r| {
         r["workload"]
@@ -1381,8 +1397,6 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         replay_buffer: a.replay_buffer,
         burst: a.burst,
         switch_latency: SimDuration::from_ns(a.switch_ns),
-        rc_latency: SimDuration::from_ns(a.rc_ns),
-        mem_latency: SimDuration::from_ns(a.mem_ns),
         propagation: SimDuration::from_ns(a.prop_ns),
         fc_update_period: SimDuration::from_ps(a.fc_update_us.saturating_mul(1_000_000)),
         device_ready_wait: SimDuration::from_ps(a.ready_wait_us.saturating_mul(1_000_000)),
@@ -1412,6 +1426,12 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         ..SimConfig::default()
     };
     let mut cfg = cfg;
+    let flags_iommu = cfg.iommu;
+    a.host.apply(&topo, &mut cfg).map_err(fail)?;
+    if flags_iommu.is_some() {
+        // --iommu and its flags are explicit: they win over the host layers.
+        cfg.iommu = flags_iommu;
+    }
     cfg.trace = a.pcap.is_some() || a.trace.is_some();
     let ctx = Ctx { topo, reg, cfg };
     // Validates parameters and the topology once, with a clear message.
@@ -1467,8 +1487,9 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         String::new()
     };
     let header = format!(
-        "{}: MPS {} MRRS {} RCB {}, switch {} ns, root complex {} ns, memory {} ns, window {}, tags {}, seed {}{aspm}{iommu}\n\n",
-        topo_name(a), a.mps, a.mrrs, a.rcb, a.switch_ns, a.rc_ns, a.mem_ns, a.window, a.tags,
+        "{}: MPS {} MRRS {} RCB {}, switch {} ns, root complex {} ns, memory {} ns, host {}, window {}, tags {}, seed {}{aspm}{iommu}\n\n",
+        topo_name(a), a.mps, a.mrrs, a.rcb, a.switch_ns, ctx.cfg.rc_latency.as_ns_f64(),
+        ctx.cfg.mem_latency.as_ns_f64(), a.host.profile_name(&ctx.topo), a.window, a.tags,
         a.seed.unwrap_or(ctx.topo.seed)
     );
     let comment = format!(
@@ -1641,8 +1662,7 @@ impl SimArgs {
             mrrs: self.mrrs,
             rcb: self.rcb,
             switch_ns: self.switch_ns,
-            rc_ns: self.rc_ns,
-            mem_ns: self.mem_ns,
+            host: self.host.clone(),
             prop_ns: self.prop_ns,
             replay_buffer: self.replay_buffer,
             burst: self.burst,

@@ -98,7 +98,7 @@ fn mmio_csv() {
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(
         lines[0],
-        "workload,device,op,size_B,gbps,model_gbps,mean_latency_ns,min_latency_ns,max_latency_ns,replays,dmas,failed,reads"
+        "workload,device,op,size_B,gbps,model_gbps,mean_latency_ns,min_latency_ns,max_latency_ns,replays,dmas,failed,reads,median_latency_ns,p99_latency_ns"
     );
     // Floats at the precision the table shows (latencies: 0.1 ns); the read count is there.
     let f: Vec<&str> = lines[1].split(',').collect();

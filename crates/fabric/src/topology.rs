@@ -99,6 +99,10 @@ pub struct Topology {
     pub nodes: Vec<Node>,
     /// Links, in file order.
     pub links: Vec<Link>,
+    /// The `[host]` table: `profile = "NAME"` (a built-in host profile, see
+    /// [`crate::host::model`]) and knobs, as `(key, value)` in file order. Checked when
+    /// parsed; [`Topology::host_config`] applies them.
+    pub host: Vec<(String, String)>,
 }
 
 /// An error in a topology file: where and what.
@@ -131,7 +135,7 @@ impl fmt::Display for TopologyError {
 impl std::error::Error for TopologyError {}
 
 /// The keys of the top level of a topology file.
-pub const TOP_LEVEL_KEYS: [&str; 3] = ["seed", "node", "link"];
+pub const TOP_LEVEL_KEYS: [&str; 4] = ["seed", "node", "link", "host"];
 
 /// The keys every `[[node]]` has, whatever its kind (the kind's own keys are in the
 /// [`KindRegistry`]).
@@ -334,6 +338,7 @@ impl Topology {
             .map_err(|e| ctx.err(e.span(), None, format!("not valid TOML: {}", e.message())))?;
         let root = doc.as_table();
         let mut seed = 0u64;
+        let mut host = Vec::new();
         let mut node_tables = Vec::new();
         let mut link_tables = Vec::new();
         for (k, item) in root.iter() {
@@ -348,6 +353,41 @@ impl Topology {
                                 "must be a non-negative integer",
                             ))
                         }
+                    }
+                }
+                "host" => {
+                    let Some(t) = item.as_table() else {
+                        return Err(ctx.err(
+                            ctx.key_span(root, k),
+                            Some(k),
+                            "must be a table: [host]",
+                        ));
+                    };
+                    for (hk, hv) in t.iter() {
+                        let span = ctx.key_span(t, hk);
+                        let value = match hv.as_value() {
+                            Some(toml_edit::Value::String(s)) => s.value().clone(),
+                            Some(toml_edit::Value::Integer(i)) => i.value().to_string(),
+                            Some(toml_edit::Value::Float(f)) => f.value().to_string(),
+                            Some(toml_edit::Value::Boolean(b)) => b.value().to_string(),
+                            _ => {
+                                return Err(ctx.err(
+                                    span,
+                                    Some(hk),
+                                    "must be a string, a number or a boolean",
+                                ))
+                            }
+                        };
+                        let mut scratch = crate::timed::SimConfig::default();
+                        let checked = if hk == "profile" {
+                            crate::host::model::profile(&value).map(|_| ())
+                        } else {
+                            crate::host::model::apply_knob(&mut scratch, hk, &value)
+                        };
+                        if let Err(e) = checked {
+                            return Err(ctx.err(span, Some(hk), format!("[host]: {e}")));
+                        }
+                        host.push((hk.to_string(), value));
                     }
                 }
                 "node" => node_tables = tables(&ctx, item, k)?,
@@ -678,7 +718,31 @@ impl Topology {
             seed,
             nodes,
             links,
+            host,
         })
+    }
+
+    /// Applies the `[host]` table to `cfg`: its profile first, then its knobs (which
+    /// override the profile's), in file order.
+    ///
+    /// ```
+    /// use pcielab_fabric::{kinds::KindRegistry, topology::Topology, timed::SimConfig};
+    /// let t = Topology::parse(
+    ///     "[host]\nprofile = \"gem5-table2\"\nrc_ns = 75\n[[node]]\nname=\"rc\"\nkind=\"root-complex\"\n",
+    ///     "h.toml", &KindRegistry::builtin()).unwrap();
+    /// let mut cfg = SimConfig::default();
+    /// t.host_config(&mut cfg).unwrap();
+    /// assert_eq!(cfg.rc_latency.as_ps(), 75_000);
+    /// assert!(cfg.host.mmio_read.as_ps() > 0);
+    /// ```
+    pub fn host_config(&self, cfg: &mut crate::timed::SimConfig) -> Result<(), String> {
+        if let Some((_, p)) = self.host.iter().find(|(k, _)| k == "profile") {
+            crate::host::model::profile(p)?.apply(cfg)?;
+        }
+        for (k, v) in self.host.iter().filter(|(k, _)| k != "profile") {
+            crate::host::model::apply_knob(cfg, k, v)?;
+        }
+        Ok(())
     }
 
     /// The node called `name`.

@@ -6,6 +6,7 @@
 //! device behind NetTLP.
 
 pub mod enumerate;
+pub mod model;
 
 use crate::functional::{Fabric, Origin};
 use pcielab_wire::{Bdf, ByteEnables};

@@ -126,7 +126,7 @@ impl Engine {
         // the root complex's memory latency is the same for each (no per-line part,
         // no LLC model).
         let mut rd = start.min((4096 / c.mrrs.max(1) as u64).max(1)).min(8);
-        if c.mem_per_line.as_ps() > 0 || c.llc_lines > 0 {
+        if c.mem_per_line.as_ps() > 0 || c.llc_lines > 0 || !c.mem_tail.is_zero() {
             rd = 1;
         }
         while rd > 1 && !self.read_bursts_fit(rd) {

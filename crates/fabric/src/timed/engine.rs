@@ -879,6 +879,9 @@ pub struct Engine {
     /// Errors seen (unexpected completions, malformed TLPs, unroutable requests).
     pub errors: Vec<String>,
     pub(crate) err_rng: Rng,
+    /// Draws of the host model (memory latency tail); separate from `err_rng` so that
+    /// host effects never move error injection.
+    pub(crate) host_rng: Rng,
     /// Function that received the TLP being consumed (for AER logging).
     pub(crate) last_rx_func: Option<FnId>,
     /// Why a raw TLP in flight (its id) is not carried (see the `raw` module).
@@ -2332,8 +2335,9 @@ impl Engine {
     fn memory_read_latency(&mut self, addr: u64, len: u64) -> SimDuration {
         let first = addr / 64;
         let lines = (addr % 64 + len).div_ceil(64).max(1);
-        let mut all_hit = self.cfg.llc_lines > 0;
-        if self.cfg.llc_lines > 0 {
+        let thrash = self.cfg.cache == crate::host::model::CacheState::Thrash;
+        let mut all_hit = self.cfg.llc_lines > 0 && !thrash;
+        if self.cfg.llc_lines > 0 && !thrash {
             for l in first..first + lines {
                 if !self.llc_set.contains(&l) {
                     all_hit = false;
@@ -2350,7 +2354,8 @@ impl Engine {
             Some(b) if addr >= b => self.cfg.numa_penalty,
             _ => SimDuration::ZERO,
         };
-        base + SimDuration::from_ps(self.cfg.mem_per_line.as_ps() * lines) + remote
+        let tail = self.cfg.mem_tail.sample(&mut self.host_rng);
+        base + SimDuration::from_ps(self.cfg.mem_per_line.as_ps() * lines) + remote + tail
     }
 
     /// Puts a line into the LLC (FIFO replacement), as DDIO does for DMA writes.

@@ -94,7 +94,7 @@ pub use pri::PageRequestRecord;
 pub use saved_config::{Recovery, SavedConfig};
 pub use trace::{DirCounters, Trace, TraceKind, TraceRecord};
 pub use wire_bus::{WireBus, WireBusStats};
-pub use workload::{AddrPattern, DmaOpKind, DmaStream, StreamReport};
+pub use workload::{percentile_ns, AddrPattern, DmaOpKind, DmaStream, StreamReport};
 
 use crate::functional::{Fabric, FnId, Interrupt, Origin, Role};
 use crate::host::enumerate::{enumerate, EnumeratedTree, HostConfig};
@@ -165,6 +165,17 @@ pub struct SimConfig {
     pub mem_latency: SimDuration,
     /// Host memory access: per 64-byte cache line. Default 0.
     pub mem_per_line: SimDuration,
+    /// Seeded extra latency of each DMA read's memory access, drawn once per read
+    /// request (all its completions wait for it) on top of `mem_latency` or
+    /// `llc_hit_latency`: the host's latency tail (see [`crate::host::model`]).
+    /// Default zero (no draw is made).
+    pub mem_tail: crate::host::model::LatencyDist,
+    /// CPU and driver time of host software. Default all zero.
+    pub host: crate::host::model::HostCosts,
+    /// State of the last-level cache for DMA buffers (with `llc_lines` > 0): `Warm`
+    /// asks workloads to warm their buffers first, `Thrash` makes every DMA read
+    /// miss. Default `Cold`.
+    pub cache: crate::host::model::CacheState,
     /// Last-level-cache lines that DMA writes allocate into (DDIO) and DMA reads fill
     /// (FIFO replacement); 0 disables the cache model. Default 0.
     pub llc_lines: usize,
@@ -342,6 +353,9 @@ impl Default for SimConfig {
             rc_latency: SimDuration::from_ns(100),
             mem_latency: SimDuration::from_ns(80),
             mem_per_line: SimDuration::ZERO,
+            mem_tail: crate::host::model::LatencyDist::Zero,
+            host: crate::host::model::HostCosts::default(),
+            cache: crate::host::model::CacheState::Cold,
             llc_lines: 0,
             llc_hit_latency: SimDuration::from_ns(30),
             numa_remote_base: None,
@@ -911,6 +925,7 @@ impl FabricSim {
             scratch: Vec::new(),
             errors: Vec::new(),
             err_rng: root_rng.fork(0),
+            host_rng: root_rng.fork(0x4057),
             last_rx_func: None,
             raw_why: HashMap::new(),
             iommu: cfg.iommu.map(iommu::Iommu::new),
@@ -1389,17 +1404,74 @@ impl FabricSim {
                 allowed: "1..=4096 bytes within one 4 KiB page",
             });
         }
+        let t0 = self.sim.now();
+        let cpu = self.sim.world().cfg.host.mmio_read;
+        if cpu > SimDuration::ZERO {
+            // The CPU side of the load (host model): issue, uncore and retirement.
+            self.run_for(cpu);
+        }
         let tag = self.host_tag()?;
         if let Err(e) = self.host_tlp(Kind::MRd, addr, len, &[], tag, false) {
             self.sim.world_mut().host_tags.push(tag);
             return Err(e);
         }
-        Ok(self.await_completion(tag, len))
+        let mut r = self.await_completion(tag, len);
+        if let HostRead::Done { issued, .. } | HostRead::Poisoned { issued, .. } = &mut r {
+            *issued = t0;
+        }
+        Ok(r)
+    }
+
+    /// A doorbell: an MMIO write behind a write barrier, as a driver rings a device.
+    /// The host is busy for the host model's doorbell cost (`doorbell_ns`) before the
+    /// write leaves; with no cost it is [`FabricSim::mmio_write`].
+    pub fn doorbell(&mut self, addr: u64, data: &[u8]) -> Result<(), SimError> {
+        let cpu = self.sim.world().cfg.host.doorbell;
+        if cpu > SimDuration::ZERO {
+            self.run_for(cpu);
+        }
+        self.host_mem_write(addr, data, false)
+    }
+
+    /// Driver work: the host is busy for `ops` times the host model's driver cost per
+    /// operation (`driver_ns`) while the fabric runs on.
+    pub fn driver_work(&mut self, ops: u64) {
+        let per = self.sim.world().cfg.host.driver_op.as_ps();
+        if per > 0 && ops > 0 {
+            self.run_for(SimDuration::from_ps(per.saturating_mul(ops)));
+        }
+    }
+
+    /// Host software touches `[addr, addr + len)`: its lines enter the last-level
+    /// cache (as far as it holds them), so DMA reads of them hit; nothing happens
+    /// without a cache model (`llc_lines` = 0) or while the cache is thrashed.
+    pub fn llc_warm(&mut self, addr: u64, len: u64) {
+        let e = self.sim.world_mut();
+        if e.cfg.llc_lines == 0 || e.cfg.cache == crate::host::model::CacheState::Thrash {
+            return;
+        }
+        for l in addr / 64..(addr + len.max(1)).div_ceil(64) {
+            e.llc_insert(l);
+        }
+    }
+
+    /// Empties the last-level cache (a cold start).
+    pub fn llc_flush(&mut self) {
+        let e = self.sim.world_mut();
+        e.llc_set.clear();
+        e.llc_fifo.clear();
     }
 
     /// An MMIO write (posted): MWr TLPs of at most MPS bytes leave the root complex after
-    /// its latency. Returns at once (the simulation does not advance).
+    /// its latency. Returns at once (the simulation does not advance), unless the host
+    /// model charges CPU time for the store (`mmio_write_ns`): the simulation then runs
+    /// that long first.
     pub fn mmio_write(&mut self, addr: u64, data: &[u8]) -> Result<(), SimError> {
+        let cpu = self.sim.world().cfg.host.mmio_write;
+        if cpu > SimDuration::ZERO {
+            // The host model's CPU time of the uncached store.
+            self.run_for(cpu);
+        }
         self.host_mem_write(addr, data, false)
     }
 
@@ -1594,12 +1666,20 @@ impl FabricSim {
     }
 
     /// Runs until an interrupt arrives after the current count, or `timeout` passes.
+    /// With the host model's interrupt cost (`irq_ns`), the time returned is when its
+    /// handler runs (the arrival plus the cost), and the simulation has run to it.
     pub fn wait_interrupt(&mut self, timeout: SimDuration) -> Option<(SimTime, Interrupt)> {
         let seen = self.sim.world().interrupts.len();
         let until = self.sim.now() + timeout;
         loop {
-            if let Some(i) = self.sim.world().interrupts.get(seen) {
-                return Some(*i);
+            if let Some(&(at, i)) = self.sim.world().interrupts.get(seen) {
+                // The host model's delivery time: the handler runs this much later.
+                let irq = self.sim.world().cfg.host.irq;
+                if irq > SimDuration::ZERO {
+                    let run = (at + irq).saturating_since(self.sim.now());
+                    self.run_for(run);
+                }
+                return Some((at + irq, i));
             }
             match self.sim.next_time() {
                 Some(t) if t <= until => {

@@ -51,6 +51,14 @@ pub struct StreamReport {
     pub min_latency_ns: f64,
     /// Longest DMA latency, ns.
     pub max_latency_ns: f64,
+    /// Median DMA latency (nearest rank), ns.
+    pub median_latency_ns: f64,
+    /// 90th percentile of the DMA latency (nearest rank), ns.
+    pub p90_latency_ns: f64,
+    /// 99th percentile of the DMA latency (nearest rank), ns.
+    pub p99_latency_ns: f64,
+    /// 99.9th percentile of the DMA latency (nearest rank), ns.
+    pub p999_latency_ns: f64,
     /// When the stream last resumed after its device was reset (host software set Bus
     /// Master Enable again), if it did.
     pub resumed_at: Option<SimTime>,
@@ -109,6 +117,8 @@ pub struct DmaStream {
     lat_sum: u128,
     lat_min: u64,
     lat_max: u64,
+    /// Every finished DMA's latency, ps, in completion order.
+    lats: Vec<u64>,
     /// Not issuing: the device was reset or Bus Master Enable is clear.
     paused: bool,
     resumed_at: Option<SimTime>,
@@ -149,6 +159,7 @@ impl DmaStream {
             lat_sum: 0,
             lat_min: u64::MAX,
             lat_max: 0,
+            lats: Vec::new(),
             paused: false,
             resumed_at: None,
         }
@@ -173,6 +184,9 @@ impl DmaStream {
         };
         let elapsed = (end - start).as_ps();
         let n = self.done.max(1) as f64;
+        let mut sorted = self.lats.clone();
+        sorted.sort_unstable();
+        let pct = |q: f64| percentile_ns(&sorted, q);
         StreamReport {
             dmas: self.done,
             failed: self.failed,
@@ -191,8 +205,18 @@ impl DmaStream {
                 self.lat_min as f64 / 1000.0
             },
             max_latency_ns: self.lat_max as f64 / 1000.0,
+            median_latency_ns: pct(0.5),
+            p90_latency_ns: pct(0.9),
+            p99_latency_ns: pct(0.99),
+            p999_latency_ns: pct(0.999),
             resumed_at: self.resumed_at,
         }
+    }
+
+    /// Every finished DMA's latency (issue to done), ps, in completion order (failed
+    /// ones included); for CDFs and histograms.
+    pub fn latencies_ps(&self) -> &[u64] {
+        &self.lats
     }
 
     fn issue(&mut self, cx: &mut EpCx<'_>) {
@@ -283,6 +307,7 @@ impl Endpoint for DmaStream {
         self.lat_sum += lat as u128;
         self.lat_min = self.lat_min.min(lat);
         self.lat_max = self.lat_max.max(lat);
+        self.lats.push(lat);
         if self.done == self.window as u64 || (self.count <= self.window as u64 && self.done == 1) {
             self.warm_at = Some(now);
         } else if self.warm_at.is_some() {
@@ -319,7 +344,28 @@ impl Endpoint for DmaStream {
             "dmas": r.dmas, "failed": r.failed, "bytes": r.bytes, "elapsed_ps": r.elapsed_ps,
             "gbps": r.gbps, "steady": r.steady, "mean_latency_ns": r.mean_latency_ns,
             "min_latency_ns": r.min_latency_ns, "max_latency_ns": r.max_latency_ns,
+            "median_latency_ns": r.median_latency_ns, "p90_latency_ns": r.p90_latency_ns,
+            "p99_latency_ns": r.p99_latency_ns, "p999_latency_ns": r.p999_latency_ns,
             "resumed_at_ns": r.resumed_at.map(|t| t.as_ps() as f64 / 1000.0),
         }))
     }
+}
+
+/// The `q` quantile (0..=1) of ascending `sorted` ps values by nearest rank, in ns
+/// (0 when empty).
+///
+/// ```
+/// use pcielab_fabric::timed::percentile_ns;
+/// let v: Vec<u64> = (1..=1000).map(|i| i * 1000).collect();
+/// assert_eq!(percentile_ns(&v, 0.5), 500.0);
+/// assert_eq!(percentile_ns(&v, 0.999), 999.0);
+/// assert_eq!(percentile_ns(&v, 1.0), 1000.0);
+/// assert_eq!(percentile_ns(&[], 0.5), 0.0);
+/// ```
+pub fn percentile_ns(sorted: &[u64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((q.clamp(0.0, 1.0) * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1] as f64 / 1000.0
 }
