@@ -7,9 +7,9 @@ use pcielab_fabric::host::model::{apply_knob, profile, profiles, KNOBS};
 use pcielab_fabric::timed::SimConfig;
 use pcielab_fabric::topology::Topology;
 
-/// Host model flags. Precedence, lowest first: the simulator's defaults, the
-/// topology's `[host]` table (its profile, then its knobs), `--host`, then each flag
-/// given here.
+/// Host model flags. Precedence, lowest first: the simulator's defaults, a profile
+/// (`--host`, else the topology's `[host] profile`), the topology's `[host]` knobs,
+/// then each flag given here.
 #[derive(Args, Debug, Clone, Default)]
 pub struct HostArgs {
     /// Host profile (`pcielab host list`): spec (no host effects, the default),
@@ -103,13 +103,11 @@ impl HostArgs {
     /// Applies the topology's `[host]` table, `--host` and the flags to `cfg`; the
     /// error names the flag or the profile.
     pub fn apply(&self, topo: &Topology, cfg: &mut SimConfig) -> Result<(), String> {
-        topo.host_config(cfg)
-            .map_err(|e| format!("{}: [host]: {e}", topo.file))?;
         if let Some(p) = &self.host {
-            profile(p)
-                .and_then(|p| p.apply(cfg))
-                .map_err(|e| format!("--host: {e}"))?;
+            profile(p).map_err(|e| format!("--host: {e}"))?;
         }
+        topo.host_config_with(cfg, self.host.as_deref())
+            .map_err(|e| format!("{}: [host]: {e}", topo.file))?;
         for (k, v) in self.knobs() {
             apply_knob(cfg, k, &v).map_err(|e| format!("--{}: {e}", k.replace('_', "-")))?;
         }

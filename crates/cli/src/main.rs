@@ -70,7 +70,7 @@ enum Command {
     Snic(snic_cmd::SnicArgs),
     /// Run the timed fabric simulator on a topology with a built-in workload.
     #[command(allow_negative_numbers = true, after_help = sim_cmd::EXAMPLES)]
-    Sim(sim_cmd::SimArgs),
+    Sim(Box<sim_cmd::SimArgs>),
     /// Host profiles (named sets of host-model knobs with their sources) and knobs.
     #[command(subcommand)]
     Host(host_args::HostCmd),

@@ -37,6 +37,24 @@ enum ModelCmd {
     /// LAT_RD and LAT_WRRD vs transfer size.
     #[command(allow_negative_numbers = true)]
     Latency(LatencyArgs),
+    /// NetTLP's encapsulation bound: DMA throughput over Ethernet vs TLP payload size,
+    /// each TLP in its own UDP datagram (seed 000: 7.53 Gb/s for 256-byte writes on
+    /// 10 GbE).
+    #[command(allow_negative_numbers = true)]
+    Nettlp(NettlpArgs),
+}
+
+#[derive(Args, Debug)]
+struct NettlpArgs {
+    /// Ethernet line rate, Gb/s (any positive rate: 1..=1000).
+    #[arg(long, default_value_t = 10.0)]
+    eth: f64,
+    /// TLP payload sizes in bytes (N, A:B, A:B:STEP or A:B:xFACTOR; 1..=4096).
+    #[arg(long, default_value = "64:1024:x2")]
+    sizes: String,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
 }
 
 /// Accounting mode on the command line.
@@ -627,13 +645,61 @@ fn run_latency(a: &LatencyArgs) -> Result<(), Fail> {
     )
 }
 
+fn run_nettlp(a: &NettlpArgs) -> Result<(), Fail> {
+    if !(a.eth > 0.0 && a.eth <= 1000.0) {
+        return Err(Fail::Input(format!(
+            "--eth {}: allowed a rate above 0 and at most 1000 Gb/s",
+            a.eth
+        )));
+    }
+    let sizes = parse_sizes(&a.sizes)?;
+    if let Some(s) = sizes.iter().find(|&&s| s > 4096) {
+        return Err(Fail::Input(format!(
+            "--sizes: {s} bytes is more than a TLP carries (1..=4096)"
+        )));
+    }
+    use pcielab_model::eth::nettlp_dma_gbps;
+    // Writes: MWr with a 3DW (12-byte) or 4DW (16-byte) header; read data comes back
+    // in CplDs, whose header is 3DW.
+    let rows = sizes
+        .iter()
+        .map(|&s| {
+            vec![
+                s as f64,
+                a.eth,
+                nettlp_dma_gbps(a.eth, 12, s),
+                nettlp_dma_gbps(a.eth, 16, s),
+                nettlp_dma_gbps(a.eth, 12, s),
+            ]
+        })
+        .collect();
+    let t = Table {
+        cols: vec![
+            "size_B",
+            "eth_gbps",
+            "mwr32_gbps",
+            "mwr64_gbps",
+            "cpld_gbps",
+        ],
+        prec: vec![0, 1, 3, 3, 3],
+        rows,
+    };
+    let title = format!(
+        "NetTLP encapsulation bound on {} Gb/s Ethernet: payload / (TLP header + payload + {} B NetTLP/UDP/IP/Ethernet headers + {} B preamble and gap)",
+        a.eth,
+        pcielab_model::eth::NETTLP_PKT_HDR,
+        pcielab_model::eth::NETTLP_ETH_GAP
+    );
+    emit(&t.render(a.format, &title))
+}
+
 /// Runs `pcielab model …`.
 pub fn run(args: ModelArgs) -> ExitCode {
     let plot_path = match &args.cmd {
         ModelCmd::Bw(a) => a.out.plot.as_deref(),
         ModelCmd::Nic(a) => a.out.plot.as_deref(),
         ModelCmd::Latency(a) => a.out.plot.as_deref(),
-        ModelCmd::Link(_) => None,
+        ModelCmd::Link(_) | ModelCmd::Nettlp(_) => None,
     };
     // A --plot that cannot be written is refused before anything is printed.
     let checked = match plot_path.map(Plot::check_path) {
@@ -645,6 +711,7 @@ pub fn run(args: ModelArgs) -> ExitCode {
         ModelCmd::Link(a) => run_link(a),
         ModelCmd::Nic(a) => run_nic(a),
         ModelCmd::Latency(a) => run_latency(a),
+        ModelCmd::Nettlp(a) => run_nettlp(a),
     });
     match r {
         Ok(()) => ExitCode::SUCCESS,

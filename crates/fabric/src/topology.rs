@@ -736,7 +736,22 @@ impl Topology {
     /// assert!(cfg.host.mmio_read.as_ps() > 0);
     /// ```
     pub fn host_config(&self, cfg: &mut crate::timed::SimConfig) -> Result<(), String> {
-        if let Some((_, p)) = self.host.iter().find(|(k, _)| k == "profile") {
+        self.host_config_with(cfg, None)
+    }
+
+    /// Like [`Topology::host_config`], with `profile` (when given) in place of the
+    /// table's own profile (as `--host` replaces it); the table's knobs still apply.
+    pub fn host_config_with(
+        &self,
+        cfg: &mut crate::timed::SimConfig,
+        profile: Option<&str>,
+    ) -> Result<(), String> {
+        let own = self
+            .host
+            .iter()
+            .find(|(k, _)| k == "profile")
+            .map(|(_, p)| p.as_str());
+        if let Some(p) = profile.or(own) {
             crate::host::model::profile(p)?.apply(cfg)?;
         }
         for (k, v) in self.host.iter().filter(|(k, _)| k != "profile") {

@@ -16,6 +16,8 @@ fn design_md() -> String {
 enum Scope {
     TopLevel,
     Link,
+    /// The `[host]` table: `profile` and the host model's knobs.
+    Host,
     EveryNode,
     Kinds(Vec<String>),
 }
@@ -27,6 +29,13 @@ struct Row {
     keys: Vec<String>,
     ty: String,
     default: String,
+}
+
+/// The keys of a `[host]` table: the profile and every host knob.
+fn host_keys() -> Vec<&'static str> {
+    std::iter::once("profile")
+        .chain(pcielab_fabric::host::model::KNOBS.iter().map(|k| k.name))
+        .collect()
 }
 
 /// The words between backticks in a cell.
@@ -59,6 +68,7 @@ fn rows(doc: &str) -> Result<Vec<Row>, String> {
         let scope = match cells[0] {
             "top level" => Scope::TopLevel,
             "`[[link]]`" => Scope::Link,
+            "`[host]`" => Scope::Host,
             "every node" => Scope::EveryNode,
             c => Scope::Kinds(ticked(c)),
         };
@@ -101,6 +111,11 @@ fn problems(doc: &str, reg: &KindRegistry) -> Vec<String> {
     for k in TOP_LEVEL_KEYS {
         if !documented(&Scope::TopLevel, k) {
             bad.push(format!("top-level key {k:?} is not documented"));
+        }
+    }
+    for k in host_keys() {
+        if !documented(&Scope::Host, k) {
+            bad.push(format!("[host] key {k:?} is not documented"));
         }
     }
     for k in LINK_KEYS {
@@ -175,6 +190,7 @@ fn problems(doc: &str, reg: &KindRegistry) -> Vec<String> {
             let ok = match &r.scope {
                 Scope::TopLevel => TOP_LEVEL_KEYS.contains(&k.as_str()),
                 Scope::Link => LINK_KEYS.contains(&k.as_str()),
+                Scope::Host => host_keys().contains(&k.as_str()),
                 Scope::EveryNode => reg.names().iter().all(|kind| {
                     NODE_KEYS.contains(&k.as_str())
                         || reg.get(kind).unwrap().keys.iter().any(|s| s.name == k)
@@ -223,6 +239,7 @@ fn the_check_catches_missing_wrong_and_invented_keys() {
     for (key, what) in [
         ("width", "[[link]] key \"width\""),
         ("seed", "top-level key \"seed\""),
+        ("mmio_read_ns", "[host] key \"mmio_read_ns\""),
         ("bar_size", "key \"bar_size\" of kind \"psmem\""),
         ("name", "key \"name\" of kind \"switch\""),
     ] {

@@ -16,6 +16,7 @@ mod ecrc;
 mod enumerate;
 mod errors;
 mod gem5;
+mod host_model;
 mod host_script;
 mod hotplug;
 mod interrupt_remapping;
