@@ -16,6 +16,7 @@ mod ecrc;
 mod enumerate;
 mod errors;
 mod gem5;
+mod golden;
 mod host_model;
 mod host_script;
 mod hotplug;
