@@ -35,6 +35,10 @@ pub struct HostArgs {
     /// CPU time of an MMIO read beyond the fabric (ns) [default: 0]
     #[arg(help_heading = "Host model", long, value_name = "NS")]
     pub mmio_read_ns: Option<f64>,
+    /// Seeded extra CPU-side latency of each MMIO read: zero, quantiles:P=NS,... or
+    /// exp:P:MEAN_NS [default: zero]
+    #[arg(help_heading = "Host model", long, value_name = "DIST")]
+    pub mmio_tail: Option<String>,
     /// CPU time of a posted MMIO write (ns) [default: 0]
     #[arg(help_heading = "Host model", long, value_name = "NS")]
     pub mmio_write_ns: Option<f64>,
@@ -83,6 +87,7 @@ impl HostArgs {
             ("mem_line_ns", f(self.mem_line_ns)),
             ("mem_tail", self.mem_tail.clone()),
             ("mmio_read_ns", f(self.mmio_read_ns)),
+            ("mmio_tail", self.mmio_tail.clone()),
             ("mmio_write_ns", f(self.mmio_write_ns)),
             ("doorbell_ns", f(self.doorbell_ns)),
             ("irq_ns", f(self.irq_ns)),

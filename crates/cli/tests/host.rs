@@ -167,7 +167,7 @@ fn host_list_show_and_knobs() {
     assert!(err.contains("unknown host profile"), "{err}");
     let (rc, out, _) = pcielab(&["host", "knobs"]);
     assert_eq!(rc, 0);
-    assert_eq!(out.lines().count(), 19, "{out}");
+    assert_eq!(out.lines().count(), 20, "{out}");
     assert!(out.contains("--mmio-read-ns"), "{out}");
 }
 

@@ -282,6 +282,11 @@ pub const KNOBS: &[Knob] = &[
         help: "CPU time of an MMIO read beyond the fabric",
     },
     Knob {
+        name: "mmio_tail",
+        values: "zero | quantiles:P=NS,... | exp:P:MEAN_NS",
+        help: "seeded extra CPU-side latency of each MMIO read",
+    },
+    Knob {
         name: "mmio_write_ns",
         values: "ns",
         help: "CPU time of a posted MMIO write",
@@ -374,6 +379,7 @@ pub fn apply_knob(cfg: &mut SimConfig, key: &str, value: &str) -> Result<(), Str
         "mem_line_ns" => cfg.mem_per_line = ns(key, v)?,
         "mem_tail" => cfg.mem_tail = LatencyDist::parse(v).map_err(|e| format!("{key}: {e}"))?,
         "mmio_read_ns" => cfg.host.mmio_read = ns(key, v)?,
+        "mmio_tail" => cfg.mmio_tail = LatencyDist::parse(v).map_err(|e| format!("{key}: {e}"))?,
         "mmio_write_ns" => cfg.host.mmio_write = ns(key, v)?,
         "doorbell_ns" => cfg.host.doorbell = ns(key, v)?,
         "irq_ns" => cfg.host.irq = ns(key, v)?,
@@ -619,6 +625,7 @@ mod tests {
             ("mem_line_ns", "1"),
             ("mem_tail", "exp:0.01:1000"),
             ("mmio_read_ns", "100"),
+            ("mmio_tail", "exp:0.5:20"),
             ("mmio_write_ns", "20"),
             ("doorbell_ns", "40"),
             ("irq_ns", "900"),
@@ -636,7 +643,7 @@ mod tests {
         ] {
             apply_knob(&mut c, k, v).unwrap();
         }
-        assert_eq!(KNOBS.len(), 19);
+        assert_eq!(KNOBS.len(), 20);
         assert_eq!(c.llc_lines, 24576);
         assert_eq!(c.iommu.unwrap().iotlb_entries, 32);
         assert_eq!(c.port_buffer.hdr, [16; 3]);

@@ -170,6 +170,10 @@ pub struct SimConfig {
     /// `llc_hit_latency`: the host's latency tail (see [`crate::host::model`]).
     /// Default zero (no draw is made).
     pub mem_tail: crate::host::model::LatencyDist,
+    /// Seeded extra latency of each host MMIO read (the CPU and uncore side of the
+    /// load, on top of `host.mmio_read`): the host's MMIO tail. Only reads are delayed,
+    /// never posted writes, so PCIe ordering holds. Default zero (no draw is made).
+    pub mmio_tail: crate::host::model::LatencyDist,
     /// CPU and driver time of host software. Default all zero.
     pub host: crate::host::model::HostCosts,
     /// State of the last-level cache for DMA buffers (with `llc_lines` > 0): `Warm`
@@ -354,6 +358,7 @@ impl Default for SimConfig {
             mem_latency: SimDuration::from_ns(80),
             mem_per_line: SimDuration::ZERO,
             mem_tail: crate::host::model::LatencyDist::Zero,
+            mmio_tail: crate::host::model::LatencyDist::Zero,
             host: crate::host::model::HostCosts::default(),
             cache: crate::host::model::CacheState::Cold,
             llc_lines: 0,
@@ -1405,7 +1410,8 @@ impl FabricSim {
             });
         }
         let t0 = self.sim.now();
-        let cpu = self.sim.world().cfg.host.mmio_read;
+        let e = self.sim.world_mut();
+        let cpu = e.cfg.host.mmio_read + e.cfg.mmio_tail.sample(&mut e.host_rng);
         if cpu > SimDuration::ZERO {
             // The CPU side of the load (host model): issue, uncore and retirement.
             self.run_for(cpu);

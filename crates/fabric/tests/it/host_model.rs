@@ -319,3 +319,26 @@ fn topology_host_table_applies_and_flags_errors_with_their_line() {
         assert!(e.starts_with(want), "{bad:?}: {e}");
     }
 }
+
+#[test]
+fn mmio_tail_delays_reads_by_seeded_draws() {
+    let lat = |tail: &str| {
+        let mut cfg = SimConfig::default();
+        apply_knob(&mut cfg, "mmio_tail", tail).unwrap();
+        let mut sim = FabricSim::new(&one_link(3, 8), &KindRegistry::builtin(), cfg).unwrap();
+        sim.run_for(SimDuration::from_us(10));
+        let bar = sim.bar("ep", 0).unwrap();
+        (0..400)
+            .map(|_| match sim.mmio_read(bar, 4).unwrap() {
+                HostRead::Done { issued, done, .. } => (done - issued).as_ps() as f64 / 1000.0,
+                r => panic!("{r:?}"),
+            })
+            .collect::<Vec<f64>>()
+    };
+    let base = lat("zero");
+    let tail = lat("exp:1:100");
+    assert!(base.iter().all(|&x| (x - base[0]).abs() < 1e-9), "no tail: constant");
+    let extra: f64 = tail.iter().zip(&base).map(|(t, b)| t - b).sum::<f64>() / 400.0;
+    assert!((extra - 100.0).abs() < 15.0, "mean extra {extra}");
+    assert!(tail.iter().zip(&base).all(|(t, b)| t >= b));
+}
