@@ -42,6 +42,6 @@ pub mod plot;
 pub mod sim;
 
 pub use config::{BenchConfig, Cache, Numa, Pattern, Row, Test, COLUMNS};
-pub use grid::{default_jobs, run_parallel, Grid};
+pub use grid::{default_jobs, run_parallel, Grid, Outcome};
 pub use nettlp::NettlpTarget;
 pub use sim::SimTarget;

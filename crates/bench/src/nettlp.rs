@@ -39,7 +39,7 @@ impl NettlpTarget {
 
     /// Runs one configuration; latencies are wall-clock ns × 1000 (ps), as the
     /// simulator's.
-    pub fn run(&self, c: &BenchConfig) -> Result<(Row, Vec<u64>), String> {
+    pub fn run(&self, c: &BenchConfig) -> crate::grid::Outcome {
         c.validate()?;
         let mut ch = self.dev.channel();
         let mut rng = Rng::new(c.seed(self.seed));

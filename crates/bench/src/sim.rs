@@ -87,7 +87,7 @@ impl SimTarget {
 
     /// Runs one configuration. The latencies (ps, in completion order) come back
     /// with the row, for plots.
-    pub fn run(&self, c: &BenchConfig) -> Result<(Row, Vec<u64>), String> {
+    pub fn run(&self, c: &BenchConfig) -> crate::grid::Outcome {
         c.validate()?;
         let mut cfg = self.cfg.clone();
         cfg.seed = Some(c.seed(self.seed));
@@ -293,11 +293,14 @@ impl Endpoint for LatEngine {
     }
 }
 
+/// A finished stream's report and latencies.
+type Finished = Option<(pcielab_fabric::timed::StreamReport, Vec<u64>)>;
+
 /// A [`DmaStream`] that hands its report and latencies out when it finishes.
 #[derive(Debug)]
 struct Shared {
     inner: DmaStream,
-    out: Rc<RefCell<Option<(pcielab_fabric::timed::StreamReport, Vec<u64>)>>>,
+    out: Rc<RefCell<Finished>>,
 }
 
 impl Shared {
