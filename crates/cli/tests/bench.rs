@@ -403,3 +403,33 @@ fn nettlp_against_a_spawned_adapter() {
         assert!(f(r, "min_ns") > 100.0 && f(r, "median_ns") < 1e8, "{r:?}");
     }
 }
+
+/// Any topology and endpoint: behind the default scenario's switch a read crosses it
+/// twice (150 ns each way), and the Gen4 x16 endpoint reads faster than Gen3 x8 allows.
+#[test]
+fn a_topology_file_and_its_endpoints() {
+    let topo = common::example("sim-default.toml");
+    let one = |dev: &str| {
+        bench(&[
+            &topo,
+            "--device",
+            dev,
+            "--test",
+            "LAT_RD,BW_RD",
+            "--size",
+            "2048",
+            "-n",
+            "2000",
+        ])
+    };
+    let link = bench(&["--test", "LAT_RD,BW_RD", "--size", "2048", "-n", "2000"]);
+    let (sw, x16) = (one("mem0"), one("mem3"));
+    let lat = |rows: &[HashMap<String, String>]| f(find(rows, &[("test", "LAT_RD")]), "min_ns");
+    let bw = |rows: &[HashMap<String, String>]| f(find(rows, &[("test", "BW_RD")]), "gbps");
+    assert!(lat(&sw) - lat(&link) >= 300.0, "{sw:?} {link:?}");
+    // Gen3 x8 (spec-mode model: 57.874 Gb/s at 2 KiB) against Gen4 x16.
+    assert!(
+        bw(&link) < 58.0 && bw(&x16) > 2.0 * 58.0,
+        "{link:?} {x16:?}"
+    );
+}
