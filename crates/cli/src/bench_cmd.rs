@@ -25,7 +25,7 @@ Examples:
   pcielab bench --test LAT_RD --iommu off,on --iotlb-entries 8 --pattern random --window 64M
   pcielab bench --host xeon-e5-haswell --numa local,remote --test LAT_RD,LAT_WRRD
   pcielab bench --all --format csv > all.csv                       the 2520-configuration grid
-  pcielab bench topo.toml --device nic0 --test BW_RDWR --size 1500 any topology and endpoint
+  pcielab bench --example sim-default --device mem3 --test BW_RDWR --size 1500   any topology, endpoint
   pcielab bench --test LAT_RD --plot plots/                         CDF and histogram (SVG)
   pcielab bench --nettlp 127.0.0.1 --local 127.0.0.2 --test LAT_RD  over NetTLP (pcielab adapter)";
 
