@@ -5,6 +5,7 @@
 //! Doc comments here are `--help` text, written for a terminal rather than rustdoc.
 #![allow(rustdoc::broken_intra_doc_links)]
 
+mod bench_cmd;
 mod cfg_cmd;
 mod demo;
 mod dllp_cmd;
@@ -71,6 +72,10 @@ enum Command {
     /// Run the timed fabric simulator on a topology with a built-in workload.
     #[command(allow_negative_numbers = true, after_help = sim_cmd::EXAMPLES)]
     Sim(Box<sim_cmd::SimArgs>),
+    /// pcie-bench's DMA suite (LAT_RD, LAT_WRRD, BW_RD, BW_WR, BW_RDWR) on the simulator or
+    /// over NetTLP: one row per configuration.
+    #[command(after_help = bench_cmd::EXAMPLES)]
+    Bench(Box<bench_cmd::BenchArgs>),
     /// Host profiles (named sets of host-model knobs with their sources) and knobs.
     #[command(subcommand)]
     Host(host_args::HostCmd),
@@ -247,6 +252,7 @@ fn main() -> ExitCode {
         Command::Dma(c) => nettlp_cmd::run_dma(&c),
         Command::Snic(a) => snic_cmd::run_snic(&a),
         Command::Sim(a) => sim_cmd::run(&a),
+        Command::Bench(a) => bench_cmd::run(&a),
         Command::Host(c) => host_args::run(&c)
             .map(|out| print!("{out}"))
             .map_err(Failure),
