@@ -337,7 +337,10 @@ fn mmio_tail_delays_reads_by_seeded_draws() {
     };
     let base = lat("zero");
     let tail = lat("exp:1:100");
-    assert!(base.iter().all(|&x| (x - base[0]).abs() < 1e-9), "no tail: constant");
+    assert!(
+        base.iter().all(|&x| (x - base[0]).abs() < 1e-9),
+        "no tail: constant"
+    );
     let extra: f64 = tail.iter().zip(&base).map(|(t, b)| t - b).sum::<f64>() / 400.0;
     assert!((extra - 100.0).abs() < 15.0, "mean extra {extra}");
     assert!(tail.iter().zip(&base).all(|(t, b)| t >= b));
