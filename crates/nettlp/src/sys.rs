@@ -200,7 +200,7 @@ fn gso_enabled() -> bool {
         1 => true,
         2 => false,
         _ => {
-            let on = std::env::var_os("PCIELAB_NO_GSO").is_none_or(|v| v.is_empty() || v == "0");
+            let on = std::env::var_os("PCIELAB_NO_GSO").map_or(true, |v| v.is_empty() || v == "0");
             GSO.store(if on { 1 } else { 2 }, Ordering::Relaxed);
             on
         }
