@@ -734,7 +734,7 @@ mod tests {
         let mut tx = SendBatch::new();
         let mut want_b = Vec::new();
         let mut want_c = Vec::new();
-        let mut q = |tx: &mut SendBatch, dst: SocketAddrV4, d: Vec<u8>, w: &mut Vec<Vec<u8>>| {
+        let q = |tx: &mut SendBatch, dst: SocketAddrV4, d: Vec<u8>, w: &mut Vec<Vec<u8>>| {
             tx.push(a.as_raw_fd(), dst, &d);
             w.push(d);
         };
