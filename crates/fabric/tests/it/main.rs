@@ -15,7 +15,6 @@ mod dpc;
 mod ecrc;
 mod enumerate;
 mod errors;
-mod gem5;
 mod host_script;
 mod hotplug;
 mod interrupt_remapping;
