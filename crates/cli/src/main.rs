@@ -15,6 +15,7 @@ mod host_args;
 mod model_cmd;
 mod nettlp_cmd;
 mod progress;
+mod repro_cmd;
 mod sim_capture;
 mod sim_cmd;
 mod sim_inject;
@@ -70,10 +71,12 @@ enum Command {
     Snic(snic_cmd::SnicArgs),
     /// Run the timed fabric simulator on a topology with a built-in workload.
     #[command(allow_negative_numbers = true, after_help = sim_cmd::EXAMPLES)]
-    Sim(sim_cmd::SimArgs),
+    Sim(Box<sim_cmd::SimArgs>),
     /// Host profiles (named sets of host-model knobs with their sources) and knobs.
     #[command(subcommand)]
     Host(host_args::HostCmd),
+    /// The source papers' published numbers beside pcielab's, one row per quantity.
+    Repro(repro_cmd::ReproArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell), e.g.
     /// `pcielab completions bash > ~/.local/share/bash-completion/completions/pcielab`.
     Completions {
@@ -250,6 +253,7 @@ fn main() -> ExitCode {
         Command::Host(c) => host_args::run(&c)
             .map(|out| print!("{out}"))
             .map_err(Failure),
+        Command::Repro(a) => repro_cmd::run(&a),
         Command::Completions { shell } => completions(shell),
         Command::Man { dir } => man_page(dir.as_deref()),
     };

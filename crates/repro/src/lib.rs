@@ -185,6 +185,15 @@ impl Row {
         self
     }
 
+    /// Appends `more` to the note.
+    pub fn noted(mut self, more: impl AsRef<str>) -> Row {
+        if !self.note.is_empty() {
+            self.note.push_str("; ");
+        }
+        self.note.push_str(more.as_ref());
+        self
+    }
+
     /// The relative difference to the published number, when both are numbers.
     pub fn deviation(&self) -> Option<f64> {
         Some(self.value? / self.published.parse::<f64>().ok()? - 1.0)
@@ -257,8 +266,8 @@ pub struct Opts {
     /// [`pcielab_fabric::host::model::apply_knob`]): to see how `measured` moves with
     /// an input. They appear in `inputs` with the source `override`.
     pub knobs: Vec<(String, String)>,
-    /// 64-byte DMA reads per latency distribution (pcie-bench ran 2 million). Default
-    /// 20,000.
+    /// 64-byte DMA reads per latency distribution. Default 2 million, as pcie-bench ran
+    /// (latency vs size runs a tenth of it per size).
     pub reads: u64,
 }
 
@@ -266,7 +275,7 @@ impl Default for Opts {
     fn default() -> Opts {
         Opts {
             knobs: Vec::new(),
-            reads: 20_000,
+            reads: 2_000_000,
         }
     }
 }

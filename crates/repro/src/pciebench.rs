@@ -78,12 +78,12 @@ pub const LAT64_E5: &[Spec] = &[
         citation: "seed 001 §6.2, Fig. 6",
     },
     Spec {
-        id: "pciebench-lat64-p999-range",
+        id: "pciebench-lat64-within-80ns",
         seed: SEED,
-        quantity: "64 B DMA read latency, 99.9th percentile minus minimum (Xeon E5)",
-        unit: "ns",
-        published: "<= 80",
-        citation: "seed 001 §6.2, Fig. 6 (99.9 % inside a narrow 80 ns range from the minimum)",
+        quantity: "share of 64 B DMA reads within 80 ns of the minimum (Xeon E5)",
+        unit: "%",
+        published: "99.9",
+        citation: "seed 001 §6.2, Fig. 6 (99.9 % of all transactions inside a narrow 80 ns range starting with the minimum)",
     },
     Spec {
         id: "pciebench-lat64-max",
@@ -124,10 +124,10 @@ pub const LAT64_E3: &[Spec] = &[
     Spec {
         id: "pciebench-e3-lat64-p999",
         seed: SEED,
-        quantity: "64 B DMA read latency, 99.9th percentile (Xeon E3)",
-        unit: "ns",
-        published: "11987",
-        citation: "seed 001 §6.2, Fig. 6",
+        quantity: "share of 64 B DMA reads at or below the published 99.9th percentile, 11987 ns (Xeon E3)",
+        unit: "%",
+        published: "99.9",
+        citation: "seed 001 §6.2, Fig. 6 (p99.9 = 11987 ns)",
     },
     Spec {
         id: "pciebench-e3-lat64-max",
@@ -157,6 +157,13 @@ fn cdf(lats: &[u64], n: usize, x_max: f64) -> Vec<(f64, f64)> {
     v
 }
 
+/// Share of the reads (%) whose latency is at most `ns`.
+fn share_at_most(r: &StreamResult, ns: f64) -> f64 {
+    let ps = (ns * 1000.0).round() as u64;
+    let n = r.lats.partition_point(|&x| x <= ps);
+    100.0 * n as f64 / r.lats.len().max(1) as f64
+}
+
 fn order_note(measured: f64, published: f64, reads: u64) -> String {
     let r = measured / published;
     format!(
@@ -173,7 +180,7 @@ fn run_lat64_e5(o: &Opts) -> Result<Output, Error> {
     let s = |id| spec(LAT64_E5, id);
     let why =
         "the host profile xeon-e5-haswell is calibrated to these points; an override moved it";
-    let range = rep.p999_latency_ns - rep.min_latency_ns;
+    let within = share_at_most(&r, rep.min_latency_ns + 80.0);
     let rows = vec![
         Row::number(
             s("pciebench-lat64-min"),
@@ -189,17 +196,13 @@ fn run_lat64_e5(o: &Opts) -> Result<Output, Error> {
             inputs.clone(),
         )
         .within(0.05, why),
-        Row::number(s("pciebench-lat64-p999-range"), range, 1, inputs.clone()).with(
-            if range <= 80.0 {
-                Status::Match
-            } else {
-                Status::Deviates
-            },
-            format!(
-                "p99.9 {:.1} ns, min {:.1} ns",
-                rep.p999_latency_ns, rep.min_latency_ns
-            ),
-        ),
+        Row::number(s("pciebench-lat64-within-80ns"), within, 3, inputs.clone())
+            .within(0.0005, why)
+            .noted(format!(
+                "measured as a share of the reads (the 99.9th percentile of a sample is \
+                 ill-conditioned where the distribution is thin): p99.9 - min = {:.1} ns",
+                rep.p999_latency_ns - rep.min_latency_ns
+            )),
         Row::number(s("pciebench-lat64-max"), rep.max_latency_ns, 1, inputs).with(
             Status::Shape,
             order_note(rep.max_latency_ns, 947.0, o.reads),
@@ -259,11 +262,17 @@ fn run_lat64_e3(o: &Opts) -> Result<Output, Error> {
         .within(0.10, why),
         Row::number(
             s("pciebench-e3-lat64-p999"),
-            rep.p999_latency_ns,
-            1,
+            share_at_most(&r, 11987.0),
+            3,
             inputs.clone(),
         )
-        .within(0.25, why),
+        .within(0.0005, why)
+        .noted(format!(
+            "measured as a share of the reads: the profile spreads its last 0.1 % evenly up to \
+             5.8 ms, so the sample's own 99.9th percentile ({:.0} ns here) swings by tens of µs \
+             from seed to seed",
+            rep.p999_latency_ns
+        )),
         Row::number(s("pciebench-e3-lat64-max"), rep.max_latency_ns, 0, inputs).with(
             Status::Shape,
             order_note(rep.max_latency_ns, 5.8e6, o.reads),
@@ -276,9 +285,10 @@ fn run_lat64_e3(o: &Opts) -> Result<Output, Error> {
         y_label: "CDF".into(),
         series: vec![
             Series {
-                label: "published: min 493, median 1213, p99 5707 (p99.9 11987 off the axis)"
+                label: "published: min 493, median 1213, p90 twice the median, p99 5707 \
+                        (p99.9 11987 off the axis)"
                     .into(),
-                points: vec![(493.0, 0.0), (1213.0, 0.5), (5707.0, 0.99)],
+                points: vec![(493.0, 0.0), (1213.0, 0.5), (2426.0, 0.9), (5707.0, 0.99)],
                 published: true,
             },
             Series {
