@@ -837,7 +837,7 @@ width = 8
             ("up = \"sw0.1\"", "up = \"sw9.1\"", "t.toml:19: key \"up\": no node named \"sw9\"; nodes: rc, sw0, mem0"),
             ("up = \"sw0.1\"", "up = \"sw0.3\"", "t.toml:19: key \"up\": node \"sw0\" has no port \"3\"; allowed: 0..=2"),
             ("down = \"mem0\"", "down = \"sw0\"", "t.toml:20: key \"down\": the upstream port of \"sw0\" is already used by the link on line 13"),
-            ("seed = 7", "seed = 7\nfoo = 1", "t.toml:2: key \"foo\": unknown top-level key; allowed: seed, node, link"),
+            ("seed = 7", "seed = 7\nfoo = 1", "t.toml:2: key \"foo\": unknown top-level key; allowed: seed, node, link, host"),
             ("width = 8\n[[link]]\nup = \"sw0.1\"", "width = 3\n[[link]]\nup = \"sw0.1\"", "t.toml:17: key \"width\": 3 is not a link width; allowed: 1, 2, 4, 8, 16, 32"),
             ("kind = \"psmem\"", "kind = \"psmem\"\nmax_width = 4", "t.toml:23: key \"width\": width 8 is above what down node \"mem0\" supports (max_width = 4, line 10); allowed: 1, 2, 4"),
             ("kind = \"psmem\"", "kind = \"psmem\"\nmax_gen = 2", "t.toml:22: key \"gen\": gen 3 is above what down node \"mem0\" supports (max_gen = 2, line 10); allowed: 1..=2"),
