@@ -177,10 +177,14 @@ impl Row {
         let d = v / p - 1.0;
         if d.abs() <= tol {
             self.status = Status::Match;
-            self.note = format!("{:+.1} % (tolerance {:.0} %)", d * 100.0, tol * 100.0);
+            self.note = format!("{:+.2} % (tolerance {} %)", d * 100.0, trim(tol * 100.0));
         } else {
             self.status = Status::Deviates;
-            self.note = format!("{:+.1} %: {why}", d * 100.0);
+            self.note = format!(
+                "{:+.2} % (tolerance {} %): {why}",
+                d * 100.0,
+                trim(tol * 100.0)
+            );
         }
         self
     }
@@ -222,6 +226,12 @@ impl Row {
             "citation": self.citation, "status": self.status.name(), "note": self.note,
         })
     }
+}
+
+/// `x` with at most four decimals and no trailing zeros.
+fn trim(x: f64) -> String {
+    let s = format!("{x:.4}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// One curve of a figure.
