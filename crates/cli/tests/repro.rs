@@ -121,7 +121,7 @@ fn unknown_ids_and_bad_sets_are_refused() {
     let (rc, _, err) = pcielab(&["repro", "gem5-table2-rc50", "--set", "mmio_read_ns"]);
     assert_eq!(rc, 2);
     assert!(err.contains("expected KNOB=VALUE"), "{err}");
-    let (rc, _, err) = pcielab(&["repro", "gem5-table2-rc50", "--set", "warp=9"]);
+    let (rc, _, err) = pcielab(&["repro", "nettlp-encap-bound", "--set", "warp=9"]);
     assert_eq!(rc, 2);
     assert!(err.contains("unknown host knob \"warp\""), "{err}");
     let (rc, _, _) = pcielab(&["repro"]);

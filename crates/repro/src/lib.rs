@@ -384,6 +384,17 @@ pub fn run(
     if !unknown.is_empty() {
         return Err(Error::UnknownIds { unknown, valid });
     }
+    // Overrides are checked once, before anything runs (rows that use no host model,
+    // such as the encapsulation bound, would not see a bad one).
+    let mut scratch = pcielab_fabric::timed::SimConfig::default();
+    for (k, v) in &opts.knobs {
+        pcielab_fabric::host::model::apply_knob(&mut scratch, k, v).map_err(|error| {
+            Error::Run {
+                experiment: "overrides",
+                error,
+            }
+        })?;
+    }
     let wanted = |id: &str| all || ids.contains(&id);
     let todo: Vec<&Experiment> = exps
         .iter()
