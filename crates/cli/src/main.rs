@@ -16,6 +16,7 @@ mod host_args;
 mod model_cmd;
 mod nettlp_cmd;
 mod progress;
+mod repro_cmd;
 mod sim_capture;
 mod sim_cmd;
 mod sim_inject;
@@ -79,6 +80,8 @@ enum Command {
     /// Host profiles (named sets of host-model knobs with their sources) and knobs.
     #[command(subcommand)]
     Host(host_args::HostCmd),
+    /// The source papers' published numbers beside pcielab's, one row per quantity.
+    Repro(repro_cmd::ReproArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell), e.g.
     /// `pcielab completions bash > ~/.local/share/bash-completion/completions/pcielab`.
     Completions {
@@ -256,6 +259,7 @@ fn main() -> ExitCode {
         Command::Host(c) => host_args::run(&c)
             .map(|out| print!("{out}"))
             .map_err(Failure),
+        Command::Repro(a) => repro_cmd::run(&a),
         Command::Completions { shell } => completions(shell),
         Command::Man { dir } => man_page(dir.as_deref()),
     };

@@ -72,6 +72,18 @@ fn title_size(title: &str) -> u32 {
     fit.floor().clamp(10.0, 24.0) as u32
 }
 
+/// A tick label without floating-point noise (`0.8999999999` is `0.9`): at most six
+/// decimals, trailing zeros dropped.
+fn tick(v: f64) -> String {
+    let s = format!("{v:.6}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s == "-0" {
+        "0".to_string()
+    } else {
+        s.to_string()
+    }
+}
+
 static FONT: Once = Once::new();
 
 fn register_fonts() {
@@ -175,7 +187,7 @@ impl Plot {
             .x_desc(&self.x_label)
             .y_desc(&self.y_label)
             .x_label_formatter(&|x| format!("{x:.0}"))
-            .y_label_formatter(&|y| format!("{y}"))
+            .y_label_formatter(&|y| tick(*y))
             .label_style(("sans-serif", 15))
             .axis_desc_style(("sans-serif", 17))
             .draw()
@@ -223,6 +235,16 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn tick_labels_have_no_float_noise() {
+        assert_eq!(tick(0.899_999_999_999_999_9), "0.9");
+        assert_eq!(tick(0.1 + 0.2), "0.3");
+        assert_eq!(tick(42.0), "42");
+        assert_eq!(tick(2.5), "2.5");
+        assert_eq!(tick(-0.000_000_1), "0");
+        assert_eq!(tick(1e-7 + 0.000_123), "0.000123");
+    }
 
     fn demo() -> Plot {
         Plot {

@@ -15,7 +15,6 @@ mod dpc;
 mod ecrc;
 mod enumerate;
 mod errors;
-mod gem5;
 mod golden;
 mod host_model;
 mod host_script;

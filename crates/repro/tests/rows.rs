@@ -1,0 +1,254 @@
+//! The registry: every row is cited and produced by a run with its inputs listed, the
+//! calibrated rows land near the papers' numbers, and changing an input moves
+//! `measured`.
+
+use pcielab_repro::{experiments, run, specs, Error, Opts, Row, Status};
+use std::collections::HashSet;
+
+fn one(id: &str, opts: &Opts) -> Row {
+    let rep = run(&[id], opts, &mut |_, _| {}).unwrap();
+    assert_eq!(rep.rows.len(), 1, "{id}");
+    rep.rows.into_iter().next().unwrap()
+}
+
+fn knob(k: &str, v: &str) -> Opts {
+    Opts {
+        knobs: vec![(k.into(), v.into())],
+        ..Opts::default()
+    }
+}
+
+#[test]
+fn every_row_is_cited_and_ids_are_unique() {
+    let mut seen = HashSet::new();
+    for s in specs() {
+        assert!(seen.insert(s.id), "duplicate {}", s.id);
+        assert!(
+            s.citation.starts_with("seed 00"),
+            "{}: {}",
+            s.id,
+            s.citation
+        );
+        // The citation names the seed of the row.
+        assert!(s.citation.contains(&s.seed[..3]), "{}", s.id);
+        for field in [s.quantity, s.unit, s.published] {
+            assert!(!field.trim().is_empty(), "{}", s.id);
+        }
+    }
+    // The IDs the design contract names for this issue.
+    for id in [
+        "nettlp-p2p-split",
+        "pciebench-lat64-min",
+        "pciebench-lat64-median",
+        "gem5-table2-rc50",
+        "gem5-table2-rc75",
+        "gem5-table2-rc100",
+        "gem5-table2-rc125",
+        "gem5-table2-rc150",
+    ] {
+        assert!(seen.contains(id), "{id}");
+    }
+}
+
+#[test]
+fn all_rows_run_with_inputs_and_sources() {
+    let opts = Opts {
+        reads: 2000,
+        ..Opts::default()
+    };
+    let mut calls = Vec::new();
+    let rep = run(&["all"], &opts, &mut |d, t| calls.push((d, t))).unwrap();
+    let n = experiments().len();
+    assert_eq!(calls.first(), Some(&(0, n)));
+    assert_eq!(calls.last(), Some(&(n, n)));
+    assert_eq!(rep.rows.len(), specs().len());
+    for (r, s) in rep.rows.iter().zip(specs()) {
+        assert_eq!(r.id, s.id);
+        assert!(!r.measured.trim().is_empty(), "{}", r.id);
+        assert!(!r.inputs.is_empty(), "{}", r.id);
+        for i in &r.inputs {
+            assert!(
+                !i.name.is_empty() && !i.value.is_empty() && !i.source.is_empty(),
+                "{}: {i:?}",
+                r.id
+            );
+        }
+        if r.status == Status::Deviates {
+            assert!(!r.note.is_empty(), "{}: a deviation says why", r.id);
+        }
+        let j = r.to_json();
+        assert_eq!(j["id"], r.id);
+        assert!(j["inputs"].as_array().is_some_and(|a| !a.is_empty()));
+    }
+    // Every figure has points, and published points where the text gives them.
+    assert!(rep
+        .figures
+        .iter()
+        .all(|f| f.series.iter().any(|s| !s.points.is_empty())));
+    let t2 = rep
+        .figures
+        .iter()
+        .find(|f| f.name == "gem5-table2")
+        .unwrap();
+    assert_eq!(
+        t2.series.iter().find(|s| s.published).unwrap().points[0],
+        (50.0, 318.0)
+    );
+}
+
+#[test]
+fn pciebench_lat64_min_and_median_within_5_percent() {
+    let opts = Opts {
+        reads: 20_000,
+        ..Opts::default()
+    };
+    let rep = run(
+        &["pciebench-lat64-min", "pciebench-lat64-median"],
+        &opts,
+        &mut |_, _| {},
+    )
+    .unwrap();
+    let want = [520.0, 547.0];
+    for (r, w) in rep.rows.iter().zip(want) {
+        assert_eq!(r.published.parse::<f64>().unwrap(), w);
+        let v = r.value.unwrap();
+        assert!((v / w - 1.0).abs() < 0.05, "{}: {v} vs {w}", r.id);
+        assert_eq!(r.status, Status::Match);
+        let host = r.inputs.iter().find(|i| i.name == "host").unwrap();
+        assert_eq!(host.value, "xeon-e5-haswell");
+        assert!(r
+            .inputs
+            .iter()
+            .any(|i| i.name == "reads" && i.value == "20000"));
+    }
+    // The tail: 99.9 % within 80 ns of the minimum (to 0.05 points: a binomial standard
+    // deviation at 20,000 reads is 0.022), the maximum of the published order.
+    let within = one("pciebench-lat64-within-80ns", &opts).value.unwrap();
+    assert!((within - 99.9).abs() <= 0.05, "{within}");
+    let max = one("pciebench-lat64-max", &opts).value.unwrap();
+    assert!((94.7..9470.0).contains(&max), "{max}");
+}
+
+#[test]
+fn changing_an_input_moves_measured() {
+    // gem5 Table II: raising the profile's CPU-side MMIO cost to 200 ns moves the row
+    // by exactly the difference.
+    let cpu: f64 = pcielab_fabric::host::model::profile("gem5-table2")
+        .unwrap()
+        .get("mmio_read_ns")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let base = one("gem5-table2-rc100", &Opts::default());
+    let more = one("gem5-table2-rc100", &knob("mmio_read_ns", "200"));
+    let d = more.value.unwrap() - base.value.unwrap();
+    assert!((d - (200.0 - cpu)).abs() < 1e-6, "{d}");
+    let i = more
+        .inputs
+        .iter()
+        .find(|i| i.name == "mmio_read_ns")
+        .unwrap();
+    assert_eq!((i.value.as_str(), i.source.as_str()), ("200", "override"));
+    assert_eq!(more.status, Status::Deviates);
+
+    // pcie-bench's 64-byte read crosses the root complex once: 50 ns more RC latency
+    // moves every sample, the minimum by exactly 50 ns.
+    let opts = |v: Option<&str>| Opts {
+        reads: 2000,
+        knobs: v
+            .map(|v| vec![("rc_ns".into(), v.into())])
+            .unwrap_or_default(),
+    };
+    let a = one("pciebench-lat64-min", &opts(None)).value.unwrap();
+    let b = one("pciebench-lat64-min", &opts(Some("150")))
+        .value
+        .unwrap();
+    assert!((b - a - 50.0).abs() < 1e-6, "{a} -> {b}");
+
+    // The host profile's memory tail: no tail, no spread.
+    let flat = Opts {
+        reads: 2000,
+        ..knob("mem_tail", "zero")
+    };
+    assert_eq!(one("pciebench-lat64-within-80ns", &flat).value, Some(100.0));
+    let tail = Opts {
+        reads: 2000,
+        ..knob("mem_tail", "quantiles:0=0,0.5=100,1=200")
+    };
+    let half = one("pciebench-lat64-within-80ns", &tail).value.unwrap();
+    assert!((half - 40.0).abs() < 3.0, "{half}");
+
+    // A bad override is refused with the knob named.
+    let e = run(
+        &["gem5-table2-rc50"],
+        &knob("mmio_read_ns", "fast"),
+        &mut |_, _| {},
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("mmio_read_ns"), "{e}");
+}
+
+#[test]
+fn unknown_ids_are_refused_with_the_valid_ones() {
+    let e = run(
+        &["gem5-table2-rc60", "nope"],
+        &Opts::default(),
+        &mut |_, _| {},
+    )
+    .unwrap_err();
+    match &e {
+        Error::UnknownIds { unknown, valid } => {
+            assert_eq!(unknown, &["gem5-table2-rc60", "nope"]);
+            assert_eq!(valid.len(), specs().len());
+        }
+        other => panic!("{other:?}"),
+    }
+    let text = e.to_string();
+    assert!(text.contains("gem5-table2-rc60, nope") && text.contains("gem5-table2-rc50"));
+}
+
+#[test]
+fn nettlp_encapsulation_is_measured_from_a_built_frame() {
+    // 14 + 20 + 8 + 6 + (12 + 256) + 4 + 20 = 340 bytes on the wire (seed 000 §3).
+    assert_eq!(pcielab_repro::nettlp::nettlp_wire_bytes(256).unwrap(), 340);
+    let r = one("nettlp-encap-bound", &Opts::default());
+    assert_eq!(r.measured, "7.529");
+    assert_eq!(r.status, Status::Match);
+}
+
+#[test]
+fn nettlp_and_pciebench_shapes_hold() {
+    let ids = [
+        "nettlp-p2p-split",
+        "nettlp-p2p-split-cpl",
+        "nettlp-p2p-switch",
+        "nettlp-fig8-sawtooth",
+        "nettlp-fig10-write-top",
+        "pciebench-fig4-rd-40g",
+        "pciebench-fig4-wr-above-model",
+        "pciebench-fig4-sawtooth",
+    ];
+    let rep = run(&ids, &Opts::default(), &mut |_, _| {}).unwrap();
+    let row = |id: &str| rep.rows.iter().find(|r| r.id == id).unwrap();
+    // Fig. 13: eight 64-byte MRds and CplDs through the root complex, two rebuilt
+    // CplDs; through a switch one MRd and two CplDs.
+    assert_eq!(row("nettlp-p2p-split").value, Some(8.0));
+    assert_eq!(row("nettlp-p2p-split-cpl").measured, "8 / 2");
+    assert_eq!(row("nettlp-p2p-switch").measured, "1 / 2");
+    // Fig. 10: the write curve tops out at MPS.
+    assert_eq!(row("nettlp-fig10-write-top").value, Some(256.0));
+    // The saw-tooth and the model comparison: each row's own criterion (a drop past
+    // every boundary; the simulator above the published model at every size; the
+    // simulator below the 40GbE need at 64 B with 32 reads in flight).
+    for id in &ids[3..] {
+        let r = row(id);
+        assert!(
+            matches!(r.status, Status::Match | Status::Shape),
+            "{id}: {:?} {} {}",
+            r.status,
+            r.measured,
+            r.note
+        );
+    }
+}
