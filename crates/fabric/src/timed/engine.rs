@@ -538,10 +538,8 @@ pub(crate) struct Dir {
     /// touching the TLPs.
     pub q: [VecDeque<(u64, u32, u32)>; 3],
     pub order: u64,
-    // tx credits
-    pub limit: [Credits; 3],
-    pub consumed: [Credits; 3],
-    pub inf: [[bool; 2]; 3],
+    /// The transmitter's flow-control gate.
+    pub tx_fc: super::fc::TxCredits,
     // DLL tx
     pub next_seq: u32,
     /// (first sequence number, TLP) of every entry sent and not yet acknowledged.
@@ -574,8 +572,8 @@ pub(crate) struct Dir {
     pub rx_nak_sent: bool,
     // FC rx
     pub rx_buf: BufferCredits,
-    pub rx_alloc: [Credits; 3],
-    pub rx_recv: [Credits; 3],
+    /// The receiver's flow-control accounting.
+    pub rx_fc: super::fc::RxCredits,
     pub rx_fc_timer: [Option<EventKey>; 3],
     // stalls
     pub stall_since: Option<SimTime>,
@@ -1608,11 +1606,10 @@ impl Engine {
     /// TLP it stands for, and its data.
     #[inline]
     fn has_credits(&self, d: usize, c: usize, packed: u32) -> bool {
-        let dir = &self.dirs[d];
         let (data_credits, more_hdrs) = (packed & Q_DATA_MASK, (packed >> Q_PIECES_SHIFT) as u64);
-        let h_ok = dir.inf[c][0] || dir.consumed[c].hdr + more_hdrs < dir.limit[c].hdr;
-        let d_ok = dir.inf[c][1] || dir.consumed[c].data + data_credits as u64 <= dir.limit[c].data;
-        h_ok && d_ok
+        self.dirs[d]
+            .tx_fc
+            .can_send(c, 1 + more_hdrs, data_credits as u64)
     }
 
     /// Picks the next TLP under the ordering rules: nothing passes an older posted
@@ -1789,8 +1786,7 @@ impl Engine {
                 let n = 1 + (packed >> Q_PIECES_SHIFT) as u64;
                 let payload = self.tlps[id as usize].payload_bytes() as u64;
                 let dir = &mut self.dirs[di];
-                dir.consumed[c].hdr += n;
-                dir.consumed[c].data += dc;
+                dir.tx_fc.consume(c, n, dc);
                 let seq = dir.next_seq;
                 dir.next_seq += n as u32;
                 dir.replay.push_back((seq, id));
@@ -2027,8 +2023,7 @@ impl Engine {
                         cx.push_fifo(f, at, Ev::AckTimer(d));
                     }
                     let dir = &mut self.dirs[di];
-                    dir.rx_recv[c].hdr += n as u64;
-                    dir.rx_recv[c].data += dc;
+                    dir.rx_fc.received(c, n as u64, dc);
                     self.accepted(d, id, cx);
                 }
             }
@@ -2086,14 +2081,7 @@ impl Engine {
                 let c = class as usize % 3;
                 let dir = &mut self.dirs[di];
                 if kind == FcKind::UpdateFc || !dir.up {
-                    if hdr == 0 && kind != FcKind::UpdateFc {
-                        dir.inf[c][0] = true;
-                    }
-                    if data == 0 && kind != FcKind::UpdateFc {
-                        dir.inf[c][1] = true;
-                    }
-                    dir.limit[c].hdr = widen(dir.limit[c].hdr, hdr);
-                    dir.limit[c].data = widen(dir.limit[c].data, data);
+                    dir.tx_fc.advertised(c, hdr, data, kind != FcKind::UpdateFc);
                 }
                 if kind == FcKind::InitFc2 {
                     dir.init_seen += 1;
@@ -2175,10 +2163,8 @@ impl Engine {
             return; // infinite: nothing to advertise
         }
         // Credits the transmitter still had before this release.
-        let avail_h = dir.rx_alloc[c].hdr.saturating_sub(dir.rx_recv[c].hdr);
-        let avail_d = dir.rx_alloc[c].data.saturating_sub(dir.rx_recv[c].data);
-        dir.rx_alloc[c].hdr += hdr;
-        dir.rx_alloc[c].data += data;
+        let (avail_h, avail_d) = dir.rx_fc.available(c);
+        dir.rx_fc.release(c, hdr, data);
         dir.fc_refresh[c] = 0;
         let urgent = (dir.rx_buf.hdr[c] != 0 && avail_h < burst)
             || (dir.rx_buf.data[c] != 0 && avail_d < mps_credits);
@@ -2196,12 +2182,12 @@ impl Engine {
 
     fn send_update_fc(&mut self, d: u16, c: usize, cx: &mut Context<'_, PackedEv>) {
         self.dirs[d as usize].fc_sent_ps[c] = cx.now().as_ps();
-        let dir = &self.dirs[d as usize];
+        let (hdr, data) = self.dirs[d as usize].rx_fc.limits(c);
         let dl = Dllp::Fc {
             kind: FcKind::UpdateFc,
             class: c as u8,
-            hdr: dir.rx_alloc[c].hdr as u32,
-            data: dir.rx_alloc[c].data as u32,
+            hdr,
+            data,
         };
         self.queue_dllp(d ^ 1, dl, false, cx);
         if self.cfg.dllp_error_rate > 0.0 {

@@ -30,7 +30,7 @@
 //! as at power-on. A failure or a removal, but not a link that DPC or software took
 //! down, is a Surprise Down error for the port above (AER uncorrectable bit 5).
 
-use super::engine::{std_cap, Credits, Dest, Dllp, Engine, Ev, NodeKind, Route, Tlp, NP};
+use super::engine::{std_cap, Dest, Dllp, Engine, Ev, NodeKind, Route, Tlp, NP};
 use super::packed::PackedEv;
 use crate::functional::{FnId, Origin, Role};
 use pcielab_sim::{Context, SimTime};
@@ -317,14 +317,8 @@ impl Engine {
         dir.rx_next = 0;
         dir.rx_ack_pending = false;
         dir.rx_nak_sent = false;
-        dir.limit = Default::default();
-        dir.consumed = Default::default();
-        dir.inf = [[false; 2]; 3];
-        dir.rx_alloc = [0, 1, 2].map(|c| Credits {
-            hdr: dir.rx_buf.hdr[c] as u64,
-            data: dir.rx_buf.data[c] as u64,
-        });
-        dir.rx_recv = Default::default();
+        dir.tx_fc = Default::default();
+        dir.rx_fc = super::fc::RxCredits::new(&dir.rx_buf);
         dir.fc_refresh = [0; 3];
     }
 

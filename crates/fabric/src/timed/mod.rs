@@ -58,6 +58,7 @@ mod dpc;
 mod ecrc;
 mod endpoint;
 mod engine;
+mod fc;
 mod hotplug;
 mod interrupts;
 mod iommu;
@@ -100,7 +101,7 @@ use crate::functional::{Fabric, FnId, Interrupt, Origin, Role};
 use crate::host::enumerate::{enumerate, EnumeratedTree, HostConfig};
 use crate::kinds::KindRegistry;
 use crate::topology::Topology;
-use engine::{Credits, Dir, EpState, Kind, Node, NodeKind, Tlp, NONE};
+use engine::{Dir, EpState, Kind, Node, NodeKind, Tlp, NONE};
 use pcielab_sim::{Rng, SimBuilder, SimDuration, SimTime, Simulation};
 use pcielab_wire::{Bdf, CplStatus};
 use std::collections::{HashMap, VecDeque};
@@ -830,10 +831,6 @@ impl FabricSim {
                     ep.up_dir = d;
                 }
                 names.push(name.clone());
-                let alloc = [0, 1, 2].map(|c| Credits {
-                    hdr: buf.hdr[c] as u64,
-                    data: buf.data[c] as u64,
-                });
                 sim_dirs.push(Dir {
                     name,
                     from,
@@ -864,9 +861,7 @@ impl FabricSim {
                     l12: None,
                     q: Default::default(),
                     order: 0,
-                    limit: Default::default(),
-                    consumed: Default::default(),
-                    inf: [[false; 2]; 3],
+                    tx_fc: Default::default(),
                     next_seq: 0,
                     replay: VecDeque::new(),
                     replay_held: 0,
@@ -884,8 +879,7 @@ impl FabricSim {
                     ack_fifo: dummy_fifo,
                     rx_nak_sent: false,
                     rx_buf: buf,
-                    rx_alloc: alloc,
-                    rx_recv: Default::default(),
+                    rx_fc: fc::RxCredits::new(&buf),
                     rx_fc_timer: [None; 3],
                     stall_since: None,
                     rstall_since: None,
