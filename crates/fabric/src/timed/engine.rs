@@ -6,6 +6,7 @@
 //! and the cross-cutting features listed in ARCHITECTURE.md.
 
 use super::bus_master::{BME_PORT, BME_USP};
+use super::dll::RxVerdict;
 use super::endpoint::{DmaId, Endpoint, EpCmd, EpCx, ReadReply, ReadTicket, VendorMessage};
 use super::packed::PackedEv;
 use super::phy::LinkTiming;
@@ -565,11 +566,11 @@ pub(crate) struct Dir {
     pub replay_num: u8,
     pub dllq: VecDeque<Dllp>,
     // DLL rx (receiver at `to`)
-    pub rx_next: u32,
+    /// The receiver's sequence check (NEXT_RCV_SEQ, Nak outstanding).
+    pub rx_seq: super::dll::RxSeq,
     pub rx_ack_pending: bool,
     /// FIFO stream of the receiver's ACK-latency timer events.
     pub ack_fifo: FifoId,
-    pub rx_nak_sent: bool,
     // FC rx
     pub rx_buf: BufferCredits,
     /// The receiver's flow-control accounting.
@@ -1990,11 +1991,11 @@ impl Engine {
             }
             Wire::Dllp { d: dl, .. } => self.dllp_arrived(d ^ 1, dl, cx),
             Wire::Tlp { id, seq, bad } => {
+                let n = self.tlps[id as usize].pieces as u32;
                 let dir = &mut self.dirs[di];
-                if bad || seq > dir.rx_next {
-                    if !dir.rx_nak_sent {
-                        dir.rx_nak_sent = true;
-                        let s = dir.rx_next.wrapping_sub(1);
+                let verdict = dir.rx_seq.receive(seq, bad, n);
+                if let RxVerdict::Reject { nak } = verdict {
+                    if let Some(s) = nak {
                         self.queue_dllp(d ^ 1, Dllp::Nak(s), true, cx);
                     }
                     self.release(id);
@@ -2003,19 +2004,16 @@ impl Engine {
                     if let Some(f) = self.dirs[di].rx_func {
                         self.signal_correctable(f, AER_CORR_BAD_TLP, cx);
                     }
-                } else if seq < dir.rx_next {
+                } else if let RxVerdict::Duplicate { ack } = verdict {
                     dir.counters.duplicates += self.tlps[id as usize].pieces.max(1) as u64;
-                    let s = dir.rx_next.wrapping_sub(1);
                     self.release(id);
-                    self.queue_dllp(d ^ 1, Dllp::Ack(s), true, cx);
+                    self.queue_dllp(d ^ 1, Dllp::Ack(ack), true, cx);
                 } else {
-                    let (c, dc, n) = {
+                    let (c, dc) = {
                         let t = &self.tlps[id as usize];
-                        (t.class(), t.data_credits(), t.pieces as u32)
+                        (t.class(), t.data_credits())
                     };
                     let dir = &mut self.dirs[di];
-                    dir.rx_next += n;
-                    dir.rx_nak_sent = false;
                     if !dir.rx_ack_pending {
                         dir.rx_ack_pending = true;
                         let at = cx.now() + SimDuration::from_ps(dir.ack_ps);
@@ -2039,7 +2037,7 @@ impl Engine {
                 while let Some(&(seq, id)) = self.dirs[di].replay.front() {
                     // The last sequence number of the entry (a burst has several).
                     let n = self.tlps[id as usize].pieces as u32;
-                    if seq.wrapping_add(n) > s.wrapping_add(1) {
+                    if !super::dll::acked(seq, n, s) {
                         break;
                     }
                     self.dirs[di].replay.pop_front();
@@ -3684,7 +3682,7 @@ impl World for Engine {
             Ev::AckTimer(d) => {
                 let dir = &mut self.dirs[d as usize];
                 dir.rx_ack_pending = false;
-                let s = dir.rx_next.wrapping_sub(1);
+                let s = dir.rx_seq.last_good();
                 self.queue_dllp(d ^ 1, Dllp::Ack(s), true, cx);
             }
             Ev::FcTimer(d, c) => {

@@ -314,9 +314,8 @@ impl Engine {
         dir.replay_deadline = None;
         dir.replay_num = 0;
         dir.next_seq = 0;
-        dir.rx_next = 0;
+        dir.rx_seq = Default::default();
         dir.rx_ack_pending = false;
-        dir.rx_nak_sent = false;
         dir.tx_fc = Default::default();
         dir.rx_fc = super::fc::RxCredits::new(&dir.rx_buf);
         dir.fc_refresh = [0; 3];

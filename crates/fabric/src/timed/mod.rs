@@ -53,6 +53,7 @@ mod atomic;
 mod ats;
 mod burst;
 mod bus_master;
+mod dll;
 mod dma;
 mod dpc;
 mod ecrc;
@@ -874,10 +875,9 @@ impl FabricSim {
                     replay_armed: false,
                     replay_num: 0,
                     dllq: VecDeque::new(),
-                    rx_next: 0,
+                    rx_seq: Default::default(),
                     rx_ack_pending: false,
                     ack_fifo: dummy_fifo,
-                    rx_nak_sent: false,
                     rx_buf: buf,
                     rx_fc: fc::RxCredits::new(&buf),
                     rx_fc_timer: [None; 3],
