@@ -613,12 +613,7 @@ fn dma_row(
 /// chunked and whole runs).
 fn run_with_progress(sim: &mut FabricSim, device: &str, count: u64) {
     let mut bar = Progress::new("DMAs", count);
-    let done = |sim: &FabricSim| {
-        sim.model(device)
-            .and_then(|m| m.report())
-            .and_then(|r| r["dmas"].as_u64())
-            .unwrap_or(0)
-    };
+    let done = |sim: &FabricSim| sim.model(device).and_then(|m| m.progress()).unwrap_or(0);
     // Chunks of 1 ms of simulated time: a check of the wall clock every few thousand
     // DMAs at most.
     let chunk = SimDuration::from_us(1000);

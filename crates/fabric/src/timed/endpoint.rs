@@ -504,6 +504,11 @@ pub trait Endpoint: core::fmt::Debug {
     fn report(&self) -> Option<serde_json::Value> {
         None
     }
+    /// Units of work done so far (a DMA stream: DMAs finished), for progress bars: a
+    /// cheap counter, unlike `report`. Default: none.
+    fn progress(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// A memory-backed endpoint (like NetTLP's psmem): BAR reads and writes (memory and

@@ -338,6 +338,9 @@ impl Endpoint for DmaStream {
             self.issue(cx);
         }
     }
+    fn progress(&self) -> Option<u64> {
+        Some(self.done)
+    }
     fn report(&self) -> Option<serde_json::Value> {
         let r = DmaStream::report(self);
         Some(serde_json::json!({
