@@ -207,16 +207,9 @@ fn render(rows: &[serde_json::Value], format: Format, cols: &[&str]) -> String {
             for r in rows {
                 let cells: Vec<String> = cols
                     .iter()
-                    .map(|c| {
-                        let v = match &r[*c] {
-                            serde_json::Value::String(s) => s.clone(),
-                            v => v.to_string(),
-                        };
-                        if v.contains([',', '"', '\n']) {
-                            format!("\"{}\"", v.replace('"', "\"\""))
-                        } else {
-                            v
-                        }
+                    .map(|c| match &r[*c] {
+                        serde_json::Value::String(s) => crate::format::csv_field(s),
+                        v => v.to_string(),
                     })
                     .collect();
                 out.push_str(&cells.join(","));

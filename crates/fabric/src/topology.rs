@@ -365,18 +365,13 @@ impl Topology {
                     };
                     for (hk, hv) in t.iter() {
                         let span = ctx.key_span(t, hk);
-                        let value = match hv.as_value() {
-                            Some(toml_edit::Value::String(s)) => s.value().clone(),
-                            Some(toml_edit::Value::Integer(i)) => i.value().to_string(),
-                            Some(toml_edit::Value::Float(f)) => f.value().to_string(),
-                            Some(toml_edit::Value::Boolean(b)) => b.value().to_string(),
-                            _ => {
-                                return Err(ctx.err(
-                                    span,
-                                    Some(hk),
-                                    "must be a string, a number or a boolean",
-                                ))
-                            }
+                        let Some(value) = hv.as_value().and_then(crate::host::model::toml_scalar)
+                        else {
+                            return Err(ctx.err(
+                                span,
+                                Some(hk),
+                                "must be a string, a number or a boolean",
+                            ));
                         };
                         let mut scratch = crate::timed::SimConfig::default();
                         let checked = if hk == "profile" {

@@ -92,7 +92,7 @@ impl LatencyDist {
                         .into(),
                 );
             }
-            return Ok(LatencyDist::Quantiles(pts));
+            return Ok(LatencyDist::Quantiles(pts).normalized());
         }
         if let Some(rest) = s.strip_prefix("exp:") {
             let Some((p, mean)) = rest.split_once(':') else {
@@ -112,20 +112,34 @@ impl LatencyDist {
             return Ok(LatencyDist::Exp {
                 p,
                 mean_ps: (mean * 1000.0).round() as u64,
-            });
+            }
+            .normalized());
         }
         Err(format!(
             "{s:?}: expected zero, quantiles:P=NS,... or exp:P:MEAN_NS"
         ))
     }
 
-    /// Whether every sample is zero (no random draw is made then).
-    pub fn is_zero(&self) -> bool {
-        match self {
+    /// `Zero` for a distribution whose every sample is zero (so that no random draw is
+    /// made for it), else itself.
+    fn normalized(self) -> LatencyDist {
+        let zero = match &self {
             LatencyDist::Zero => true,
             LatencyDist::Quantiles(q) => q.iter().all(|&(_, ns)| ns == 0),
             LatencyDist::Exp { p, mean_ps } => *p == 0.0 || *mean_ps == 0,
+        };
+        if zero {
+            LatencyDist::Zero
+        } else {
+            self
         }
+    }
+
+    /// Whether every sample is zero (no random draw is made then): a parsed
+    /// distribution whose samples are all zero is `Zero`.
+    #[inline]
+    pub fn is_zero(&self) -> bool {
+        matches!(self, LatencyDist::Zero)
     }
 
     /// The inverse CDF at `u` (0..=1), ns.
@@ -509,20 +523,22 @@ pub fn parse_profiles(text: &str, file: &str) -> Result<Vec<HostProfile>, String
             }
             let (value, source) = match v.as_inline_table() {
                 Some(it) => {
-                    let val = it
-                        .get("value")
-                        .ok_or_else(|| format!("{file}: [{name}] {k}: missing value"))?;
+                    let val = it.get("value").and_then(toml_scalar).ok_or_else(|| {
+                        format!(
+                            "{file}: [{name}] {k}: missing value (a string, a number or a boolean)"
+                        )
+                    })?;
                     let src = it
                         .get("source")
                         .and_then(|s| s.as_str())
                         .ok_or_else(|| format!("{file}: [{name}] {k}: missing source (every profile value says where it comes from)"))?;
-                    (scalar(val), src.to_string())
+                    (val, src.to_string())
                 }
                 None => {
-                    let val = v
-                        .as_value()
-                        .ok_or_else(|| format!("{file}: [{name}] {k}: not a value"))?;
-                    (scalar(val), String::new())
+                    let val = v.as_value().and_then(toml_scalar).ok_or_else(|| {
+                        format!("{file}: [{name}] {k}: not a string, a number or a boolean")
+                    })?;
+                    (val, String::new())
                 }
             };
             let mut scratch = SimConfig::default();
@@ -534,13 +550,14 @@ pub fn parse_profiles(text: &str, file: &str) -> Result<Vec<HostProfile>, String
     Ok(out)
 }
 
-fn scalar(v: &toml_edit::Value) -> String {
+/// A knob's value as text: a string, a number or a boolean; None for anything else.
+pub(crate) fn toml_scalar(v: &toml_edit::Value) -> Option<String> {
     match v {
-        toml_edit::Value::String(s) => s.value().clone(),
-        toml_edit::Value::Integer(i) => i.value().to_string(),
-        toml_edit::Value::Float(f) => f.value().to_string(),
-        toml_edit::Value::Boolean(b) => b.value().to_string(),
-        other => format!("{:?}", other.type_name()),
+        toml_edit::Value::String(s) => Some(s.value().clone()),
+        toml_edit::Value::Integer(i) => Some(i.value().to_string()),
+        toml_edit::Value::Float(f) => Some(f.value().to_string()),
+        toml_edit::Value::Boolean(b) => Some(b.value().to_string()),
+        _ => None,
     }
 }
 
