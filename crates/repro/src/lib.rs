@@ -129,23 +129,27 @@ pub struct Row {
 impl Row {
     /// A row for `spec` with a measured number (printed with `decimals` decimals).
     pub fn number(spec: &Spec, value: f64, decimals: usize, inputs: Vec<Input>) -> Row {
-        Row {
-            id: spec.id,
-            seed: spec.seed,
-            quantity: spec.quantity,
-            unit: spec.unit,
-            published: spec.published,
-            citation: spec.citation,
-            measured: format!("{value:.decimals$}"),
-            value: Some(value),
+        Row::new(
+            spec,
+            format!("{value:.decimals$}"),
+            Some(value),
             inputs,
-            status: Status::Match,
-            note: String::new(),
-        }
+            Status::Match,
+        )
     }
 
     /// A row for `spec` whose measured value is text (a shape).
     pub fn text(spec: &Spec, measured: String, inputs: Vec<Input>) -> Row {
+        Row::new(spec, measured, None, inputs, Status::Shape)
+    }
+
+    fn new(
+        spec: &Spec,
+        measured: String,
+        value: Option<f64>,
+        inputs: Vec<Input>,
+        status: Status,
+    ) -> Row {
         Row {
             id: spec.id,
             seed: spec.seed,
@@ -154,9 +158,9 @@ impl Row {
             published: spec.published,
             citation: spec.citation,
             measured,
-            value: None,
+            value,
             inputs,
-            status: Status::Shape,
+            status,
             note: String::new(),
         }
     }

@@ -275,3 +275,32 @@ pub fn check_write_slots(
         }
     }
 }
+
+/// An endpoint that raises MSI-X vector 1 `times` times: `first` after it starts, then
+/// every `every`.
+#[derive(Debug)]
+pub struct MsixTimer {
+    pub first: pcielab_sim::SimDuration,
+    pub every: pcielab_sim::SimDuration,
+    pub times: u64,
+}
+
+impl pcielab_fabric::timed::Endpoint for MsixTimer {
+    fn start(&mut self, cx: &mut pcielab_fabric::timed::EpCx<'_>) {
+        cx.timer(self.first, 0);
+    }
+    fn timer(&mut self, n: u64, cx: &mut pcielab_fabric::timed::EpCx<'_>) {
+        cx.msix(1);
+        if n + 1 < self.times {
+            cx.timer(self.every, n + 1);
+        }
+    }
+}
+
+/// Unmasks MSI-X vector 1 of psmem node `ep` with a host MMIO write to its table
+/// (vector control is dword 3 of the 16-byte entry; psmem's MSI-X BAR follows its
+/// 64-bit memory BAR, in slot 2).
+pub fn unmask_msix_vector1(sim: &mut pcielab_fabric::timed::FabricSim, ep: &str) {
+    let tbl = sim.bar(ep, 2).unwrap();
+    sim.mmio_write(tbl + 16 + 12, &[0, 0, 0, 0]).unwrap();
+}

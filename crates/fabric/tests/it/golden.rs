@@ -58,24 +58,15 @@ fn dllp_errors() -> u64 {
 }
 
 fn msix() -> u64 {
-    #[derive(Debug)]
-    struct Irq;
-    impl pcielab_fabric::timed::Endpoint for Irq {
-        fn start(&mut self, cx: &mut pcielab_fabric::timed::EpCx<'_>) {
-            cx.timer(SimDuration::from_us(1), 0);
-        }
-        fn timer(&mut self, n: u64, cx: &mut pcielab_fabric::timed::EpCx<'_>) {
-            cx.msix(1);
-            if n < 5 {
-                cx.timer(SimDuration::from_ns(300), n + 1);
-            }
-        }
-    }
     let mut s = FabricSim::new(&topo(), &KindRegistry::builtin(), cfg()).unwrap();
-    let tbl = s.bar("ep", 2).unwrap();
-    s.mmio_write(tbl + 16 + 12, &[0, 0, 0, 0]).unwrap();
+    crate::common::unmask_msix_vector1(&mut s, "ep");
     s.run_for(SimDuration::from_us(1));
-    s.attach("ep", Box::new(Irq)).unwrap();
+    let irq = crate::common::MsixTimer {
+        first: SimDuration::from_us(1),
+        every: SimDuration::from_ns(300),
+        times: 6,
+    };
+    s.attach("ep", Box::new(irq)).unwrap();
     s.run_for(SimDuration::from_us(10));
     assert_eq!(s.interrupts().len(), 6);
     s.trace().unwrap().hash()

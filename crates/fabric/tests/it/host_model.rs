@@ -263,20 +263,14 @@ fn cpu_costs_are_charged_where_host_software_pays_them() {
     assert_eq!(data, vec![5, 6, 7, 8]);
 
     // Interrupt delivery: the handler runs irq_ns after the MSI-X write arrives.
-    #[derive(Debug)]
-    struct Irq;
-    impl pcielab_fabric::timed::Endpoint for Irq {
-        fn start(&mut self, cx: &mut pcielab_fabric::timed::EpCx<'_>) {
-            cx.timer(SimDuration::from_us(2), 0);
-        }
-        fn timer(&mut self, _t: u64, cx: &mut pcielab_fabric::timed::EpCx<'_>) {
-            cx.msix(1);
-        }
-    }
-    let tbl = sim.bar("ep", 2).unwrap();
-    sim.mmio_write(tbl + 16 + 12, &[0, 0, 0, 0]).unwrap();
+    crate::common::unmask_msix_vector1(&mut sim, "ep");
     sim.run_for(SimDuration::from_us(1));
-    sim.attach("ep", Box::new(Irq)).unwrap();
+    let irq = crate::common::MsixTimer {
+        first: SimDuration::from_us(2),
+        every: SimDuration::ZERO,
+        times: 1,
+    };
+    sim.attach("ep", Box::new(irq)).unwrap();
     let (handler, _) = sim
         .wait_interrupt(SimDuration::from_us(10))
         .expect("an interrupt");

@@ -796,29 +796,21 @@ fn malformed_completion_sets_aer_and_times_out() {
 
 #[test]
 fn msix_reaches_the_interrupt_sink() {
-    #[derive(Debug)]
-    struct Irq;
-    impl pcielab_fabric::timed::Endpoint for Irq {
-        fn start(&mut self, cx: &mut pcielab_fabric::timed::EpCx<'_>) {
-            cx.timer(SimDuration::from_us(2), 0);
-        }
-        fn timer(&mut self, _t: u64, cx: &mut pcielab_fabric::timed::EpCx<'_>) {
-            cx.msix(1);
-        }
-    }
     let mut sim = FabricSim::new(
         &with_switch(4, 4),
         &KindRegistry::builtin(),
         SimConfig::default(),
     )
     .unwrap();
-    // Unmask vector 1 through the MSI-X table (functional psmem model),
-    // with an MMIO write: vector control is dword 3 of the 16-byte entry.
-    // psmem: 64-bit memory BAR 0 (slots 0-1), then the 32-bit MSI-X BAR.
-    let tbl = sim.bar("ep", 2).unwrap();
-    sim.mmio_write(tbl + 16 + 12, &[0, 0, 0, 0]).unwrap();
+    // Unmask vector 1 through the MSI-X table (functional psmem model).
+    crate::common::unmask_msix_vector1(&mut sim, "ep");
     sim.run_for(SimDuration::from_us(1));
-    sim.attach("ep", Box::new(Irq)).unwrap();
+    let irq = crate::common::MsixTimer {
+        first: SimDuration::from_us(2),
+        every: SimDuration::ZERO,
+        times: 1,
+    };
+    sim.attach("ep", Box::new(irq)).unwrap();
     let (t, irq) = sim
         .wait_interrupt(SimDuration::from_us(10))
         .expect("an interrupt");
