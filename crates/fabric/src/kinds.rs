@@ -495,110 +495,49 @@ impl KindRegistry {
     }
 }
 
-/// psmem: pseudo memory behind a BAR, like NetTLP's psmem, with MSI-X.
+/// psmem on the functional fabric: [`pcielab_device::PsMem`] (the memory and I/O
+/// space) with its MSI-X table.
 ///
 /// BAR layout: BAR0 (or BAR0/1 when 64-bit) is the memory; the next free BAR is a
 /// 32-bit non-prefetchable BAR holding the MSI-X table at 0 and the PBA after it;
 /// an optional I/O BAR follows. Memory reads of never-written bytes return 0.
 #[derive(Debug, Clone)]
 pub struct PsMem {
-    size: u64,
-    pages: BTreeMap<u64, Box<[u8; 4096]>>,
+    mem: pcielab_device::PsMem,
     /// The MSI-X table and PBA.
     pub msix: MsixTable,
-    mem_bar: u8,
     msix_bar: u8,
-    io_bar: Option<u8>,
     pba_offset: u64,
-    io: [u8; 256],
-}
-
-impl PsMem {
-    fn mem(&mut self, offset: u64, len: usize) -> impl Iterator<Item = (u64, usize, usize)> {
-        // Yields (page, offset in page, length) pieces.
-        let mut out = Vec::new();
-        let mut at = offset;
-        let end = offset + len as u64;
-        while at < end {
-            let page = at / 4096;
-            let po = (at % 4096) as usize;
-            let n = ((4096 - po) as u64).min(end - at) as usize;
-            out.push((page, po, n));
-            at += n as u64;
-        }
-        out.into_iter()
-    }
 }
 
 impl FunctionModel for PsMem {
     fn mem_read(&mut self, bar: u8, offset: u64, buf: &mut [u8]) -> Result<(), Unsupported> {
-        if bar == self.mem_bar {
-            if offset + buf.len() as u64 > self.size {
-                return Err(Unsupported);
-            }
-            let mut done = 0;
-            for (page, po, n) in self.mem(offset, buf.len()) {
-                match self.pages.get(&page) {
-                    Some(p) => buf[done..done + n].copy_from_slice(&p[po..po + n]),
-                    None => buf[done..done + n].fill(0),
-                }
-                done += n;
-            }
-            Ok(())
-        } else if bar == self.msix_bar {
+        if bar == self.msix_bar {
             if offset < self.pba_offset {
                 self.msix.read(offset, buf);
             } else {
                 self.msix.read_pba(offset - self.pba_offset, buf);
             }
-            Ok(())
-        } else {
-            Err(Unsupported)
+            return Ok(());
         }
+        self.mem.read(bar, offset, buf).map_err(|_| Unsupported)
     }
     fn mem_write(&mut self, bar: u8, offset: u64, data: &[u8]) -> Result<(), Unsupported> {
-        if bar == self.mem_bar {
-            if offset + data.len() as u64 > self.size {
-                return Err(Unsupported);
-            }
-            let mut done = 0;
-            for (page, po, n) in self.mem(offset, data.len()) {
-                let p = self
-                    .pages
-                    .entry(page)
-                    .or_insert_with(|| Box::new([0; 4096]));
-                p[po..po + n].copy_from_slice(&data[done..done + n]);
-                done += n;
-            }
-            Ok(())
-        } else if bar == self.msix_bar {
+        if bar == self.msix_bar {
             if offset < self.pba_offset {
                 self.msix.write(offset, data);
             }
-            Ok(())
-        } else {
-            Err(Unsupported)
+            return Ok(());
         }
+        self.mem.write(bar, offset, data).map_err(|_| Unsupported)
     }
     fn io_read(&mut self, bar: u8, offset: u64, buf: &mut [u8]) -> Result<(), Unsupported> {
-        if Some(bar) != self.io_bar {
-            return Err(Unsupported);
-        }
-        for (i, b) in buf.iter_mut().enumerate() {
-            *b = self.io.get(offset as usize + i).copied().unwrap_or(0xff);
-        }
-        Ok(())
+        self.mem.io_read(bar, offset, buf).map_err(|_| Unsupported)
     }
     fn io_write(&mut self, bar: u8, offset: u64, data: &[u8]) -> Result<(), Unsupported> {
-        if Some(bar) != self.io_bar {
-            return Err(Unsupported);
-        }
-        for (i, &b) in data.iter().enumerate() {
-            if let Some(slot) = self.io.get_mut(offset as usize + i) {
-                *slot = b;
-            }
-        }
-        Ok(())
+        self.mem
+            .io_write(bar, offset, data)
+            .map_err(|_| Unsupported)
     }
     fn msix_table(&self) -> Option<&MsixTable> {
         Some(&self.msix)
@@ -751,14 +690,14 @@ fn build_psmem(ctx: &EndpointCtx<'_>) -> Result<Vec<HwFunction>, KindError> {
         config: cs,
         bars,
         model: Some(Box::new(PsMem {
-            size,
-            pages: BTreeMap::new(),
+            mem: pcielab_device::PsMem::new(pcielab_device::PsMemLayout {
+                mem_bar: 0,
+                size,
+                io: io_bar.map(|b| (b, io_size)),
+            }),
             msix: table,
-            mem_bar: 0,
             msix_bar,
-            io_bar,
             pba_offset,
-            io: [0; 256],
         })),
     }])
 }

@@ -50,6 +50,7 @@ pub mod control;
 pub mod device;
 pub mod frame;
 pub mod handler;
+pub mod hosted;
 pub mod loopback;
 pub mod memory;
 pub mod perf;

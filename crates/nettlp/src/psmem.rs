@@ -1,6 +1,8 @@
-//! psmem: a pseudo memory device behind BAR4. It answers host reads and applies host
-//! writes to a byte array; accesses outside it get Completer Abort (upstream psmem sends
-//! nothing, so the host times out).
+//! psmem: a pseudo memory device behind BAR4, served over NetTLP. The memory is
+//! `pcielab_device::PsMem`, the same device the simulator runs; this host adds the
+//! BAR4 address decode (NetTLP has no BAR decoder in front of the device) and lets
+//! several server threads read at once. Accesses outside the memory get Completer
+//! Abort (upstream psmem sends nothing, so the host times out).
 //!
 //! ```no_run
 //! use pcielab_nettlp::handler::{serve, ServeConfig};
@@ -13,6 +15,7 @@
 //! ```
 
 use crate::handler::Handler;
+use pcielab_device::{PsMem, PsMemLayout};
 use pcielab_wire::CplStatus;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
@@ -21,7 +24,7 @@ use std::sync::RwLock;
 #[derive(Debug)]
 pub struct Psmem {
     base: u64,
-    mem: RwLock<Vec<u8>>,
+    mem: RwLock<PsMem>,
     /// Reads served.
     pub reads: AtomicU64,
     /// Writes applied.
@@ -35,42 +38,41 @@ impl Psmem {
     pub fn new(base: u64, size: usize) -> Psmem {
         Psmem {
             base,
-            mem: RwLock::new(vec![0; size]),
+            mem: RwLock::new(PsMem::new(PsMemLayout {
+                mem_bar: BAR,
+                size: size as u64,
+                io: None,
+            })),
             reads: AtomicU64::new(0),
             writes: AtomicU64::new(0),
             aborts: AtomicU64::new(0),
         }
     }
 
-    fn range(&self, addr: u64, len: usize, size: usize) -> Option<std::ops::Range<usize>> {
-        let off = usize::try_from(addr.checked_sub(self.base)?).ok()?;
-        let end = off.checked_add(len)?;
-        (end <= size).then_some(off..end)
+    /// The offset of `addr` in BAR4, if the address is at or above its base.
+    fn offset(&self, addr: u64) -> Option<u64> {
+        addr.checked_sub(self.base)
     }
 
     /// Copies memory at BAR4 offset `off` (for inspection).
     pub fn peek(&self, off: usize, out: &mut [u8]) -> bool {
         let m = self.mem.read().unwrap_or_else(|p| p.into_inner());
-        match m.get(off..off + out.len()) {
-            Some(s) => {
-                out.copy_from_slice(s);
-                true
-            }
-            None => false,
-        }
+        m.read(BAR, off as u64, out).is_ok()
     }
 }
+
+/// psmem's memory BAR.
+const BAR: u8 = 4;
 
 impl Handler for Psmem {
     fn read(&self, addr: u64, out: &mut [u8]) -> Result<(), CplStatus> {
         let m = self.mem.read().unwrap_or_else(|p| p.into_inner());
-        match self.range(addr, out.len(), m.len()) {
-            Some(r) => {
-                out.copy_from_slice(&m[r]);
+        match self.offset(addr).map(|off| m.read(BAR, off, out)) {
+            Some(Ok(())) => {
                 self.reads.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }
-            None => {
+            _ => {
                 self.aborts.fetch_add(1, Ordering::Relaxed);
                 Err(CplStatus::Ca)
             }
@@ -79,13 +81,11 @@ impl Handler for Psmem {
 
     fn write(&self, addr: u64, data: &[u8]) {
         let mut m = self.mem.write().unwrap_or_else(|p| p.into_inner());
-        let size = m.len();
-        match self.range(addr, data.len(), size) {
-            Some(r) => {
-                m[r].copy_from_slice(data);
+        match self.offset(addr).map(|off| m.write(BAR, off, data)) {
+            Some(Ok(())) => {
                 self.writes.fetch_add(1, Ordering::Relaxed);
             }
-            None => {
+            _ => {
                 self.aborts.fetch_add(1, Ordering::Relaxed);
             }
         }

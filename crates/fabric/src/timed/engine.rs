@@ -3197,15 +3197,14 @@ impl Engine {
             let config = func
                 .and_then(|f| self.fabric.functions.get_mut(f.0 as usize))
                 .map(|f| &mut f.config);
-            let mut ecx = EpCx {
-                now: cx.now(),
-                bdf: ep.bdf,
-                spare: &mut self.spare_bufs,
-                cmds: &mut cmds,
-                next_dma: &mut ep.next_dma,
-                rng: &mut ep.rng,
+            let mut ecx = EpCx::new(
+                cx.now(),
+                (0, ep.bdf),
+                &mut cmds,
+                (&mut ep.next_dma, &mut ep.rng),
                 config,
-            };
+                &mut self.spare_bufs,
+            );
             f(&mut **model, &mut ecx)
         };
         for c in cmds.drain(..) {
@@ -3323,6 +3322,12 @@ impl Engine {
                     let name = &self.nodes[node as usize].name;
                     self.errors.push(format!("{name}: {e}"));
                 }
+            }
+            other => {
+                let name = &self.nodes[node as usize].name;
+                self.errors.push(format!(
+                    "{name}: the simulator does not carry out {other:?}"
+                ));
             }
         }
     }

@@ -78,11 +78,10 @@ mod vendor;
 mod wire_bus;
 mod workload;
 
-pub use atomic::AtomicOp;
 pub use ats::{AtsInvalidation, AtsStats};
 pub use dpc::{DpcEvent, DpcReason};
 pub use endpoint::{
-    DmaId, Endpoint, EpCx, PsMemEndpoint, ReadReply, ReadTicket, VdmRoute, VendorMessage,
+    DmaId, Endpoint, EpCx, Incoming, PsMem, ReadReply, ReadTicket, VdmRoute, VendorMessage,
 };
 pub use engine::{
     BufferCredits, Engine, ErrorMessage, ErrorSeverity, Ev, HostRead, IntxEvent, PmeMessage,
@@ -91,6 +90,8 @@ pub use engine::{
 pub use iommu::{remappable_msi_address, IommuConfig, IommuFault, IommuFaultKind, IommuStats};
 pub use ltr::{ltr_ns, ltr_value, LtrMessage};
 pub use packed::PackedEv;
+pub use pcielab_device::AtomicOp;
+pub use pcielab_device::{DeviceTiming, ReorderWindow};
 pub use phy::LinkTiming;
 pub use pri::PageRequestRecord;
 pub use saved_config::{Recovery, SavedConfig};

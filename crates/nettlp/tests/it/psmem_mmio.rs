@@ -219,3 +219,58 @@ fn libtlp_wire_quirks_are_tolerated() {
         "{m:02x?}"
     );
 }
+
+/// The device-model runtime: pcielab_device::PsMem (the simulator's psmem) served
+/// through hosted::ModelHandler answers the adapter's MMIO like the psmem server.
+#[test]
+fn device_model_served_over_nettlp() {
+    use pcielab_device::{PsMem, PsMemLayout};
+    use pcielab_nettlp::hosted::ModelHandler;
+    let _g = lock();
+    let a = adapter(|c| c.mmio_timeout = Duration::from_millis(300));
+    let size = 16 * 1024;
+    let layout = PsMemLayout {
+        mem_bar: 4,
+        size,
+        io: None,
+    };
+    let h = Arc::new(ModelHandler::new(
+        PsMem::new(layout),
+        4,
+        a.config().bar4,
+        size,
+    ));
+    let server = serve(
+        ServeConfig {
+            adapter: ad_ip(),
+            local: dev_ip(),
+            threads: 2,
+            ..Default::default()
+        },
+        h.clone(),
+    )
+    .expect("serve");
+    for (o, n) in [(0u64, 4usize), (0xffe, 7), (0x2000, 1000), (size - 64, 64)] {
+        let data: Vec<u8> = (0..n).map(|i| (i as u8) ^ (o as u8) ^ 0x5a).collect();
+        a.mmio_write(o, &data).expect("write");
+        let mut back = vec![0u8; n];
+        assert!(
+            crate::wait_until(Duration::from_secs(1), || {
+                a.mmio_read(o, &mut back).is_ok() && back == data
+            }),
+            "{n} B at {o:#x}"
+        );
+        let mut direct = vec![0u8; n];
+        h.with_model(|m| m.read(4, o, &mut direct))
+            .expect("in range");
+        assert_eq!(direct, data);
+    }
+    let mut b = [0u8; 4];
+    let e = a.mmio_read(size, &mut b).expect_err("outside the BAR");
+    assert!(
+        matches!(e, MmioError::Completion(CplError::CompleterAbort { .. })),
+        "{e}"
+    );
+    assert_eq!(h.commands_dropped(), 0);
+    server.stop();
+}
