@@ -23,7 +23,9 @@ mod timing;
 
 pub use atomic::AtomicOp;
 pub use message::{VdmRoute, VendorMessage};
-pub use model::{Command, Cx, DeviceModel, DeviceState, DmaId, Incoming, ReadReply, ReadTicket};
+pub use model::{
+    Command, Cx, DeviceModel, DeviceState, DmaId, DmaPolicy, Incoming, ReadReply, ReadTicket,
+};
 pub use psmem::{OutOfRange, PsMem, PsMemLayout};
 pub use reorder::{ReorderError, ReorderWindow};
 pub use timing::DeviceTiming;

@@ -59,6 +59,63 @@ pub enum ReadReply {
     Poisoned,
 }
 
+/// How the DMA engine of a device works, as the device chooses
+/// ([`DeviceModel::dma_policy`]). The host's engine splits DMAs with `wire::dma`
+/// (MPS, MRRS, 4 KiB), reassembles completions and times out.
+///
+/// ```
+/// use pcielab_device::DmaPolicy;
+/// // Tags 32..48 (say, one function's share of a tag space), completions one by one,
+/// // released in order through a 2 KiB reorder window.
+/// let p = DmaPolicy { tags: Some((32, 16)), per_completion: true, reorder: Some(2048) };
+/// assert!(p.check(768).is_ok());
+/// assert!(DmaPolicy { tags: Some((760, 16)), ..p }.check(768).is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DmaPolicy {
+    /// The tags the device's read requests use: `count` tags from `first`; `None`:
+    /// the host's default pool (the timed simulator: `SimConfig::dma_tags` from 0).
+    pub tags: Option<(u16, u16)>,
+    /// Call [`DeviceModel::completion`] for every completion, in arrival order.
+    pub per_completion: bool,
+    /// A reorder window of this many bytes per DMA: [`DeviceModel::completion`] gets
+    /// the data in address order, completions that arrive early wait in the window,
+    /// and the engine sends no read request for data more than the window's depth
+    /// past the in-order point (a full window stalls). `None`: no window.
+    pub reorder: Option<u32>,
+}
+
+impl DmaPolicy {
+    /// The host's tags, no per-completion calls, no window.
+    pub const DEFAULT: DmaPolicy = DmaPolicy {
+        tags: None,
+        per_completion: false,
+        reorder: None,
+    };
+
+    /// Checks the policy against a host with `tag_space` tags for device DMA.
+    pub fn check(&self, tag_space: u16) -> Result<(), String> {
+        if let Some((first, count)) = self.tags {
+            if count == 0 || u32::from(first) + u32::from(count) > u32::from(tag_space) {
+                return Err(format!(
+                    "DMA tags {first}..{} do not fit the host's {tag_space} tags (and must be at least one)",
+                    u32::from(first) + u32::from(count)
+                ));
+            }
+        }
+        if self.reorder == Some(0) {
+            return Err("a reorder window of 0 bytes can hold nothing".to_string());
+        }
+        Ok(())
+    }
+}
+
+impl Default for DmaPolicy {
+    fn default() -> Self {
+        DmaPolicy::DEFAULT
+    }
+}
+
 /// A request that arrived for a device, as [`DeviceModel::accept`] sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Incoming {
@@ -499,12 +556,13 @@ pub trait DeviceModel: core::fmt::Debug {
     /// a poisoned completion; `data` holds a read's bytes (empty for writes; the bytes
     /// of a failed read are zero where no good data came).
     fn dma_done(&mut self, _id: DmaId, _ok: bool, _data: &[u8], _cx: &mut Cx<'_>) {}
-    /// One completion of read DMA `id` arrived: `data` holds the bytes at `offset` from
-    /// the start of the DMA. Called for every successful completion in the order the
-    /// completions arrive (which, across tags, need not be address order), before
-    /// [`DeviceModel::dma_done`] for the whole DMA. A device that streams data on as
-    /// it comes in works here; [`crate::ReorderWindow`] puts the pieces back in
-    /// order. Default: nothing.
+    /// Data of read DMA `id` arrived: `data` holds the bytes at `offset` from the start
+    /// of the DMA. Called only when the device's [`DmaPolicy`] asks for it: for every
+    /// good completion in the order the completions arrive (which, across tags, need
+    /// not be address order), or, with a reorder window, in address order as the
+    /// window releases it; always before [`DeviceModel::dma_done`] for the whole DMA.
+    /// A device that streams data on as it comes in works here; a device that keeps
+    /// its own window across DMAs can use [`crate::ReorderWindow`]. Default: nothing.
     fn completion(&mut self, _id: DmaId, _offset: u64, _data: &[u8], _cx: &mut Cx<'_>) {}
     /// Asked before the device is given a request that arrived for it (`what`): return
     /// false to refuse it for now. The host then holds it, with every later request,
@@ -519,6 +577,11 @@ pub trait DeviceModel: core::fmt::Debug {
     /// simulator's fixed endpoint latency only).
     fn timing(&self) -> DeviceTiming {
         DeviceTiming::NONE
+    }
+    /// How the device's DMA engine works (asked once, when the host attaches the
+    /// device). Default: [`DmaPolicy::DEFAULT`].
+    fn dma_policy(&self) -> DmaPolicy {
+        DmaPolicy::DEFAULT
     }
     /// A timer set with [`Cx::timer`] fired.
     fn timer(&mut self, _token: u64, _cx: &mut Cx<'_>) {}

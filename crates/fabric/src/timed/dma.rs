@@ -46,6 +46,8 @@ impl Engine {
             issued: 0,
             done_bytes: 0,
             atomic: atomic.map(|code| (code, std::mem::take(&mut data))),
+            delivered: 0,
+            early: Vec::new(),
             buf: if write { data } else { Vec::new() },
             last_progress: now,
             ok: true,
@@ -164,7 +166,7 @@ impl Engine {
                 pieces: pieces as u8,
                 ..Tlp::new(Kind::MWr, me, addr, len)
             };
-            if let Err(e) = self.inject(Origin::Function(f), t, me, cx) {
+            if let Err(e) = self.inject_device(node, Origin::Function(f), t, me, cx) {
                 self.errors.push(format!("DMA write not routable: {e}"));
                 if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
                     ep.ops[oi as usize].ok = false;
@@ -199,10 +201,21 @@ impl Engine {
             let Some(tag) = ep.free_tags.pop() else {
                 return;
             };
+            let window = ep.policy.reorder;
             let op = &mut ep.ops[oi as usize];
             // Next request: up to MRRS, not crossing an MRRS-aligned boundary or 4 KiB.
             let a = op.addr + op.issued;
-            let rem = op.len - op.issued;
+            let mut rem = op.len - op.issued;
+            if let Some(w) = window {
+                // No request for data past the reorder window: a full window stalls.
+                let room = (op.delivered + u64::from(w)).saturating_sub(op.issued);
+                if room == 0 {
+                    ep.free_tags.push(tag);
+                    ep.stats.window_stalls += 1;
+                    return;
+                }
+                rem = rem.min(room);
+            }
             let Ok(mut sp) = split_read(a, rem, mrrs as u32, SplitPolicy::Aligned) else {
                 ep.free_tags.push(tag);
                 ep.read_queue.pop_front();
@@ -217,7 +230,8 @@ impl Engine {
             let me = ep.bdf;
             // Burst mode: the next whole requests of the DMA in the same page go as
             // one burst when the tags they would take are consecutive (see `burst`).
-            let (n, down) = if self.rd_burst_max > 1 && op.atomic.is_none() && op.pasid == NONE {
+            let burst = self.rd_burst_max > 1 && window.is_none();
+            let (n, down) = if burst && op.atomic.is_none() && op.pasid == NONE {
                 let rest = op.len - op.issued - ch.len as u64;
                 let k = ep.free_tags.len().min(8);
                 let mut top = [0u16; 8];
@@ -236,6 +250,7 @@ impl Engine {
             let op = &mut ep.ops[oi as usize];
             op.issued += len as u64;
             op.outstanding += n;
+            ep.stats.max_reads_in_flight = ep.stats.max_reads_in_flight.max(op.outstanding);
             if op.issued >= op.len {
                 ep.read_queue.pop_front();
             }
@@ -256,7 +271,7 @@ impl Engine {
                         Some((oi, off + d, ch.len, 0, t.addr + d));
                 }
             }
-            if let Err(e) = self.inject(Origin::Function(f), t, me, cx) {
+            if let Err(e) = self.inject_device(node, Origin::Function(f), t, me, cx) {
                 self.errors.push(format!("DMA read not routable: {e}"));
                 if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
                     for i in (0..n).rev() {
@@ -371,9 +386,11 @@ impl Engine {
             }
             return;
         }
+        let wants = ep.policy.per_completion || ep.policy.reorder.is_some();
         let op = &mut ep.ops[oi as usize];
         op.last_progress = now;
         let mut done_req = false;
+        let mut deliver = None;
         if status != CplStatus::Sc {
             op.ok = false;
             done_req = true;
@@ -387,6 +404,10 @@ impl Engine {
                 op.ok = false;
             } else {
                 op.buf[dst..end].copy_from_slice(&payload[..end - dst]);
+                if wants && end > dst {
+                    deliver = Some((dst as u64, end as u64));
+                    ep.stats.completions += 1;
+                }
             }
             let g = got + n as u32;
             op.done_bytes += n as u64;
@@ -401,6 +422,8 @@ impl Engine {
                 self.master_data_parity(f);
                 self.poisoned_received(Some(f), true, "completion", id, cx);
             }
+        } else if let Some(range) = deliver {
+            self.deliver_data(node, oi, range, cx);
         }
         let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
             return;
@@ -419,6 +442,49 @@ impl Engine {
             }
         }
         self.issue_reads(node, cx);
+    }
+
+    /// Hands bytes `[start, end)` of read DMA `oi` that just arrived to the device
+    /// ([`super::Endpoint::completion`]): at once, or with a reorder window, once
+    /// everything before them has arrived (then with whatever followed them).
+    fn deliver_data(
+        &mut self,
+        node: u32,
+        oi: u32,
+        (start, end): (u64, u64),
+        cx: &mut Context<'_, PackedEv>,
+    ) {
+        let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
+            return;
+        };
+        let in_order = ep.policy.reorder.is_some();
+        let op = &mut ep.ops[oi as usize];
+        let (from, to) = if in_order {
+            if start != op.delivered {
+                let at = op.early.partition_point(|&(s, _)| s < start);
+                op.early.insert(at, (start, end));
+                return;
+            }
+            let mut to = end;
+            while let Some(&(s, e)) = op.early.first() {
+                if s != to {
+                    break;
+                }
+                to = e;
+                op.early.remove(0);
+            }
+            op.delivered = to;
+            (start, to)
+        } else {
+            (start, end)
+        };
+        let id = op.id;
+        let buf = std::mem::take(&mut op.buf);
+        let piece = &buf[from as usize..to as usize];
+        self.call_ep(node, cx, |m, cx| m.completion(id, from, piece, cx));
+        if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
+            ep.ops[oi as usize].buf = buf;
+        }
     }
 
     /// The endpoint's completion-timeout sweep: one pending timer per endpoint (at the

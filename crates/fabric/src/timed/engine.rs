@@ -7,7 +7,9 @@
 
 use super::bus_master::{BME_PORT, BME_USP};
 use super::dll::RxVerdict;
-use super::endpoint::{DmaId, Endpoint, EpCmd, EpCx, ReadReply, ReadTicket, VendorMessage};
+use super::endpoint::{
+    DmaId, Endpoint, EpCmd, EpCx, Incoming, ReadReply, ReadTicket, VendorMessage,
+};
 use super::packed::PackedEv;
 use super::phy::LinkTiming;
 use super::poison::Poison;
@@ -609,6 +611,16 @@ pub(crate) enum NodeKind {
     Ep(Box<EpState>),
 }
 
+impl NodeKind {
+    /// The device timing of an endpoint's model (none for other nodes).
+    pub(crate) fn ep_timing(&self) -> pcielab_device::DeviceTiming {
+        match self {
+            NodeKind::Ep(ep) => ep.timing,
+            _ => pcielab_device::DeviceTiming::NONE,
+        }
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Node {
     pub name: String,
@@ -656,6 +668,10 @@ pub(crate) struct DmaOp {
     /// An AtomicOp: its operation and operands (see the `atomic` module); the DMA is a
     /// read of the original value (`len` bytes).
     pub atomic: Option<(u16, Vec<u8>)>,
+    /// With a reorder window: bytes from the start handed to the device in order.
+    pub delivered: u64,
+    /// With a reorder window: ranges `[start, end)` that arrived past `delivered`.
+    pub early: Vec<(u64, u64)>,
 }
 
 impl DmaOp {
@@ -699,6 +715,21 @@ pub(crate) struct EpState {
     /// tag → bytes still expected, for reads the device sent as raw TLPs (see the
     /// `raw` module): their completions go to [`Endpoint::raw_completion`].
     pub raw_reads: HashMap<u16, u32>,
+    /// How the model's DMA engine works (asked when it is attached).
+    pub policy: pcielab_device::DmaPolicy,
+    /// The model's timing (asked when it is attached).
+    pub timing: pcielab_device::DeviceTiming,
+    /// When the device's receive datapath is free again (device timing).
+    pub rx_free: SimTime,
+    /// When its transmit datapath is free again (device timing).
+    pub tx_free: SimTime,
+    /// Requests the model refused ([`Endpoint::accept`]), oldest first: they keep
+    /// their receive-buffer credits until the model takes them.
+    pub held: VecDeque<u32>,
+    /// The held requests are being offered again (a `Ready` within that is moot).
+    pub draining: bool,
+    /// Counters for [`super::DeviceStats`].
+    pub stats: super::DeviceStats,
 }
 
 /// A host (root-complex) request waiting for its completion.
@@ -874,6 +905,8 @@ pub struct Engine {
     /// `SimConfig::log_writes` is set.
     pub write_log: Vec<(Bdf, u64, u32)>,
     pub(crate) cmds: Vec<EpCmd>,
+    /// Some attached device model declared its own timing (see `device_arrival`).
+    pub(crate) timed_devices: bool,
     pub(crate) scratch: Vec<u8>,
     /// Errors seen (unexpected completions, malformed TLPs, unroutable requests).
     pub errors: Vec<String>,
@@ -1516,6 +1549,61 @@ impl Engine {
         let (path, hops, dest) = self.route(origin, t.kind, t.addr, dest_id)?;
         self.at_source(origin, &mut t, (hops > 0).then_some(path[0]));
         Ok(self.launch(t, (path, hops, dest), cx))
+    }
+
+    /// Like [`Engine::inject`], for a TLP that `node`'s DMA engine sends: with device
+    /// timing, it leaves once the device's transmit datapath has moved it (its
+    /// `request_cycles` plus its data's cycles, after the TLPs before it).
+    pub(crate) fn inject_device(
+        &mut self,
+        node: u32,
+        origin: Origin,
+        t: Tlp,
+        dest_id: Bdf,
+        cx: &mut Context<'_, PackedEv>,
+    ) -> Result<u32, RouteError> {
+        let at = match &mut self.nodes[node as usize].kind {
+            NodeKind::Ep(ep) if !ep.timing.is_none() => {
+                let bytes = if t.kind == Kind::MWr { t.len as u64 } else { 0 };
+                let cycles = ep.timing.request_cycles as u64 + ep.timing.data_cycles(bytes);
+                let at = ep.tx_free.max(cx.now()) + ep.timing.time(cycles);
+                ep.tx_free = at;
+                at
+            }
+            _ => return self.inject(origin, t, dest_id, cx),
+        };
+        let mut t = t;
+        let (path, hops, dest) = self.route(origin, t.kind, t.addr, dest_id)?;
+        self.at_source(origin, &mut t, (hops > 0).then_some(path[0]));
+        t.path = path;
+        t.hops = hops;
+        t.at = 0;
+        t.dest = Self::fix_dest(dest, t.addr);
+        t.refs = 1;
+        t.ingress = NONE;
+        let id = self.alloc_tlp(t);
+        cx.schedule_at(at, Ev::HostSend(id));
+        Ok(id)
+    }
+
+    /// The receive datapath of `node`'s device takes `cycles` cycles plus those of
+    /// `bytes` bytes, from `from` or when it is free: when it is done (`from` without
+    /// device timing).
+    pub(crate) fn device_rx(
+        &mut self,
+        node: u32,
+        from: SimTime,
+        (cycles, bytes): (u32, u64),
+    ) -> SimTime {
+        match &mut self.nodes[node as usize].kind {
+            NodeKind::Ep(ep) if !ep.timing.is_none() => {
+                let c = cycles as u64 + ep.timing.data_cycles(bytes);
+                let at = ep.rx_free.max(from) + ep.timing.time(c);
+                ep.rx_free = at;
+                at
+            }
+            _ => from,
+        }
     }
 
     /// Sends `t` on its route as it is (no poisoning or ECRC marking at the source):
@@ -2275,6 +2363,9 @@ impl Engine {
                 _ => SimDuration::ZERO,
             };
             let mut at = cx.now() + lat + extra;
+            if self.timed_devices {
+                at = self.device_arrival(dest, kind, len, at);
+            }
             if dest == Dest::HostMemory && !(MSI_RANGE.0..=MSI_RANGE.1).contains(&addr) {
                 let posted = kind == Kind::MWr;
                 // A translated request (ATS) passes the IOMMU without a lookup.
@@ -2637,6 +2728,124 @@ impl Engine {
 
     /// A TLP reached its consumer.
     fn consume(&mut self, id: u32, cx: &mut Context<'_, PackedEv>) {
+        if let Dest::Bar { node, .. } = self.tlps[id as usize].dest {
+            if self.device_holds(node, id, cx) {
+                return;
+            }
+        }
+        self.consume_taken(id, cx);
+    }
+
+    /// What a device model is asked before it takes request `id` to its BAR.
+    fn incoming(&self, id: u32) -> Option<Incoming> {
+        let t = &self.tlps[id as usize];
+        let Dest::Bar { bar, offset, .. } = t.dest else {
+            return None;
+        };
+        match t.kind {
+            Kind::MWr if !t.poisoned => Some(Incoming::Write {
+                bar,
+                offset,
+                len: t.len,
+            }),
+            Kind::MRd => Some(Incoming::Read {
+                bar,
+                offset,
+                len: t.len,
+            }),
+            _ => None,
+        }
+    }
+
+    /// When a request or completion arriving at `at` reaches a device with its own
+    /// timing (see [`pcielab_device::DeviceTiming`]): a BAR read answers after the
+    /// device's read time, a BAR write and a DMA completion pass its receive
+    /// datapath first.
+    fn device_arrival(&mut self, dest: Dest, kind: Kind, len: u64, at: SimTime) -> SimTime {
+        match (dest, kind) {
+            (Dest::Bar { node, .. }, Kind::MRd | Kind::IoRd) => {
+                match &self.nodes[node as usize].kind {
+                    NodeKind::Ep(ep) if !ep.timing.is_none() => {
+                        let c = ep.timing.read_cycles as u64 + ep.timing.data_cycles(len);
+                        at + ep.timing.time(c)
+                    }
+                    _ => at,
+                }
+            }
+            (Dest::Bar { node, .. }, Kind::MWr) => {
+                let c = self.nodes[node as usize].kind.ep_timing().write_cycles;
+                self.device_rx(node, at, (c, len))
+            }
+            (Dest::Dma { node }, Kind::Cpl | Kind::CplD) => {
+                let c = self.nodes[node as usize].kind.ep_timing().completion_cycles;
+                self.device_rx(node, at, (c, len))
+            }
+            _ => at,
+        }
+    }
+
+    /// Backpressure: true if `node`'s device model does not take request `id` now
+    /// (it refused it, or holds older ones). The request stays in the receive buffer
+    /// of the device's port, its credits with it, until [`EpCmd::Ready`].
+    fn device_holds(&mut self, node: u32, id: u32, cx: &mut Context<'_, PackedEv>) -> bool {
+        let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
+            return false;
+        };
+        if ep.model.is_none() {
+            return false;
+        }
+        if !ep.held.is_empty() {
+            // Nothing passes a held request (posted writes stay in order; reads do
+            // not pass writes).
+            ep.held.push_back(id);
+            return true;
+        }
+        let Some(what) = self.incoming(id) else {
+            return false;
+        };
+        if self.call_ep(node, cx, |m, cx| m.accept(what, cx)) == Some(false) {
+            if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
+                ep.held.push_back(id);
+                ep.stats.refusals += 1;
+            }
+            return true;
+        }
+        false
+    }
+
+    /// `node`'s device can take requests again: offer the held ones, oldest first.
+    fn device_ready(&mut self, node: u32, cx: &mut Context<'_, PackedEv>) {
+        match &mut self.nodes[node as usize].kind {
+            NodeKind::Ep(ep) if !ep.draining => ep.draining = true,
+            _ => return,
+        }
+        loop {
+            let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
+                break;
+            };
+            let Some(&id) = ep.held.front() else {
+                break;
+            };
+            if let Some(what) = self.incoming(id) {
+                if self.call_ep(node, cx, |m, cx| m.accept(what, cx)) == Some(false) {
+                    if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
+                        ep.stats.refusals += 1;
+                    }
+                    break;
+                }
+            }
+            if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
+                ep.held.pop_front();
+            }
+            self.consume_taken(id, cx);
+        }
+        if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
+            ep.draining = false;
+        }
+    }
+
+    /// Request `id` reaches its consumer, which takes it.
+    fn consume_taken(&mut self, id: u32, cx: &mut Context<'_, PackedEv>) {
         // The consumer frees the receive buffer.
         let ing = self.leave_ingress(id, cx);
         self.last_rx_func = if ing != NONE {
@@ -3323,6 +3532,7 @@ impl Engine {
                     self.errors.push(format!("{name}: {e}"));
                 }
             }
+            EpCmd::Ready => self.device_ready(node, cx),
             other => {
                 let name = &self.nodes[node as usize].name;
                 self.errors.push(format!(

@@ -356,6 +356,15 @@ impl Engine {
             }
         }
         let tags = self.cfg.dma_tags;
+        // Requests the device held back are lost with the reset, like every other TLP
+        // in its buffers; the model hears of the reset.
+        let held = match &mut self.nodes[node as usize].kind {
+            NodeKind::Ep(ep) => std::mem::take(&mut ep.held),
+            _ => Default::default(),
+        };
+        for id in held {
+            self.discard(id, cx);
+        }
         if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
             for (i, op) in ep.ops.iter_mut().enumerate() {
                 if op.live {
@@ -365,7 +374,8 @@ impl Engine {
                 }
             }
             ep.tag_map.iter_mut().for_each(|e| *e = None);
-            ep.free_tags = (0..tags).rev().collect();
+            let (first, count) = ep.policy.tags.unwrap_or((0, tags));
+            ep.free_tags = (first..first + count).rev().collect();
             ep.read_queue.clear();
             ep.tickets.clear();
             ep.raw_reads.clear();

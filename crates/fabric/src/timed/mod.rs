@@ -139,6 +139,21 @@ pub fn host_config(cfg: &SimConfig) -> HostConfig {
     }
 }
 
+/// What the simulator counted about one device model ([`FabricSim::device_stats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeviceStats {
+    /// Times the model refused a request ([`Endpoint::accept`] returned false).
+    pub refusals: u64,
+    /// Requests held for it now (refused, or behind a refused one).
+    pub held: u64,
+    /// Times a read request waited for room in the reorder window.
+    pub window_stalls: u64,
+    /// The most read requests one of its DMAs had in flight at once.
+    pub max_reads_in_flight: u32,
+    /// Completions with data handed to its per-completion or reorder path.
+    pub completions: u64,
+}
+
 /// Simulator parameters. Defaults are documented on each field.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SimConfig {
@@ -781,6 +796,13 @@ impl FabricSim {
                             timeout_key: None,
                             bus_master: false,
                             raw_reads: HashMap::new(),
+                            policy: pcielab_device::DmaPolicy::DEFAULT,
+                            timing: pcielab_device::DeviceTiming::NONE,
+                            rx_free: SimTime::ZERO,
+                            tx_free: SimTime::ZERO,
+                            held: VecDeque::new(),
+                            draining: false,
+                            stats: DeviceStats::default(),
                         })),
                         f,
                     )
@@ -922,6 +944,7 @@ impl FabricSim {
             },
             write_log: Vec::new(),
             cmds: Vec::new(),
+            timed_devices: false,
             scratch: Vec::new(),
             errors: Vec::new(),
             err_rng: root_rng.fork(0),
@@ -1035,8 +1058,31 @@ impl FabricSim {
     /// Replaces the device model of endpoint node `name`; its `start` runs now.
     pub fn attach(&mut self, name: &str, model: Box<dyn Endpoint>) -> Result<(), SimError> {
         let n = self.node(name)?;
+        let (policy, timing) = (model.dma_policy(), model.timing());
+        let bad = |what: &'static str, e: String| SimError::Param {
+            what,
+            value: format!("{name}: {e}"),
+            allowed: "see pcielab_device::DmaPolicy and DeviceTiming",
+        };
+        policy
+            .check(ats::ATS_TAG_BASE)
+            .map_err(|e| bad("device DMA policy", e))?;
+        timing.check().map_err(|e| bad("device timing", e))?;
         match &mut self.sim.world_mut().nodes[n as usize].kind {
-            NodeKind::Ep(ep) => ep.model = Some(model),
+            NodeKind::Ep(ep) => {
+                if let Some((first, count)) = policy.tags {
+                    if ep.ops.iter().any(|o| o.live) {
+                        let e = "its tags cannot change while DMAs are in flight".to_string();
+                        return Err(bad("device DMA policy", e));
+                    }
+                    ep.free_tags = (first..first + count).rev().collect();
+                }
+                ep.model = Some(model);
+                ep.policy = policy;
+                ep.timing = timing;
+                ep.rx_free = SimTime::ZERO;
+                ep.tx_free = SimTime::ZERO;
+            }
             _ => {
                 return Err(SimError::Param {
                     what: "node",
@@ -1045,10 +1091,25 @@ impl FabricSim {
                 })
             }
         }
+        let world = self.sim.world_mut();
+        world.timed_devices |= !timing.is_none();
         self.sim.process(|e, cx| {
             e.call_ep(n, cx, |m, cx| m.start(cx));
         });
         Ok(())
+    }
+
+    /// What the simulator counted about endpoint `name`'s device model (backpressure,
+    /// its DMA engine's reorder window).
+    pub fn device_stats(&self, name: &str) -> Option<DeviceStats> {
+        let n = self.node(name).ok()?;
+        match &self.sim.world().nodes[n as usize].kind {
+            NodeKind::Ep(ep) => Some(DeviceStats {
+                held: ep.held.len() as u64,
+                ..ep.stats
+            }),
+            _ => None,
+        }
     }
 
     /// The device model of endpoint `name`.

@@ -1,0 +1,414 @@
+//! The device-model API in the timed simulator: completions consumed as they arrive
+//! (out of order across tags), the engine's reorder window and its stall, the
+//! device's own tags, backpressure (a device that defers writes under a full buffer),
+//! and device timing (core clock × datapath width, per-operation cycles).
+
+use pcielab_device::DmaPolicy;
+use pcielab_fabric::host::model::apply_knob;
+use pcielab_fabric::kinds::KindRegistry;
+use pcielab_fabric::timed::{
+    DeviceTiming, DmaId, Endpoint, EpCx, FabricSim, HostRead, Incoming, SimConfig,
+};
+use pcielab_fabric::topology::Topology;
+use pcielab_sim::{SimDuration, SimTime};
+use pcielab_wire::tlp::{MemOp, TlpHeader, TlpRepr};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+fn one_link() -> Topology {
+    let s = "[[node]]\nname=\"rc\"\nkind=\"root-complex\"\n[[node]]\nname=\"ep\"\nkind=\"psmem\"\n\
+             [[link]]\nup=\"rc.0\"\ndown=\"ep\"\ngen=3\nwidth=8\n";
+    Topology::parse(s, "dev.toml", &KindRegistry::builtin()).unwrap()
+}
+
+/// A host whose memory reads take a random extra time (an exponential tail with a
+/// 300 ns mean on every read), so completions of different requests overtake each
+/// other.
+fn jittery() -> SimConfig {
+    let mut c = SimConfig {
+        mrrs: 256,
+        ..SimConfig::default()
+    };
+    apply_knob(&mut c, "mem_tail", "exp:1:300").unwrap();
+    c
+}
+
+fn pattern(i: u64) -> u8 {
+    (i.wrapping_mul(13) ^ (i >> 7)) as u8
+}
+
+#[derive(Debug, Default)]
+struct Seen {
+    /// (offset, length) of each call to `completion`, in call order.
+    pieces: Vec<(u64, usize)>,
+    /// The bytes, placed at their offsets.
+    data: Vec<u8>,
+    done: Vec<(DmaId, bool, Vec<u8>)>,
+}
+
+/// Reads `len` bytes at `addr` in one DMA with `policy`, recording every call.
+#[derive(Debug)]
+struct Reader {
+    addr: u64,
+    len: u64,
+    policy: DmaPolicy,
+    seen: Rc<RefCell<Seen>>,
+}
+
+impl Endpoint for Reader {
+    fn dma_policy(&self) -> DmaPolicy {
+        self.policy
+    }
+    fn start(&mut self, cx: &mut EpCx<'_>) {
+        self.seen.borrow_mut().data = vec![0; self.len as usize];
+        cx.dma_read(self.addr, self.len);
+    }
+    fn completion(&mut self, _id: DmaId, offset: u64, data: &[u8], _cx: &mut EpCx<'_>) {
+        let mut s = self.seen.borrow_mut();
+        s.pieces.push((offset, data.len()));
+        s.data[offset as usize..offset as usize + data.len()].copy_from_slice(data);
+    }
+    fn dma_done(&mut self, id: DmaId, ok: bool, data: &[u8], _cx: &mut EpCx<'_>) {
+        self.seen.borrow_mut().done.push((id, ok, data.to_vec()));
+    }
+}
+
+fn read_with(policy: DmaPolicy, len: u64, trace: bool) -> (Rc<RefCell<Seen>>, FabricSim) {
+    let cfg = SimConfig { trace, ..jittery() };
+    let mut sim = FabricSim::new(&one_link(), &KindRegistry::builtin(), cfg).unwrap();
+    let addr = sim.alloc_dma(len);
+    let bytes: Vec<u8> = (0..len).map(pattern).collect();
+    sim.host_write(addr, &bytes);
+    let seen = Rc::new(RefCell::new(Seen::default()));
+    let r = Reader {
+        addr,
+        len,
+        policy,
+        seen: seen.clone(),
+    };
+    sim.attach("ep", Box::new(r)).unwrap();
+    sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+    assert!(sim.errors().is_empty(), "{:?}", sim.errors());
+    (seen, sim)
+}
+
+#[test]
+fn completions_arrive_out_of_order_and_are_consumed_as_they_come() {
+    let len = 16 * 1024;
+    let policy = DmaPolicy {
+        per_completion: true,
+        ..DmaPolicy::DEFAULT
+    };
+    let (seen, _) = read_with(policy, len, false);
+    let s = seen.borrow();
+    // Every byte once, each call a whole completion (RCB-sized or smaller pieces of a
+    // 256 B request), and the calls not in address order.
+    let total: usize = s.pieces.iter().map(|p| p.1).sum();
+    assert_eq!(total as u64, len);
+    let mut sorted = s.pieces.clone();
+    sorted.sort();
+    let mut at = 0;
+    for (o, n) in &sorted {
+        assert_eq!(*o, at, "gap or overlap in {sorted:?}");
+        at += *n as u64;
+    }
+    let out_of_order = s.pieces.windows(2).filter(|w| w[1].0 < w[0].0).count();
+    assert!(
+        out_of_order > 0,
+        "no completion overtook another: {:?}",
+        s.pieces
+    );
+    assert!(s
+        .data
+        .iter()
+        .enumerate()
+        .all(|(i, &b)| b == pattern(i as u64)));
+    assert_eq!(s.done.len(), 1);
+    assert!(s.done[0].1);
+    assert_eq!(s.done[0].2, s.data);
+}
+
+#[test]
+fn without_the_policy_no_completion_calls() {
+    let (seen, _) = read_with(DmaPolicy::DEFAULT, 4096, false);
+    let s = seen.borrow();
+    assert!(s.pieces.is_empty());
+    assert_eq!(s.done.len(), 1);
+    assert!(s.done[0]
+        .2
+        .iter()
+        .enumerate()
+        .all(|(i, &b)| b == pattern(i as u64)));
+}
+
+#[test]
+fn the_reorder_window_releases_in_order_and_stalls_when_full() {
+    let len = 16 * 1024;
+    // A 1 KiB window: four 256 B requests at most ahead of the in-order point.
+    let policy = DmaPolicy {
+        reorder: Some(1024),
+        ..DmaPolicy::DEFAULT
+    };
+    let (seen, sim) = read_with(policy, len, false);
+    let s = seen.borrow();
+    let mut at = 0;
+    for (o, n) in &s.pieces {
+        assert_eq!(*o, at, "released out of order: {:?}", s.pieces);
+        at += *n as u64;
+    }
+    assert_eq!(at, len);
+    assert!(s
+        .data
+        .iter()
+        .enumerate()
+        .all(|(i, &b)| b == pattern(i as u64)));
+    // Some completion arrived early and waited (fewer calls than completions), and
+    // the window was full at times: never more than 1 KiB requested past the in-order
+    // point, so never more than four 256 B requests in flight.
+    let st = sim.device_stats("ep").unwrap();
+    assert!(
+        (s.pieces.len() as u64) < st.completions,
+        "{} calls, {st:?}",
+        s.pieces.len()
+    );
+    assert!(st.window_stalls > 0, "the window never filled: {st:?}");
+    assert!(st.max_reads_in_flight <= 4, "{st:?}");
+}
+
+/// The tags of every memory read request on the trace.
+fn read_tags(sim: &FabricSim) -> Vec<u16> {
+    let tr = sim.trace().unwrap();
+    tr.records
+        .iter()
+        .filter(|r| matches!(r.kind, pcielab_fabric::timed::TraceKind::Tlp { .. }))
+        .filter_map(|r| TlpRepr::parse_bytes(tr.bytes(r)).ok())
+        .filter(|t| matches!(t.header, TlpHeader::Mem(m) if m.op == MemOp::Read))
+        .map(|t| t.tag().value())
+        .collect()
+}
+
+#[test]
+fn the_device_chooses_its_tags() {
+    let policy = DmaPolicy {
+        tags: Some((100, 4)),
+        ..DmaPolicy::DEFAULT
+    };
+    let (seen, sim) = read_with(policy, 8192, true);
+    assert!(seen.borrow().done[0].1);
+    let tags = read_tags(&sim);
+    assert_eq!(tags.len(), 32, "8 KiB in 256 B requests");
+    assert!(tags.iter().all(|t| (100..104).contains(t)), "{tags:?}");
+    // The default pool starts at 0.
+    let (_, sim) = read_with(DmaPolicy::DEFAULT, 8192, true);
+    assert!(read_tags(&sim).contains(&0));
+    // A policy outside the host's tag space is refused when attaching.
+    let mut sim = FabricSim::new(&one_link(), &KindRegistry::builtin(), jittery()).unwrap();
+    let seen = Rc::new(RefCell::new(Seen::default()));
+    let bad = Reader {
+        addr: 0,
+        len: 4,
+        policy: DmaPolicy {
+            tags: Some((760, 16)),
+            ..DmaPolicy::DEFAULT
+        },
+        seen,
+    };
+    let e = sim.attach("ep", Box::new(bad)).unwrap_err().to_string();
+    assert!(e.contains("760") && e.contains("ep"), "{e}");
+}
+
+#[derive(Debug, Default)]
+struct Buffer {
+    /// Writes taken, in order: (offset, first byte).
+    taken: Vec<(u64, u8)>,
+    /// Entries in the buffer now.
+    fill: usize,
+    refused: u64,
+    /// The device was full when a write came.
+    full_seen: bool,
+}
+
+/// A device with a receive buffer of `slots` writes that it drains one entry per
+/// `service` (a timer); when full it refuses writes, and says it is ready once it has
+/// room again.
+#[derive(Debug)]
+struct Slow {
+    slots: usize,
+    service: SimDuration,
+    st: Rc<RefCell<Buffer>>,
+}
+
+impl Endpoint for Slow {
+    fn accept(&mut self, what: Incoming, _cx: &mut EpCx<'_>) -> bool {
+        let mut st = self.st.borrow_mut();
+        assert!(
+            matches!(what, Incoming::Write { bar: 0, len: 4, .. }),
+            "{what:?}"
+        );
+        if st.fill >= self.slots {
+            st.refused += 1;
+            st.full_seen = true;
+            return false;
+        }
+        true
+    }
+    fn mem_write(&mut self, _bar: u8, offset: u64, data: &[u8], cx: &mut EpCx<'_>) {
+        let mut st = self.st.borrow_mut();
+        assert!(st.fill < self.slots, "given a write while full");
+        st.taken.push((offset, data[0]));
+        st.fill += 1;
+        if st.fill == 1 {
+            cx.timer(self.service, 0);
+        }
+    }
+    fn timer(&mut self, _token: u64, cx: &mut EpCx<'_>) {
+        let mut st = self.st.borrow_mut();
+        let was_full = st.fill == self.slots;
+        st.fill -= 1;
+        if st.fill > 0 {
+            cx.timer(self.service, 0);
+        }
+        if was_full {
+            cx.ready();
+        }
+    }
+}
+
+fn posted_writes(slots: usize, n: u64) -> (Rc<RefCell<Buffer>>, FabricSim, u64) {
+    let cfg = SimConfig {
+        trace: true,
+        ..SimConfig::default()
+    };
+    let mut sim = FabricSim::new(&one_link(), &KindRegistry::builtin(), cfg).unwrap();
+    let st = Rc::new(RefCell::new(Buffer::default()));
+    let dev = Slow {
+        slots,
+        service: SimDuration::from_ns(500),
+        st: st.clone(),
+    };
+    sim.attach("ep", Box::new(dev)).unwrap();
+    sim.run_for(SimDuration::from_us(5)); // links trained
+    let bar = sim.bar("ep", 0).unwrap();
+    for i in 0..n {
+        sim.mmio_write(bar + 4 * i, &[i as u8, 0, 0, 0]).unwrap();
+    }
+    sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+    // When the last MWr went on the wire.
+    let tr = sim.trace().unwrap();
+    let last = tr
+        .records
+        .iter()
+        .filter(|r| matches!(r.kind, pcielab_fabric::timed::TraceKind::Tlp { .. }))
+        .filter(|r| {
+            TlpRepr::parse_bytes(tr.bytes(r))
+                .is_ok_and(|t| matches!(t.header, TlpHeader::Mem(m) if m.op == MemOp::Write))
+        })
+        .map(|r| r.time_ps)
+        .max()
+        .unwrap();
+    (st, sim, last)
+}
+
+#[test]
+fn a_full_device_defers_writes_and_nothing_is_lost_or_reordered() {
+    let n = 64;
+    let (st, sim, _) = posted_writes(4, n);
+    let st = st.borrow();
+    assert!(st.full_seen && st.refused > 0);
+    assert_eq!(st.taken.len() as u64, n, "every write taken once");
+    for (i, &(off, b)) in st.taken.iter().enumerate() {
+        assert_eq!((off, b), (4 * i as u64, i as u8), "in order");
+    }
+    let ds = sim.device_stats("ep").unwrap();
+    assert_eq!(ds.held, 0);
+    assert_eq!(ds.refusals, st.refused);
+    assert!(sim.errors().is_empty(), "{:?}", sim.errors());
+    // Draining 64 writes at one per 500 ns takes at least 63 × 500 ns after the first.
+    assert!(sim.now().as_ps() >= 63 * 500_000, "{:?}", sim.now());
+}
+
+#[test]
+fn held_writes_keep_their_credits_so_the_sender_stalls() {
+    // Enough writes to use up the device port's posted credits while the device holds
+    // them: the host's writes then wait for credits, which return only as the
+    // device takes writes. With a device that never fills up, they do not wait.
+    let n = 200;
+    let (_, sim_fast, posted_fast) = posted_writes(usize::MAX, n);
+    let (st, sim_slow, posted_slow) = posted_writes(2, n);
+    assert_eq!(st.borrow().taken.len() as u64, n);
+    assert!(sim_fast.errors().is_empty() && sim_slow.errors().is_empty());
+    // The root port sent its last write much later to the full device: it waited for
+    // credits, which returned at the device's pace (one write per 500 ns), so the last
+    // write left about (n - credits) × 500 ns after the first.
+    assert!(
+        posted_slow > posted_fast + 100 * 500_000,
+        "last MWr sent at {posted_fast} ps (fast) and {posted_slow} ps (slow)"
+    );
+}
+
+/// Answers every BAR read at once and writes 4 KiB when written to, with a 250 MHz
+/// × 256-bit datapath and some cycles per operation.
+#[derive(Debug)]
+struct Timed {
+    timing: DeviceTiming,
+}
+
+impl Endpoint for Timed {
+    fn timing(&self) -> DeviceTiming {
+        self.timing
+    }
+    fn mem_read(
+        &mut self,
+        _bar: u8,
+        _off: u64,
+        buf: &mut [u8],
+        _cx: &mut EpCx<'_>,
+    ) -> pcielab_fabric::timed::ReadReply {
+        buf.fill(7);
+        pcielab_fabric::timed::ReadReply::Now
+    }
+}
+
+fn read_latency(timing: DeviceTiming, len: u32) -> u64 {
+    let mut sim =
+        FabricSim::new(&one_link(), &KindRegistry::builtin(), SimConfig::default()).unwrap();
+    sim.attach("ep", Box::new(Timed { timing })).unwrap();
+    sim.run_for(SimDuration::from_us(5));
+    let bar = sim.bar("ep", 0).unwrap();
+    match sim.mmio_read(bar, len).unwrap() {
+        HostRead::Done { issued, done, data } => {
+            assert_eq!(data, vec![7; len as usize]);
+            (done - issued).as_ps()
+        }
+        r => panic!("{r:?}"),
+    }
+}
+
+#[test]
+fn device_timing_is_charged() {
+    let t = DeviceTiming {
+        clock_mhz: 250,
+        datapath_bits: 256,
+        read_cycles: 10,
+        write_cycles: 2,
+        completion_cycles: 3,
+        request_cycles: 4,
+    };
+    // A BAR read of 64 B: 10 cycles + 2 data cycles at 4 ns = 48 ns more than with no
+    // device timing; of 4 B: 10 + 1 cycles.
+    let base = read_latency(DeviceTiming::NONE, 64);
+    assert_eq!(read_latency(t, 64) - base, 12 * 4_000);
+    let base4 = read_latency(DeviceTiming::NONE, 4);
+    assert_eq!(read_latency(t, 4) - base4, 11 * 4_000);
+    // A bad declaration is refused when attaching.
+    let mut sim =
+        FabricSim::new(&one_link(), &KindRegistry::builtin(), SimConfig::default()).unwrap();
+    let bad = DeviceTiming {
+        datapath_bits: 12,
+        ..t
+    };
+    let e = sim
+        .attach("ep", Box::new(Timed { timing: bad }))
+        .unwrap_err();
+    assert!(e.to_string().contains("12 bits"), "{e}");
+}
