@@ -2819,13 +2819,10 @@ impl Engine {
             NodeKind::Ep(ep) if !ep.draining => ep.draining = true,
             _ => return,
         }
-        loop {
-            let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
-                break;
-            };
-            let Some(&id) = ep.held.front() else {
-                break;
-            };
+        while let Some(id) = match &self.nodes[node as usize].kind {
+            NodeKind::Ep(ep) => ep.held.front().copied(),
+            _ => None,
+        } {
             if let Some(what) = self.incoming(id) {
                 if self.call_ep(node, cx, |m, cx| m.accept(what, cx)) == Some(false) {
                     if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
