@@ -682,6 +682,14 @@ impl MsixTable {
                 .map_or(0, |q| (q >> ((o % 8) * 8)) as u8);
         }
     }
+    /// The pending bit of entry `n`.
+    pub fn is_pending(&self, n: usize) -> bool {
+        n < self.entries.len() && self.pending[n / 64] >> (n % 64) & 1 != 0
+    }
+    /// Size in bytes of the Pending Bit Array (whole QWORDs).
+    pub fn pba_bytes(&self) -> u32 {
+        8 * self.pending.len() as u32
+    }
     /// Sets or clears the pending bit of entry `n`.
     pub fn set_pending(&mut self, n: usize, pending: bool) {
         if n < self.entries.len() {

@@ -43,8 +43,8 @@
 use crate::kinds::{device_ids, EndpointCtx, KindRegistry, KindRole};
 use crate::topology::{Link, NodeId, Topology, TopologyError};
 use pcielab_config::caps::{
-    l0s_exit_code, l1_exit_code, CapabilityList, MsiCap, MsixTable, PcieCap, PmCap, PortType,
-    ASPM_L0S, ASPM_L1,
+    l0s_exit_code, l1_exit_code, CapabilityList, MsiCap, PcieCap, PmCap, PortType, ASPM_L0S,
+    ASPM_L1,
 };
 use pcielab_config::ext_caps::{AcsCap, AerCap, DpcCap, L1ssCap};
 
@@ -76,14 +76,6 @@ pub trait FunctionModel: core::fmt::Debug {
     /// An I/O write (unsupported unless overridden).
     fn io_write(&mut self, _bar: u8, _offset: u64, _data: &[u8]) -> Result<(), Unsupported> {
         Err(Unsupported)
-    }
-    /// The function's MSI-X table, if it has one (for inspection).
-    fn msix_table(&self) -> Option<&MsixTable> {
-        None
-    }
-    /// The function's MSI-X table, mutable (the fabric sets pending bits).
-    fn msix_table_mut(&mut self) -> Option<&mut MsixTable> {
-        None
     }
     /// Called after every configuration write to the function (the space already holds
     /// the new value), so a model can react (e.g. to VF Enable).
@@ -155,6 +147,8 @@ pub struct Function {
     pub secondary: Option<BusId>,
     /// Endpoint behaviour.
     pub model: Option<Box<dyn FunctionModel>>,
+    /// Its MSI-X table and PBA (see [`crate::msix`]), if it has the capability.
+    pub msix: Option<crate::msix::MsixRegion>,
     /// The link above this function's device, for ports and endpoints: (gen, width).
     pub link: Option<(Generation, u8)>,
 }
@@ -642,6 +636,7 @@ impl Fabric {
         link: Option<&Link>,
     ) -> FnId {
         let id = FnId(self.functions.len() as u32);
+        let config_msix_probe = config.clone();
         self.functions.push(Function {
             node,
             role,
@@ -651,6 +646,7 @@ impl Fabric {
             bars,
             secondary,
             model: None,
+            msix: crate::msix::MsixRegion::from_config(&config_msix_probe),
             link: link.map(|l| (l.gen, l.width)),
         });
         self.buses[bus.0 as usize].functions.push(id);
@@ -907,6 +903,10 @@ impl Fabric {
     ) -> Result<(), RouteError> {
         let r = self.route_config(bdf)?;
         self.config_write_fn(r.target, register, value, be);
+        // Clearing the Function Mask sends what was pending.
+        for (address, d) in self.msix_release(r.target) {
+            self.memory_write(Origin::Function(r.target), address, &d.to_le_bytes())?;
+        }
         Ok(())
     }
 
@@ -922,6 +922,9 @@ impl Fabric {
             if func.config.read_u16(devctl) & 0x8000 != 0 {
                 func.config.reset();
                 func.config.hw_update(devctl, 2, 0x8000, 0);
+                if let Some(m) = func.msix.as_mut() {
+                    m.reset();
+                }
                 if let Some(m) = func.model.as_mut() {
                     m.function_level_reset();
                 }
@@ -1310,10 +1313,11 @@ impl Fabric {
                 offset,
             } => {
                 let bdf = self.bdf(function);
-                let m = self.functions[function.0 as usize]
-                    .model
-                    .as_mut()
-                    .ok_or(RouteError::Refused(bdf))?;
+                let func = &mut self.functions[function.0 as usize];
+                if func.msix.as_ref().is_some_and(|m| m.read(bar, offset, buf)) {
+                    return Ok(());
+                }
+                let m = func.model.as_mut().ok_or(RouteError::Refused(bdf))?;
                 m.mem_read(bar, offset, buf)
                     .map_err(|_| RouteError::Refused(bdf))
             }
@@ -1356,10 +1360,19 @@ impl Fabric {
                 offset,
             } => {
                 let bdf = self.bdf(function);
-                let m = self.functions[function.0 as usize]
-                    .model
+                let func = &mut self.functions[function.0 as usize];
+                if func
+                    .msix
                     .as_mut()
-                    .ok_or(RouteError::Refused(bdf))?;
+                    .is_some_and(|m| m.write(bar, offset, data))
+                {
+                    // Unmasking a vector sends what was pending.
+                    for (address, d) in self.msix_release(function) {
+                        self.memory_write(Origin::Function(function), address, &d.to_le_bytes())?;
+                    }
+                    return Ok(());
+                }
+                let m = func.model.as_mut().ok_or(RouteError::Refused(bdf))?;
                 m.mem_write(bar, offset, data)
                     .map_err(|_| RouteError::Refused(bdf))
             }
@@ -1401,12 +1414,10 @@ impl Fabric {
         if ctl & 0x8000 == 0 || vector > ctl & 0x7ff {
             return Err(Signal::Disabled);
         }
-        let Some(model) = self.functions[f.0 as usize].model.as_mut() else {
+        let Some(region) = self.functions[f.0 as usize].msix.as_mut() else {
             return Err(Signal::Disabled);
         };
-        let Some(table) = model.msix_table_mut() else {
-            return Err(Signal::Disabled);
-        };
+        let table = &mut region.table;
         let Some((address, data, masked)) = table.entry(vector as usize) else {
             return Err(Signal::Disabled);
         };
@@ -1416,6 +1427,17 @@ impl Fabric {
         }
         table.set_pending(vector as usize, false);
         Ok((address, data))
+    }
+
+    /// The MSI-X messages of function `f` that were pending and may go now (software
+    /// unmasked their vectors or the function, see [`crate::msix`]); their pending
+    /// bits clear. The caller sends them.
+    pub fn msix_release(&mut self, f: FnId) -> Vec<(u64, u32)> {
+        let func = &mut self.functions[f.0 as usize];
+        match func.msix.as_mut() {
+            Some(m) => m.release_pending(&func.config),
+            None => Vec::new(),
+        }
     }
 
     /// Raises MSI vector `vector` (0-based, below the enabled count) of function `f`:

@@ -496,7 +496,8 @@ impl KindRegistry {
 }
 
 /// psmem on the functional fabric: [`pcielab_device::PsMem`] (the memory and I/O
-/// space) with its MSI-X table.
+/// space). Its MSI-X table and PBA (in their own BAR) are the fabric's, as for every
+/// function (see [`crate::msix`]).
 ///
 /// BAR layout: BAR0 (or BAR0/1 when 64-bit) is the memory; the next free BAR is a
 /// 32-bit non-prefetchable BAR holding the MSI-X table at 0 and the PBA after it;
@@ -504,31 +505,13 @@ impl KindRegistry {
 #[derive(Debug, Clone)]
 pub struct PsMem {
     mem: pcielab_device::PsMem,
-    /// The MSI-X table and PBA.
-    pub msix: MsixTable,
-    msix_bar: u8,
-    pba_offset: u64,
 }
 
 impl FunctionModel for PsMem {
     fn mem_read(&mut self, bar: u8, offset: u64, buf: &mut [u8]) -> Result<(), Unsupported> {
-        if bar == self.msix_bar {
-            if offset < self.pba_offset {
-                self.msix.read(offset, buf);
-            } else {
-                self.msix.read_pba(offset - self.pba_offset, buf);
-            }
-            return Ok(());
-        }
         self.mem.read(bar, offset, buf).map_err(|_| Unsupported)
     }
     fn mem_write(&mut self, bar: u8, offset: u64, data: &[u8]) -> Result<(), Unsupported> {
-        if bar == self.msix_bar {
-            if offset < self.pba_offset {
-                self.msix.write(offset, data);
-            }
-            return Ok(());
-        }
         self.mem.write(bar, offset, data).map_err(|_| Unsupported)
     }
     fn io_read(&mut self, bar: u8, offset: u64, buf: &mut [u8]) -> Result<(), Unsupported> {
@@ -538,17 +521,6 @@ impl FunctionModel for PsMem {
         self.mem
             .io_write(bar, offset, data)
             .map_err(|_| Unsupported)
-    }
-    fn msix_table(&self) -> Option<&MsixTable> {
-        Some(&self.msix)
-    }
-    fn msix_table_mut(&mut self) -> Option<&mut MsixTable> {
-        Some(&mut self.msix)
-    }
-    fn function_level_reset(&mut self) {
-        // FLR returns the MSI-X table to its reset state (all vectors masked); the
-        // memory contents survive, like DRAM behind a reset controller.
-        self.msix = MsixTable::new(self.msix.len() as u16);
     }
 }
 
@@ -695,9 +667,6 @@ fn build_psmem(ctx: &EndpointCtx<'_>) -> Result<Vec<HwFunction>, KindError> {
                 size,
                 io: io_bar.map(|b| (b, io_size)),
             }),
-            msix: table,
-            msix_bar,
-            pba_offset,
         })),
     }])
 }

@@ -58,6 +58,7 @@ pub mod functional;
 pub mod host;
 mod inthash;
 pub mod kinds;
+pub mod msix;
 pub mod report;
 pub mod timed;
 pub mod topology;

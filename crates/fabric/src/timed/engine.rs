@@ -2922,7 +2922,9 @@ impl Engine {
             (Dest::Bar { node, bar, offset }, Kind::MWr) => {
                 let data = self.payload(id).to_vec();
                 let n = (t.len as usize).min(data.len());
-                if self.is_functional(node) {
+                if self.msix_bar_write(node, (bar, offset), &data[..n], cx) {
+                    // The function's MSI-X table: the fabric's, not the model's.
+                } else if self.is_functional(node) {
                     if let Some(m) = self.functional_model(node) {
                         let _ = m.mem_write(bar, offset, &data[..n]);
                     }
@@ -2932,7 +2934,9 @@ impl Engine {
             }
             (Dest::Bar { node, bar, offset }, Kind::MRd) => {
                 let mut buf = vec![0u8; t.len as usize];
-                let reply = if self.is_functional(node) {
+                let reply = if self.msix_bar_read(node, (bar, offset), &mut buf) {
+                    Some(ReadReply::Now)
+                } else if self.is_functional(node) {
                     self.functional_model(node)
                         .map(|m| match m.mem_read(bar, offset, &mut buf) {
                             Ok(()) => ReadReply::Now,
@@ -3170,6 +3174,7 @@ impl Engine {
         self.refresh_bus_master(f, cx);
         self.refresh_ats(f, cx);
         self.dpc_config_written(f, cx);
+        self.msix_send_released(f, cx);
         self.refresh_egress_blocking(f);
         self.aer_records_written(f);
         // A root port's hot-plug interrupt was evaluated with its others above.

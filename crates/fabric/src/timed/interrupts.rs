@@ -303,6 +303,57 @@ impl Engine {
         self.send_message_write(f, me, msg, &what, cx);
     }
 
+    /// A read of BAR `bar` at `offset` of `node`'s function that falls in its MSI-X
+    /// table or PBA: true, with `buf` filled (see [`crate::msix`]).
+    pub(crate) fn msix_bar_read(
+        &self,
+        node: u32,
+        (bar, offset): (u8, u64),
+        buf: &mut [u8],
+    ) -> bool {
+        let Some(f) = self.nodes[node as usize].func else {
+            return false;
+        };
+        self.fabric.functions[f.0 as usize]
+            .msix
+            .as_ref()
+            .is_some_and(|m| m.read(bar, offset, buf))
+    }
+
+    /// A write of BAR `bar` at `offset` of `node`'s function that falls in its MSI-X
+    /// table or PBA: true, applied; messages it unmasked go out.
+    pub(crate) fn msix_bar_write(
+        &mut self,
+        node: u32,
+        (bar, offset): (u8, u64),
+        data: &[u8],
+        cx: &mut Context<'_, PackedEv>,
+    ) -> bool {
+        let Some(f) = self.nodes[node as usize].func else {
+            return false;
+        };
+        let hit = self.fabric.functions[f.0 as usize]
+            .msix
+            .as_mut()
+            .is_some_and(|m| m.write(bar, offset, data));
+        if hit {
+            self.msix_send_released(f, cx);
+        }
+        hit
+    }
+
+    /// Sends the MSI-X messages of function `f` that were pending and are unmasked
+    /// now (while Bus Master Enable is set; otherwise they stay pending).
+    pub(crate) fn msix_send_released(&mut self, f: FnId, cx: &mut Context<'_, PackedEv>) {
+        if self.fabric.functions[f.0 as usize].msix.is_none() || !self.bus_master_set(f) {
+            return;
+        }
+        let me = self.fabric.bdf(f);
+        for msg in self.fabric.msix_release(f) {
+            self.send_message_write(f, me, Ok(msg), "MSI-X", cx);
+        }
+    }
+
     /// Sends an MSI/MSI-X message write of function `f` (`requester`) as an MWr TLP;
     /// routed like any memory write, it may be refused on its way (a bridge with Bus
     /// Master Enable clear). `what` names it in errors.

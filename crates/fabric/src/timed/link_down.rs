@@ -351,6 +351,9 @@ impl Engine {
         for &f in &funcs {
             let func = &mut self.fabric.functions[f.0 as usize];
             func.config.reset();
+            if let Some(m) = func.msix.as_mut() {
+                m.reset();
+            }
             if let Some(m) = func.model.as_mut() {
                 m.function_level_reset();
             }

@@ -1216,9 +1216,13 @@ impl FabricSim {
     /// Writes a configuration dword (zero simulated time).
     pub fn cfg_write(&mut self, bdf: Bdf, register: u16, value: u32) {
         let e = self.sim.world_mut();
-        let _ = e
-            .fabric
-            .config_write(bdf, register & 0xffc, value, pcielab_wire::ByteEnables::ALL);
+        // The write itself; what it releases (pending MSI-X messages, say) goes out as
+        // TLPs from `after_config_write`.
+        if let Ok(r) = e.fabric.route_config(bdf) {
+            let all = pcielab_wire::ByteEnables::ALL;
+            e.fabric
+                .config_write_fn(r.target, register & 0xffc, value, all);
+        }
         // Bus numbers, BARs, windows or enables may have changed.
         e.invalidate_routes();
         // A root port's interrupt may follow (Root Error Command/Status, Root
