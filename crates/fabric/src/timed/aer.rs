@@ -1,6 +1,7 @@
 //! Advanced Error Reporting: functions log the errors they detect and signal them
 //! with error messages; root ports log the messages they receive.
 
+use super::engine::Detail;
 use super::engine::{
     err_caps, log_error, set_bits, Engine, ErrorMessage, ErrorSeverity, Kind, Tlp, AER_UNSUPPORTED,
     NONE,
@@ -94,7 +95,7 @@ impl Engine {
         }
         let host = self.host_bdf;
         let t = Tlp {
-            byte_count: sev.code() as u16,
+            detail: Detail::Msg(sev.code()),
             ..Tlp::new(Kind::ErrMsg, me, 0, 0)
         };
         if let Err(e) = self.inject(Origin::Function(f), t, host, cx) {

@@ -35,7 +35,7 @@
 //! the size of both operands together, the compare value comes first; otherwise the
 //! swap value does.
 
-use super::engine::{err_caps, Engine, Kind, NodeKind, Tlp, AER_UNSUPPORTED};
+use super::engine::{err_caps, AtomicKind, Engine, Kind, NodeKind, Tlp, AER_UNSUPPORTED};
 use super::packed::PackedEv;
 use super::poison::Poison;
 use crate::functional::{FnId, Origin, Role, MSI_RANGE};
@@ -49,25 +49,18 @@ use pcielab_sim::Context;
 use pcielab_wire::tlp::{MemHeader, MemOp, TlpHeader, TlpRepr};
 use pcielab_wire::{ByteEnables, CplStatus, Tag};
 
-/// `Tlp::byte_count` of a FetchAdd.
-pub(crate) const FETCH_ADD: u16 = 0;
-/// `Tlp::byte_count` of a Swap.
-pub(crate) const SWAP: u16 = 1;
-/// `Tlp::byte_count` of a CAS.
-pub(crate) const CAS: u16 = 2;
-
-/// `Tlp::byte_count` of AtomicOp `op`.
-fn code(op: AtomicOp) -> u16 {
+/// The operation of AtomicOp `op`.
+fn code(op: AtomicOp) -> AtomicKind {
     match op {
-        AtomicOp::FetchAdd32(_) | AtomicOp::FetchAdd64(_) => FETCH_ADD,
-        AtomicOp::Swap32(_) | AtomicOp::Swap64(_) => SWAP,
-        _ => CAS,
+        AtomicOp::FetchAdd32(_) | AtomicOp::FetchAdd64(_) => AtomicKind::FetchAdd,
+        AtomicOp::Swap32(_) | AtomicOp::Swap64(_) => AtomicKind::Swap,
+        _ => AtomicKind::Cas,
     }
 }
 
 /// The operand size of an AtomicOp with operation `code` and `payload` bytes.
-pub(crate) fn operand_size(code: u16, payload: u64) -> u64 {
-    if code == CAS {
+pub(crate) fn operand_size(code: AtomicKind, payload: u64) -> u64 {
+    if code == AtomicKind::Cas {
         payload / 2
     } else {
         payload
@@ -76,7 +69,7 @@ pub(crate) fn operand_size(code: u16, payload: u64) -> u64 {
 
 /// The new value of a target at `addr` holding `old` under operation `code` with
 /// `payload`, or None when it stays (a CAS that does not match).
-fn result(code: u16, addr: u64, old: &[u8], payload: &[u8]) -> Option<Vec<u8>> {
+fn result(code: AtomicKind, addr: u64, old: &[u8], payload: &[u8]) -> Option<Vec<u8>> {
     let n = old.len();
     let num = |b: &[u8]| {
         let mut x = [0u8; 16];
@@ -84,11 +77,11 @@ fn result(code: u16, addr: u64, old: &[u8], payload: &[u8]) -> Option<Vec<u8>> {
         u128::from_le_bytes(x)
     };
     match code {
-        FETCH_ADD => {
+        AtomicKind::FetchAdd => {
             let sum = num(old).wrapping_add(num(payload));
             Some(sum.to_le_bytes()[..n].to_vec())
         }
-        SWAP => Some(payload[..n].to_vec()),
+        AtomicKind::Swap => Some(payload[..n].to_vec()),
         _ => {
             let (first, second) = payload.split_at(n);
             let (compare, swap) = if addr % (2 * n as u64) == 0 {
@@ -103,9 +96,9 @@ fn result(code: u16, addr: u64, old: &[u8], payload: &[u8]) -> Option<Vec<u8>> {
 
 /// The wire form of AtomicOp request `t` with payload `data`.
 pub(crate) fn request_repr<'a>(t: &Tlp, tag: Tag, data: &'a [u8]) -> TlpRepr<'a> {
-    let op = match t.byte_count {
-        FETCH_ADD => MemOp::FetchAdd,
-        SWAP => MemOp::Swap,
+    let op = match t.atomic_kind() {
+        AtomicKind::FetchAdd => MemOp::FetchAdd,
+        AtomicKind::Swap => MemOp::Swap,
         _ => MemOp::Cas,
     };
     // Whole DWs, as for a memory write of the payload's length.
@@ -132,7 +125,7 @@ fn completer_bit(size: u64) -> Option<u32> {
 /// AtomicOp request `t` as the completion code sees it: a read of its operand size at
 /// its address; and that size.
 fn as_read(t: &Tlp) -> (Tlp, u64) {
-    let size = operand_size(t.byte_count, t.len as u64);
+    let size = operand_size(t.atomic_kind(), t.len as u64);
     let req = Tlp {
         kind: Kind::MRd,
         len: size as u32,
@@ -142,10 +135,10 @@ fn as_read(t: &Tlp) -> (Tlp, u64) {
 }
 
 /// An AtomicOp's name for messages.
-fn name(code: u16, size: u64) -> String {
+fn name(code: AtomicKind, size: u64) -> String {
     let op = match code {
-        FETCH_ADD => "FetchAdd",
-        SWAP => "Swap",
+        AtomicKind::FetchAdd => "FetchAdd",
+        AtomicKind::Swap => "Swap",
         _ => "CAS",
     };
     format!("{}-bit {op}", size * 8)
@@ -218,7 +211,7 @@ impl Engine {
         let rp = self.last_rx_func;
         let need = completer_bit(size).unwrap_or(0);
         let caps = self.pcie_dword(rp, pcie_reg::DEVCAP2);
-        let what = name(t.byte_count, size);
+        let what = name(t.atomic_kind(), size);
         // Why the root complex refuses it (None: poisoned operands, which leave the
         // target alone; PCIe Base Spec 2.7.2.2), or the physical address.
         let target = if t.poisoned {
@@ -261,7 +254,7 @@ impl Engine {
             Poison::HostLines(p)
         };
         self.send_completions(Origin::Host, host, &req, CplStatus::Sc, &old, poison, cx);
-        if let Some(new) = result(t.byte_count, t.addr, &old, &payload) {
+        if let Some(new) = result(t.atomic_kind(), t.addr, &old, &payload) {
             self.fabric.host_memory.write(p, &new);
             if !self.poison_lines.is_empty() {
                 self.host_written(p, size, false);
@@ -304,7 +297,7 @@ impl Engine {
         let done = completes
             && self.functional_model(node).is_some_and(|m| {
                 m.mem_read(bar, offset, &mut old).is_ok()
-                    && result(t.byte_count, t.addr, &old, &payload)
+                    && result(t.atomic_kind(), t.addr, &old, &payload)
                         .map_or(true, |new| m.mem_write(bar, offset, &new).is_ok())
             });
         if done {
@@ -314,7 +307,7 @@ impl Engine {
         let dev = self.nodes[node as usize].name.clone();
         self.errors.push(format!(
             "{dev}: {} at {:#x} from {}: the device does not complete it: Unsupported Request",
-            name(t.byte_count, size),
+            name(t.atomic_kind(), size),
             t.addr,
             t.requester
         ));
@@ -333,14 +326,14 @@ impl Engine {
         cx: &mut Context<'_, PackedEv>,
     ) {
         let t = &self.tlps[id as usize];
-        let size = operand_size(t.byte_count, t.len as u64);
+        let size = operand_size(t.atomic_kind(), t.len as u64);
         let port = self.dirs[(d ^ 1) as usize].rx_func;
         if let Some(p) = port {
             let who = self.fabric.bdf(p);
             let t = &self.tlps[id as usize];
             self.errors.push(format!(
                 "{who}: {} at {:#x} from {}: AtomicOp Egress Blocking: Unsupported Request",
-                name(t.byte_count, size),
+                name(t.atomic_kind(), size),
                 t.addr,
                 t.requester
             ));

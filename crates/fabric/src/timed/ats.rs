@@ -58,7 +58,7 @@
 //! attributes, an Invalidate Queue Depth limit, and ATS for peer-to-peer DMA (the Page
 //! Request Interface is in `pri`).
 
-use super::engine::{Engine, Kind, NodeKind, Tlp, NONE};
+use super::engine::{Detail, Engine, Kind, NodeKind, Tlp, NONE};
 use super::packed::PackedEv;
 use super::poison::Poison;
 use crate::functional::{FnId, Origin};
@@ -222,27 +222,30 @@ pub(crate) fn message_repr<'a>(t: &Tlp, tag: Tag, data: &'a [u8]) -> TlpRepr<'a>
     let mut routing = MsgRouting::ById;
     let (code, data) = match t.kind {
         Kind::AtsInv => {
-            f[7] = t.byte_count as u8 & 0x1f;
+            f[7] = t.itag() & 0x1f;
             (MsgCode::AtsInvalidateRequest, data)
         }
         Kind::AtsInvCpl => {
             f[3] = 1; // Completion Count: this one completion
-            f[4..8].copy_from_slice(&(1u32 << (t.byte_count & 0x1f)).to_be_bytes());
+            f[4..8].copy_from_slice(&(1u32 << (t.itag() & 0x1f)).to_be_bytes());
             (MsgCode::AtsInvalidateCompletion, &[][..])
         }
         Kind::PageReq => {
             // Page address, PRG index (11:3), Last (2), Write (1), Read (0).
-            let (prg, rw) = (
-                (t.byte_count & 0x1ff) as u64,
-                (t.byte_count >> 9) as u64 & 3,
-            );
+            let (prg, rw) = match t.detail {
+                Detail::PageRequest { prg, rw } => (prg as u64 & 0x1ff, rw as u64 & 3),
+                _ => (0, 0),
+            };
             f = ((t.addr & !0xfff) | prg << 3 | 1 << 2 | rw).to_be_bytes();
             routing = MsgRouting::ToRc;
             (MsgCode::PageRequest, &[][..])
         }
         _ => {
             // PRG Response: response code (15:12) and PRG index (8:0) in bytes 10-11.
-            let v = (t.byte_count & 0xf000) | (t.byte_count & 0x1ff);
+            let v = match t.detail {
+                Detail::PrgResponse { prg, code } => (code as u16 & 0xf) << 12 | (prg & 0x1ff),
+                _ => 0,
+            };
             f[2..4].copy_from_slice(&v.to_be_bytes());
             (MsgCode::PrgResponse, &[][..])
         }
@@ -548,7 +551,7 @@ impl Engine {
         id: u32,
         cx: &mut Context<'_, PackedEv>,
     ) -> bool {
-        let (tag, status) = (self.tlps[id as usize].tag, self.tlps[id as usize].status);
+        let (tag, status) = (self.tlps[id as usize].tag, self.tlps[id as usize].status());
         if tag < ATS_TAG_BASE {
             return false;
         }
@@ -727,7 +730,7 @@ impl Engine {
         let host = self.host_bdf;
         let t = Tlp {
             completer: dest,
-            byte_count: itag as u16,
+            detail: Detail::Itag(itag),
             data: p,
             pasid,
             ..Tlp::new(Kind::AtsInv, host, base, 8)
@@ -757,7 +760,7 @@ impl Engine {
     ) {
         let (itag, from, sp) = {
             let t = &self.tlps[id as usize];
-            (t.byte_count as u8 & 0x1f, t.requester, t.pasid)
+            (t.itag() & 0x1f, t.requester, t.pasid)
         };
         let payload = self.payload(id);
         let mut b = [0u8; 8];
@@ -835,7 +838,7 @@ impl Engine {
         let me = self.fabric.bdf(f);
         let t = Tlp {
             completer: to,
-            byte_count: itag as u16,
+            detail: Detail::Itag(itag),
             ..Tlp::new(Kind::AtsInvCpl, me, 0, 0)
         };
         if let Err(e) = self.inject(Origin::Function(f), t, to, cx) {
@@ -848,7 +851,7 @@ impl Engine {
     /// of that device with its ITag is complete.
     pub(crate) fn ats_invalidate_completion(&mut self, t: &Tlp, cx: &mut Context<'_, PackedEv>) {
         let now = cx.now();
-        let itag = t.byte_count as u8 & 0x1f;
+        let itag = t.itag() & 0x1f;
         match self
             .ats_invals
             .iter_mut()

@@ -85,6 +85,7 @@
 //! 3 payload sizes and several latencies, with and without a switch, for writes, reads
 //! and read/write mixes with MRRS 512 and 4096.
 
+use super::engine::Detail;
 use super::engine::{
     dllp_repr, Dest, Dllp, Engine, Ev, Kind, NodeKind, Tlp, Wire, WireItem, CPL, NONE, NP, P,
     TAGS_DOWN,
@@ -472,8 +473,10 @@ impl Engine {
                 completer,
                 tag: req.piece_tag(r),
                 len: k * plen,
-                byte_count: plen as u16,
-                status,
+                detail: Detail::Completion {
+                    byte_count: plen as u16,
+                    status,
+                },
                 dest: Dest::Rc,
                 data: self.alloc_payload(&data[s..e]),
                 pieces: (k * per) as u8,
@@ -525,7 +528,7 @@ impl Engine {
                 piece.len = plen;
                 if t.kind.is_completion() {
                     // The bytes still to come, this completion's included.
-                    piece.byte_count = t.piece_byte_count(i);
+                    piece.set_byte_count(t.piece_byte_count(i));
                 }
                 piece.tag = t.piece_tag(i);
                 piece.tag_span = 0;

@@ -2,6 +2,7 @@
 //! completions reassembled, the completion timeout.
 
 use super::endpoint::DmaId;
+use super::engine::Detail;
 use super::engine::{
     DmaDir, DmaOp, Engine, Ev, Kind, NodeKind, Tlp, AER_COMPLETION_TIMEOUT, AER_MALFORMED,
     AER_UNEXPECTED_CPL, NONE, TAGS_DOWN,
@@ -330,7 +331,7 @@ impl Engine {
         let now = cx.now();
         let (status, poisoned) = {
             let t = &self.tlps[id as usize];
-            (t.status, t.poisoned)
+            (t.status(), t.poisoned)
         };
         let pd = self.tlps[id as usize].data;
         let payload: &[u8] = if pd == NONE {
@@ -599,7 +600,7 @@ impl Engine {
             Some((code, operands)) => Tlp {
                 kind: Kind::Atomic,
                 len: operands.len() as u32,
-                byte_count: *code,
+                detail: Detail::Atomic(*code),
                 ..t
             },
         }

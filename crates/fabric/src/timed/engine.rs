@@ -50,7 +50,7 @@ pub(crate) enum Kind {
     Cpl,
     CplD,
     /// An INTx virtual-wire message (Assert_INTx/Deassert_INTx, routing "local,
-    /// terminate at receiver"); the message code is kept in `byte_count`.
+    /// terminate at receiver"); the message code is its `Detail::Msg`.
     Intx,
     /// An I/O read (IORd): non-posted, 3DW header, at most 4 bytes within one DW
     /// (`addr`, `len`); answered with a CplD of one DW.
@@ -61,26 +61,26 @@ pub(crate) enum Kind {
     /// A configuration read from the root complex (CfgRd0 on the last link when the
     /// target sits on the bus right below it, CfgRd1 before): non-posted, 3DW header;
     /// `completer` is the target function, `addr` the register's byte offset (DW
-    /// aligned), `len` 4 and `byte_count` the First DW Byte Enables. Answered with a
+    /// aligned), `len` 4 and its `Detail::FirstBe` the First DW Byte Enables. Answered with a
     /// CplD of one DW, or a Cpl with Unsupported Request where routing ends.
     CfgRd,
     /// A configuration write (CfgWr0/CfgWr1), with one DW of data; answered with a Cpl.
     CfgWr,
-    /// An error message (ERR_COR, ERR_NONFATAL or ERR_FATAL; code in `byte_count`),
+    /// An error message (ERR_COR, ERR_NONFATAL or ERR_FATAL; its code in `Detail::Msg`),
     /// routed to the root complex: posted, 4DW header, no data; `requester` is the
     /// function that detected the error.
     ErrMsg,
     /// A Vendor_Defined message: posted, 4DW header, `len` bytes of payload (whole
-    /// DWs, none for a Msg). `byte_count`: the message code (7Eh/7Fh) | routing
-    /// (000b to the root complex, 010b by ID) << 8; `completer`: the destination ID
+    /// DWs, none for a Msg). `Detail::Vendor`: the message code (7Eh/7Fh) and routing
+    /// (000b to the root complex, 010b by ID); `completer`: the destination ID
     /// (the host bridge for the root complex); `addr`: vendor data << 32 | Vendor ID
     /// << 16 (its low bits zero, so the payload is DW aligned).
     VendorMsg,
-    /// A power-management message routed to the root complex (PM_PME, code 18h in
-    /// `byte_count`): posted, 4DW header, no data; `requester` is the function that
+    /// A power-management message routed to the root complex (PM_PME, code 18h in its
+    /// `Detail::Msg`): posted, 4DW header, no data; `requester` is the function that
     /// signalled the event.
     PmMsg,
-    /// A power-management message handled hop by hop (code in `byte_count`):
+    /// A power-management message handled hop by hop (code in `Detail::Msg`):
     /// PME_Turn_Off (19h, broadcast from the root complex: a switch sends a copy down
     /// every downstream port) and PME_TO_Ack (1Bh, gathered to the root complex: a
     /// switch sends one upstream once every downstream port has acknowledged). Posted,
@@ -93,18 +93,18 @@ pub(crate) enum Kind {
     TransReq,
     /// An ATS Invalidate Request (MsgD 01h, routed by ID) from the root complex to a
     /// device: posted, 4DW header and 8 bytes of data (the untranslated range);
-    /// `completer` is the device, `byte_count` the ITag.
+    /// `completer` is the device, `Detail::Itag` the ITag.
     AtsInv,
     /// An ATS Invalidate Completion (Msg 02h, routed by ID) from a device to the root
     /// complex: posted, 4DW header, no data; `completer` is the host bridge,
-    /// `byte_count` the ITag whose bit the ITag vector sets.
+    /// `Detail::Itag` the ITag whose bit the ITag vector sets.
     AtsInvCpl,
     /// A Page Request (Msg 04h to the root complex, PRI): posted, 4DW header, no
-    /// data; `addr` the page, `byte_count` the PRG index | R, W << 9 (see `pri`).
+    /// data; `addr` the page, `Detail::PageRequest` the PRG index and R, W (see `pri`).
     PageReq,
     /// A PRG Response (Msg 05h by ID) from the root complex to a device: posted, 4DW
-    /// header, no data; `completer` the device, `addr` the page, `byte_count` the PRG
-    /// index | response code << 12.
+    /// header, no data; `completer` the device, `addr` the page, `Detail::PrgResponse` the PRG
+    /// index and response code.
     PrgResp,
     /// Bytes a device model built itself ([`EpCx::send_raw`]) that the fabric does
     /// not carry as one of its own TLPs: Malformed at the receiver, or a valid TLP of
@@ -117,7 +117,7 @@ pub(crate) enum Kind {
     /// An AtomicOp request (FetchAdd, Swap or CAS; see the `atomic` module) from a
     /// device's DMA engine: non-posted, routed by address, `len` bytes of operands as
     /// its payload (CAS: the compare and swap values, twice the operand size), the
-    /// operation in `byte_count` (`atomic::FETCH_ADD`, `SWAP`, `CAS`). Answered with a
+    /// operation in `Detail::Atomic`. Answered with a
     /// CplD of the target's original value.
     Atomic,
 }
@@ -206,29 +206,37 @@ pub(crate) enum Dest {
     },
 }
 
-/// One TLP in flight. About 120 bytes plus its payload buffer (pooled).
+/// One TLP in flight: 96 bytes plus its payload buffer (pooled). `repr(C)` with the
+/// fields in falling alignment, so the layout has no padding whatever the compiler
+/// would do with fields that have niches; the size is asserted in `timed::tests`.
 #[derive(Debug, Clone)]
+#[repr(C)]
 pub(crate) struct Tlp {
-    pub kind: Kind,
-    pub requester: Bdf,
-    pub completer: Bdf,
-    pub tag: u16,
     pub addr: u64,
+    /// Its payload became the host-memory page at this (physical) address, on loan
+    /// to it (see `Engine::host_write`), or `NOT_LENT`.
+    pub lent: u64,
+    pub dest: Dest,
     /// Bytes requested (MRd) or carried (MWr/CplD, DW-rounded payload length).
     pub len: u32,
-    pub byte_count: u16,
-    pub status: CplStatus,
     /// Index into the payload pool, or NONE.
     pub data: u32,
-    pub path: [u16; MAX_PATH],
-    pub hops: u8,
-    pub at: u8,
-    pub refs: u8,
-    pub dest: Dest,
     /// Direction whose receive buffer holds it (credits to return), or NONE.
     pub ingress: u32,
     /// (node, dma op) to notify when the last TLP of a DMA write leaves, or NONE.
     pub dma_last: (u32, u32),
+    /// The PASID of its PASID TLP prefix (one End-End prefix DW on the wire), or NONE.
+    pub pasid: u32,
+    pub requester: Bdf,
+    pub completer: Bdf,
+    pub tag: u16,
+    /// What the kind carries besides address and length (one meaning per variant).
+    pub detail: Detail,
+    pub path: [u16; MAX_PATH],
+    pub kind: Kind,
+    pub hops: u8,
+    pub at: u8,
+    pub refs: u8,
     pub hdr_bytes: u8,
     /// EP: the data is poisoned (PCIe Base Spec 2.7.2).
     pub poisoned: bool,
@@ -238,22 +246,81 @@ pub(crate) struct Tlp {
     pub corrupted: bool,
     /// The AT field of a memory request: 0 untranslated, 2 translated (ATS).
     pub addr_type: u8,
-    /// The PASID of its PASID TLP prefix (one End-End prefix DW on the wire), or NONE.
-    pub pasid: u32,
     /// TLPs this record stands for (burst mode, see the `burst` module): 1, or a
     /// train of `pieces` memory writes, completions or memory read requests of
     /// `len / pieces` bytes each at consecutive addresses, sent back to back and
     /// handled as one unit.
     pub pieces: u8,
-    /// Its payload became the host-memory page at this (physical) address, on loan
-    /// to it (see `Engine::host_write`), or `NOT_LENT`.
-    pub lent: u64,
     /// The tags of a burst's pieces (see `pieces`): 0, every piece has `tag`;
     /// otherwise the pieces per tag (1 for a burst of read requests, the pieces per
     /// request for completions that answer several of them), plus `TAGS_DOWN` when
     /// the tags go down (else up) one by one from `tag`. A completion burst's
-    /// `byte_count` is that of each request's first piece.
+    /// Byte Count is that of each request's first piece.
     pub tag_span: u8,
+}
+
+/// What a TLP record carries besides its address and length: each kind has its own
+/// variant, so no field holds different things for different kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Detail {
+    /// Nothing (memory requests, raw TLPs).
+    None,
+    /// A completion's Byte Count (of a burst of completions: of each request's first
+    /// piece; see [`Tlp::piece_byte_count`]) and Completion Status.
+    Completion {
+        /// Byte Count.
+        byte_count: u16,
+        /// Completion Status.
+        status: CplStatus,
+    },
+    /// A message's code: INTx, error and power-management messages.
+    Msg(u8),
+    /// An LTR message's Snoop and No-Snoop Latency registers.
+    Ltr {
+        /// Snoop Latency.
+        snoop: u16,
+        /// No-Snoop Latency.
+        no_snoop: u16,
+    },
+    /// A vendor-defined message: its code (7Eh Type 0, 7Fh Type 1) and routing (000b
+    /// to the root complex, 010b by ID, 011b broadcast, 100b local).
+    Vendor {
+        /// Message code.
+        code: u8,
+        /// Routing subfield.
+        routing: u8,
+    },
+    /// An I/O or configuration request's First DW Byte Enables.
+    FirstBe(u8),
+    /// An AtomicOp's operation.
+    Atomic(AtomicKind),
+    /// An ATS Invalidate Request's or Invalidation Completion's ITag.
+    Itag(u8),
+    /// A Page Request's PRG index and its R (bit 0) and W (bit 1) bits.
+    PageRequest {
+        /// Page Request Group index.
+        prg: u16,
+        /// R | W << 1.
+        rw: u8,
+    },
+    /// A PRG Response's PRG index and response code.
+    PrgResponse {
+        /// Page Request Group index.
+        prg: u16,
+        /// Response code.
+        code: u8,
+    },
+}
+
+/// An AtomicOp's operation (PCIe Base Spec 6.15).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AtomicKind {
+    /// FetchAdd.
+    FetchAdd,
+    /// Unconditional Swap.
+    Swap,
+    /// Compare and Swap.
+    Cas,
 }
 
 /// `Tlp::tag_span`: the pieces' tags go down.
@@ -279,8 +346,7 @@ impl Tlp {
             tag: 0,
             addr,
             len,
-            byte_count: 0,
-            status: CplStatus::Sc,
+            detail: Detail::None,
             data: NONE,
             path: [0; MAX_PATH],
             hops: 0,
@@ -363,7 +429,78 @@ impl Tlp {
         let plen = self.len / self.pieces.max(1) as u32;
         let per = (self.tag_span & !TAGS_DOWN) as u32;
         let k = if per == 0 { i } else { i % per };
-        self.byte_count.wrapping_sub((k * plen) as u16)
+        self.byte_count().wrapping_sub((k * plen) as u16)
+    }
+
+    /// A completion's Byte Count (0 for other kinds).
+    #[inline]
+    pub fn byte_count(&self) -> u16 {
+        match self.detail {
+            Detail::Completion { byte_count, .. } => byte_count,
+            _ => 0,
+        }
+    }
+
+    /// A completion's status (Successful Completion for other kinds).
+    #[inline]
+    pub fn status(&self) -> CplStatus {
+        match self.detail {
+            Detail::Completion { status, .. } => status,
+            _ => CplStatus::Sc,
+        }
+    }
+
+    /// Sets a completion's Byte Count, keeping its status.
+    #[inline]
+    pub fn set_byte_count(&mut self, byte_count: u16) {
+        let status = self.status();
+        self.detail = Detail::Completion { byte_count, status };
+    }
+
+    /// A message's code (vendor-defined messages: 7Eh or 7Fh; 0 for other kinds).
+    #[inline]
+    pub fn msg_code(&self) -> u8 {
+        match self.detail {
+            Detail::Msg(c) | Detail::Vendor { code: c, .. } => c,
+            Detail::Ltr { .. } => super::ltr::MSG_LTR,
+            _ => 0,
+        }
+    }
+
+    /// An I/O or configuration request's First DW Byte Enables (all four otherwise).
+    #[inline]
+    pub fn first_be(&self) -> u8 {
+        match self.detail {
+            Detail::FirstBe(b) => b,
+            _ => 0xf,
+        }
+    }
+
+    /// An ATS invalidation message's ITag (0 for other kinds).
+    #[inline]
+    pub fn itag(&self) -> u8 {
+        match self.detail {
+            Detail::Itag(t) => t,
+            _ => 0,
+        }
+    }
+
+    /// An AtomicOp request's operation (FetchAdd for other kinds).
+    #[inline]
+    pub fn atomic_kind(&self) -> AtomicKind {
+        match self.detail {
+            Detail::Atomic(k) => k,
+            _ => AtomicKind::FetchAdd,
+        }
+    }
+
+    /// A vendor-defined message's routing subfield (0 for other kinds).
+    #[inline]
+    pub fn vendor_routing(&self) -> u8 {
+        match self.detail {
+            Detail::Vendor { routing, .. } => routing,
+            _ => 0,
+        }
     }
 
     /// Bytes of the TLP (of all its pieces: each has its own header, digest and
@@ -640,7 +777,7 @@ pub(crate) enum DmaDir {
         poisoned: bool,
     },
     /// An AtomicOp (`atomic::FETCH_ADD`, `SWAP`, `CAS`); its operands come as the data.
-    Atomic(u16),
+    Atomic(AtomicKind),
 }
 
 #[derive(Debug)]
@@ -667,7 +804,7 @@ pub(crate) struct DmaOp {
     pub pasid: u32,
     /// An AtomicOp: its operation and operands (see the `atomic` module); the DMA is a
     /// read of the original value (`len` bytes).
-    pub atomic: Option<(u16, Vec<u8>)>,
+    pub atomic: Option<(AtomicKind, Vec<u8>)>,
     /// With a reorder window: bytes from the start handed to the device in order.
     pub delivered: u64,
     /// With a reorder window: ranges `[start, end)` that arrived past `delivered`.
@@ -1215,8 +1352,8 @@ impl Engine {
                 t.completer,
                 t.requester,
                 tag,
-                t.status,
-                t.byte_count.max(1),
+                t.status(),
+                t.byte_count().max(1),
                 (t.addr & 0x7f) as u8,
                 &data,
             ),
@@ -1247,7 +1384,7 @@ impl Engine {
                         type1: !type0,
                         requester_id: t.requester,
                         tag,
-                        first_be: pcielab_wire::ByteEnables::from_bits_truncate(t.byte_count as u8),
+                        first_be: pcielab_wire::ByteEnables::from_bits_truncate(t.first_be()),
                         target: t.completer,
                         register: (t.addr as u16 & 0xffc) >> 2,
                     }),
@@ -1262,8 +1399,8 @@ impl Engine {
                 pcielab_wire::tlp::TlpHeader::Msg(pcielab_wire::tlp::MsgHeader {
                     requester_id: t.requester,
                     tag,
-                    code: pcielab_wire::tlp::MsgCode::from_raw(t.byte_count as u8),
-                    routing: match (t.kind, t.byte_count as u8) {
+                    code: pcielab_wire::tlp::MsgCode::from_raw(t.msg_code()),
+                    routing: match (t.kind, t.msg_code()) {
                         (Kind::Intx, _) => pcielab_wire::tlp::MsgRouting::Local,
                         (Kind::PmHop, super::ltr::MSG_LTR) => pcielab_wire::tlp::MsgRouting::Local,
                         (Kind::PmHop, MSG_PME_TURN_OFF) => pcielab_wire::tlp::MsgRouting::Broadcast,
@@ -1271,9 +1408,12 @@ impl Engine {
                         _ => pcielab_wire::tlp::MsgRouting::ToRc,
                     },
                     fields: pcielab_wire::tlp::MsgFields(
-                        if t.kind == Kind::PmHop && t.byte_count as u8 == super::ltr::MSG_LTR {
+                        if let Detail::Ltr {
+                            snoop: s,
+                            no_snoop: n,
+                        } = t.detail
+                        {
                             // Bytes 12–13 No-Snoop Latency, 14–15 Snoop Latency.
-                            let (s, n) = ((t.addr >> 16) as u16, t.addr as u16);
                             let mut f = [0u8; 8];
                             f[4..6].copy_from_slice(&n.to_be_bytes());
                             f[6..8].copy_from_slice(&s.to_be_bytes());
@@ -1286,7 +1426,7 @@ impl Engine {
                 &[],
             )),
             Kind::VendorMsg => {
-                let by_id = t.byte_count >> 8 == 2;
+                let by_id = t.vendor_routing() == 2;
                 let mut f = [0u8; 8];
                 if by_id {
                     f[0..2].copy_from_slice(&t.completer.raw().to_be_bytes());
@@ -1297,8 +1437,8 @@ impl Engine {
                     pcielab_wire::tlp::TlpHeader::Msg(pcielab_wire::tlp::MsgHeader {
                         requester_id: t.requester,
                         tag,
-                        code: pcielab_wire::tlp::MsgCode::from_raw(t.byte_count as u8),
-                        routing: pcielab_wire::tlp::MsgRouting::from_raw((t.byte_count >> 8) as u8)
+                        code: pcielab_wire::tlp::MsgCode::from_raw(t.msg_code()),
+                        routing: pcielab_wire::tlp::MsgRouting::from_raw(t.vendor_routing())
                             .unwrap_or(pcielab_wire::tlp::MsgRouting::ToRc),
                         fields: pcielab_wire::tlp::MsgFields(f),
                     }),
@@ -2346,7 +2486,8 @@ impl Engine {
             let extra = match (dest, kind) {
                 (Dest::HostMemory, Kind::MRd) => self.memory_read_latency(addr, len),
                 (Dest::HostMemory, Kind::Atomic) => {
-                    let size = super::atomic::operand_size(self.tlps[id as usize].byte_count, len);
+                    let size =
+                        super::atomic::operand_size(self.tlps[id as usize].atomic_kind(), len);
                     self.memory_read_latency(addr, size)
                 }
                 (Dest::Rc, Kind::TransReq) => {
@@ -2451,7 +2592,7 @@ impl Engine {
         let node = self.dirs[t.path[t.at as usize - 1] as usize].to;
         if t.kind == Kind::ErrMsg
             && ({
-                let (ing, req, code) = (t.ingress, t.requester, t.byte_count as u8);
+                let (ing, req, code) = (t.ingress, t.requester, t.msg_code());
                 self.dpc_message(ing, req, code, cx) || !self.switch_forwards_error(node, ing)
             })
         {
@@ -2606,7 +2747,7 @@ impl Engine {
         };
         let payload = self.payload(id).to_vec();
         // A piece is done when its last completion (Byte Count = its own length) arrives.
-        if t.status != CplStatus::Sc || t.byte_count as u32 <= t.len {
+        if t.status() != CplStatus::Sc || t.byte_count() as u32 <= t.len {
             self.p2p_tag_map.remove(&t.tag);
             self.p2p_tags.push(t.tag);
         }
@@ -2616,22 +2757,22 @@ impl Engine {
         r.poisoned |= t.poisoned;
         let piece_off = off as usize + (t.addr.wrapping_sub(r.orig.addr + off as u64)) as usize;
         let n = payload.len().min(t.len as usize);
-        if t.status == CplStatus::Sc {
+        if t.status() == CplStatus::Sc {
             let end = (piece_off + n).min(r.data.len());
             let s = piece_off.min(end);
             r.data[s..end].copy_from_slice(&payload[..end - s]);
         }
-        r.pending = r.pending.saturating_sub(if t.status == CplStatus::Sc {
+        r.pending = r.pending.saturating_sub(if t.status() == CplStatus::Sc {
             t.len
         } else {
             r.pending
         });
         if r.pending == 0 {
             if let Some(r) = self.p2p_reads.remove(&key) {
-                let status = if t.status == CplStatus::Sc {
+                let status = if t.status() == CplStatus::Sc {
                     CplStatus::Sc
                 } else {
-                    t.status
+                    t.status()
                 };
                 let data = r.data;
                 // The rebuilt completions carry the poison of any piece.
@@ -2910,7 +3051,7 @@ impl Engine {
                 }
             }
             (Dest::Intx { node }, Kind::Intx) => {
-                self.intx_arrived(node, ing, t.requester, t.byte_count as u8, cx)
+                self.intx_arrived(node, ing, t.requester, t.msg_code(), cx)
             }
             (Dest::Rc, Kind::Cpl | Kind::CplD) => self.host_completion(id, cx),
             (Dest::Dma { node }, Kind::Cpl | Kind::CplD) => self.dma_completion(node, id, cx),
@@ -3012,12 +3153,11 @@ impl Engine {
                 let ing = self
                     .last_rx_func
                     .and_then(|rp| self.dirs.iter().position(|x| x.rx_func == Some(rp)));
-                let contained = ing.is_some_and(|d| {
-                    self.dpc_message(d as u32, t.requester, t.byte_count as u8, cx)
-                });
+                let contained =
+                    ing.is_some_and(|d| self.dpc_message(d as u32, t.requester, t.msg_code(), cx));
                 if let Some(rp) = self.last_rx_func.filter(|_| !contained) {
                     if self.bridge_forwards_errors(rp) {
-                        self.root_error(rp, t.requester, t.byte_count as u8, cx);
+                        self.root_error(rp, t.requester, t.msg_code(), cx);
                     }
                 }
             }
@@ -3032,14 +3172,17 @@ impl Engine {
             ) => self.config_request(node, func, refuser, id, &t, cx),
             (Dest::Rc | Dest::Dma { .. }, Kind::VendorMsg) => self.vendor_arrived(id, &t, cx),
             (Dest::Hop { node }, Kind::VendorMsg) => self.vendor_hop_arrived(node, ing, id, &t, cx),
-            (Dest::Hop { node }, Kind::PmHop) if t.byte_count as u8 == super::ltr::MSG_LTR => {
-                let values = ((t.addr >> 16) as u16, t.addr as u16);
+            (Dest::Hop { node }, Kind::PmHop) if t.msg_code() == super::ltr::MSG_LTR => {
+                let values = match t.detail {
+                    Detail::Ltr { snoop, no_snoop } => (snoop, no_snoop),
+                    _ => (0, 0),
+                };
                 if ing != NONE && ing % 2 == 1 {
                     self.ltr_arrived(node, ing, t.requester, values, cx);
                 }
             }
             (Dest::Hop { node }, Kind::PmHop) => {
-                self.pm_hop_arrived(node, ing, t.requester, t.byte_count as u8, cx)
+                self.pm_hop_arrived(node, ing, t.requester, t.msg_code(), cx)
             }
             (Dest::Rc, Kind::TransReq) => self.translation_request(&t, cx),
             (Dest::Dma { node }, Kind::AtsInv) => self.ats_invalidate_request(node, id, cx),
@@ -3121,7 +3264,7 @@ impl Engine {
             return;
         }
         let f = FnId(func);
-        let be = pcielab_wire::ByteEnables::from_bits_truncate(t.byte_count as u8);
+        let be = pcielab_wire::ByteEnables::from_bits_truncate(t.first_be());
         let reg = (t.addr as u16) & 0xffc;
         if t.kind == Kind::CfgWr {
             let mut dw = [0u8; 4];
@@ -3248,7 +3391,7 @@ impl Engine {
     }
 
     /// A TLP that crosses one link only, direction `d`, to `dest` at its receiver: a
-    /// message handled hop by hop (`code` in `byte_count`).
+    /// message handled hop by hop (`code` in `Detail::Msg`).
     pub(crate) fn one_link_tlp(
         &self,
         d: u16,
@@ -3260,7 +3403,7 @@ impl Engine {
         let mut path = [0u16; MAX_PATH];
         path[0] = d;
         Tlp {
-            byte_count: code as u16,
+            detail: Detail::Msg(code),
             path,
             hops: 1,
             dest,
@@ -3287,8 +3430,10 @@ impl Engine {
         let base = Tlp {
             completer,
             tag: req.tag,
-            byte_count: req.len.min(4096) as u16,
-            status,
+            detail: Detail::Completion {
+                byte_count: req.len.min(4096) as u16,
+                status,
+            },
             dest: Dest::Rc,
             ..Tlp::new(Kind::Cpl, req.requester, req.addr, 0)
         };
@@ -3339,7 +3484,7 @@ impl Engine {
             t.kind = Kind::CplD;
             t.addr = ch.addr;
             t.len = len;
-            t.byte_count = ch.byte_count;
+            t.set_byte_count(ch.byte_count);
             t.data = p;
             t.pieces = pieces as u8;
             t.poisoned = self.completion_poisoned(poison, s as u64, len as u64);
@@ -3366,8 +3511,10 @@ impl Engine {
         let mut t = Tlp {
             completer,
             tag: req.tag,
-            byte_count: 4,
-            status,
+            detail: Detail::Completion {
+                byte_count: 4,
+                status,
+            },
             dest: Dest::Rc,
             ..Tlp::new(Kind::Cpl, req.requester, 0, 0)
         };
@@ -3477,7 +3624,7 @@ impl Engine {
                         let mut c = t.clone();
                         c.kind = Kind::CplD;
                         c.len = data.len() as u32;
-                        c.byte_count = len.min(4096) as u16;
+                        c.set_byte_count(len.min(4096) as u16);
                         c.data = p;
                         c.poisoned = poisoned;
                         if let Err(e) = self.inject(origin, c, req, cx) {
@@ -3577,13 +3724,13 @@ impl Engine {
             }
             return;
         };
-        if t.status != CplStatus::Sc {
+        if t.status() != CplStatus::Sc {
             if let Some(r) = self.host_reqs.remove(&t.tag) {
                 if let Some(k) = r.timer {
                     cx.cancel(k);
                 }
             }
-            self.host_done.insert(t.tag, HostRead::Failed(t.status));
+            self.host_done.insert(t.tag, HostRead::Failed(t.status()));
             self.host_tags.push(t.tag);
             return;
         }

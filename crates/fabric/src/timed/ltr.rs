@@ -121,9 +121,12 @@ impl Engine {
                 .push(format!("{me}: LTR not sent: LTR Mechanism Enable is clear"));
             return;
         }
-        // A one-link message like the power-management ones, the values in `addr`.
+        // A one-link message like the power-management ones.
         let t = Tlp {
-            addr: (values.0 as u64) << 16 | values.1 as u64,
+            detail: super::engine::Detail::Ltr {
+                snoop: values.0,
+                no_snoop: values.1,
+            },
             ..self.pm_hop(d, me, MSG_LTR)
         };
         let id = self.alloc_tlp(t);

@@ -1375,7 +1375,7 @@ impl FabricSim {
             let mut t = Tlp {
                 completer: bdf,
                 tag,
-                byte_count: be.bits() as u16,
+                detail: engine::Detail::FirstBe(be.bits()),
                 path,
                 hops,
                 dest,
@@ -1423,8 +1423,7 @@ impl FabricSim {
                 tag,
                 addr,
                 len,
-                byte_count: 0,
-                status: CplStatus::Sc,
+                detail: engine::Detail::None,
                 data: p,
                 path,
                 hops,
@@ -2398,7 +2397,10 @@ impl FabricSim {
             let t = Tlp {
                 completer: me,
                 tag,
-                byte_count: 4,
+                detail: engine::Detail::Completion {
+                    byte_count: 4,
+                    status: CplStatus::Sc,
+                },
                 dest: engine::Dest::Rc,
                 ..Tlp::new(Kind::Cpl, host, 0, 0)
             };
@@ -2406,5 +2408,27 @@ impl FabricSim {
                 .map(|_| ())
                 .map_err(|err| SimError::Route(err.to_string()))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The memory target of the simulator: at most 160 bytes per TLP in flight (a
+    /// layout property, not a timing: it cannot vary from run to run).
+    #[test]
+    fn memory_per_inflight_tlp() {
+        let n = super::bytes_per_inflight_tlp();
+        eprintln!(
+            "sizes: Tlp {} Dest {} Kind {} Cpl {} Bdf {} Detail {}",
+            core::mem::size_of::<super::engine::Tlp>(),
+            core::mem::size_of::<super::engine::Dest>(),
+            core::mem::size_of::<super::engine::Kind>(),
+            core::mem::size_of::<pcielab_wire::CplStatus>(),
+            core::mem::size_of::<pcielab_wire::Bdf>(),
+            core::mem::size_of::<super::engine::Detail>()
+        );
+        assert!(n <= 160, "{n} bytes per TLP in flight");
+        assert_eq!(core::mem::size_of::<super::engine::Tlp>(), 96);
+        assert!(core::mem::size_of::<super::engine::Detail>() <= 6);
     }
 }

@@ -1,6 +1,7 @@
 //! Power-management messages: PM_PME (a device's wake-up request, the root port's
 //! PME state) and the hop-by-hop PME_Turn_Off/PME_TO_Ack.
 
+use super::engine::Detail;
 use super::engine::{
     err_caps, pm_cap, set_bits, Dest, Engine, Ev, Kind, NodeKind, PmeMessage, PmeToAck, Tlp,
     MSG_PME_TO_ACK, MSG_PME_TURN_OFF, MSG_PM_PME, NONE, PMCSR_PME_EN, PMCSR_PME_STATUS,
@@ -90,7 +91,7 @@ impl Engine {
         let me = self.fabric.bdf(f);
         let host = self.host_bdf;
         let t = Tlp {
-            byte_count: MSG_PM_PME as u16,
+            detail: Detail::Msg(MSG_PM_PME),
             ..Tlp::new(Kind::PmMsg, me, 0, 0)
         };
         if let Err(e) = self.inject(Origin::Function(f), t, host, cx) {

@@ -36,7 +36,7 @@
 //! timeout.
 
 use super::ats::{ext_cap, Pending, PAGING};
-use super::engine::{Engine, Kind, Tlp, NONE};
+use super::engine::{Detail, Engine, Kind, Tlp, NONE};
 use super::packed::PackedEv;
 use crate::functional::{FnId, Origin};
 use pcielab_config::ext_caps::{PRI_CTL_ENABLE, PRI_STA_RESPONSE_FAILURE, PRI_STA_STOPPED};
@@ -178,7 +178,7 @@ impl Engine {
         let host = self.host_bdf;
         let t = Tlp {
             completer: host,
-            byte_count: prg | (rw as u16 & 3) << 9,
+            detail: Detail::PageRequest { prg, rw: rw & 3 },
             pasid,
             ..Tlp::new(Kind::PageReq, me, page & !0xfff, 0)
         };
@@ -192,8 +192,9 @@ impl Engine {
     /// range of that device, Invalid Request otherwise.
     pub(crate) fn host_page_request(&mut self, t: &Tlp, cx: &mut Context<'_, PackedEv>) {
         let (dev, page, pasid) = (t.requester, t.addr & !0xfff, t.pasid);
-        let prg = t.byte_count & 0x1ff;
-        let rw = (t.byte_count >> 9) & 3;
+        let Detail::PageRequest { prg, rw } = t.detail else {
+            return;
+        };
         let known = self.on_demand.iter().any(|r| {
             r.device == dev && r.pasid == pasid && (r.iova..r.iova + r.len).contains(&page)
         });
@@ -229,7 +230,10 @@ impl Engine {
         let host = self.host_bdf;
         let resp = Tlp {
             completer: dev,
-            byte_count: (prg & 0x1ff) | (code as u16 & 0xf) << 12,
+            detail: Detail::PrgResponse {
+                prg: prg & 0x1ff,
+                code: code & 0xf,
+            },
             ..Tlp::new(Kind::PrgResp, host, page, 0)
         };
         let (path, hops, dest) = self
@@ -251,12 +255,10 @@ impl Engine {
     /// Success), now.
     pub(crate) fn prg_response_leaves(&mut self, id: u32, now: SimTime) {
         let t = &self.tlps[id as usize];
-        let (dev, page, prg, code) = (
-            t.completer,
-            t.addr,
-            t.byte_count & 0x1ff,
-            (t.byte_count >> 12) as u8,
-        );
+        let Detail::PrgResponse { prg, code } = t.detail else {
+            return;
+        };
+        let (dev, page) = (t.completer, t.addr);
         // The request's address space (PRG Responses carry no PASID: PRG Response
         // PASID Required is clear).
         let pasid = self
@@ -289,8 +291,9 @@ impl Engine {
 
     /// PRG Response `id` reached `node`'s device.
     pub(crate) fn prg_response(&mut self, node: u32, id: u32, cx: &mut Context<'_, PackedEv>) {
-        let bc = self.tlps[id as usize].byte_count;
-        let (prg, code) = (bc & 0x1ff, (bc >> 12) as u8);
+        let Detail::PrgResponse { prg, code } = self.tlps[id as usize].detail else {
+            return;
+        };
         let Some(dev) = self.ats.get_mut(&node) else {
             return;
         };

@@ -29,6 +29,7 @@
 //! [`Endpoint::raw_completion`]: super::Endpoint::raw_completion
 
 use super::endpoint::{VdmRoute, VendorMessage};
+use super::engine::{AtomicKind, Detail};
 use super::engine::{
     Dest, Engine, Kind, NodeKind, Tlp, AER_MALFORMED, AER_UNSUPPORTED, MAX_PATH, NONE, NP, P,
 };
@@ -172,7 +173,7 @@ impl Engine {
         match (t.kind, route.2) {
             (Kind::MRd, _) => self.expect_raw_completion(node, t.tag, t.len),
             (Kind::Atomic, _) => {
-                let size = super::atomic::operand_size(t.byte_count, t.len as u64);
+                let size = super::atomic::operand_size(t.atomic_kind(), t.len as u64);
                 self.expect_raw_completion(node, t.tag, size as u32);
             }
             (Kind::Cpl | Kind::CplD, Dest::Dma { node: to }) => {
@@ -241,13 +242,13 @@ impl Engine {
                         // An AtomicOp: the operands are the payload (check_rx checked
                         // their size and alignment).
                         let code = match op {
-                            MemOp::FetchAdd => super::atomic::FETCH_ADD,
-                            MemOp::Swap => super::atomic::SWAP,
-                            _ => super::atomic::CAS,
+                            MemOp::FetchAdd => AtomicKind::FetchAdd,
+                            MemOp::Swap => AtomicKind::Swap,
+                            _ => AtomicKind::Cas,
                         };
                         let n = r.payload.len() as u32;
                         let t = Tlp {
-                            byte_count: code,
+                            detail: Detail::Atomic(code),
                             data: self.alloc_payload(r.payload),
                             ..request(Kind::Atomic, &h, h.address, n)
                         };
@@ -304,8 +305,10 @@ impl Engine {
                 let mut t = Tlp::new(kind, h.requester_id, h.lower_address as u64, len);
                 t.completer = h.completer_id;
                 t.tag = h.tag.value();
-                t.status = h.status;
-                t.byte_count = h.byte_count;
+                t.detail = Detail::Completion {
+                    byte_count: h.byte_count,
+                    status: h.status,
+                };
                 t.poisoned = r.ep;
                 t.td = r.td;
                 t.corrupted = bad_digest;
@@ -410,7 +413,7 @@ impl Engine {
     ) {
         let (tag, status, len, poisoned) = {
             let t = &self.tlps[id as usize];
-            (t.tag, t.status, t.len, t.poisoned)
+            (t.tag, t.status(), t.len, t.poisoned)
         };
         // A burst of completions (burst mode) reaches the device as its TLPs.
         let pieces = self.piece_bytes(id);

@@ -1,7 +1,9 @@
 //! Vendor-defined messages: to the root complex, by ID, broadcast and local.
 
 use super::endpoint::{VdmRoute, VendorMessage};
-use super::engine::{Dest, Engine, Ev, Kind, NodeKind, Tlp, AER_UNSUPPORTED, MAX_PATH, NONE};
+use super::engine::{
+    Dest, Detail, Engine, Ev, Kind, NodeKind, Tlp, AER_UNSUPPORTED, MAX_PATH, NONE,
+};
 use super::packed::PackedEv;
 use crate::functional::Origin;
 use pcielab_sim::{Context, SimDuration};
@@ -133,7 +135,10 @@ impl Engine {
             self.alloc_payload(&msg.payload)
         };
         Tlp {
-            byte_count: code | routing << 8,
+            detail: Detail::Vendor {
+                code,
+                routing: routing as u8,
+            },
             data: p,
             ..Tlp::new(Kind::VendorMsg, requester, addr, msg.payload.len() as u32)
         }
@@ -155,7 +160,7 @@ impl Engine {
         t: &Tlp,
         cx: &mut Context<'_, PackedEv>,
     ) {
-        let broadcast = t.byte_count >> 8 == 3;
+        let broadcast = t.vendor_routing() == 3;
         match &self.nodes[node as usize].kind {
             NodeKind::Switch if broadcast => {
                 let msg = self.vendor_message_of(id, t);
@@ -166,7 +171,7 @@ impl Engine {
                 }
             }
             NodeKind::Switch => {
-                if t.byte_count as u8 == 0x7e && ing != NONE {
+                if t.msg_code() == 0x7e && ing != NONE {
                     if let Some(f) = self.dirs[ing as usize].rx_func {
                         self.signal_error(f, AER_UNSUPPORTED, false, Some(id), cx);
                     }
@@ -180,8 +185,8 @@ impl Engine {
     pub(crate) fn vendor_message_of(&self, id: u32, t: &Tlp) -> VendorMessage {
         let payload = self.payload(id);
         VendorMessage {
-            type1: t.byte_count as u8 == 0x7f,
-            route: match t.byte_count >> 8 {
+            type1: t.msg_code() == 0x7f,
+            route: match t.vendor_routing() {
                 2 => VdmRoute::Id(t.completer),
                 3 => VdmRoute::Broadcast,
                 4 => VdmRoute::Local,
