@@ -147,7 +147,10 @@ pub fn inject_rows(
             "time_ns": (t - t0) as f64 / 1000.0, "tlp": describe(b), "hex": hex(b),
         }));
     }
-    let errors: Vec<String> = sim.errors()[before..].to_vec();
+    let errors: Vec<String> = sim.errors()[before..]
+        .iter()
+        .map(|e| e.to_string())
+        .collect();
     let port_ue = port.map(|p| uncorrectable(sim, p)).unwrap_or(0);
     let dev_ue = uncorrectable(sim, me);
     rows.push(json!({

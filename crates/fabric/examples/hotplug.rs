@@ -175,5 +175,5 @@ fn main() {
             r["dmas"], r["failed"]
         );
     }
-    assert!(sim.errors().iter().all(|e| !e.contains("Surprise")));
+    assert!(sim.errors().iter().all(|e| !e.message.contains("Surprise")));
 }

@@ -6,6 +6,7 @@ use super::engine::{
     err_caps, log_error, set_bits, Engine, ErrorMessage, ErrorSeverity, Kind, Tlp, AER_UNSUPPORTED,
     NONE,
 };
+use super::fault::FaultKind;
 use super::packed::PackedEv;
 use crate::functional::{FnId, Origin};
 use pcielab_config::ext_caps::{AER_CORR_HEADER_LOG_OVERFLOW, AER_CTL_MHR_ENABLE};
@@ -99,8 +100,10 @@ impl Engine {
             ..Tlp::new(Kind::ErrMsg, me, 0, 0)
         };
         if let Err(e) = self.inject(Origin::Function(f), t, host, cx) {
-            self.errors
-                .push(format!("{me}: error message not routable: {e}"));
+            self.fault(
+                FaultKind::NotRoutable,
+                format!("{me}: error message not routable: {e}"),
+            );
         }
     }
 

@@ -36,6 +36,7 @@
 //! swap value does.
 
 use super::engine::{err_caps, AtomicKind, Engine, Kind, NodeKind, Tlp, AER_UNSUPPORTED};
+use super::fault::FaultKind;
 use super::packed::PackedEv;
 use super::poison::Poison;
 use crate::functional::{FnId, Origin, Role, MSI_RANGE};
@@ -179,7 +180,7 @@ impl Engine {
             None
         };
         if let Some(p) = problem {
-            self.errors.push(p);
+            self.fault(FaultKind::Atomic, p);
             self.call_ep(node, cx, |m, cx| m.dma_done(id, false, &[], cx));
             return;
         }
@@ -230,10 +231,13 @@ impl Engine {
                 match why {
                     None => self.poisoned_received(rp, false, "AtomicOp", id, cx),
                     Some(why) => {
-                        self.errors.push(format!(
-                            "root complex: {what} at {:#x} from {}: {why}: Unsupported Request",
-                            t.addr, t.requester
-                        ));
+                        self.fault(
+                            FaultKind::Atomic,
+                            format!(
+                                "root complex: {what} at {:#x} from {}: {why}: Unsupported Request",
+                                t.addr, t.requester
+                            ),
+                        );
                         if let Some(f) = rp {
                             self.signal_error(f, AER_UNSUPPORTED, true, Some(id), cx);
                         }
@@ -305,12 +309,15 @@ impl Engine {
             return;
         }
         let dev = self.nodes[node as usize].name.clone();
-        self.errors.push(format!(
-            "{dev}: {} at {:#x} from {}: the device does not complete it: Unsupported Request",
-            name(t.atomic_kind(), size),
-            t.addr,
-            t.requester
-        ));
+        self.fault(
+            FaultKind::Atomic,
+            format!(
+                "{dev}: {} at {:#x} from {}: the device does not complete it: Unsupported Request",
+                name(t.atomic_kind(), size),
+                t.addr,
+                t.requester
+            ),
+        );
         self.completer_ur(node, id, cx);
         self.send_completions(origin, me, &req, CplStatus::Ur, &[], Poison::Clean, cx);
     }
@@ -331,12 +338,15 @@ impl Engine {
         if let Some(p) = port {
             let who = self.fabric.bdf(p);
             let t = &self.tlps[id as usize];
-            self.errors.push(format!(
-                "{who}: {} at {:#x} from {}: AtomicOp Egress Blocking: Unsupported Request",
-                name(t.atomic_kind(), size),
-                t.addr,
-                t.requester
-            ));
+            self.fault(
+                FaultKind::Atomic,
+                format!(
+                    "{who}: {} at {:#x} from {}: AtomicOp Egress Blocking: Unsupported Request",
+                    name(t.atomic_kind(), size),
+                    t.addr,
+                    t.requester
+                ),
+            );
         }
         self.refuse_at_egress(d, id, AER_UNCORR_ATOMIC_BLOCKED, cx);
     }

@@ -59,6 +59,7 @@
 //! Request Interface is in `pri`).
 
 use super::engine::{Detail, Engine, Kind, NodeKind, Tlp, NONE};
+use super::fault::FaultKind;
 use super::packed::PackedEv;
 use super::poison::Poison;
 use crate::functional::{FnId, Origin};
@@ -505,8 +506,10 @@ impl Engine {
             ..Tlp::new(Kind::TransReq, me, unit, 8)
         };
         if let Err(e) = self.inject(Origin::Function(f), t, host, cx) {
-            self.errors
-                .push(format!("Translation Request not routable: {e}"));
+            self.fault(
+                FaultKind::NotRoutable,
+                format!("Translation Request not routable: {e}"),
+            );
         }
     }
 
@@ -630,10 +633,10 @@ impl Engine {
                 } else {
                     format!(" (PASID {:#x})", p.pasid)
                 };
-                self.errors.push(format!(
-                    "{name}: ATS translation of {:#x}{space} refused",
-                    p.unit
-                ));
+                self.fault(
+                    FaultKind::Ats,
+                    format!("{name}: ATS translation of {:#x}{space} refused", p.unit),
+                );
                 None
             }
         };
@@ -745,8 +748,10 @@ impl Engine {
             completed: None,
         });
         if let Err(e) = self.inject(Origin::Host, t, dest, cx) {
-            self.errors
-                .push(format!("Invalidate Request to {dest} not routable: {e}"));
+            self.fault(
+                FaultKind::NotRoutable,
+                format!("Invalidate Request to {dest} not routable: {e}"),
+            );
         }
         true
     }
@@ -842,8 +847,10 @@ impl Engine {
             ..Tlp::new(Kind::AtsInvCpl, me, 0, 0)
         };
         if let Err(e) = self.inject(Origin::Function(f), t, to, cx) {
-            self.errors
-                .push(format!("Invalidate Completion not routable: {e}"));
+            self.fault(
+                FaultKind::NotRoutable,
+                format!("Invalidate Completion not routable: {e}"),
+            );
         }
     }
 
@@ -858,10 +865,13 @@ impl Engine {
             .find(|v| v.device == t.requester && v.itag == itag && v.completed.is_none())
         {
             Some(v) => v.completed = Some(now),
-            None => self.errors.push(format!(
-                "Invalidate Completion from {} for ITag {itag} that no request is waiting for",
-                t.requester
-            )),
+            None => self.fault(
+                FaultKind::Ats,
+                format!(
+                    "Invalidate Completion from {} for ITag {itag} that no request is waiting for",
+                    t.requester
+                ),
+            ),
         }
     }
 

@@ -90,6 +90,7 @@ use super::engine::{
     dllp_repr, Dest, Dllp, Engine, Ev, Kind, NodeKind, Tlp, Wire, WireItem, CPL, NONE, NP, P,
     TAGS_DOWN,
 };
+use super::fault::FaultKind;
 use super::packed::PackedEv;
 use super::phy::LinkTiming;
 use super::poison::Poison;
@@ -484,7 +485,10 @@ impl Engine {
                 ..Tlp::new(Kind::Cpl, req.requester, req.addr + (r * plen) as u64, 0)
             };
             if let Err(e) = self.inject(origin, t, req.requester, cx) {
-                self.errors.push(format!("completion not routable: {e}"));
+                self.fault(
+                    FaultKind::NotRoutable,
+                    format!("completion not routable: {e}"),
+                );
             }
             r += k;
         }

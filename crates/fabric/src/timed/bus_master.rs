@@ -17,6 +17,7 @@
 //! upward link direction as the `BME_*` flags, so the hot path tests one byte.
 
 use super::engine::{Dest, Engine, Kind, NodeKind, AER_UNSUPPORTED, NP};
+use super::fault::FaultKind;
 use super::packed::PackedEv;
 use crate::functional::{FnId, Role};
 use pcielab_config::header::{command, reg};
@@ -116,10 +117,13 @@ impl Engine {
     #[cold]
     #[inline(never)]
     pub(crate) fn dma_without_bus_master(&mut self, node: u32) {
-        self.errors.push(format!(
-            "{}: DMA with Bus Master Enable clear (PCIe Base Spec 7.5.1.1.3): not issued",
-            self.nodes[node as usize].name
-        ));
+        self.fault(
+            FaultKind::BusMasterDisabled,
+            format!(
+                "{}: DMA with Bus Master Enable clear (PCIe Base Spec 7.5.1.1.3): not issued",
+                self.nodes[node as usize].name
+            ),
+        );
     }
 
     /// TLP `id` was accepted on an upward direction whose receiving port (a root port

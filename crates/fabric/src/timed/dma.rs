@@ -7,6 +7,7 @@ use super::engine::{
     DmaDir, DmaOp, Engine, Ev, Kind, NodeKind, Tlp, AER_COMPLETION_TIMEOUT, AER_MALFORMED,
     AER_UNEXPECTED_CPL, NONE, TAGS_DOWN,
 };
+use super::fault::FaultKind;
 use super::packed::PackedEv;
 use crate::functional::Origin;
 use pcielab_sim::{Context, SimTime};
@@ -132,8 +133,10 @@ impl Engine {
             return;
         };
         let Ok(split) = split_write(addr, len, self.cfg.mps as u32, SplitPolicy::Aligned) else {
-            self.errors
-                .push(format!("DMA write at {addr:#x} len {len} cannot be split"));
+            self.fault(
+                FaultKind::Split,
+                format!("DMA write at {addr:#x} len {len} cannot be split"),
+            );
             return;
         };
         if poisoned {
@@ -168,7 +171,10 @@ impl Engine {
                 ..Tlp::new(Kind::MWr, me, addr, len)
             };
             if let Err(e) = self.inject_device(node, Origin::Function(f), t, me, cx) {
-                self.errors.push(format!("DMA write not routable: {e}"));
+                self.fault(
+                    FaultKind::NotRoutable,
+                    format!("DMA write not routable: {e}"),
+                );
                 if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
                     ep.ops[oi as usize].ok = false;
                 }
@@ -273,7 +279,10 @@ impl Engine {
                 }
             }
             if let Err(e) = self.inject_device(node, Origin::Function(f), t, me, cx) {
-                self.errors.push(format!("DMA read not routable: {e}"));
+                self.fault(
+                    FaultKind::NotRoutable,
+                    format!("DMA read not routable: {e}"),
+                );
                 if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
                     for i in (0..n).rev() {
                         let tag = if down { tag - i as u16 } else { tag + i as u16 };
@@ -353,8 +362,10 @@ impl Engine {
             // Unexpected Completion (PCIe Base Spec 2.3.2): discard, log in AER (each
             // TLP of a burst).
             let name = self.nodes[node as usize].name.clone();
-            self.errors
-                .push(format!("{name}: unexpected completion for tag {tag}"));
+            self.fault(
+                FaultKind::UnexpectedCompletion,
+                format!("{name}: unexpected completion for tag {tag}"),
+            );
             if let Some(f) = self.nodes[node as usize].func {
                 for _ in 0..pieces {
                     self.signal_error(f, AER_UNEXPECTED_CPL, true, Some(id), cx);
@@ -365,10 +376,13 @@ impl Engine {
         if status == CplStatus::Sc && len > clen - got {
             // More data than the request has left: Malformed TLP (2.3.2), discarded.
             let name = self.nodes[node as usize].name.clone();
-            self.errors.push(format!(
-                "{name}: malformed completion (tag {tag}: {len} bytes, {} expected)",
-                clen - got
-            ));
+            self.fault(
+                FaultKind::MalformedCompletion,
+                format!(
+                    "{name}: malformed completion (tag {tag}: {len} bytes, {} expected)",
+                    clen - got
+                ),
+            );
             if let Some(f) = self.nodes[node as usize].func {
                 self.signal_error(f, AER_MALFORMED, false, Some(id), cx);
             }
@@ -379,7 +393,7 @@ impl Engine {
         let start = addr.wrapping_sub(wire);
         if status == CplStatus::Sc && start.saturating_add(u64::from(len)) > u64::from(clen) {
             let name = self.nodes[node as usize].name.clone();
-            self.errors.push(format!(
+            self.fault(FaultKind::MalformedCompletion, format!(
                 "{name}: malformed completion (tag {tag}: data at {addr:#x} outside the request at {wire:#x}, {clen} bytes)"
             ));
             if let Some(f) = self.nodes[node as usize].func {
@@ -557,8 +571,10 @@ impl Engine {
                 NodeKind::Ep(ep) if ep.ops[oi as usize].xlate_wait > 0 => ("ATS translation", true),
                 _ => ("DMA read", false),
             };
-            self.errors
-                .push(format!("{name}: {what} completion timeout"));
+            self.fault(
+                FaultKind::CompletionTimeout,
+                format!("{name}: {what} completion timeout"),
+            );
             if let Some(f) = self.nodes[node as usize].func {
                 // Completion Timeout Prefix/Header Log Capable: the timed-out read
                 // request's header is logged (rebuilt as it was sent).

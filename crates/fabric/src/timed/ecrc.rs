@@ -35,6 +35,7 @@
 //! and a switch that regenerates ECRC.
 
 use super::engine::{Dest, Engine, Kind, Tlp, NONE};
+use super::fault::FaultKind;
 use super::packed::PackedEv;
 use super::poison::Poison;
 use crate::functional::{FnId, Origin};
@@ -153,10 +154,13 @@ impl Engine {
             || "root complex".to_string(),
             |f| self.fabric.bdf(f).to_string(),
         );
-        self.errors.push(format!(
-            "{who}: ECRC check failed: {:?} from {}",
-            t.kind, t.requester
-        ));
+        self.fault(
+            FaultKind::Ecrc,
+            format!(
+                "{who}: ECRC check failed: {:?} from {}",
+                t.kind, t.requester
+            ),
+        );
         if let Some(f) = receiver {
             self.signal_error(f, AER_ECRC, false, Some(id), cx);
         }

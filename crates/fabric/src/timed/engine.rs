@@ -10,6 +10,7 @@ use super::dll::RxVerdict;
 use super::endpoint::{
     DmaId, Endpoint, EpCmd, EpCx, Incoming, ReadReply, ReadTicket, VendorMessage,
 };
+use super::fault::{FaultKind, SimFault};
 use super::packed::PackedEv;
 use super::phy::LinkTiming;
 use super::poison::Poison;
@@ -1046,7 +1047,7 @@ pub struct Engine {
     pub(crate) timed_devices: bool,
     pub(crate) scratch: Vec<u8>,
     /// Errors seen (unexpected completions, malformed TLPs, unroutable requests).
-    pub errors: Vec<String>,
+    pub errors: Vec<SimFault>,
     pub(crate) err_rng: Rng,
     /// Draws of the host model (memory latency tail); separate from `err_rng` so that
     /// host effects never move error injection.
@@ -2717,8 +2718,10 @@ impl Engine {
                 p.data = self.alloc_payload(&data);
             } else {
                 let Some(tag) = self.p2p_tags.pop() else {
-                    self.errors
-                        .push("root complex: no tag left to split a peer read".into());
+                    self.fault(
+                        FaultKind::NotRoutable,
+                        "root complex: no tag left to split a peer read",
+                    );
                     break;
                 };
                 p.requester = host;
@@ -2731,8 +2734,10 @@ impl Engine {
             }
             p.hdr_bytes = if a > u32::MAX as u64 { 16 } else { 12 };
             if let Err(e) = self.inject(Origin::Host, p, host, cx) {
-                self.errors
-                    .push(format!("split peer request not routable: {e}"));
+                self.fault(
+                    FaultKind::NotRoutable,
+                    format!("split peer request not routable: {e}"),
+                );
             }
             off += n;
         }
@@ -2860,10 +2865,10 @@ impl Engine {
                 self.write_log.push((req, addr, len));
             }
         } else {
-            self.errors.push(format!(
-                "IOMMU fault: write by {} at {:#x} dropped",
-                req, addr
-            ));
+            self.fault(
+                FaultKind::IommuFault,
+                format!("IOMMU fault: write by {} at {:#x} dropped", req, addr),
+            );
         }
     }
 
@@ -3034,10 +3039,10 @@ impl Engine {
                         self.scratch = buf;
                     }
                     None => {
-                        self.errors.push(format!(
-                            "IOMMU fault: read by {} at {:#x}",
-                            t.requester, t.addr
-                        ));
+                        self.fault(
+                            FaultKind::IommuFault,
+                            format!("IOMMU fault: read by {} at {:#x}", t.requester, t.addr),
+                        );
                         self.send_completions(
                             Origin::Host,
                             host,
@@ -3212,10 +3217,10 @@ impl Engine {
             }
             _ => {
                 // A completion routed to a BAR, a request to the RC's completion sink…
-                self.errors.push(format!(
-                    "{:?} TLP with destination {:?} dropped",
-                    t.kind, t.dest
-                ));
+                self.fault(
+                    FaultKind::NotRoutable,
+                    format!("{:?} TLP with destination {:?} dropped", t.kind, t.dest),
+                );
             }
         }
     }
@@ -3448,10 +3453,13 @@ impl Engine {
             self.cfg.mps as u32,
             CplPolicy::Maximal,
         ) else {
-            self.errors.push(format!(
-                "cannot split completions of a read at {:#x} len {}",
-                req.addr, req.len
-            ));
+            self.fault(
+                FaultKind::Split,
+                format!(
+                    "cannot split completions of a read at {:#x} len {}",
+                    req.addr, req.len
+                ),
+            );
             return;
         };
         // Burst mode: the root complex's whole-MPS completions of a memory read go
@@ -3489,7 +3497,10 @@ impl Engine {
             t.pieces = pieces as u8;
             t.poisoned = self.completion_poisoned(poison, s as u64, len as u64);
             if let Err(e) = self.inject(origin, t, req.requester, cx) {
-                self.errors.push(format!("completion not routable: {e}"));
+                self.fault(
+                    FaultKind::NotRoutable,
+                    format!("completion not routable: {e}"),
+                );
             }
         }
     }
@@ -3529,8 +3540,17 @@ impl Engine {
             t.poisoned = poisoned;
         }
         if let Err(e) = self.inject(origin, t, req.requester, cx) {
-            self.errors.push(format!("completion not routable: {e}"));
+            self.fault(
+                FaultKind::NotRoutable,
+                format!("completion not routable: {e}"),
+            );
         }
+    }
+
+    /// Records a fault (see [`super::fault`]).
+    #[cold]
+    pub(crate) fn fault(&mut self, kind: FaultKind, message: impl Into<String>) {
+        self.errors.push(SimFault::new(kind, message));
     }
 
     // ---------------------------------------------------------------- endpoints
@@ -3628,7 +3648,10 @@ impl Engine {
                         c.data = p;
                         c.poisoned = poisoned;
                         if let Err(e) = self.inject(origin, c, req, cx) {
-                            self.errors.push(format!("completion not routable: {e}"));
+                            self.fault(
+                                FaultKind::NotRoutable,
+                                format!("completion not routable: {e}"),
+                            );
                         }
                     } else {
                         let mut d = data;
@@ -3637,8 +3660,10 @@ impl Engine {
                         self.send_completions(origin, me, &t, CplStatus::Sc, &d, poison, cx);
                     }
                 } else {
-                    self.errors
-                        .push(format!("completion for unknown ticket {}", ticket.0));
+                    self.fault(
+                        FaultKind::DeviceCommand,
+                        format!("completion for unknown ticket {}", ticket.0),
+                    );
                 }
             }
             EpCmd::Msix(v) => {
@@ -3665,8 +3690,10 @@ impl Engine {
                     self.send_pme_to_ack(node, cx);
                 } else {
                     let me = self.ep_bdf(node);
-                    self.errors
-                        .push(format!("{me}: PME_TO_Ack without a PME_Turn_Off to answer"));
+                    self.fault(
+                        FaultKind::PowerManagement,
+                        format!("{me}: PME_TO_Ack without a PME_Turn_Off to answer"),
+                    );
                 }
             }
             EpCmd::Vendor(msg) => {
@@ -3678,15 +3705,16 @@ impl Engine {
                     self.send_vendor(Origin::Function(f), me, &msg, SimDuration::ZERO, cx)
                 {
                     let name = &self.nodes[node as usize].name;
-                    self.errors.push(format!("{name}: {e}"));
+                    self.fault(FaultKind::VendorMessage, format!("{name}: {e}"));
                 }
             }
             EpCmd::Ready => self.device_ready(node, cx),
             other => {
                 let name = &self.nodes[node as usize].name;
-                self.errors.push(format!(
-                    "{name}: the simulator does not carry out {other:?}"
-                ));
+                self.fault(
+                    FaultKind::DeviceCommand,
+                    format!("{name}: the simulator does not carry out {other:?}"),
+                );
             }
         }
     }
@@ -3715,10 +3743,10 @@ impl Engine {
         let t = self.tlps[id as usize].clone();
         let payload = self.payload(id).to_vec();
         let Some(req) = self.host_reqs.get_mut(&t.tag) else {
-            self.errors.push(format!(
-                "root complex: unexpected completion for tag {}",
-                t.tag
-            ));
+            self.fault(
+                FaultKind::UnexpectedCompletion,
+                format!("root complex: unexpected completion for tag {}", t.tag),
+            );
             if let Some(f) = self.last_rx_func {
                 self.signal_error(f, AER_UNEXPECTED_CPL, true, Some(id), cx);
             }
@@ -3735,12 +3763,14 @@ impl Engine {
             return;
         }
         if t.len > req.len - req.got.min(req.len) {
-            self.errors.push(format!(
-                "root complex: malformed completion (tag {}: {} bytes, {} expected)",
-                t.tag,
-                t.len,
-                req.len - req.got.min(req.len)
-            ));
+            let expected = req.len - req.got.min(req.len);
+            self.fault(
+                FaultKind::MalformedCompletion,
+                format!(
+                    "root complex: malformed completion (tag {}: {} bytes, {expected} expected)",
+                    t.tag, t.len
+                ),
+            );
             if let Some(f) = self.last_rx_func {
                 self.signal_error(f, AER_MALFORMED, false, Some(id), cx);
             }

@@ -5,6 +5,7 @@ use super::engine::{
     err_caps, Dest, Engine, IntxEvent, Kind, NodeKind, RootIrq, Tlp, NONE, RTCTL_PME_IE,
     RTSTA_PME_STATUS,
 };
+use super::fault::FaultKind;
 use super::packed::PackedEv;
 use crate::functional::{FnId, Interrupt, Origin, Role};
 use pcielab_sim::Context;
@@ -103,7 +104,10 @@ impl Engine {
                     self.fabric.raise_msi(rp, vector as u8)
                 };
                 if r.is_err() {
-                    self.errors.push(format!("{me}: {what} interrupt failed"));
+                    self.fault(
+                        FaultKind::Interrupt,
+                        format!("{me}: {what} interrupt failed"),
+                    );
                 }
                 // The root port is part of the root complex: its message reaches the
                 // interrupt sink without crossing a link.
@@ -253,9 +257,10 @@ impl Engine {
         };
         let name = self.nodes[node as usize].name.clone();
         if !(1..=4).contains(&pin) {
-            self.errors.push(format!(
-                "{name}: INTx requested but its Interrupt Pin register is {pin} (no INTx)"
-            ));
+            self.fault(
+                FaultKind::Interrupt,
+                format!("{name}: INTx requested but its Interrupt Pin register is {pin} (no INTx)"),
+            );
             return;
         }
         let me = self.ep_bdf(node);
@@ -287,10 +292,13 @@ impl Engine {
         // Master Enable clear refuses it on its way.
         let what = if msix { "MSI-X" } else { "MSI" };
         if !self.bus_master_set(f) {
-            self.errors.push(format!(
-                "{}: {what} with Bus Master Enable clear (PCIe Base Spec 7.5.1.1.3): not sent",
-                self.nodes[node as usize].name
-            ));
+            self.fault(
+                FaultKind::BusMasterDisabled,
+                format!(
+                    "{}: {what} with Bus Master Enable clear (PCIe Base Spec 7.5.1.1.3): not sent",
+                    self.nodes[node as usize].name
+                ),
+            );
             return;
         }
         let msg = if msix {
@@ -374,7 +382,10 @@ impl Engine {
             ..Tlp::new(Kind::MWr, requester, address, 4)
         };
         if let Err(e) = self.inject(Origin::Function(f), t, requester, cx) {
-            self.errors.push(format!("{what} write not routable: {e}"));
+            self.fault(
+                FaultKind::NotRoutable,
+                format!("{what} write not routable: {e}"),
+            );
         }
     }
 }

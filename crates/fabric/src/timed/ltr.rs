@@ -16,6 +16,7 @@
 //! 1024, 32768, 1048576 or 33554432 ns) and Value (9:0); [`ltr_value`] encodes one.
 
 use super::engine::{Engine, Tlp};
+use super::fault::FaultKind;
 use super::packed::PackedEv;
 use pcielab_sim::{Context, SimTime};
 use pcielab_wire::Bdf;
@@ -117,8 +118,10 @@ impl Engine {
         };
         let me = self.fabric.bdf(f);
         if !self.ltr_enabled(f) {
-            self.errors
-                .push(format!("{me}: LTR not sent: LTR Mechanism Enable is clear"));
+            self.fault(
+                FaultKind::Ltr,
+                format!("{me}: LTR not sent: LTR Mechanism Enable is clear"),
+            );
             return;
         }
         // A one-link message like the power-management ones.

@@ -59,6 +59,7 @@ mod dpc;
 mod ecrc;
 mod endpoint;
 mod engine;
+mod fault;
 mod fc;
 mod hotplug;
 mod interrupts;
@@ -87,6 +88,7 @@ pub use engine::{
     BufferCredits, Engine, ErrorMessage, ErrorSeverity, Ev, HostRead, IntxEvent, PmeMessage,
     PmeToAck, WireItem,
 };
+pub use fault::{FaultKind, SimFault};
 pub use iommu::{remappable_msi_address, IommuConfig, IommuFault, IommuFaultKind, IommuStats};
 pub use ltr::{ltr_ns, ltr_value, LtrMessage};
 pub use packed::PackedEv;
@@ -1547,7 +1549,7 @@ impl FabricSim {
     ///
     /// ```
     /// # use pcielab_fabric::{kinds::KindRegistry, topology::Topology};
-    /// # use pcielab_fabric::timed::{FabricSim, SimConfig};
+    /// # use pcielab_fabric::timed::{FabricSim, FaultKind, SimConfig};
     /// # use pcielab_sim::SimTime;
     /// let t = Topology::parse(
     ///     "[[node]]\nname=\"rc\"\nkind=\"root-complex\"\n[[node]]\nname=\"m\"\nkind=\"psmem\"\n\
@@ -1558,7 +1560,8 @@ impl FabricSim {
     /// sim.mmio_write_poisoned(bar, &[1, 2, 3, 4]).unwrap();
     /// sim.run_until_idle(SimTime::from_ps(100_000_000));
     /// // The device logged it: AER Uncorrectable Error Status bit 12.
-    /// assert!(sim.errors().iter().any(|e| e.contains("poisoned memory write")));
+    /// assert!(sim.errors().iter().any(|e| e.is(FaultKind::Poisoned)
+    ///     && e.message.contains("poisoned memory write")));
     /// ```
     pub fn mmio_write_poisoned(&mut self, addr: u64, data: &[u8]) -> Result<(), SimError> {
         self.host_mem_write(addr, data, true)
@@ -1948,7 +1951,7 @@ impl FabricSim {
     }
 
     /// Errors the fabric recorded (unexpected completions, unroutable requests, …).
-    pub fn errors(&self) -> &[String] {
+    pub fn errors(&self) -> &[SimFault] {
         &self.sim.world().errors
     }
 

@@ -30,6 +30,7 @@
 //! completions.
 
 use super::engine::{err_caps, Engine};
+use super::fault::FaultKind;
 use super::packed::PackedEv;
 use crate::functional::{FnId, Role};
 use pcielab_config::caps::{
@@ -54,7 +55,7 @@ impl Engine {
             return false;
         };
         let Some(at) = super::ats::ext_cap(self, f, id::EXT_PASID) else {
-            self.errors.push(format!(
+            self.fault(FaultKind::Pasid, format!(
                 "{name}: DMA with PASID {pasid:#x}, but the function has no PASID capability: not issued"
             ));
             return false;
@@ -62,15 +63,21 @@ impl Engine {
         let cs = &self.fabric.functions[f.0 as usize].config;
         let width = (cs.read_u16(at + 4) >> 8) & 0x1f;
         if cs.read_u16(at + 6) & PASID_CTL_ENABLE == 0 {
-            self.errors.push(format!(
-                "{name}: DMA with PASID {pasid:#x} while PASID Enable is clear: not issued"
-            ));
+            self.fault(
+                FaultKind::Pasid,
+                format!(
+                    "{name}: DMA with PASID {pasid:#x} while PASID Enable is clear: not issued"
+                ),
+            );
             return false;
         }
         if pasid >> width != 0 {
-            self.errors.push(format!(
-                "{name}: DMA with PASID {pasid:#x} beyond Max PASID Width {width}: not issued"
-            ));
+            self.fault(
+                FaultKind::Pasid,
+                format!(
+                    "{name}: DMA with PASID {pasid:#x} beyond Max PASID Width {width}: not issued"
+                ),
+            );
             return false;
         }
         true

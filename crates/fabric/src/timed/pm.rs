@@ -7,6 +7,7 @@ use super::engine::{
     MSG_PME_TO_ACK, MSG_PME_TURN_OFF, MSG_PM_PME, NONE, PMCSR_PME_EN, PMCSR_PME_STATUS,
     RTSTA_PME_PENDING, RTSTA_PME_STATUS,
 };
+use super::fault::FaultKind;
 use super::packed::PackedEv;
 use crate::functional::{FnId, Origin};
 use pcielab_sim::{Context, EventKey, SimDuration};
@@ -22,15 +23,18 @@ impl Engine {
     pub(crate) fn device_pme(&mut self, f: FnId, cx: &mut Context<'_, PackedEv>) {
         let me = self.fabric.bdf(f);
         let Some(pm) = pm_cap(&self.fabric, f) else {
-            self.errors
-                .push(format!("{me}: PME signalled without a PM capability"));
+            self.fault(
+                FaultKind::PowerManagement,
+                format!("{me}: PME signalled without a PM capability"),
+            );
             return;
         };
         let cs = &mut self.fabric.functions[f.0 as usize].config;
         if cs.read_u16(pm + 2) & 0xf800 == 0 {
-            self.errors.push(format!(
-                "{me}: PME signalled but the PM capability supports PME from no state"
-            ));
+            self.fault(
+                FaultKind::PowerManagement,
+                format!("{me}: PME signalled but the PM capability supports PME from no state"),
+            );
             return;
         }
         set_bits(cs, pm + 4, 2, PMCSR_PME_STATUS);
@@ -95,7 +99,10 @@ impl Engine {
             ..Tlp::new(Kind::PmMsg, me, 0, 0)
         };
         if let Err(e) = self.inject(Origin::Function(f), t, host, cx) {
-            self.errors.push(format!("{me}: PM_PME not routable: {e}"));
+            self.fault(
+                FaultKind::NotRoutable,
+                format!("{me}: PM_PME not routable: {e}"),
+            );
         }
     }
 
@@ -268,10 +275,13 @@ impl Engine {
             }
             _ => {
                 let name = self.nodes[node as usize].name.clone();
-                self.errors.push(format!(
-                    "{name}: power-management message {code:#04x} from {requester} \
+                self.fault(
+                    FaultKind::PowerManagement,
+                    format!(
+                        "{name}: power-management message {code:#04x} from {requester} \
                      arrived in the wrong direction; dropped"
-                ));
+                    ),
+                );
             }
         }
     }

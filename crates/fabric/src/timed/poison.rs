@@ -38,6 +38,7 @@
 //! forwards in AER (optional in the spec).
 
 use super::engine::{set_bits, Engine, Kind, Tlp};
+use super::fault::FaultKind;
 use super::packed::PackedEv;
 use crate::functional::{FnId, Role};
 use pcielab_config::header::{command, reg, status};
@@ -176,7 +177,10 @@ impl Engine {
             || "root complex".to_string(),
             |f| self.fabric.bdf(f).to_string(),
         );
-        self.errors.push(format!("{who}: poisoned {what} received"));
+        self.fault(
+            FaultKind::Poisoned,
+            format!("{who}: poisoned {what} received"),
+        );
         if let Some(f) = f {
             self.signal_error(f, AER_POISONED, advisory, Some(id), cx);
         }

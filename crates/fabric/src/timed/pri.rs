@@ -37,6 +37,7 @@
 
 use super::ats::{ext_cap, Pending, PAGING};
 use super::engine::{Detail, Engine, Kind, Tlp, NONE};
+use super::fault::FaultKind;
 use super::packed::PackedEv;
 use crate::functional::{FnId, Origin};
 use pcielab_config::ext_caps::{PRI_CTL_ENABLE, PRI_STA_RESPONSE_FAILURE, PRI_STA_STOPPED};
@@ -183,7 +184,10 @@ impl Engine {
             ..Tlp::new(Kind::PageReq, me, page & !0xfff, 0)
         };
         if let Err(e) = self.inject(Origin::Function(f), t, host, cx) {
-            self.errors.push(format!("Page Request not routable: {e}"));
+            self.fault(
+                FaultKind::NotRoutable,
+                format!("Page Request not routable: {e}"),
+            );
         }
     }
 
@@ -212,7 +216,7 @@ impl Engine {
         });
         let fault = self.cfg.page_fault_latency;
         if let Err(e) = self.send_prg_response(dev, page, prg, code, fault, cx) {
-            self.errors.push(e.to_string());
+            self.fault(FaultKind::PageRequest, e.to_string());
         }
     }
 
@@ -362,10 +366,13 @@ impl Engine {
             }
         }
         let name = self.nodes[node as usize].name.clone();
-        self.errors.push(format!(
-            "{name}: Page Request for {:#x} answered with code {code}",
-            p.unit
-        ));
+        self.fault(
+            FaultKind::PageRequest,
+            format!(
+                "{name}: Page Request for {:#x} answered with code {code}",
+                p.unit
+            ),
+        );
         for (oi, did) in p.waiters {
             self.translation_arrived(node, oi, did, Some(None), cx);
         }

@@ -33,6 +33,7 @@ use super::engine::{AtomicKind, Detail};
 use super::engine::{
     Dest, Engine, Kind, NodeKind, Tlp, AER_MALFORMED, AER_UNSUPPORTED, MAX_PATH, NONE, NP, P,
 };
+use super::fault::FaultKind;
 use super::packed::PackedEv;
 use crate::functional::{FnId, Origin};
 use pcielab_sim::{Context, SimDuration};
@@ -87,10 +88,13 @@ impl Engine {
         };
         let up = ep.up_dir;
         if bytes.len() < 12 || bytes.len() > MAX_RAW_TLP {
-            self.errors.push(format!(
-                "{name}: a raw TLP of {} bytes: a TLP has 12 to {MAX_RAW_TLP} bytes; not sent",
-                bytes.len()
-            ));
+            self.fault(
+                FaultKind::RawTlp,
+                format!(
+                    "{name}: a raw TLP of {} bytes: a TLP has 12 to {MAX_RAW_TLP} bytes; not sent",
+                    bytes.len()
+                ),
+            );
             return;
         }
         let why = match check_rx(&bytes, &self.raw_rules()) {
@@ -124,7 +128,7 @@ impl Engine {
         let need = len.div_ceil(16);
         let buf = self.dirs[up as usize].rx_buf.data[P];
         if buf != 0 && need > buf {
-            self.errors.push(format!(
+            self.fault(FaultKind::RawTlp, format!(
                 "{name}: a raw TLP of {len} bytes needs {need} posted data credits; the port above holds {buf}: never sent"
             ));
             return;
@@ -372,8 +376,10 @@ impl Engine {
         let from = self.tlps[id as usize].requester;
         let bytes = self.payload(id).to_vec();
         if let Err(m) = check_rx(&bytes, &self.raw_rules()) {
-            self.errors
-                .push(format!("{who}: {m} (from {from}): discarded"));
+            self.fault(
+                FaultKind::RawTlp,
+                format!("{who}: {m} (from {from}): discarded"),
+            );
             self.signal_error(port, AER_MALFORMED, false, Some(id), cx);
             return;
         }
@@ -387,8 +393,10 @@ impl Engine {
         } else {
             "dropped"
         };
-        self.errors
-            .push(format!("{who}: {kind:?} from {from}: {why}; {fate}"));
+        self.fault(
+            FaultKind::RawTlp,
+            format!("{who}: {kind:?} from {from}: {why}; {fate}"),
+        );
         if kind.is_non_posted() {
             // The port completes it with Unsupported Request (with the requester's
             // ID and tag) and logs it as a completer does.

@@ -4,8 +4,10 @@
 //! completes none, AtomicOp Egress Blocking, an endpoint as the target); the real
 //! lspci reading the capability and control bits.
 
+use crate::common::fault_text;
 use crate::common::{caps, hand_timing, lspci_vvv, parent, trace_tlps, trained_sim};
 use pcielab_fabric::kinds::KindRegistry;
+use pcielab_fabric::timed::FaultKind;
 use pcielab_fabric::timed::{AtomicOp, DmaId, Endpoint, EpCx, FabricSim};
 use pcielab_fabric::topology::Topology;
 use pcielab_sim::{SimDuration, SimTime};
@@ -183,17 +185,16 @@ fn nothing_is_sent_without_requester_enable_or_alignment() {
     let b = sim.alloc_dma(4096);
     let got = run(&mut sim, vec![(b, AtomicOp::FetchAdd32(1))]);
     assert_eq!(got, [(false, vec![])]);
-    assert!(sim
-        .errors()
-        .iter()
-        .any(|e| e.contains("AtomicOp Requester Enable is clear: not issued")));
+    assert!(sim.errors().iter().any(|e| e.is(FaultKind::Atomic)
+        && e.message
+            .contains("AtomicOp Requester Enable is clear: not issued")));
 
     let mut sim = trained_sim(5, true);
     let b = sim.alloc_dma(4096);
     sim.enable_atomic_ops_to_root("ep", &[8]).unwrap();
     let got = run(&mut sim, vec![(b + 4, AtomicOp::Swap64(1))]);
     assert_eq!(got, [(false, vec![])]);
-    let e = sim.errors().join("\n");
+    let e = fault_text(&sim, FaultKind::Atomic);
     assert!(e.contains("not aligned to its 8-byte operand"), "{e}");
     let t = sim.trace().unwrap();
     assert_eq!(
@@ -227,7 +228,7 @@ fn a_root_port_that_completes_none_answers_unsupported_request() {
     assert_eq!(got, [(false, vec![0; 4])]);
     assert_eq!(mem(&sim, b, 4), [9; 4], "memory untouched");
     assert_eq!(uncorrectable(&mut sim, rp) & UNSUPPORTED, UNSUPPORTED);
-    let e = sim.errors().join("\n");
+    let e = fault_text(&sim, FaultKind::Atomic);
     assert!(
         e.contains("the root port completes no 32-bit FetchAdd"),
         "{e}"
@@ -254,10 +255,9 @@ fn egress_blocking_at_the_switch_upstream_port_refuses_it() {
         uncorrectable(&mut sim, usp) & ATOMIC_BLOCKED,
         ATOMIC_BLOCKED
     );
-    assert!(sim
-        .errors()
-        .iter()
-        .any(|e| e.contains("AtomicOp Egress Blocking: Unsupported Request")));
+    assert!(sim.errors().iter().any(|e| e.is(FaultKind::Atomic)
+        && e.message
+            .contains("AtomicOp Egress Blocking: Unsupported Request")));
 }
 
 #[test]
@@ -272,7 +272,7 @@ fn an_endpoint_target_answers_unsupported_request() {
     assert!(sim
         .errors()
         .iter()
-        .any(|e| e.contains("the device does not complete it")));
+        .any(|e| e.is(FaultKind::Atomic) && e.message.contains("the device does not complete it")));
 }
 
 #[test]
@@ -416,5 +416,5 @@ fn poisoned_operands_leave_the_target_alone() {
     assert!(sim
         .errors()
         .iter()
-        .any(|e| e.contains("poisoned AtomicOp received")));
+        .any(|e| e.is(FaultKind::Poisoned) && e.message.contains("poisoned AtomicOp received")));
 }

@@ -4,6 +4,7 @@
 
 use crate::common::{caps, ext_cap, hand_timing, switch_tree, trace_tlps};
 use pcielab_fabric::kinds::KindRegistry;
+use pcielab_fabric::timed::FaultKind;
 use pcielab_fabric::timed::{
     AddrPattern, DmaId, DmaOpKind, DmaStream, Endpoint, EpCx, FabricSim, IommuConfig, SimConfig,
 };
@@ -239,7 +240,9 @@ fn an_unmapped_page_is_refused_and_the_dma_fails_without_a_fault() {
     assert_eq!((m.translation_requests, m.faults), (1, 0));
     assert!(faults.is_empty());
     assert!(
-        s.errors().iter().any(|e| e.contains("refused")),
+        s.errors()
+            .iter()
+            .any(|e| e.is(FaultKind::Ats) && e.message.contains("refused")),
         "{:?}",
         s.errors()
     );
@@ -521,9 +524,8 @@ fn a_translation_that_never_comes_back_times_out_the_write_waiting_for_it() {
     );
     assert!(s.now() >= t0 + SimDuration::from_us(20));
     assert!(
-        s.errors()
-            .iter()
-            .any(|e| e == "ep: ATS translation completion timeout"),
+        s.errors().iter().any(|e| e.is(FaultKind::CompletionTimeout)
+            && e.message == "ep: ATS translation completion timeout"),
         "{:?}",
         s.errors()
     );

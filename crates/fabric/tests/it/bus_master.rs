@@ -8,6 +8,7 @@ use crate::common::{
     caps, check_write_slots, hand_timing, lspci_vvv, parent, switch_tree, write_stream,
 };
 use pcielab_fabric::kinds::KindRegistry;
+use pcielab_fabric::timed::FaultKind;
 use pcielab_fabric::timed::{DmaId, Endpoint, EpCx, FabricSim, HostRead, SimConfig, SimError};
 use pcielab_fabric::topology::Topology;
 use pcielab_sim::{SimDuration, SimTime};
@@ -151,8 +152,16 @@ fn a_device_without_bus_master_enable_issues_no_dma_and_no_msix() {
     assert_eq!(b, [0; 64]);
     let e = s.errors().to_vec();
     assert_eq!(e.len(), 3, "{e:?}");
-    assert!(e[0].contains("DMA with Bus Master Enable clear"), "{e:?}");
-    assert!(e[2].contains("MSI-X with Bus Master Enable clear"), "{e:?}");
+    assert!(e[0].is(FaultKind::BusMasterDisabled), "{e:?}");
+    assert!(
+        e[0].message.contains("DMA with Bus Master Enable clear"),
+        "{e:?}"
+    );
+    assert!(e[2].is(FaultKind::BusMasterDisabled), "{e:?}");
+    assert!(
+        e[2].message.contains("MSI-X with Bus Master Enable clear"),
+        "{e:?}"
+    );
     // Set again: the next write and interrupt go out.
     set_bus_master(&mut s, ep, true);
     s.run_for(SimDuration::from_us(30));

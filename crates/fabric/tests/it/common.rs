@@ -304,3 +304,16 @@ pub fn unmask_msix_vector1(sim: &mut pcielab_fabric::timed::FabricSim, ep: &str)
     let tbl = sim.bar(ep, 2).unwrap();
     sim.mmio_write(tbl + 16 + 12, &[0, 0, 0, 0]).unwrap();
 }
+
+/// The messages of `sim`'s faults of class `kind`, one per line.
+pub fn fault_text(
+    sim: &pcielab_fabric::timed::FabricSim,
+    kind: pcielab_fabric::timed::FaultKind,
+) -> String {
+    sim.errors()
+        .iter()
+        .filter(|e| e.is(kind))
+        .map(|e| e.message.as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}

@@ -5,6 +5,7 @@
 
 use crate::common::{caps, ext_cap, hand_timing, lspci_vvv, parent, switch_tree};
 use pcielab_fabric::kinds::KindRegistry;
+use pcielab_fabric::timed::FaultKind;
 use pcielab_fabric::timed::{
     AddrPattern, DmaOpKind, DmaStream, DpcReason, ErrorSeverity, FabricSim, HostRead, SimConfig,
 };
@@ -146,7 +147,7 @@ fn an_err_nonfatal_triggers_dpc_which_holds_the_link_until_software_releases_it(
     let other: Vec<_> = s
         .errors()
         .iter()
-        .filter(|e| !e.contains("poisoned"))
+        .filter(|e| !e.is(FaultKind::Poisoned))
         .collect();
     assert!(other.is_empty(), "{other:?}");
 }

@@ -5,6 +5,7 @@
 
 use crate::common::{caps, hand_timing, switch_tree, trace_tlps};
 use pcielab_fabric::kinds::KindRegistry;
+use pcielab_fabric::timed::FaultKind;
 use pcielab_fabric::timed::{
     AddrPattern, DmaId, DmaOpKind, DmaStream, Endpoint, EpCx, FabricSim, HostRead, SimConfig,
     TraceKind,
@@ -128,7 +129,7 @@ fn with_ecrc_the_root_port_catches_and_drops_every_corrupted_write() {
     let failed = s
         .errors()
         .iter()
-        .filter(|e| e.contains("ECRC check failed"))
+        .filter(|e| e.is(FaultKind::Ecrc) && e.message.contains("ECRC check failed"))
         .count();
     assert_eq!(failed, 16, "{:?}", s.errors());
     // The root port logs ECRC Error, first, with the first write's header.

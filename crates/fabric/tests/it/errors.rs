@@ -7,6 +7,7 @@ use crate::common::{
     Chatty,
 };
 use pcielab_fabric::kinds::KindRegistry;
+use pcielab_fabric::timed::FaultKind;
 use pcielab_fabric::timed::{
     AddrPattern, DmaOpKind, DmaStream, ErrorSeverity, FabricSim, HostRead, SimConfig,
 };
@@ -69,11 +70,12 @@ fn late_completion_is_logged_as_advisory_and_reported_with_err_cor() {
     assert!(sim
         .errors()
         .iter()
-        .any(|e| e.contains("completion timeout")));
+        .any(|e| e.is(FaultKind::CompletionTimeout) && e.message.contains("completion timeout")));
     assert!(sim
         .errors()
         .iter()
-        .any(|e| e.contains("unexpected completion")));
+        .any(|e| e.is(FaultKind::UnexpectedCompletion)
+            && e.message.contains("unexpected completion")));
     // The endpoint: Completion Timeout (bit 14) and Unexpected Completion (bit 16) in
     // Uncorrectable Error Status, both Non-Fatal by default, so Advisory Non-Fatal
     // (Correctable Error Status bit 13) and Correctable Error Detected in Device Status.

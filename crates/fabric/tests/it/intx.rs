@@ -2,6 +2,7 @@
 //! aggregation, Interrupt Status and Interrupt Disable, what the root complex reports.
 
 use pcielab_fabric::kinds::KindRegistry;
+use pcielab_fabric::timed::FaultKind;
 use pcielab_fabric::timed::{Endpoint, EpCx, FabricSim, SimConfig, TraceKind};
 use pcielab_fabric::topology::Topology;
 use pcielab_sim::SimDuration;
@@ -163,7 +164,9 @@ fn a_function_without_an_interrupt_pin_gets_an_error_not_a_message() {
     s.attach("d", Box::new(NoPin)).unwrap();
     s.run_for(SimDuration::from_us(2));
     assert!(
-        s.errors().iter().any(|e| e.contains("Interrupt Pin")),
+        s.errors()
+            .iter()
+            .any(|e| e.is(FaultKind::Interrupt) && e.message.contains("Interrupt Pin")),
         "{:?}",
         s.errors()
     );

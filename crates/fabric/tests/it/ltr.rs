@@ -3,6 +3,7 @@
 
 use crate::common::{caps, hand_timing, switch_tree, trace_tlps};
 use pcielab_fabric::kinds::KindRegistry;
+use pcielab_fabric::timed::FaultKind;
 use pcielab_fabric::timed::{ltr_ns, ltr_value, Endpoint, EpCx, FabricSim, SimConfig};
 use pcielab_sim::SimDuration;
 use pcielab_wire::tlp::{MsgCode, MsgRouting, TlpHeader};
@@ -129,7 +130,7 @@ fn without_ltr_mechanism_enable_nothing_is_sent() {
     assert!(
         s.errors()
             .iter()
-            .any(|e| e.contains("LTR Mechanism Enable")),
+            .any(|e| e.is(FaultKind::Ltr) && e.message.contains("LTR Mechanism Enable")),
         "{:?}",
         s.errors()
     );

@@ -2,8 +2,10 @@
 //! IOMMU translates it by that process's table, a port with End-End TLP Prefix
 //! Blocking refuses it, and every rule a device could break is refused and named.
 
+use crate::common::fault_text;
 use crate::common::{switch_tree, trace_tlps};
 use pcielab_fabric::kinds::KindRegistry;
+use pcielab_fabric::timed::FaultKind;
 use pcielab_fabric::timed::{
     DirCounters, Endpoint, EpCx, FabricSim, IommuConfig, IommuFaultKind, SimConfig,
 };
@@ -220,7 +222,7 @@ fn a_device_may_not_use_a_pasid_it_was_not_given() {
     s.run_for(SimDuration::from_us(15));
     assert_eq!(seen.lock().unwrap().clone(), [(false, 0)]);
     assert_eq!(up_counters(&s).tlps, 0);
-    let e = s.errors().join("\n");
+    let e = fault_text(&s, FaultKind::Pasid);
     assert!(
         e.contains("ep: DMA with PASID 0x3 while PASID Enable is clear"),
         "{e}"
@@ -255,7 +257,7 @@ fn a_device_may_not_use_a_pasid_it_was_not_given() {
     )
     .unwrap();
     s.run_until_idle(SimTime::from_ps(u64::MAX / 2));
-    let e = s.errors().join("\n");
+    let e = fault_text(&s, FaultKind::Pasid);
     assert!(
         e.contains("ep: DMA with PASID 0x100000 beyond Max PASID Width 20"),
         "{e}"
@@ -362,7 +364,7 @@ fn ats_translates_and_invalidates_per_pasid() {
     assert_eq!(inv.len(), 1);
     assert_eq!(inv[0].pasid, Some(4));
     assert!(inv[0].completed.is_some());
-    let e = s.errors().join("\n");
+    let e = fault_text(&s, FaultKind::Ats);
     assert!(
         e.contains("ep: ATS translation of 0x100000 (PASID 0x4) refused"),
         "{e}"

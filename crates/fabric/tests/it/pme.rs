@@ -4,6 +4,7 @@
 
 use crate::common::{cap_offset, caps, disable_msi, hand_timing, msi_of, ser_gen3x4, trace_tlps};
 use pcielab_fabric::kinds::KindRegistry;
+use pcielab_fabric::timed::FaultKind;
 use pcielab_fabric::timed::{Endpoint, EpCx, FabricSim, SimConfig};
 use pcielab_fabric::topology::Topology;
 use pcielab_sim::{SimDuration, SimTime};
@@ -307,8 +308,9 @@ fn a_device_without_pme_support_signals_nothing_and_the_error_is_recorded() {
     assert_eq!(pmcsr(&mut sim, ep) & PMCSR_STATUS, 0);
     let errs = sim.errors();
     assert!(
-        errs.iter()
-            .any(|e| e.contains("PME") && e.contains(&ep.to_string())),
+        errs.iter().any(|e| e.is(FaultKind::PowerManagement)
+            && e.message.contains("PME")
+            && e.message.contains(&ep.to_string())),
         "{errs:?}"
     );
 }
@@ -510,9 +512,9 @@ fn bad_turn_off_requests_are_refused_with_the_reason() {
     sim.run_for(SimDuration::from_us(5));
     let ep2 = sim.bdf("ep2").unwrap();
     assert!(
-        sim.errors().iter().any(
-            |x| x.contains("PME_TO_Ack without a PME_Turn_Off") && x.contains(&ep2.to_string())
-        ),
+        sim.errors().iter().any(|x| x.is(FaultKind::PowerManagement)
+            && x.message.contains("PME_TO_Ack without a PME_Turn_Off")
+            && x.message.contains(&ep2.to_string())),
         "{:?}",
         sim.errors()
     );

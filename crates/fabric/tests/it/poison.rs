@@ -5,6 +5,7 @@
 
 use crate::common::{caps, dev_status, hand_timing, parent, switch_tree, trace_tlps};
 use pcielab_fabric::kinds::KindRegistry;
+use pcielab_fabric::timed::FaultKind;
 use pcielab_fabric::timed::{
     AddrPattern, DmaId, DmaOpKind, DmaStream, Endpoint, EpCx, ErrorSeverity, FabricSim, HostRead,
     ReadReply, ReadTicket, SimConfig,
@@ -157,7 +158,10 @@ fn poisoned_host_memory_fails_the_read_and_only_the_completion_carrying_it_is_po
     for f in [up, dp, rp] {
         assert_eq!(uncorrectable(&mut s, f) & POISONED, 0, "{f}");
     }
-    assert!(s.errors().iter().any(|e| e.contains("poisoned completion")));
+    assert!(s
+        .errors()
+        .iter()
+        .any(|e| e.is(FaultKind::Poisoned) && e.message.contains("poisoned completion")));
 }
 
 #[test]

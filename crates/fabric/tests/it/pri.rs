@@ -4,6 +4,7 @@
 
 use crate::common::{ext_cap, hand_timing, ser_gen3x4, switch_tree, trace_tlps};
 use pcielab_fabric::kinds::KindRegistry;
+use pcielab_fabric::timed::FaultKind;
 use pcielab_fabric::timed::{
     AddrPattern, DmaId, DmaOpKind, DmaStream, Endpoint, EpCx, FabricSim, IommuConfig, SimConfig,
 };
@@ -154,7 +155,7 @@ fn a_page_outside_the_on_demand_ranges_gets_invalid_request_and_the_read_fails()
     assert!(
         s.errors()
             .iter()
-            .any(|e| e.contains("answered with code 1")),
+            .any(|e| e.is(FaultKind::PageRequest) && e.message.contains("answered with code 1")),
         "{:?}",
         s.errors()
     );

@@ -4,8 +4,10 @@
 //! enables, reads whose completions come back raw, completions for the host) and with
 //! valid TLPs it does not (Unsupported Request); a wrong ECRC digest; bad lengths.
 
+use crate::common::fault_text;
 use crate::common::{caps, dev_status, hand_timing, parent, switch_tree, trained_sim};
 use pcielab_fabric::kinds::KindRegistry;
+use pcielab_fabric::timed::FaultKind;
 use pcielab_fabric::timed::{Endpoint, EpCx, FabricSim, SimConfig, TraceKind};
 use pcielab_sim::{SimDuration, SimTime};
 use pcielab_wire::tlp::{CfgHeader, MsgCode, TlpHeader, TlpRepr};
@@ -107,7 +109,7 @@ fn a_write_over_max_payload_size_is_malformed_at_the_port_above() {
     assert_eq!(header_log(&mut sim, dsp), sent[..16].to_vec());
     // Fatal by default: Fatal Error Detected in Device Status.
     assert_eq!(dev_status(&mut sim, dsp) & 0x4, 0x4);
-    let e = sim.errors().join("\n");
+    let e = fault_text(&sim, FaultKind::RawTlp);
     assert!(
         e.contains("MaxPayloadSize") && e.contains("discarded"),
         "{e}"
@@ -135,7 +137,7 @@ fn a_read_crossing_4kib_and_a_truncated_tlp_are_malformed_too() {
     );
     assert!(got.is_empty(), "no completion for a discarded read");
     assert_eq!(uncorrectable(&mut sim, dsp) & MALFORMED, MALFORMED);
-    let e = sim.errors().join("\n");
+    let e = fault_text(&sim, FaultKind::RawTlp);
     assert!(e.contains("Crosses4KiB"), "{e}");
 
     // An MWr whose Length says 4 DW with 2 DW of data.
@@ -151,7 +153,7 @@ fn a_read_crossing_4kib_and_a_truncated_tlp_are_malformed_too() {
         })],
     );
     assert_eq!(uncorrectable(&mut sim, dsp) & MALFORMED, MALFORMED);
-    assert!(sim.errors().join("\n").contains("Undecodable"));
+    assert!(fault_text(&sim, FaultKind::RawTlp).contains("Undecodable"));
 }
 
 #[test]
@@ -262,7 +264,8 @@ fn a_completion_nobody_asked_for_is_unexpected_at_the_root_port() {
     assert!(sim
         .errors()
         .iter()
-        .any(|e| e.contains("unexpected completion for tag 7")));
+        .any(|e| e.is(FaultKind::UnexpectedCompletion)
+            && e.message.contains("unexpected completion for tag 7")));
 }
 
 #[test]
@@ -298,7 +301,7 @@ fn a_configuration_request_from_below_is_an_unsupported_request() {
         (CplStatus::Ur, 5, dsp)
     );
     assert_eq!(uncorrectable(&mut sim, dsp) & UNSUPPORTED, UNSUPPORTED);
-    let e = sim.errors().join("\n");
+    let e = fault_text(&sim, FaultKind::RawTlp);
     assert!(
         e.contains("configuration requests travel only downstream"),
         "{e}"
@@ -331,7 +334,7 @@ fn an_unmodelled_message_is_dropped_with_a_note() {
         0,
         "a posted TLP: no completion, no error bit"
     );
-    let e = sim.errors().join("\n");
+    let e = fault_text(&sim, FaultKind::RawTlp);
     assert!(
         e.contains("OBFF messages sent raw are not carried") && e.contains("dropped"),
         "{e}"
@@ -390,7 +393,7 @@ fn raw_tlps_too_short_or_too_long_are_not_sent() {
         sim,
         vec![Box::new(|_| vec![0; 8]), Box::new(|_| vec![0x60; 5000])],
     );
-    let e = sim.errors().join("\n");
+    let e = fault_text(&sim, FaultKind::RawTlp);
     assert!(e.contains("a raw TLP of 8 bytes"), "{e}");
     assert!(e.contains("a raw TLP of 5000 bytes"), "{e}");
     assert_eq!(uncorrectable(&mut sim, dsp), 0);
@@ -414,7 +417,7 @@ fn a_raw_tlp_bigger_than_the_ports_buffer_is_never_sent() {
             Box::new(|ep| bytes(TlpRepr::mem_write(ep, tag(2), 0xff8, &[7; 16]))),
         ],
     );
-    let e = sim.errors().join("\n");
+    let e = fault_text(&sim, FaultKind::RawTlp);
     assert!(
         e.contains("a raw TLP of 524 bytes needs 33 posted data credits; the port above holds 16: never sent"),
         "{e}"
@@ -460,5 +463,5 @@ fn a_raw_fetch_add_is_completed_and_a_cas_of_odd_length_is_malformed() {
         (33, 4, &41u32.to_le_bytes()[..])
     );
     assert_eq!(uncorrectable(&mut sim, dsp) & MALFORMED, MALFORMED);
-    assert!(sim.errors().join("\n").contains("AtomicOperand"));
+    assert!(fault_text(&sim, FaultKind::RawTlp).contains("AtomicOperand"));
 }

@@ -2,6 +2,7 @@
 //! errors with zero data loss, determinism, bad input, misbehaving devices.
 
 use pcielab_fabric::kinds::KindRegistry;
+use pcielab_fabric::timed::FaultKind;
 use pcielab_fabric::timed::{
     AddrPattern, BufferCredits, DmaOpKind, DmaStream, FabricSim, HostRead, SimConfig,
 };
@@ -765,7 +766,8 @@ fn unexpected_completion_sets_aer_and_does_not_panic() {
     assert!(
         sim.errors()
             .iter()
-            .any(|e| e.contains("unexpected completion for tag 77")),
+            .any(|e| e.is(FaultKind::UnexpectedCompletion)
+                && e.message.contains("unexpected completion for tag 77")),
         "{:?}",
         sim.errors()
     );
@@ -888,7 +890,8 @@ fn peer_to_peer_read_of_a_silent_device_times_out() {
     assert!(
         sim.errors()
             .iter()
-            .any(|e| e.contains("ep: DMA read completion timeout")),
+            .any(|e| e.is(FaultKind::CompletionTimeout)
+                && e.message.contains("ep: DMA read completion timeout")),
         "{:?}",
         sim.errors()
     );

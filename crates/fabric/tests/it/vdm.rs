@@ -4,6 +4,7 @@
 //! the wire; bad payloads.
 
 use crate::common::{caps, dev_status, ser_gen3x4, trace_tlps, trained_sim};
+use pcielab_fabric::timed::FaultKind;
 use pcielab_fabric::timed::{Endpoint, EpCx, FabricSim, VdmRoute, VendorMessage};
 use pcielab_sim::{SimDuration, SimTime};
 use pcielab_wire::tlp::{MsgCode, MsgRouting, TlpHeader};
@@ -206,10 +207,9 @@ fn bad_payloads_and_destinations_are_errors() {
     .unwrap();
     sim.run_for(SimDuration::from_us(1));
     assert!(sim.vendor_messages().is_empty());
-    assert!(sim
-        .errors()
-        .iter()
-        .any(|e| e.contains("ep: vendor-defined message payload of 6 bytes")));
+    assert!(sim.errors().iter().any(|e| e.is(FaultKind::VendorMessage)
+        && e.message
+            .contains("ep: vendor-defined message payload of 6 bytes")));
 }
 
 #[test]
@@ -359,9 +359,9 @@ fn broadcast_and_local_are_refused_from_the_wrong_side() {
     .unwrap();
     sim.run_for(SimDuration::from_us(1));
     assert!(
-        sim.errors()
-            .iter()
-            .any(|e| e.contains("ep: only the root complex sends broadcast")),
+        sim.errors().iter().any(|e| e.is(FaultKind::VendorMessage)
+            && e.message
+                .contains("ep: only the root complex sends broadcast")),
         "{:?}",
         sim.errors()
     );
