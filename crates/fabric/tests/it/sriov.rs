@@ -498,3 +498,29 @@ fn the_vfs_key_and_its_errors() {
     let e = Topology::parse(&text("vfs = 256"), "t.toml", &reg).unwrap_err();
     assert_eq!(e.key.as_deref(), Some("vfs"), "{e}");
 }
+
+/// The timed simulator enumerates through ECAM when it is built, so the VFs exist in
+/// its fabric too, but its engine delivers BAR accesses per node: an MMIO to a VF's BAR
+/// is refused (Unsupported Request) instead of reaching the PF's memory.
+#[test]
+fn in_the_timed_simulator_a_vfs_bar_refuses_mmio_rather_than_alias_the_pf() {
+    use pcielab_fabric::timed::{FabricSim, HostRead, SimConfig};
+    let text = std::fs::read_to_string(crate::common::examples_dir().join("sriov-4vf.toml"))
+        .expect("readable");
+    let reg = KindRegistry::builtin();
+    let topo = Topology::parse(&text, "sriov-4vf.toml", &reg).unwrap();
+    let mut sim = FabricSim::new(&topo, &reg, SimConfig::default()).unwrap();
+    let (pf, pfb, _) = pf_of(sim.fabric());
+    let vfs = sim.fabric().vfs_of(pf).to_vec();
+    assert_eq!(vfs.len(), 4);
+    let vf2 = sim.tree().get(sim.fabric().bdf(vfs[2])).unwrap().bars[0].address;
+    let pf_bar0 = sim.tree().get(pfb).unwrap().bars[0].address;
+    let e = sim.mmio_write(vf2 + 0x40, &[0x5a; 8]).unwrap_err();
+    assert!(e.to_string().contains("01:00.3 refused the access"), "{e}");
+    let r = sim.mmio_read(vf2 + 0x40, 8);
+    assert!(matches!(r, Err(_) | Ok(HostRead::Failed(_))), "{r:?}");
+    let HostRead::Done { data, .. } = sim.mmio_read(pf_bar0 + 0x40, 8).unwrap() else {
+        panic!("the PF's BAR reads")
+    };
+    assert_eq!(&data[..8], &[0; 8], "the PF's memory is untouched");
+}
