@@ -1047,7 +1047,8 @@ impl Fabric {
         };
         let cs = &func.config;
         let enabled = cs.read_u16(s.cap + sriov::CONTROL) & sriov::VF_ENABLE != 0;
-        if enabled == !s.vfs.is_empty() {
+        // Nothing to do when the VFs exist exactly when VF Enable is set.
+        if enabled != s.vfs.is_empty() {
             return;
         }
         if !enabled {

@@ -850,7 +850,7 @@ fn psmem_vf(
             table_bir: 2,
             table_offset: 0,
             pba_bir: 2,
-            pba_offset: MsixTable::new(vectors).table_bytes() as u32,
+            pba_offset: MsixTable::new(vectors).table_bytes(),
         })
         .with(PcieCap {
             flr: true,

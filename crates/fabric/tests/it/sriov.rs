@@ -110,7 +110,7 @@ fn four_vfs_enumerate_each_with_its_own_routing_id() {
         assert_eq!(e.parent, pf_entry.parent);
         // IDs as software gives them: PF's Vendor ID, VF Device ID of the capability.
         let vf_dev = fabric
-            .config_read(pfb, cap + sriov::VF_DEVICE_ID & !3)
+            .config_read(pfb, (cap + sriov::VF_DEVICE_ID) & !3)
             .unwrap()
             >> 16;
         assert_eq!((e.vendor_id as u32, e.device_id as u32), (0x1fee, vf_dev));
