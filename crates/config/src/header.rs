@@ -512,9 +512,8 @@ impl Type0 {
 /// Vendor ID and Device ID read FFFFh (software takes the PF's Vendor ID and the VF
 /// Device ID of the PF's SR-IOV capability); the BARs and the expansion ROM read zero
 /// (a VF's BARs are the VF BARs of the PF's SR-IOV capability); in the Command
-/// register I/O Space, Memory Space (VF MSE of the PF applies) and Interrupt Disable
-/// are hardwired to 0, Bus Master Enable, Parity Error Response and SERR# Enable are
-/// read-write; no INTx (Interrupt Pin 0).
+/// register only Bus Master Enable is read-write (Memory Space: the PF's VF MSE
+/// applies; parity and SERR# reporting: the PF's); no INTx (Interrupt Pin 0).
 ///
 /// ```
 /// use pcielab_config::header::{command, reg, VfHeader};
@@ -522,7 +521,7 @@ impl Type0 {
 ///     .build();
 /// assert_eq!(cs.read_u32(reg::VENDOR_ID), 0xffff_ffff);
 /// cs.write_u16(reg::COMMAND, 0xffff);
-/// assert_eq!(cs.read_u16(reg::COMMAND), command::BUS_MASTER | command::PARITY | command::SERR);
+/// assert_eq!(cs.read_u16(reg::COMMAND), command::BUS_MASTER);
 /// cs.write_u32(reg::BAR0, 0xffff_ffff);
 /// assert_eq!(cs.read_u32(reg::BAR0), 0);
 /// ```
@@ -553,13 +552,7 @@ impl VfHeader {
             0,
         );
         cs.define(reg::COMMAND, 2, 0xffff, Access::RsvdP, 0);
-        cs.define(
-            reg::COMMAND,
-            2,
-            (command::BUS_MASTER | command::PARITY | command::SERR) as u32,
-            Access::Rw,
-            0,
-        );
+        cs.define(reg::COMMAND, 2, command::BUS_MASTER as u32, Access::Rw, 0);
         cs.define(reg::INT_LINE, 1, 0xff, Access::Ro, 0);
         cs.define(
             reg::SUBSYSTEM_VENDOR,

@@ -188,11 +188,12 @@ fn a_vfs_configuration_space_reads_as_the_specification_says() {
             "register {off:#x}"
         );
     }
-    // Command: I/O Space, Memory Space and Interrupt Disable are hardwired to 0.
+    // Command: only Bus Master Enable can be set (I/O Space, Memory Space, Interrupt
+    // Disable and the error-reporting enables are the PF's or do not apply).
     fabric.config_write(vfb, reg::COMMAND, 0xffff, all).unwrap();
     assert_eq!(
         fabric.config_read(vfb, reg::COMMAND).unwrap() as u16,
-        command::BUS_MASTER | command::PARITY | command::SERR
+        command::BUS_MASTER
     );
     // Capabilities: MSI-X (table and PBA in VF BAR2), PCI Express Endpoint with FLR,
     // ARI; no SR-IOV capability of its own, no MSI.
@@ -523,4 +524,94 @@ fn in_the_timed_simulator_a_vfs_bar_refuses_mmio_rather_than_alias_the_pf() {
         panic!("the PF's BAR reads")
     };
     assert_eq!(&data[..8], &[0; 8], "the PF's memory is untouched");
+}
+
+/// A device whose VFs would not all fit on its bus (First VF Offset 255, VF Stride 1,
+/// two VFs: VF 1's Routing ID is on the next bus): VF 0 (01:1f.7) exists, VF 1 is not
+/// created, and enumeration stops with an error that says why.
+#[test]
+fn a_vf_beyond_the_pfs_bus_is_a_clear_error() {
+    use pcielab_config::caps::CapabilityList;
+    use pcielab_config::ext_caps::{AriCap, SriovCap};
+    use pcielab_config::header::VfHeader;
+    use pcielab_config::Type0;
+    use pcielab_fabric::functional::{HwFunction, VfTemplate};
+    use pcielab_fabric::host::enumerate::{enumerate, EnumError, HostConfig};
+    use pcielab_fabric::kinds::{
+        common_keys, EndpointCtx, KeySpec, KeyType, KindError, KindRole, KindSpec, ParamValue,
+    };
+    fn build(ctx: &EndpointCtx<'_>) -> Result<Vec<HwFunction>, KindError> {
+        let mut cs = Type0::default().build().map_err(|e| e.to_string())?;
+        CapabilityList::new()
+            .with(ctx.pcie)
+            .with_ext(AriCap { next_function: 0 })
+            .with_ext(SriovCap {
+                total_vfs: 2,
+                first_vf_offset: 255,
+                vf_stride: 1,
+                vf_device_id: 0x99,
+                function: 0,
+                vf_bars: [None; 6],
+            })
+            .install(&mut cs)
+            .map_err(|e| e.to_string())?;
+        let mut vf = VfHeader {
+            class_code: 0xff_0000,
+            revision: 0,
+            subsystem_vendor: 0x1fee,
+            subsystem_id: 0x99,
+        }
+        .build();
+        CapabilityList::new()
+            .with(ctx.pcie)
+            .install(&mut vf)
+            .map_err(|e| e.to_string())?;
+        Ok(vec![HwFunction {
+            devfn: 0,
+            config: cs,
+            bars: [None; 6],
+            model: None,
+            vfs: Some(VfTemplate {
+                config: vf,
+                bars: [None; 6],
+            }),
+        }])
+    }
+    let mut reg = KindRegistry::builtin();
+    let mut keys = vec![KeySpec {
+        name: "vfs",
+        ty: KeyType::Int { min: 0, max: 2 },
+        default: Some(ParamValue::Int(0)),
+        doc: "VFs to enable",
+    }];
+    keys.extend(common_keys(128, 0x42));
+    reg.register(KindSpec {
+        name: "far",
+        role: KindRole::Endpoint(build),
+        keys,
+        doc: "VFs that do not fit on one bus",
+    });
+    let text = "[[node]]\nname = \"rc\"\nkind = \"root-complex\"\n\
+                [[node]]\nname = \"nic\"\nkind = \"far\"\nvfs = 2\n\
+                [[link]]\nup = \"rc.0\"\ndown = \"nic\"\ngen = 2\nwidth = 1\n";
+    let topo = Topology::parse(text, "t.toml", &reg).unwrap();
+    let mut fabric = Fabric::build(&topo, &reg).unwrap();
+    let e = enumerate(&mut fabric, &HostConfig::default()).unwrap_err();
+    let EnumError::Sriov { function, reason } = &e else {
+        panic!("{e}")
+    };
+    assert_eq!(function.to_string(), "01:00.0");
+    assert!(
+        reason.contains("VF 1 would have Routing ID 0x0200, beyond bus 01"),
+        "{e}"
+    );
+    let (pf, _, _) = pf_of(&fabric);
+    assert_eq!(fabric.vfs_of(pf).len(), 1);
+    let vf0: Bdf = "01:1f.7".parse().unwrap();
+    assert_eq!(fabric.function_at(vf0), Some(fabric.vfs_of(pf)[0]));
+    assert_eq!(fabric.name(fabric.vfs_of(pf)[0]), "nic.vf0");
+    // A PF without a model: its VF has none either.
+    assert!(fabric.functions[fabric.vfs_of(pf)[0].0 as usize]
+        .model
+        .is_none());
 }
