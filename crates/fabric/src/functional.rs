@@ -203,8 +203,9 @@ pub struct Function {
     pub model: Option<Box<dyn FunctionModel>>,
     /// The link above this function's device, for ports and endpoints: (gen, width).
     pub link: Option<(Generation, u8)>,
-    /// For a PF with an SR-IOV capability: its VFs.
-    pub sriov: Option<Sriov>,
+    /// For a PF with an SR-IOV capability: its VFs (boxed: most functions have none,
+    /// and routing walks this vector).
+    pub sriov: Option<Box<Sriov>>,
     /// For a VF: its PF. A VF's `bars` are the per-VF VF BARs of the PF's SR-IOV
     /// capability.
     pub vf: Option<VfOf>,
@@ -854,12 +855,12 @@ impl Fabric {
                                 hf.devfn
                             ))
                         })?;
-                        self.functions[fid.0 as usize].sriov = Some(Sriov {
+                        self.functions[fid.0 as usize].sriov = Some(Box::new(Sriov {
                             cap,
                             template,
                             requested: node.params.int("vfs").unwrap_or(0) as u16,
                             vfs: Vec::new(),
-                        });
+                        }));
                     }
                 }
                 Ok(())
@@ -1174,9 +1175,6 @@ impl Fabric {
     /// The BAR of `f` that decodes `addr`, as `(bar, offset)`.
     fn bar_claim(&self, f: FnId, addr: u64, space: Space) -> Option<(u8, u64)> {
         let func = &self.functions[f.0 as usize];
-        if let Some(vf) = func.vf {
-            return self.vf_bar_claim(vf, &func.bars, addr, space);
-        }
         let enable = match space {
             Space::Mem => command::MEMORY,
             Space::Io => command::IO,
@@ -1204,34 +1202,36 @@ impl Fabric {
         None
     }
 
-    /// The VF BAR of VF `vf` (per-VF BARs `bars`) that decodes `addr`: VF BAR n of VF
-    /// i starts at the PF's VF BAR n + i × its size, and decodes while the PF's SR-IOV
-    /// Control has VF Enable and VF MSE set. VFs have no I/O space.
-    fn vf_bar_claim(
-        &self,
-        vf: VfOf,
-        bars: &[Option<Bar>; 6],
-        addr: u64,
-        space: Space,
-    ) -> Option<(u8, u64)> {
-        let pf = &self.functions[vf.pf.0 as usize];
-        let cap = pf.sriov.as_ref()?.cap;
+    /// The VF of PF `pf` whose VF BAR decodes `addr`, with `(bar, offset)`: VF BAR n
+    /// of VF i is `[base + i × size, base + (i + 1) × size)`, `base` being VF BAR n of
+    /// the PF's SR-IOV capability, and decodes while the PF's SR-IOV Control has VF
+    /// Enable and VF MSE set. VFs have no I/O space.
+    fn vf_claim(&self, pf: FnId, addr: u64, space: Space) -> Option<(FnId, (u8, u64))> {
+        let func = &self.functions[pf.0 as usize];
+        let s = func.sriov.as_ref()?;
         let on = sriov::VF_ENABLE | sriov::VF_MSE;
-        if space == Space::Io || pf.config.read_u16(cap + sriov::CONTROL) & on != on {
+        if s.vfs.is_empty()
+            || space == Space::Io
+            || func.config.read_u16(s.cap + sriov::CONTROL) & on != on
+        {
             return None;
         }
-        for (i, bar) in bars.iter().enumerate() {
+        for (n, bar) in s.template.bars.iter().enumerate() {
             let Some(bar) = bar else { continue };
-            let off = cap + sriov::VF_BAR0 + 4 * i as u16;
-            let lo = pf.config.read_u32(off) as u64;
+            let off = s.cap + sriov::VF_BAR0 + 4 * n as u16;
+            let lo = func.config.read_u32(off) as u64;
             let base = match bar {
                 Bar::Io { .. } => continue,
                 Bar::Mem32 { .. } => lo & !0xf,
-                Bar::Mem64 { .. } => (lo & !0xf) | (pf.config.read_u32(off + 4) as u64) << 32,
+                Bar::Mem64 { .. } => (lo & !0xf) | (func.config.read_u32(off + 4) as u64) << 32,
             };
-            let base = base.wrapping_add(vf.index as u64 * bar.size());
-            if addr >= base && addr - base < bar.size() {
-                return Some((i as u8, addr - base));
+            let size = bar.size();
+            if addr < base {
+                continue;
+            }
+            let i = (addr - base) / size;
+            if let Some(&vf) = s.vfs.get(i as usize) {
+                return Some((vf, (n as u8, addr - base - i * size)));
             }
         }
         None
@@ -1262,15 +1262,26 @@ impl Fabric {
         except: Option<FnId>,
     ) -> Option<(FnId, Option<(u8, u64)>)> {
         for &f in &self.buses[bus.0 as usize].functions {
-            if Some(f) == except {
-                continue;
-            }
             if self.is_bridge(f) {
-                if self.window_claim(f, addr, space) {
+                if Some(f) != except && self.window_claim(f, addr, space) {
                     return Some((f, None));
                 }
-            } else if let Some(c) = self.bar_claim(f, addr, space) {
-                return Some((f, Some(c)));
+                continue;
+            }
+            if self.functions[f.0 as usize].vf.is_some() {
+                // A VF's BARs are decoded through its PF (below).
+                continue;
+            }
+            if Some(f) != except {
+                if let Some(c) = self.bar_claim(f, addr, space) {
+                    return Some((f, Some(c)));
+                }
+            }
+            // The PF's VFs, also for a request from the PF itself.
+            if let Some((vf, c)) = self.vf_claim(f, addr, space) {
+                if Some(vf) != except {
+                    return Some((vf, Some(c)));
+                }
             }
         }
         None

@@ -615,3 +615,34 @@ fn a_vf_beyond_the_pfs_bus_is_a_clear_error() {
         .model
         .is_none());
 }
+
+/// Peer-to-peer inside the device: the PF writes to VF 1's memory and VF 3 reads it,
+/// each request claimed on the device's bus (no hop), each VF answering for its own BAR.
+#[test]
+fn the_pf_and_the_vfs_reach_each_other_on_their_bus() {
+    let (mut fabric, tree) = four_vfs();
+    let (pf, _, _) = pf_of(&fabric);
+    let vfs = fabric.vfs_of(pf).to_vec();
+    let bar0 = |f: FnId, fabric: &Fabric| tree.get(fabric.bdf(f)).unwrap().bars[0].address;
+    let a1 = bar0(vfs[1], &fabric);
+    let r = fabric.route_memory(Origin::Function(pf), a1 + 8).unwrap();
+    assert!(r.hops.is_empty(), "{:?}", r.hops);
+    assert_eq!(
+        r.target,
+        Target::Bar {
+            function: vfs[1],
+            bar: 0,
+            offset: 8
+        }
+    );
+    fabric
+        .memory_write(Origin::Function(pf), a1 + 8, b"from PF")
+        .unwrap();
+    let mut got = [0u8; 7];
+    fabric
+        .memory_read(Origin::Function(vfs[3]), a1 + 8, &mut got)
+        .unwrap();
+    assert_eq!(&got, b"from PF");
+    // A VF's request for its own BAR is not claimed on the bus by itself.
+    assert!(fabric.route_memory(Origin::Function(vfs[1]), a1).is_err());
+}
