@@ -719,9 +719,7 @@ fn build_psmem(ctx: &EndpointCtx<'_>) -> Result<Vec<HwFunction>, KindError> {
     let msix_bar = mem.slots() as u8;
     let table = MsixTable::new(vectors);
     let pba_offset = table.table_bytes() as u64;
-    let pba_bytes = (vectors as u64).div_ceil(64) * 8;
-    let msix_size = (pba_offset + pba_bytes).next_power_of_two().max(4096);
-    debug_assert_eq!(msix_size, msix_bar_size(vectors));
+    let msix_size = msix_bar_size(vectors);
     bars[msix_bar as usize] = Some(Bar::Mem32 {
         size: msix_size as u32,
         prefetchable: false,
