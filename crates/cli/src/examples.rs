@@ -45,6 +45,10 @@ pub const EXAMPLES: &[Example] = &[
         "the default simulation: Gen3 x8 switch with Gen3 x8, Gen3 x4, Gen2 x4 endpoints; Gen4 x16 endpoint"
     ),
     example!(
+        "sriov-4vf",
+        "a psmem SR-IOV PF with four VFs enabled by enumeration (vfs = 4), each its own function"
+    ),
+    example!(
         "wake",
         "two wake-capable (PME) psmem endpoints below a switch"
     ),

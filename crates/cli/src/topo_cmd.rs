@@ -19,7 +19,9 @@ pub struct TopoArgs {
 #[derive(Subcommand, Debug)]
 enum TopoCommand {
     /// Enumerate and print every function's 4096-byte configuration space in the
-    /// format of `lspci -xxxx` (read it back with `lspci -F OUT -vvv` or `-t`).
+    /// format of `lspci -xxxx` (read it back with `lspci -F OUT -vvv` or `-t`). SR-IOV
+    /// VFs carry the IDs Linux gives them (the PF's Vendor ID and VF Device ID; their
+    /// own ID registers read FFFFh).
     Lspci {
         #[command(flatten)]
         src: Source,
@@ -97,8 +99,17 @@ pub fn run(args: &TopoArgs) -> Result<(), Failure> {
                     .iter()
                     .filter_map(|e| f.function_at(e.bdf))
                     .map(|id| {
+                        // A VF's own ID registers read FFFFh: say what software calls it.
+                        let vf = match (f.functions[id.0 as usize].vf, f.vf_ids(id)) {
+                            (Some(v), Some((vendor, device))) => format!(
+                                "SR-IOV VF {} of {}: [{vendor:04x}:{device:04x}] (PF's Vendor ID, VF Device ID)\n",
+                                v.index,
+                                f.bdf(v.pf)
+                            ),
+                            _ => String::new(),
+                        };
                         format!(
-                            "{} {}\n{}\n",
+                            "{} {}\n{vf}{}\n",
                             f.bdf(id),
                             f.name(id),
                             pcielab_config::decode::describe(

@@ -222,3 +222,76 @@ fn csv_fields(line: &str) -> Vec<String> {
     }
     out
 }
+
+/// `topo tree`, `topo show` (table and JSON) and `topo lspci` list every VF of the
+/// `sriov-4vf` example (a psmem PF with `vfs = 4`): functions 01:00.1 .. 01:00.4 (First
+/// VF Offset 1, VF Stride 1), each with its 16 KiB slice of the PF's VF BAR0.
+#[test]
+fn topo_lists_every_vf() {
+    let tree = stdout(&pcielab(&["topo", "tree", "--example", "sriov-4vf"]));
+    let pf = tree
+        .lines()
+        .find(|l| l.contains("01:00.0 nic "))
+        .unwrap_or_else(|| panic!("{tree}"));
+    // "VF-BAR0 4000100000 (64 KiB for all VFs)": the window of the four VFs.
+    let window = pf
+        .split("VF-BAR0 ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|s| u64::from_str_radix(s, 16).ok())
+        .unwrap_or_else(|| panic!("{pf}"));
+    for i in 0..4u64 {
+        let want = format!(
+            "01:00.{} nic.vf{i}  Endpoint (VF {i} of 01:00.0) Gen3 x8 BAR0 {:x} (64-bit pref, 16 KiB)",
+            i + 1,
+            window + i * (16 << 10)
+        );
+        assert!(tree.contains(&want), "{want:?} in\n{tree}");
+    }
+    let json = stdout(&pcielab(&[
+        "topo",
+        "show",
+        "--example",
+        "sriov-4vf",
+        "--json",
+    ]));
+    let v: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
+    let vfs: Vec<&serde_json::Value> = v["functions"]
+        .as_array()
+        .expect("functions")
+        .iter()
+        .filter(|f| f.get("vf_of").is_some())
+        .collect();
+    assert_eq!(vfs.len(), 4);
+    for (i, f) in vfs.iter().enumerate() {
+        assert_eq!(f["vf_of"]["pf"], "01:00.0");
+        assert_eq!(f["vf_of"]["index"], i);
+        assert_eq!(f["bdf"], format!("01:00.{}", i + 1));
+        assert_eq!(
+            (&f["vendor_id"], &f["device_id"]),
+            (&"1fee".into(), &"0011".into())
+        );
+    }
+    let table = stdout(&pcielab(&["topo", "show", "--example", "sriov-4vf"]));
+    assert!(
+        table.contains("01:00.3 nic.vf2\nSR-IOV VF 2 of 01:00.0: [1fee:0011]"),
+        "{table}"
+    );
+    let dump = stdout(&pcielab(&["topo", "lspci", "--example", "sriov-4vf"]));
+    for i in 0..4 {
+        let head = format!(
+            "01:00.{} Memory controller: pcielab nic.vf{i}\n00: ee 1f 11 00 ",
+            i + 1
+        );
+        assert!(dump.contains(&head), "{head:?}");
+    }
+    // Topologies without VFs list none.
+    let json = stdout(&pcielab(&[
+        "topo",
+        "show",
+        "--example",
+        "nested-switches",
+        "--json",
+    ]));
+    assert!(!json.contains("vf_of"));
+}

@@ -120,6 +120,35 @@ impl ExtCapability for AerCap {
     }
 }
 
+/// Registers and bits of the SR-IOV capability ([`SriovCap`]), as offsets from its
+/// header (PCIe Base Specification, 9.3.3).
+pub mod sriov {
+    /// SR-IOV Control (16 bits).
+    pub const CONTROL: u16 = 0x08;
+    /// SR-IOV Control: VF Enable. Setting it (with NumVFs written first) makes NumVFs
+    /// VFs exist; clearing it removes them.
+    pub const VF_ENABLE: u16 = 1 << 0;
+    /// SR-IOV Control: VF Memory Space Enable (the VFs' memory BARs decode).
+    pub const VF_MSE: u16 = 1 << 3;
+    /// SR-IOV Control: ARI Capable Hierarchy (set by software in the lowest PF when the
+    /// port above has ARI Forwarding enabled).
+    pub const ARI_CAPABLE_HIERARCHY: u16 = 1 << 4;
+    /// InitialVFs (16 bits, RO).
+    pub const INITIAL_VFS: u16 = 0x0c;
+    /// TotalVFs (16 bits, RO).
+    pub const TOTAL_VFS: u16 = 0x0e;
+    /// NumVFs (16 bits): writable only while VF Enable is clear.
+    pub const NUM_VFS: u16 = 0x10;
+    /// First VF Offset (16 bits, RO): Routing ID of VF 0 minus the PF's.
+    pub const FIRST_VF_OFFSET: u16 = 0x14;
+    /// VF Stride (16 bits, RO): Routing ID distance between consecutive VFs.
+    pub const VF_STRIDE: u16 = 0x16;
+    /// VF Device ID (16 bits, RO): the Device ID software gives every VF.
+    pub const VF_DEVICE_ID: u16 = 0x1a;
+    /// VF BAR0; VF BAR n is at `VF_BAR0 + 4 * n`.
+    pub const VF_BAR0: u16 = 0x24;
+}
+
 /// Single Root I/O Virtualization (ID 0x0010, version 1), 0x40 bytes.
 ///
 /// ```text

@@ -508,6 +508,70 @@ impl Type0 {
     }
 }
 
+/// The Type 0 header of an SR-IOV Virtual Function (PCIe Base Specification, 9.3.4.1):
+/// Vendor ID and Device ID read FFFFh (software takes the PF's Vendor ID and the VF
+/// Device ID of the PF's SR-IOV capability); the BARs and the expansion ROM read zero
+/// (a VF's BARs are the VF BARs of the PF's SR-IOV capability); in the Command
+/// register only Bus Master Enable is read-write (Memory Space: the PF's VF MSE
+/// applies; parity and SERR# reporting: the PF's); no INTx (Interrupt Pin 0).
+///
+/// ```
+/// use pcielab_config::header::{command, reg, VfHeader};
+/// let mut cs = VfHeader { class_code: 0x058000, revision: 1, subsystem_vendor: 0x1fee, subsystem_id: 0x11 }
+///     .build();
+/// assert_eq!(cs.read_u32(reg::VENDOR_ID), 0xffff_ffff);
+/// cs.write_u16(reg::COMMAND, 0xffff);
+/// assert_eq!(cs.read_u16(reg::COMMAND), command::BUS_MASTER);
+/// cs.write_u32(reg::BAR0, 0xffff_ffff);
+/// assert_eq!(cs.read_u32(reg::BAR0), 0);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VfHeader {
+    /// Class code (a VF's is its PF's).
+    pub class_code: u32,
+    /// Revision ID.
+    pub revision: u8,
+    /// Subsystem Vendor ID (a VF's is its PF's).
+    pub subsystem_vendor: u16,
+    /// Subsystem ID.
+    pub subsystem_id: u16,
+}
+
+impl VfHeader {
+    /// Builds the configuration space with this header and no capabilities.
+    pub fn build(&self) -> ConfigSpace {
+        let mut cs = ConfigSpace::new();
+        common(
+            &mut cs,
+            Ids {
+                vendor_id: 0xffff,
+                device_id: 0xffff,
+                revision: self.revision,
+                class_code: self.class_code,
+            },
+            0,
+        );
+        cs.define(reg::COMMAND, 2, 0xffff, Access::RsvdP, 0);
+        cs.define(reg::COMMAND, 2, command::BUS_MASTER as u32, Access::Rw, 0);
+        cs.define(reg::INT_LINE, 1, 0xff, Access::Ro, 0);
+        cs.define(
+            reg::SUBSYSTEM_VENDOR,
+            2,
+            0xffff,
+            Access::Ro,
+            self.subsystem_vendor as u32,
+        );
+        cs.define(
+            reg::SUBSYSTEM_ID,
+            2,
+            0xffff,
+            Access::Ro,
+            self.subsystem_id as u32,
+        );
+        cs
+    }
+}
+
 /// A Type 1 (PCI-to-PCI bridge) header, as used by root ports and switch ports.
 ///
 /// Bus numbers, the I/O window (32-bit), the memory window and the 64-bit

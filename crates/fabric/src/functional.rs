@@ -46,7 +46,7 @@ use pcielab_config::caps::{
     l0s_exit_code, l1_exit_code, CapabilityList, MsiCap, PcieCap, PmCap, PortType, ASPM_L0S,
     ASPM_L1,
 };
-use pcielab_config::ext_caps::{AcsCap, AerCap, DpcCap, L1ssCap};
+use pcielab_config::ext_caps::{sriov, AcsCap, AerCap, DpcCap, L1ssCap};
 
 /// The L1 PM Substates timing of every port (an assumption; Linux programs the larger
 /// of a link's two ends).
@@ -83,6 +83,12 @@ pub trait FunctionModel: core::fmt::Debug {
     /// Called when software initiates a Function Level Reset (after the configuration
     /// space has been reset).
     fn function_level_reset(&mut self) {}
+    /// The behaviour behind the BARs of VF `index` (0-based) of this PF, asked for
+    /// when software sets VF Enable in the PF's SR-IOV capability. `None` (the
+    /// default): the VF exists, but its BAR accesses end in Unsupported Request.
+    fn vf_model(&mut self, _index: u16) -> Option<Box<dyn FunctionModel>> {
+        None
+    }
 }
 
 /// A function as an endpoint kind builds it.
@@ -96,6 +102,46 @@ pub struct HwFunction {
     pub bars: [Option<Bar>; 6],
     /// Its behaviour behind the BARs.
     pub model: Option<Box<dyn FunctionModel>>,
+    /// For a PF with an SR-IOV capability: what its VFs are made of.
+    pub vfs: Option<VfTemplate>,
+}
+
+/// What the VFs of a PF are made of (SR-IOV): the fabric creates one function from it
+/// per VF when software sets VF Enable in the PF's SR-IOV capability, and removes them
+/// when software clears it.
+#[derive(Debug, Clone)]
+pub struct VfTemplate {
+    /// The configuration space each VF starts with (header from
+    /// [`pcielab_config::header::VfHeader`], capabilities installed).
+    pub config: ConfigSpace,
+    /// The VF BARs of the PF's SR-IOV capability, with per-VF sizes: VF BAR `n` of VF
+    /// `i` decodes `[base + i * size, base + (i + 1) * size)`, where `base` is what
+    /// software wrote to VF BAR `n` of the capability.
+    pub bars: [Option<Bar>; 6],
+}
+
+/// The SR-IOV state of a PF in the fabric.
+#[derive(Debug, Clone)]
+pub struct Sriov {
+    /// Offset of the SR-IOV capability in the PF's configuration space.
+    pub cap: u16,
+    /// What each VF is made of.
+    pub template: VfTemplate,
+    /// The number of VFs host software is asked to enable (the node's `vfs` key; Linux:
+    /// what a user writes to `sriov_numvfs`).
+    pub requested: u16,
+    /// The VFs that exist now, in VF order (empty while VF Enable is clear).
+    pub vfs: Vec<FnId>,
+}
+
+/// Which PF a VF belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct VfOf {
+    /// The PF.
+    pub pf: FnId,
+    /// The VF's number, 0-based (VF `index` has Routing ID PF + First VF Offset +
+    /// `index` × VF Stride).
+    pub index: u16,
 }
 
 /// Index of a function in [`Fabric::functions`].
@@ -151,6 +197,12 @@ pub struct Function {
     pub msix: Option<crate::msix::MsixRegion>,
     /// The link above this function's device, for ports and endpoints: (gen, width).
     pub link: Option<(Generation, u8)>,
+    /// For a PF with an SR-IOV capability: its VFs (boxed: most functions have none,
+    /// and routing walks this vector).
+    pub sriov: Option<Box<Sriov>>,
+    /// For a VF: its PF. A VF's `bars` are the per-VF VF BARs of the PF's SR-IOV
+    /// capability.
+    pub vf: Option<VfOf>,
 }
 
 /// One bus.
@@ -636,7 +688,7 @@ impl Fabric {
         link: Option<&Link>,
     ) -> FnId {
         let id = FnId(self.functions.len() as u32);
-        let config_msix_probe = config.clone();
+        let msix = crate::msix::MsixRegion::from_config(&config);
         self.functions.push(Function {
             node,
             role,
@@ -646,8 +698,10 @@ impl Fabric {
             bars,
             secondary,
             model: None,
-            msix: crate::msix::MsixRegion::from_config(&config_msix_probe),
+            msix,
             link: link.map(|l| (l.gen, l.width)),
+            sriov: None,
+            vf: None,
         });
         self.buses[bus.0 as usize].functions.push(id);
         id
@@ -786,6 +840,24 @@ impl Fabric {
                         Some(link),
                     );
                     self.functions[fid.0 as usize].model = hf.model;
+                    if let Some(template) = hf.vfs {
+                        let cap = find_ext_cap(
+                            &self.functions[fid.0 as usize].config,
+                            pcielab_config::caps::id::EXT_SRIOV,
+                        )
+                        .ok_or_else(|| {
+                            err(format!(
+                                "function {} declares VFs but has no SR-IOV capability",
+                                hf.devfn
+                            ))
+                        })?;
+                        self.functions[fid.0 as usize].sriov = Some(Box::new(Sriov {
+                            cap,
+                            template,
+                            requested: node.params.int("vfs").unwrap_or(0) as u16,
+                            vfs: Vec::new(),
+                        }));
+                    }
                 }
                 Ok(())
             }
@@ -809,15 +881,27 @@ impl Fabric {
     }
 
     /// A readable name: `rc` (host bridge), `rc.0` (root port 0), `sw0` (upstream
-    /// port), `sw0.2` (downstream port 2), `mem0` (endpoint; `mem0.f` for function f > 0).
+    /// port), `sw0.2` (downstream port 2), `mem0` (endpoint; `mem0.f` for function f > 0),
+    /// `mem0.vf3` (VF 3 of `mem0`'s PF; `mem0.f.vf3` when the PF is function f > 0).
     pub fn name(&self, f: FnId) -> String {
         let func = &self.functions[f.0 as usize];
         let n = &self.node_names[func.node.index()];
+        if let Some(vf) = func.vf {
+            return format!("{}.vf{}", self.name(vf.pf), vf.index);
+        }
         match func.role {
             Role::RootPort { port } | Role::SwitchDownstream { port } => format!("{n}.{port}"),
             Role::Endpoint if func.devfn != 0 => format!("{n}.{}", func.devfn),
             _ => n.clone(),
         }
+    }
+
+    /// True when port `f` has ARI Forwarding Enable set (Device Control 2, bit 5).
+    fn ari_forwarding(&self, f: FnId) -> bool {
+        let cs = &self.functions[f.0 as usize].config;
+        find_cap(cs, pcielab_config::caps::id::PCIE).is_some_and(|p| {
+            cs.read_u16(p + pcielab_config::caps::pcie_reg::DEVCTL2) & (1 << 5) != 0
+        })
     }
 
     fn is_bridge(&self, f: FnId) -> bool {
@@ -851,7 +935,14 @@ impl Fabric {
                     )
                 });
                 if below_port && bdf.device() != 0 {
-                    return (hops, Err(RouteError::NoFunction(bdf)));
+                    // Only function numbers 0..=7 of device 0, unless the port above
+                    // has ARI Forwarding enabled (8-bit function numbers).
+                    let ari = self.buses[bus.0 as usize]
+                        .parent
+                        .is_some_and(|p| self.ari_forwarding(p));
+                    if !ari {
+                        return (hops, Err(RouteError::NoFunction(bdf)));
+                    }
                 }
                 let r = self.buses[bus.0 as usize]
                     .functions
@@ -915,7 +1006,17 @@ impl Fabric {
     /// Function Level Reset runs, and the function's model sees the write.
     pub fn config_write_fn(&mut self, f: FnId, register: u16, value: u32, be: ByteEnables) {
         let func = &mut self.functions[f.0 as usize];
+        // SR-IOV: NumVFs is writable only while VF Enable is clear (9.3.3.7: a write
+        // while it is set has undefined results; here it is ignored).
+        let frozen_numvfs = func.sriov.as_ref().and_then(|s| {
+            let at = s.cap + sriov::NUM_VFS;
+            let enabled = func.config.read_u16(s.cap + sriov::CONTROL) & sriov::VF_ENABLE != 0;
+            (enabled && register & 0xffc == at & 0xffc).then(|| (at, func.config.read_u16(at)))
+        });
         func.config.write(register & 0xffc, value, be);
+        if let Some((at, old)) = frozen_numvfs {
+            func.config.hw_write(at, 2, old as u32);
+        }
         // Function Level Reset: Initiate FLR (Device Control bit 15) written as 1.
         if let Some(p) = find_cap(&func.config, pcielab_config::caps::id::PCIE) {
             let devctl = p + pcielab_config::caps::pcie_reg::DEVCTL;
@@ -933,6 +1034,118 @@ impl Fabric {
         if let Some(m) = func.model.as_mut() {
             m.config_written(&mut func.config, register & 0xffc, be);
         }
+        if self.functions[f.0 as usize].sriov.is_some() {
+            self.sync_vfs(f);
+        }
+    }
+
+    /// Makes the VFs of PF `f` what its SR-IOV Control says: when VF Enable is set
+    /// and no VF exists, creates min(NumVFs, TotalVFs) VFs (NumVFs above TotalVFs is
+    /// undefined in the specification); when it is clear, removes them. VF `i` has
+    /// Routing ID PF + First VF Offset + `i` × VF Stride; a VF whose Routing ID would
+    /// leave the PF's bus (or land on another function) is not created.
+    fn sync_vfs(&mut self, f: FnId) {
+        let func = &self.functions[f.0 as usize];
+        let Some(s) = func.sriov.as_ref() else {
+            return;
+        };
+        let cs = &func.config;
+        let enabled = cs.read_u16(s.cap + sriov::CONTROL) & sriov::VF_ENABLE != 0;
+        // Nothing to do when the VFs exist exactly when VF Enable is set.
+        if enabled != s.vfs.is_empty() {
+            return;
+        }
+        if !enabled {
+            let gone = s.vfs.clone();
+            self.remove_functions(&gone);
+            if let Some(s) = self.functions[f.0 as usize].sriov.as_mut() {
+                s.vfs.clear();
+            }
+            return;
+        }
+        let n = cs
+            .read_u16(s.cap + sriov::NUM_VFS)
+            .min(cs.read_u16(s.cap + sriov::TOTAL_VFS));
+        let offset = cs.read_u16(s.cap + sriov::FIRST_VF_OFFSET) as u32;
+        let stride = cs.read_u16(s.cap + sriov::VF_STRIDE) as u32;
+        let (node, bus, pf_devfn, link) = (func.node, func.bus, func.devfn as u32, func.link);
+        let template = s.template.clone();
+        let mut made = Vec::new();
+        for i in 0..n {
+            let devfn = pf_devfn + offset + i as u32 * stride;
+            let taken = |d: u32| {
+                self.buses[bus.0 as usize]
+                    .functions
+                    .iter()
+                    .any(|&g| self.functions[g.0 as usize].devfn as u32 == d)
+            };
+            if devfn > 0xff || (i > 0 && stride == 0) || taken(devfn) {
+                break;
+            }
+            let model = self.functions[f.0 as usize]
+                .model
+                .as_mut()
+                .and_then(|m| m.vf_model(i));
+            let id = FnId(self.functions.len() as u32);
+            self.functions.push(Function {
+                node,
+                role: Role::Endpoint,
+                bus,
+                devfn: devfn as u8,
+                msix: crate::msix::MsixRegion::from_config(&template.config),
+                config: template.config.clone(),
+                bars: template.bars,
+                secondary: None,
+                model,
+                link,
+                sriov: None,
+                vf: Some(VfOf { pf: f, index: i }),
+            });
+            self.buses[bus.0 as usize].functions.push(id);
+            made.push(id);
+        }
+        if let Some(s) = self.functions[f.0 as usize].sriov.as_mut() {
+            s.vfs = made;
+        }
+    }
+
+    /// Removes functions (VFs) from the fabric. Function IDs above a removed one move
+    /// down to close the gap (bridges and PFs, created before any VF, keep theirs).
+    fn remove_functions(&mut self, gone: &[FnId]) {
+        if gone.is_empty() {
+            return;
+        }
+        let mut sorted = gone.to_vec();
+        sorted.sort_unstable();
+        let remap = |x: FnId| FnId(x.0 - sorted.partition_point(|g| g.0 < x.0) as u32);
+        for g in sorted.iter().rev() {
+            self.functions.remove(g.0 as usize);
+        }
+        for b in &mut self.buses {
+            b.functions.retain(|x| sorted.binary_search(x).is_err());
+            for x in &mut b.functions {
+                *x = remap(*x);
+            }
+            b.parent = b.parent.map(remap);
+        }
+        for func in &mut self.functions {
+            if let Some(v) = func.vf.as_mut() {
+                v.pf = remap(v.pf);
+            }
+            if let Some(s) = func.sriov.as_mut() {
+                for x in &mut s.vfs {
+                    *x = remap(*x);
+                }
+            }
+        }
+    }
+
+    /// The VFs of PF `pf` that exist now, in VF order (none unless VF Enable is set).
+    pub fn vfs_of(&self, pf: FnId) -> &[FnId] {
+        self.functions[pf.0 as usize]
+            .sriov
+            .as_ref()
+            .map_or(&[], |s| &s.vfs[..])
     }
 
     /// ECAM read: `offset` from the ECAM base (bus << 20 | dev << 15 | fn << 12 | reg),
@@ -993,6 +1206,41 @@ impl Fabric {
         None
     }
 
+    /// The VF of PF `pf` whose VF BAR decodes `addr`, with `(bar, offset)`: VF BAR n
+    /// of VF i is `[base + i × size, base + (i + 1) × size)`, `base` being VF BAR n of
+    /// the PF's SR-IOV capability, and decodes while the PF's SR-IOV Control has VF
+    /// Enable and VF MSE set. VFs have no I/O space.
+    fn vf_claim(&self, pf: FnId, addr: u64, space: Space) -> Option<(FnId, (u8, u64))> {
+        let func = &self.functions[pf.0 as usize];
+        let s = func.sriov.as_ref()?;
+        let on = sriov::VF_ENABLE | sriov::VF_MSE;
+        if s.vfs.is_empty()
+            || space == Space::Io
+            || func.config.read_u16(s.cap + sriov::CONTROL) & on != on
+        {
+            return None;
+        }
+        for (n, bar) in s.template.bars.iter().enumerate() {
+            let Some(bar) = bar else { continue };
+            let off = s.cap + sriov::VF_BAR0 + 4 * n as u16;
+            let lo = func.config.read_u32(off) as u64;
+            let base = match bar {
+                Bar::Io { .. } => continue,
+                Bar::Mem32 { .. } => lo & !0xf,
+                Bar::Mem64 { .. } => (lo & !0xf) | (func.config.read_u32(off + 4) as u64) << 32,
+            };
+            let size = bar.size();
+            if addr < base {
+                continue;
+            }
+            let i = (addr - base) / size;
+            if let Some(&vf) = s.vfs.get(i as usize) {
+                return Some((vf, (n as u8, addr - base - i * size)));
+            }
+        }
+        None
+    }
+
     /// True if bridge `f`'s memory windows (non-prefetchable or prefetchable) claim
     /// `addr` (with Memory Space Enable set).
     pub(crate) fn memory_window_claims(&self, f: FnId, addr: u64) -> bool {
@@ -1018,15 +1266,26 @@ impl Fabric {
         except: Option<FnId>,
     ) -> Option<(FnId, Option<(u8, u64)>)> {
         for &f in &self.buses[bus.0 as usize].functions {
-            if Some(f) == except {
-                continue;
-            }
             if self.is_bridge(f) {
-                if self.window_claim(f, addr, space) {
+                if Some(f) != except && self.window_claim(f, addr, space) {
                     return Some((f, None));
                 }
-            } else if let Some(c) = self.bar_claim(f, addr, space) {
-                return Some((f, Some(c)));
+                continue;
+            }
+            if self.functions[f.0 as usize].vf.is_some() {
+                // A VF's BARs are decoded through its PF (below).
+                continue;
+            }
+            if Some(f) != except {
+                if let Some(c) = self.bar_claim(f, addr, space) {
+                    return Some((f, Some(c)));
+                }
+            }
+            // The PF's VFs, also for a request from the PF itself.
+            if let Some((vf, c)) = self.vf_claim(f, addr, space) {
+                if Some(vf) != except {
+                    return Some((vf, Some(c)));
+                }
             }
         }
         None
@@ -1500,10 +1759,43 @@ impl Fabric {
                 pcielab_config::decode::class_name(class),
                 self.name(f)
             );
-            pcielab_config::lspci::write_dump(&mut out, None, bdf, &desc, cs.bytes());
+            match self.vf_ids(f) {
+                // A VF's Vendor ID and Device ID read FFFFh; the dump shows the IDs
+                // Linux gives the VF (PF's Vendor ID, VF Device ID), as `lspci` on a
+                // Linux host names it.
+                Some((vendor, device)) => {
+                    let mut bytes = *cs.bytes();
+                    bytes[0..2].copy_from_slice(&vendor.to_le_bytes());
+                    bytes[2..4].copy_from_slice(&device.to_le_bytes());
+                    pcielab_config::lspci::write_dump(&mut out, None, bdf, &desc, &bytes);
+                }
+                None => pcielab_config::lspci::write_dump(&mut out, None, bdf, &desc, cs.bytes()),
+            }
         }
         out
     }
+
+    /// For a VF: the Vendor ID and Device ID software gives it (its PF's Vendor ID
+    /// and the VF Device ID of the PF's SR-IOV capability); its own registers read
+    /// FFFFh.
+    pub fn vf_ids(&self, f: FnId) -> Option<(u16, u16)> {
+        let vf = self.functions[f.0 as usize].vf?;
+        let pf = &self.functions[vf.pf.0 as usize];
+        let cap = pf.sriov.as_ref()?.cap;
+        Some((
+            pf.config.read_u16(reg::VENDOR_ID),
+            pf.config.read_u16(cap + sriov::VF_DEVICE_ID),
+        ))
+    }
+}
+
+/// Finds an extended capability by walking the list in `cs`.
+fn find_ext_cap(cs: &ConfigSpace, id: u16) -> Option<u16> {
+    pcielab_config::caps::walk(cs.bytes())
+        .0
+        .into_iter()
+        .find(|c| c.extended && c.id == id)
+        .map(|c| c.offset)
 }
 
 /// Finds a PCI capability by walking the list in `cs`.

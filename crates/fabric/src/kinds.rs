@@ -27,6 +27,7 @@
 //! | psmem | `io_size` | 0 or 4..=256 | 0 | I/O BAR size (0: none) |
 //! | psmem | `rom_size` | 0 or a power of two ≥ 2048 | 0 | expansion ROM size (0: none) |
 //! | psmem | `sriov_vfs` | 0..=255 | 0 | TotalVFs of an SR-IOV capability (0: none) |
+//! | psmem | `vfs` | 0..=TotalVFs | 0 | VFs host enumeration enables (as writing `sriov_numvfs` does); with `vfs` > 0 and no `sriov_vfs`, TotalVFs = `vfs` |
 //! | psmem | `pme` | bool | false | the PM capability advertises PME from D0 and D3hot (PME_En writable) |
 //! | psmem | `atomics` | bool | false | the memory BAR completes 32- and 64-bit AtomicOps and 128-bit CAS from peers (Device Capabilities 2) |
 //!
@@ -36,11 +37,12 @@
 //! assert_eq!(reg.names(), vec!["root-complex", "switch", "psmem"]);
 //! ```
 
-use crate::functional::{FunctionModel, HwFunction, Unsupported};
+use crate::functional::{FunctionModel, HwFunction, Unsupported, VfTemplate};
 use pcielab_config::caps::{CapabilityList, MsiCap, MsixCap, MsixTable, PcieCap, PmCap};
 use pcielab_config::ext_caps::{
     AerCap, AriCap, AtsCap, DsnCap, LtrCap, PasidCap, PriCap, SriovCap,
 };
+use pcielab_config::header::VfHeader;
 use pcielab_config::{Bar, Ids, Type0, PCIELAB_VENDOR_ID};
 use std::collections::BTreeMap;
 
@@ -456,6 +458,12 @@ impl KindRegistry {
                 "SR-IOV TotalVFs (0: no SR-IOV)",
             ),
             key(
+                "vfs",
+                KeyType::Int { min: 0, max: 255 },
+                Some(ParamValue::Int(0)),
+                "VFs host enumeration enables (as writing sriov_numvfs does); TotalVFs = vfs unless sriov_vfs is given",
+            ),
+            key(
                 "pme",
                 KeyType::Bool,
                 Some(ParamValue::Bool(false)),
@@ -495,6 +503,9 @@ impl KindRegistry {
     }
 }
 
+/// The memory of each VF of psmem: VF BAR0/1, 64-bit prefetchable.
+pub const PSMEM_VF_MEMORY: u64 = 16 * 1024;
+
 /// psmem on the functional fabric: [`pcielab_device::PsMem`] (the memory and I/O
 /// space). Its MSI-X table and PBA (in their own BAR) are the fabric's, as for every
 /// function (see [`crate::msix`]).
@@ -502,9 +513,26 @@ impl KindRegistry {
 /// BAR layout: BAR0 (or BAR0/1 when 64-bit) is the memory; the next free BAR is a
 /// 32-bit non-prefetchable BAR holding the MSI-X table at 0 and the PBA after it;
 /// an optional I/O BAR follows. Memory reads of never-written bytes return 0.
+///
+/// Each VF (SR-IOV) is a small psmem laid out the same way in the VF BARs: VF BAR0/1
+/// is [`PSMEM_VF_MEMORY`] bytes of its own memory, VF BAR2 its own MSI-X table (as
+/// many vectors as the PF) and PBA.
 #[derive(Debug, Clone)]
 pub struct PsMem {
     mem: pcielab_device::PsMem,
+    /// A PF with VFs: each VF is a psmem of [`PSMEM_VF_MEMORY`] bytes.
+    has_vfs: bool,
+}
+
+impl PsMem {
+    /// A psmem of `size` bytes of memory in BAR `mem_bar`, with an I/O BAR of
+    /// `io.1` bytes in BAR `io.0` if given.
+    fn new(size: u64, mem_bar: u8, io: Option<(u8, u32)>) -> PsMem {
+        PsMem {
+            mem: pcielab_device::PsMem::new(pcielab_device::PsMemLayout { mem_bar, size, io }),
+            has_vfs: false,
+        }
+    }
 }
 
 impl FunctionModel for PsMem {
@@ -522,6 +550,18 @@ impl FunctionModel for PsMem {
             .io_write(bar, offset, data)
             .map_err(|_| Unsupported)
     }
+    fn vf_model(&mut self, _index: u16) -> Option<Box<dyn FunctionModel>> {
+        self.has_vfs
+            .then(|| Box::new(PsMem::new(PSMEM_VF_MEMORY, 0, None)) as Box<dyn FunctionModel>)
+    }
+}
+
+/// The MSI-X BAR size of `vectors` vectors: table, then PBA, at least 4 KiB.
+fn msix_bar_size(vectors: u16) -> u64 {
+    let table = MsixTable::new(vectors).table_bytes() as u64;
+    (table + (vectors as u64).div_ceil(64) * 8)
+        .next_power_of_two()
+        .max(4096)
 }
 
 fn build_psmem(ctx: &EndpointCtx<'_>) -> Result<Vec<HwFunction>, KindError> {
@@ -531,7 +571,22 @@ fn build_psmem(ctx: &EndpointCtx<'_>) -> Result<Vec<HwFunction>, KindError> {
     let is64 = p.bool("bar64").unwrap_or(true);
     let vectors = p.int("msix_vectors").unwrap_or(4) as u16;
     let io_size = p.int("io_size").unwrap_or(0) as u32;
-    let vfs = p.int("sriov_vfs").unwrap_or(0) as u16;
+    let sriov_vfs = p.int("sriov_vfs").unwrap_or(0) as u16;
+    let enabled_vfs = p.int("vfs").unwrap_or(0) as u16;
+    // TotalVFs: `sriov_vfs` when given, else `vfs`.
+    let vfs = if p.line("sriov_vfs") > 0 {
+        if enabled_vfs > sriov_vfs {
+            return Err(KindError::key(
+                "vfs",
+                format!(
+                    "{enabled_vfs} VFs cannot be enabled: sriov_vfs (TotalVFs) is {sriov_vfs}; allowed: 0..={sriov_vfs}"
+                ),
+            ));
+        }
+        sriov_vfs
+    } else {
+        sriov_vfs.max(enabled_vfs)
+    };
     if io_size != 0 && !(io_size.is_power_of_two() && io_size >= 4) {
         return Err(KindError::key(
             "io_size",
@@ -569,8 +624,7 @@ fn build_psmem(ctx: &EndpointCtx<'_>) -> Result<Vec<HwFunction>, KindError> {
     let msix_bar = mem.slots() as u8;
     let table = MsixTable::new(vectors);
     let pba_offset = table.table_bytes() as u64;
-    let pba_bytes = (vectors as u64).div_ceil(64) * 8;
-    let msix_size = (pba_offset + pba_bytes).next_power_of_two().max(4096);
+    let msix_size = msix_bar_size(vectors);
     bars[msix_bar as usize] = Some(Bar::Mem32 {
         size: msix_size as u32,
         prefetchable: false,
@@ -634,7 +688,25 @@ fn build_psmem(ctx: &EndpointCtx<'_>) -> Result<Vec<HwFunction>, KindError> {
             privileged: false,
         })
         .with_ext(crate::functional::PORT_L1SS);
+    // VF BARs: the PF's layout scaled down (memory in VF BAR0/1, MSI-X in VF BAR2).
+    let vf_bars = [
+        Some(Bar::Mem64 {
+            size: PSMEM_VF_MEMORY,
+            prefetchable: true,
+        }),
+        None,
+        Some(Bar::Mem32 {
+            size: msix_bar_size(vectors) as u32,
+            prefetchable: false,
+        }),
+        None,
+        None,
+        None,
+    ];
+    let mut template = None;
     if vfs > 0 {
+        // The PF is function 0; with First VF Offset 1 and VF Stride 1, VF i is
+        // function i + 1 of the PF's bus (ARI function numbers): up to 255 VFs fit.
         list = list
             .with_ext(AriCap { next_function: 0 })
             .with_ext(SriovCap {
@@ -643,30 +715,52 @@ fn build_psmem(ctx: &EndpointCtx<'_>) -> Result<Vec<HwFunction>, KindError> {
                 vf_stride: 1,
                 vf_device_id: device_ids::PSMEM_VF,
                 function: 0,
-                vf_bars: [
-                    Some(Bar::Mem64 {
-                        size: 16 * 1024,
-                        prefetchable: true,
-                    }),
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                ],
+                vf_bars,
             });
+        template = Some(psmem_vf(ctx, ids, vectors, vf_bars)?);
     }
     list.install(&mut cs).map_err(|e| e.to_string())?;
+    let mut model = PsMem::new(size, 0, io_bar.map(|b| (b, io_size)));
+    model.has_vfs = template.is_some();
     Ok(vec![HwFunction {
         devfn: 0,
         config: cs,
         bars,
-        model: Some(Box::new(PsMem {
-            mem: pcielab_device::PsMem::new(pcielab_device::PsMemLayout {
-                mem_bar: 0,
-                size,
-                io: io_bar.map(|b| (b, io_size)),
-            }),
-        })),
+        model: Some(Box::new(model)),
+        vfs: template,
     }])
+}
+
+/// The configuration space of a psmem VF (PCIe Base Specification, 9.3.4): the VF
+/// header, a PCI Express capability (Endpoint, the PF's link, Function Level Reset),
+/// MSI-X with its table at 0 of VF BAR2 and the PBA after it, and ARI.
+fn psmem_vf(
+    ctx: &EndpointCtx<'_>,
+    pf: Ids,
+    vectors: u16,
+    bars: [Option<Bar>; 6],
+) -> Result<VfTemplate, KindError> {
+    let mut cs = VfHeader {
+        class_code: pf.class_code,
+        revision: pf.revision,
+        subsystem_vendor: pf.vendor_id,
+        subsystem_id: device_ids::PSMEM_VF,
+    }
+    .build();
+    CapabilityList::new()
+        .with(MsixCap {
+            table_size: vectors,
+            table_bir: 2,
+            table_offset: 0,
+            pba_bir: 2,
+            pba_offset: MsixTable::new(vectors).table_bytes(),
+        })
+        .with(PcieCap {
+            flr: true,
+            ..ctx.pcie
+        })
+        .with_ext(AriCap { next_function: 0 })
+        .install(&mut cs)
+        .map_err(|e| e.to_string())?;
+    Ok(VfTemplate { config: cs, bars })
 }

@@ -8,6 +8,9 @@
 //!     `-- 02:01.0 sw0.1  Downstream Port [bus 04] Gen4 x4
 //!         `-- 04:00.0 mem0  Endpoint Gen4 x4 BAR0 4000000000 (64-bit pref, 1 MiB)
 //! ```
+//!
+//! An SR-IOV VF follows its PF, named after it: `01:00.1 nic.vf0  Endpoint (VF 0 of
+//! 01:00.0) …`, with its BARs (its slices of the PF's VF BARs).
 
 use crate::functional::Fabric;
 use crate::host::enumerate::{EnumFunction, EnumeratedTree, Interrupts};
@@ -44,6 +47,9 @@ fn line(fabric: &Fabric, f: &EnumFunction) -> String {
                 f.device_id
             )
         }
+    }
+    if let Some((pf, i)) = f.vf_of {
+        s += &format!(" (VF {i} of {pf})");
     }
     if let Some(b) = f.buses {
         if b.secondary == b.subordinate {
@@ -131,7 +137,9 @@ fn range(r: Option<(u64, u64)>) -> Value {
 /// `port_type`, `bars` (`index`, `kind` mem32/mem64/io, `prefetchable`, `size`,
 /// `address`), `rom` (`size`, `address`), `vf_bars` (SR-IOV; `size` is per-VF size × TotalVFs), `buses`, `windows` (`io`, `mem`, `pref` with `base`/`limit`), `link`
 /// (`gen`, `width`, `max_gen`, `max_width`), `mps`, `mrrs`, `capabilities`
-/// (`offset`, `id`, `extended`, `name`) and `interrupts`.
+/// (`offset`, `id`, `extended`, `name`) and `interrupts`; a VF also has `vf_of`
+/// (`pf`: the PF's ID, `index`: the VF's number), and its `vendor_id`/`device_id` are
+/// the PF's Vendor ID and VF Device ID.
 pub fn tree_json(fabric: &Fabric, tree: &EnumeratedTree) -> Value {
     let funcs: Vec<Value> = tree
         .functions
@@ -167,7 +175,7 @@ pub fn tree_json(fabric: &Fabric, tree: &EnumeratedTree) -> Value {
                 Interrupts::MsiX { entries } => json!({"kind": "msix", "entries": entries.iter()
                     .map(|(a, d)| json!({"address": format!("{a:#x}"), "data": d})).collect::<Vec<_>>()}),
             };
-            json!({
+            let mut v = json!({
                 "bdf": f.bdf.to_string(),
                 "name": name(fabric, f.bdf),
                 "parent": f.parent.map(|p| p.to_string()),
@@ -187,7 +195,11 @@ pub fn tree_json(fabric: &Fabric, tree: &EnumeratedTree) -> Value {
                 "mrrs": f.mrrs,
                 "capabilities": caps,
                 "interrupts": irq,
-            })
+            });
+            if let Some((pf, i)) = f.vf_of {
+                v["vf_of"] = json!({"pf": pf.to_string(), "index": i});
+            }
+            v
         })
         .collect();
     json!({ "functions": funcs })

@@ -21,6 +21,14 @@
 //!    and Bus Master everywhere; program MSI-X (every table entry, unmasked) or else
 //!    MSI (all vectors the function asks for) with consecutive vectors; set SERR#
 //!    Enable in every bridge's Bridge Control (error messages from below are forwarded).
+//! 6. **VFs**: in every SR-IOV PF for which [`HostBus::requested_vfs`] asks for N > 0
+//!    VFs (the node's `vfs` key), as Linux's `sriov_numvfs` does: ARI Forwarding Enable
+//!    in the port above (when it supports ARI forwarding) and ARI Capable Hierarchy in
+//!    the PF, NumVFs = N, then VF Enable and VF MSE. VF `i` (Routing ID PF + First VF
+//!    Offset + `i` × VF Stride) gets VF BAR n at the PF's VF BAR n + `i` × per-VF size;
+//!    its MSI-X is programmed like any function's (vectors after those of every other
+//!    function) and Bus Master Enable set. VFs follow their PF in the tree. Topologies
+//!    without `vfs` enumerate exactly as before.
 //!
 //! ```
 //! use pcielab_fabric::{functional::Fabric, kinds::KindRegistry, topology::Topology};
@@ -37,6 +45,7 @@
 
 use crate::host::HostBus;
 use pcielab_config::caps::{id, pcie_reg, size_code, size_from_code, walk, Found, PortType};
+use pcielab_config::ext_caps::sriov;
 use pcielab_config::header::{command, reg};
 use pcielab_config::{Bar, BridgeWindows, ConfigSpace};
 use pcielab_wire::{Bdf, ByteEnables};
@@ -97,6 +106,13 @@ pub enum EnumError {
         /// Why.
         reason: String,
     },
+    /// The VFs asked for could not be enabled.
+    Sriov {
+        /// The PF.
+        function: Bdf,
+        /// Why.
+        reason: String,
+    },
 }
 
 impl core::fmt::Display for EnumError {
@@ -110,6 +126,7 @@ impl core::fmt::Display for EnumError {
                 "{space} address space exhausted: the hierarchy needs {needed:#x} bytes but the host aperture has {available:#x}; nothing was assigned"
             ),
             EnumError::Memory { function, reason } => write!(f, "programming MSI-X of {function}: {reason}"),
+            EnumError::Sriov { function, reason } => write!(f, "enabling the VFs of {function}: {reason}"),
         }
     }
 }
@@ -208,6 +225,10 @@ pub struct EnumFunction {
     pub caps: Vec<Found>,
     /// Interrupts programmed.
     pub interrupts: Interrupts,
+    /// For a VF: its PF and its VF number (0-based). A VF's `vendor_id` and `device_id`
+    /// are what software gives it (the PF's Vendor ID and the PF's VF Device ID; the
+    /// VF's own registers read FFFFh), its `bars` lie in the PF's `vf_bars`.
+    pub vf_of: Option<(Bdf, u16)>,
 }
 
 /// The result of enumeration, in depth-first order.
@@ -279,6 +300,8 @@ struct Dev {
     assigned: Vec<AssignedBar>,
     pcie: Option<u16>,
     interrupts: Interrupts,
+    /// For a VF: (index of its PF in `devs`, VF number).
+    vf: Option<(usize, u16)>,
 }
 
 struct Host<'a, B: HostBus> {
@@ -348,6 +371,7 @@ impl<B: HostBus> Host<'_, B> {
                     pcie: None,
                     sriov: None,
                     interrupts: Interrupts::None,
+                    vf: None,
                 });
                 if header_type == 1 {
                     bridges.push(idx);
@@ -739,36 +763,7 @@ impl<B: HostBus> Host<'_, B> {
             }
             // Interrupts: MSI-X if present, else MSI.
             if let Some(c) = self.cap(bdf, id::MSIX) {
-                let ctl = self.r16(bdf, c + 2);
-                let n = (ctl & 0x7ff) as u32 + 1;
-                let table = self.r32(bdf, c + 4);
-                let bir = (table & 7) as u8;
-                let base = self.devs[i]
-                    .assigned
-                    .iter()
-                    .find(|b| b.index == bir)
-                    .map(|b| b.address);
-                if let Some(base) = base {
-                    // Memory decode must be on for the table writes.
-                    self.w16(bdf, reg::COMMAND, cmd);
-                    let mut entries = Vec::new();
-                    for k in 0..n {
-                        let at = base + (table & !7) as u64 + 16 * k as u64;
-                        let mut e = [0u8; 16];
-                        e[0..8].copy_from_slice(&self.cfg.msi_address.to_le_bytes());
-                        e[8..12].copy_from_slice(&vector.to_le_bytes());
-                        self.bus
-                            .mem_write(at, &e)
-                            .map_err(|reason| EnumError::Memory {
-                                function: bdf,
-                                reason,
-                            })?;
-                        entries.push((self.cfg.msi_address, *vector));
-                        *vector += 1;
-                    }
-                    self.w16(bdf, c + 2, (ctl & !0x4000) | 0x8000);
-                    self.devs[i].interrupts = Interrupts::MsiX { entries };
-                }
+                self.program_msix(i, c, cmd, vector)?;
             } else if let Some(c) = self.cap(bdf, id::MSI) {
                 let ctl = self.r16(bdf, c + 2);
                 let mmc = (ctl >> 1) & 7;
@@ -803,6 +798,168 @@ impl<B: HostBus> Host<'_, B> {
         Ok(())
     }
 
+    /// Programs the MSI-X capability at `c` of function `i`: every table entry gets
+    /// the host's MSI address and the next vector, unmasked; then MSI-X Enable.
+    /// `cmd` is written first (memory decode must be on for the table writes).
+    fn program_msix(
+        &mut self,
+        i: usize,
+        c: u16,
+        cmd: u16,
+        vector: &mut u32,
+    ) -> Result<(), EnumError> {
+        let bdf = self.devs[i].bdf;
+        let ctl = self.r16(bdf, c + 2);
+        let n = (ctl & 0x7ff) as u32 + 1;
+        let table = self.r32(bdf, c + 4);
+        let bir = (table & 7) as u8;
+        let base = self.devs[i]
+            .assigned
+            .iter()
+            .find(|b| b.index == bir)
+            .map(|b| b.address);
+        if let Some(base) = base {
+            self.w16(bdf, reg::COMMAND, cmd);
+            let mut entries = Vec::new();
+            for k in 0..n {
+                let at = base + (table & !7) as u64 + 16 * k as u64;
+                let mut e = [0u8; 16];
+                e[0..8].copy_from_slice(&self.cfg.msi_address.to_le_bytes());
+                e[8..12].copy_from_slice(&vector.to_le_bytes());
+                self.bus
+                    .mem_write(at, &e)
+                    .map_err(|reason| EnumError::Memory {
+                        function: bdf,
+                        reason,
+                    })?;
+                entries.push((self.cfg.msi_address, *vector));
+                *vector += 1;
+            }
+            self.w16(bdf, c + 2, (ctl & !0x4000) | 0x8000);
+            self.devs[i].interrupts = Interrupts::MsiX { entries };
+        }
+        Ok(())
+    }
+
+    /// Enables the VFs [`HostBus::requested_vfs`] asks for in every SR-IOV PF (see the
+    /// module documentation, step 6), then programs each VF's MSI-X and Bus Master.
+    fn enable_vfs(&mut self, vector: &mut u32) -> Result<(), EnumError> {
+        let pfs: Vec<usize> = (0..self.devs.len())
+            .filter(|&i| self.devs[i].sriov.is_some())
+            .collect();
+        let first_vf = self.devs.len();
+        for i in pfs {
+            let bdf = self.devs[i].bdf;
+            let want = self.bus.requested_vfs(bdf);
+            let Some(cap) = self.devs[i].sriov.filter(|_| want > 0) else {
+                continue;
+            };
+            let err = |reason: String| EnumError::Sriov {
+                function: bdf,
+                reason,
+            };
+            let total = self.r16(bdf, cap + sriov::TOTAL_VFS);
+            if want > total {
+                return Err(err(format!("{want} VFs asked for, TotalVFs is {total}")));
+            }
+            let mut ctl = self.r16(bdf, cap + sriov::CONTROL);
+            if ctl & sriov::VF_ENABLE != 0 {
+                return Err(err("VF Enable is already set".into()));
+            }
+            // ARI, as Linux does: ARI Forwarding in the port above when it supports it,
+            // and then ARI Capable Hierarchy in the PF (before NumVFs: it may change
+            // First VF Offset and VF Stride).
+            if let Some(p) = self.devs[i].parent {
+                let pb = self.devs[p].bdf;
+                if let Some(pc) = self.cap(pb, id::PCIE) {
+                    if self.r32(pb, pc + pcie_reg::DEVCAP2) & (1 << 5) != 0 {
+                        let c2 = self.r16(pb, pc + pcie_reg::DEVCTL2);
+                        self.w16(pb, pc + pcie_reg::DEVCTL2, c2 | 1 << 5);
+                        ctl |= sriov::ARI_CAPABLE_HIERARCHY;
+                        self.w16(bdf, cap + sriov::CONTROL, ctl);
+                    }
+                }
+            }
+            self.w16(bdf, cap + sriov::NUM_VFS, want);
+            let offset = self.r16(bdf, cap + sriov::FIRST_VF_OFFSET) as u32;
+            let stride = self.r16(bdf, cap + sriov::VF_STRIDE) as u32;
+            self.w16(
+                bdf,
+                cap + sriov::CONTROL,
+                ctl | sriov::VF_ENABLE | sriov::VF_MSE,
+            );
+            // VF BAR n of VF k: the PF's VF BAR n + k × per-VF size.
+            let vf_bars: Vec<(u8, Bar, u64)> = self.devs[i]
+                .bars
+                .iter()
+                .filter(|b| (6..12).contains(&b.0))
+                .filter_map(|&(k, whole, per_vf)| {
+                    let a = self.devs[i].assigned.iter().find(|x| x.index == k)?;
+                    let bar = match whole {
+                        Bar::Mem64 { prefetchable, .. } => Bar::Mem64 {
+                            size: per_vf,
+                            prefetchable,
+                        },
+                        Bar::Mem32 { prefetchable, .. } => Bar::Mem32 {
+                            size: per_vf as u32,
+                            prefetchable,
+                        },
+                        Bar::Io { .. } => Bar::Io {
+                            size: per_vf as u32,
+                        },
+                    };
+                    Some((k - 6, bar, a.address))
+                })
+                .collect();
+            for k in 0..want {
+                let rid = bdf.raw() as u32 + offset + k as u32 * stride;
+                if rid > 0xffff || rid >> 8 != bdf.bus() as u32 {
+                    return Err(err(format!(
+                        "VF {k} would have Routing ID {rid:#06x}, beyond bus {:02x} (VFs on other buses are not supported)",
+                        bdf.bus()
+                    )));
+                }
+                let vbdf = Bdf::from_raw(rid as u16);
+                // A VF's Vendor ID reads FFFFh: its Revision ID/Class Code say it is there.
+                if self.r32(vbdf, reg::REVISION) == 0xffff_ffff {
+                    return Err(err(format!(
+                        "VF {k} ({vbdf}) does not answer configuration requests"
+                    )));
+                }
+                let assigned = vf_bars
+                    .iter()
+                    .map(|&(n, bar, base)| AssignedBar {
+                        index: n,
+                        bar,
+                        address: base + k as u64 * bar.size(),
+                    })
+                    .collect();
+                self.devs.push(Dev {
+                    bdf: vbdf,
+                    parent: self.devs[i].parent,
+                    header_type: 0,
+                    bars: Vec::new(),
+                    sriov: None,
+                    window: [(0, 0); 3],
+                    assigned,
+                    pcie: None,
+                    interrupts: Interrupts::None,
+                    vf: Some((i, k)),
+                });
+            }
+        }
+        for v in first_vf..self.devs.len() {
+            let vbdf = self.devs[v].bdf;
+            // Memory Space does not apply to VFs (VF MSE in the PF does).
+            let cmd = self.r16(vbdf, reg::COMMAND) | command::BUS_MASTER;
+            if let Some(c) = self.cap(vbdf, id::MSIX) {
+                self.program_msix(v, c, cmd, vector)?;
+            }
+            self.w16(vbdf, reg::COMMAND, cmd);
+        }
+        Ok(())
+    }
+
     fn describe(&mut self, i: usize) -> EnumFunction {
         let bdf = self.devs[i].bdf;
         let (caps, cs) = self.find_caps(bdf);
@@ -827,11 +984,23 @@ impl<B: HostBus> Host<'_, B> {
             });
         let devctl = pcie.map(|p| cs.read_u16(p + pcie_reg::DEVCTL));
         let bridge = d.header_type == 1;
+        let vf_of = d.vf.map(|(pf, k)| (self.devs[pf].bdf, k));
+        // A VF's IDs as software gives them: the PF's Vendor ID and VF Device ID.
+        let (vendor_id, device_id) = match d.vf {
+            Some((pf, _)) => {
+                let pb = self.devs[pf].bdf;
+                let cap = self.devs[pf].sriov.unwrap_or(0);
+                let v = self.r16(pb, reg::VENDOR_ID);
+                (v, self.r16(pb, cap + sriov::VF_DEVICE_ID))
+            }
+            None => (cs.read_u16(reg::VENDOR_ID), cs.read_u16(reg::DEVICE_ID)),
+        };
+        let d = &self.devs[i];
         EnumFunction {
             bdf,
             parent: d.parent.map(|p| self.devs[p].bdf),
-            vendor_id: cs.read_u16(reg::VENDOR_ID),
-            device_id: cs.read_u16(reg::DEVICE_ID),
+            vendor_id,
+            device_id,
             class_code: cs.read(reg::CLASS, 3),
             header_type: d.header_type,
             port_type,
@@ -870,6 +1039,7 @@ impl<B: HostBus> Host<'_, B> {
             mrrs: devctl.map(|c| size_from_code(((c >> 12) & 7) as u8)),
             caps,
             interrupts: d.interrupts.clone(),
+            vf_of,
         }
     }
 }
@@ -920,6 +1090,17 @@ pub fn enumerate<B: HostBus>(bus: &mut B, cfg: &HostConfig) -> Result<Enumerated
     h.program_mps();
     let mut vector = cfg.first_vector;
     h.enable(&mut vector)?;
-    let functions = (0..h.devs.len()).map(|i| h.describe(i)).collect();
+    let scanned = h.devs.len();
+    h.enable_vfs(&mut vector)?;
+    // Depth-first order, each PF's VFs right after it.
+    let mut functions = Vec::with_capacity(h.devs.len());
+    for i in 0..scanned {
+        functions.push(h.describe(i));
+        for v in scanned..h.devs.len() {
+            if h.devs[v].vf.is_some_and(|(pf, _)| pf == i) {
+                functions.push(h.describe(v));
+            }
+        }
+    }
     Ok(EnumeratedTree { functions })
 }

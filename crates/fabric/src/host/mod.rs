@@ -22,6 +22,11 @@ pub trait HostBus {
     fn mem_write(&mut self, addr: u64, data: &[u8]) -> Result<(), String>;
     /// A memory read from the host.
     fn mem_read(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), String>;
+    /// How many VFs host software is asked to enable in the SR-IOV PF at `pf` (on
+    /// Linux, what a user writes to its `sriov_numvfs`). The default: none.
+    fn requested_vfs(&mut self, _pf: Bdf) -> u16 {
+        0
+    }
 }
 
 /// The functional fabric seen through its ECAM window.
@@ -39,5 +44,11 @@ impl HostBus for Fabric {
     fn mem_read(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), String> {
         self.memory_read(Origin::Host, addr, buf)
             .map_err(|e| e.to_string())
+    }
+    /// The `vfs` key of the PF's node.
+    fn requested_vfs(&mut self, pf: Bdf) -> u16 {
+        self.function_at(pf)
+            .and_then(|f| self.functions[f.0 as usize].sriov.as_ref())
+            .map_or(0, |s| s.requested)
     }
 }

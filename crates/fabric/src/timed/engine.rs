@@ -1539,6 +1539,12 @@ impl Engine {
                         bar,
                         offset,
                     } => {
+                        // BAR accesses are delivered per node (to its first function's
+                        // model): an SR-IOV VF's BAR would reach its PF's. Refused
+                        // (Unsupported Request) rather than aliased.
+                        if self.fabric.functions[function.0 as usize].vf.is_some() {
+                            return Err(RouteError::Refused(self.fabric.bdf(function)));
+                        }
                         let n = self.fabric.functions[function.0 as usize].node.0;
                         // The cache is per page: store the page's base offset.
                         (

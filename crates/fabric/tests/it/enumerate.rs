@@ -498,6 +498,7 @@ fn registered_kind_with_two_functions() {
                     config: cs,
                     bars,
                     model: None,
+                    vfs: None,
                 })
             })
             .collect()

@@ -33,5 +33,6 @@ mod props;
 mod raw;
 mod real_lspci;
 mod reset;
+mod sriov;
 mod timed;
 mod vdm;

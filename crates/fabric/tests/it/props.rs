@@ -1,5 +1,5 @@
 //! Random valid topologies (up to 5 levels of switches, up to 64 endpoints, random BAR
-//! sizes) enumerate into a consistent tree.
+//! sizes, some endpoints with SR-IOV VFs) enumerate into a consistent tree.
 
 use pcielab_config::Bar;
 use pcielab_fabric::functional::{Fabric, Origin, Target};
@@ -22,6 +22,8 @@ enum Shape {
         vectors: u16,
         /// log2 of the expansion ROM size, if any.
         rom_log2: Option<u8>,
+        /// SR-IOV VFs enabled (`vfs`), if any.
+        vfs: Option<u8>,
     },
     /// A switch; `None` children are unconnected ports.
     Switch(Vec<Option<Shape>>),
@@ -35,9 +37,10 @@ fn endpoint() -> impl Strategy<Value = Shape> {
         prop::bool::weighted(0.1),
         1u16..=64,
         prop::option::weighted(0.2, 11u8..=17),
+        prop::option::weighted(0.15, 1u8..=9),
     )
         .prop_map(
-            |(bar_log2, prefetchable, bar64, io, vectors, rom_log2)| Shape::Endpoint {
+            |(bar_log2, prefetchable, bar64, io, vectors, rom_log2, vfs)| Shape::Endpoint {
                 // Non-prefetchable or 32-bit BARs go to the 32-bit window: keep them ≤ 1 MiB.
                 bar_log2: if prefetchable && bar64 {
                     bar_log2
@@ -49,6 +52,7 @@ fn endpoint() -> impl Strategy<Value = Shape> {
                 io,
                 vectors,
                 rom_log2,
+                vfs,
             },
         )
 }
@@ -79,6 +83,8 @@ struct Gen {
     n: usize,
     /// Endpoint names with their BAR sizes.
     endpoints: BTreeMap<String, u64>,
+    /// VFs asked for in all.
+    vfs: usize,
 }
 
 impl Gen {
@@ -93,14 +99,17 @@ impl Gen {
                 io,
                 vectors,
                 rom_log2,
+                vfs,
             } => {
                 let size = 1u64 << bar_log2;
                 self.text += &format!(
-                    "[[node]]\nname = \"{name}\"\nkind = \"psmem\"\nbar_size = {size}\nprefetchable = {prefetchable}\nbar64 = {bar64}\nmsix_vectors = {vectors}\n{}{}\n",
+                    "[[node]]\nname = \"{name}\"\nkind = \"psmem\"\nbar_size = {size}\nprefetchable = {prefetchable}\nbar64 = {bar64}\nmsix_vectors = {vectors}\n{}{}{}\n",
                     if *io { "io_size = 16\n" } else { "" },
-                    rom_log2.map_or(String::new(), |r| format!("rom_size = {}\n", 1u64 << r))
+                    rom_log2.map_or(String::new(), |r| format!("rom_size = {}\n", 1u64 << r)),
+                    vfs.map_or(String::new(), |n| format!("vfs = {n}\n"))
                 );
                 self.endpoints.insert(name.clone(), size);
+                self.vfs += vfs.unwrap_or(0) as usize;
             }
             Shape::Switch(kids) => {
                 self.text += &format!(
@@ -160,9 +169,25 @@ fn check_tree(tree: &EnumeratedTree) -> Result<(), TestCaseError> {
         if let Some(r) = f.buses {
             prop_assert!(r.secondary <= r.subordinate);
         }
+        // A VF's BARs lie in its PF's VF BAR window of the same index (which is
+        // checked against the others below).
+        if let Some((pf, _)) = f.vf_of {
+            for b in &f.bars {
+                let w = by_bdf[&pf].vf_bars.iter().find(|w| w.index == b.index);
+                prop_assert!(
+                    w.is_some_and(|w| w.address <= b.address && span(b).1 <= span(w).1),
+                    "{} BAR{} outside the VF BAR window of {}",
+                    f.bdf,
+                    b.index,
+                    pf
+                );
+            }
+        }
         for b in f.bars.iter().chain(&f.vf_bars).chain(&f.rom) {
             let io = matches!(b.bar, Bar::Io { .. });
-            all.push((b.address, b.address + b.bar.size() - 1, f.bdf, io));
+            if f.vf_of.is_none() {
+                all.push((b.address, b.address + b.bar.size() - 1, f.bdf, io));
+            }
             // Windows of every ancestor contain the BAR.
             let mut up = f.parent;
             while let Some(p) = up {
@@ -240,7 +265,7 @@ proptest! {
     fn random_topologies_enumerate_consistently(ports in prop::collection::vec(prop::option::weighted(0.9, shape()), 1..=4), offset in 0u64..16) {
         let (eps, buses) = ports.iter().flatten().map(count).fold((0, 1 + ports.len()), |(e, b), (ke, kb)| (e + ke, b + kb));
         prop_assume!(eps <= 64 && buses <= 256);
-        let mut g = Gen { text: format!("seed = 9\n[[node]]\nname = \"rc\"\nkind = \"root-complex\"\nports = {}\n\n", ports.len()), n: 0, endpoints: BTreeMap::new() };
+        let mut g = Gen { text: format!("seed = 9\n[[node]]\nname = \"rc\"\nkind = \"root-complex\"\nports = {}\n\n", ports.len()), n: 0, endpoints: BTreeMap::new(), vfs: 0 };
         for (p, s) in ports.iter().enumerate() {
             if let Some(s) = s {
                 g.node(s, &format!("rc.{p}"), 3, 8);
@@ -260,10 +285,24 @@ proptest! {
         check_tree(&tree)?;
         // Every endpoint is reachable by configuration and memory requests.
         let mut seen = 0;
+        let mut vfs_seen = 0usize;
         for f in &tree.functions {
             let id = fabric.function_at(f.bdf).expect("every enumerated function routes");
             prop_assert_eq!(fabric.bdf(id), f.bdf);
             let name = fabric.name(id);
+            if let Some((pf, k)) = f.vf_of {
+                // A VF: its memory (VF BAR0) is its own.
+                prop_assert_eq!(fabric.name(id), format!("{}.vf{k}", fabric.name(fabric.function_at(pf).unwrap())));
+                let bar0 = f.bars.iter().find(|b| b.index == 0).expect("VF BAR0 assigned");
+                let addr = bar0.address + (offset * 8) % bar0.bar.size();
+                prop_assert_eq!(fabric.route_memory(Origin::Host, addr).unwrap().target, Target::Bar { function: id, bar: 0, offset: (offset * 8) % bar0.bar.size() });
+                fabric.memory_write(Origin::Host, addr, &[k as u8 + 1]).unwrap();
+                let mut back = [0u8; 1];
+                fabric.memory_read(Origin::Host, addr, &mut back).unwrap();
+                prop_assert_eq!(back[0], k as u8 + 1);
+                vfs_seen += 1;
+                continue;
+            }
             let Some(&size) = g.endpoints.get(&name) else { continue };
             seen += 1;
             prop_assert_eq!(fabric.config_read(f.bdf, 0).unwrap(), 0x0010_1fee);
@@ -279,5 +318,6 @@ proptest! {
             prop_assert_eq!(back, data);
         }
         prop_assert_eq!(seen, g.endpoints.len());
+        prop_assert_eq!(vfs_seen, g.vfs);
     }
 }

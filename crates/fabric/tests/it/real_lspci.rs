@@ -433,3 +433,111 @@ fn lspci_reads_the_pasid_capability() {
         ]
     );
 }
+
+/// The real lspci on the dump of `sriov-4vf` (a psmem PF with `vfs = 4`): it decodes
+/// the PF's SR-IOV capability with four VFs enabled, its VF BARs where enumeration put
+/// them (inside the root port's windows as lspci reads them), and lists the four VFs as
+/// functions 01:00.1 .. 01:00.4 with device ID 0011 (the VF Device ID the capability
+/// declares). A VF's own Vendor ID and Device ID read FFFFh; the dump carries the IDs
+/// Linux gives the VF (as `lspci` on a Linux host shows them), so lspci names it
+/// instead of printing "Illegal Vendor ID".
+#[test]
+fn lspci_decodes_the_sr_iov_pf_and_lists_its_vfs() {
+    let text = std::fs::read_to_string(crate::common::examples_dir().join("sriov-4vf.toml"))
+        .expect("readable");
+    let (_, fabric, tree) = bring_up(&text);
+    let path = dump_to_temp("sriov", &fabric.lspci_dump());
+    let vvv = lspci(&path, &["-vvv"]);
+    let bl = blocks(&vvv);
+    let pf = &bl["01:00.0"];
+    assert!(
+        pf.contains("Initial VFs: 4, Total VFs: 4, Number of VFs: 4,"),
+        "{pf}"
+    );
+    assert!(
+        pf.contains("IOVCtl:\tEnable+ ") && pf.contains(" MSE+ "),
+        "{pf}"
+    );
+    assert!(
+        pf.contains("VF offset: 1, stride: 1, Device ID: 0011"),
+        "{pf}"
+    );
+    // The VF BARs lspci reads in the SR-IOV capability: the lines after its header.
+    let iov = &pf[pf
+        .find("Single Root I/O Virtualization")
+        .expect("SR-IOV decoded")..];
+    let vf_regions: Vec<u64> = iov
+        .lines()
+        .filter(|l| l.starts_with("Region"))
+        .map(|l| {
+            let a = l
+                .split(" at ")
+                .nth(1)
+                .and_then(|s| s.split_whitespace().next());
+            u64::from_str_radix(a.expect("an address"), 16).expect("hex")
+        })
+        .collect();
+    let pf_entry = tree.get("01:00.0".parse().unwrap()).unwrap();
+    let ours: Vec<u64> = pf_entry.vf_bars.iter().map(|b| b.address).collect();
+    assert_eq!(vf_regions, ours, "{iov}");
+    // Inside the root port's windows as lspci decodes them, for all four VFs.
+    let windows: Vec<(u64, u64)> = bl["00:01.0"]
+        .lines()
+        .filter(|l| l.contains("behind bridge:"))
+        .filter_map(hex_range)
+        .collect();
+    for b in &pf_entry.vf_bars {
+        let end = b.address + b.bar.size() - 1;
+        assert!(
+            windows.iter().any(|&(lo, hi)| lo <= b.address && end <= hi),
+            "VF BAR{} {:#x}..={end:#x} outside {windows:x?}",
+            b.index,
+            b.address
+        );
+    }
+    // Every VF's BARs lie in the PF's VF BAR window of the same index.
+    for vf in tree.functions.iter().filter(|f| f.vf_of.is_some()) {
+        for b in &vf.bars {
+            let w = pf_entry
+                .vf_bars
+                .iter()
+                .find(|w| w.index == b.index)
+                .expect("a VF BAR window");
+            assert!(
+                w.address <= b.address && b.address + b.bar.size() <= w.address + w.bar.size(),
+                "{} BAR{}",
+                vf.bdf,
+                b.index
+            );
+        }
+    }
+    // The VFs as functions, by number and with their IDs.
+    let short = lspci(&path, &["-n"]);
+    for i in 1..=4 {
+        let want = format!("01:00.{i} 0580: 1fee:0011 (rev 01)");
+        assert!(short.lines().any(|l| l == want), "{want:?} in\n{short}");
+        let b = &bl[&format!("01:00.{i}")];
+        assert!(b.contains("MSI-X: Enable+ Count=4 Masked-"), "{b}");
+        assert!(b.contains("Vector table: BAR=2 offset=00000000"), "{b}");
+        assert!(b.contains("Express (v2) Endpoint"), "{b}");
+        assert!(b.contains("BusMaster+"), "{b}");
+        assert!(
+            b.contains("Alternative Routing-ID Interpretation (ARI)"),
+            "{b}"
+        );
+    }
+    assert!(!short.contains("01:00.5"), "{short}");
+    let t = lspci(&path, &["-t"]);
+    assert_eq!(
+        t,
+        "\
+-[0000:00]-+-00.0
+           \\-01.0-[01]--+-00.0
+                        +-00.1
+                        +-00.2
+                        +-00.3
+                        \\-00.4
+"
+    );
+    let _ = std::fs::remove_file(&path);
+}
