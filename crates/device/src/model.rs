@@ -251,8 +251,11 @@ impl Cx<'_> {
         self.cmds.push(c);
     }
     /// The function this call is about: 0 for function 0 (a single-function device
-    /// has only it), else the index of the function among those the device declared
-    /// (further functions, then VFs in order; see the host's documentation).
+    /// has only it). Functions are numbered the same way by every host: the
+    /// device's own functions by function number, then the SR-IOV VFs of each
+    /// physical function in order (a PF with 4 VFs: 0 is the PF, 1–4 its VFs). A BAR
+    /// access is about the function whose BAR it hit; a DMA's calls (`completion`,
+    /// `dma_done`) are about the function that issued it.
     pub fn function(&self) -> u16 {
         self.function
     }

@@ -185,7 +185,7 @@ impl Engine {
             return;
         }
         let dir = super::engine::DmaDir::Atomic(code(op));
-        self.new_dma(node, id, dir, (addr, size, None), op.payload(addr), cx);
+        self.new_dma((node, 0), id, dir, (addr, size, None), op.payload(addr), cx);
     }
 
     /// A payload holding the operands of AtomicOp DMA `oi` of `node`.
@@ -279,17 +279,17 @@ impl Engine {
     #[inline(never)]
     pub(crate) fn device_atomic(
         &mut self,
-        (node, bar, offset): (u32, u8, u64),
+        (node, func, bar, offset): (u32, u16, u8, u64),
         id: u32,
         cx: &mut Context<'_, PackedEv>,
     ) {
         let t = self.tlps[id as usize].clone();
         let (req, size) = as_read(&t);
-        let (origin, me) = (self.origin_of(node), self.ep_bdf(node));
-        let caps = self.pcie_dword(self.nodes[node as usize].func, pcie_reg::DEVCAP2);
+        let (me, origin) = self.completer_of(node, func);
+        let caps = self.pcie_dword(self.fn_of(node, func), pcie_reg::DEVCAP2);
         if t.poisoned {
             // Poisoned operands: the target is left alone (PCIe Base Spec 2.7.2.2).
-            let f = self.nodes[node as usize].func;
+            let f = self.fn_of(node, func);
             self.poisoned_received(f, false, "AtomicOp", id, cx);
             self.send_completions(origin, me, &req, CplStatus::Ur, &[], Poison::Clean, cx);
             return;
@@ -299,7 +299,7 @@ impl Engine {
         let mut old = vec![0u8; size as usize];
         let payload = self.payload(id).to_vec();
         let done = completes
-            && self.functional_model(node).is_some_and(|m| {
+            && self.functional_model(node, func).is_some_and(|m| {
                 m.mem_read(bar, offset, &mut old).is_ok()
                     && result(t.atomic_kind(), t.addr, &old, &payload)
                         .map_or(true, |new| m.mem_write(bar, offset, &new).is_ok())

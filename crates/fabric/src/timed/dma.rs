@@ -15,11 +15,11 @@ use pcielab_wire::dma::{split_read, split_write, SplitPolicy};
 use pcielab_wire::CplStatus;
 
 impl Engine {
-    /// Starts DMA `id` of `node`: `len` bytes at `addr`, in the address space of
-    /// `pasid` when given.
+    /// Starts DMA `id` of `node`'s function `func` (its index on the device): `len`
+    /// bytes at `addr`, in the address space of `pasid` when given.
     pub(crate) fn new_dma(
         &mut self,
-        node: u32,
+        (node, func): (u32, u16),
         id: DmaId,
         dir: DmaDir,
         (addr, len, pasid): (u64, u64, Option<u32>),
@@ -27,6 +27,11 @@ impl Engine {
         cx: &mut Context<'_, PackedEv>,
     ) {
         let now = cx.now();
+        // Function 0's Bus Master Enable is cached; another function's is read.
+        let bme = func == 0
+            || self
+                .fn_of(node, func)
+                .is_some_and(|f| self.bus_master_set(f));
         let pasid_ok = match pasid {
             Some(p) => self.pasid_allowed(node, p),
             None => true,
@@ -58,6 +63,7 @@ impl Engine {
             xlate: Vec::new(),
             xlate_wait: 0,
             pasid: pasid.unwrap_or(NONE),
+            func,
         };
         let oi = match ep.free_ops.pop() {
             Some(i) => {
@@ -69,7 +75,7 @@ impl Engine {
                 (ep.ops.len() - 1) as u32
             }
         };
-        if !ep.bus_master {
+        if !ep.bus_master || !bme {
             ep.ops[oi as usize].ok = false;
             self.dma_without_bus_master(node);
             self.finish_dma(node, oi, cx);
@@ -128,10 +134,11 @@ impl Engine {
         let (addr, len) = (ep.ops[oi as usize].addr, ep.ops[oi as usize].len);
         let (poisoned, pasid) = (ep.ops[oi as usize].poisoned, ep.ops[oi as usize].pasid);
         let mut buf = std::mem::take(&mut ep.ops[oi as usize].buf);
-        let me = ep.bdf;
-        let Some(f) = self.nodes[node as usize].func else {
+        let func = ep.ops[oi as usize].func;
+        let Some(f) = self.fn_of(node, func) else {
             return;
         };
+        let me = self.fabric.bdf(f);
         let Ok(split) = split_write(addr, len, self.cfg.mps as u32, SplitPolicy::Aligned) else {
             self.fault(
                 FaultKind::Split,
@@ -234,7 +241,14 @@ impl Engine {
                 continue;
             };
             let off = op.issued;
-            let me = ep.bdf;
+            // The function the DMA belongs to (function 0 unless the device said).
+            let (f, me) = match op.func {
+                0 => (f, ep.bdf),
+                i => match ep.funcs.get(i as usize) {
+                    Some(&g) => (g, self.fabric.bdf(g)),
+                    None => (f, ep.bdf),
+                },
+            };
             // Burst mode: the next whole requests of the DMA in the same page go as
             // one burst when the tags they would take are consecutive (see `burst`).
             let burst = self.rd_burst_max > 1 && window.is_none();
@@ -493,10 +507,10 @@ impl Engine {
         } else {
             (start, end)
         };
-        let id = op.id;
+        let (id, func) = (op.id, op.func);
         let buf = std::mem::take(&mut op.buf);
         let piece = &buf[from as usize..to as usize];
-        self.call_ep(node, cx, |m, cx| m.completion(id, from, piece, cx));
+        self.call_ep_fn(node, func, cx, |m, cx| m.completion(id, from, piece, cx));
         if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
             ep.ops[oi as usize].buf = buf;
         }
@@ -603,11 +617,14 @@ impl Engine {
         };
         let op = &ep.ops[oi as usize];
         let (addr, addr_type) = self.dma_address(node, oi, op.addr + off);
+        let me = self
+            .fn_of(node, op.func)
+            .map_or(ep.bdf, |f| self.fabric.bdf(f));
         let t = Tlp {
             tag,
             addr_type,
             pasid: op.pasid,
-            ..Tlp::new(Kind::MRd, ep.bdf, addr, len)
+            ..Tlp::new(Kind::MRd, me, addr, len)
         };
         match &op.atomic {
             None => t,
@@ -623,7 +640,7 @@ impl Engine {
     }
 
     pub(crate) fn finish_dma(&mut self, node: u32, oi: u32, cx: &mut Context<'_, PackedEv>) {
-        let (id, ok, data) = {
+        let (id, ok, data, func) = {
             let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
                 return;
             };
@@ -637,7 +654,7 @@ impl Engine {
             } else {
                 std::mem::take(&mut op.buf)
             };
-            let (id, ok) = (op.id, op.ok);
+            let (id, ok, func) = (op.id, op.ok, op.func);
             op.xlate.clear();
             ep.free_ops.push(oi);
             if ep.timeout_armed && !ep.ops.iter().any(|o| o.live && o.awaits_completions()) {
@@ -646,11 +663,11 @@ impl Engine {
                 }
                 ep.timeout_armed = false;
             }
-            (id, ok, data)
+            (id, ok, data, func)
         };
         if self.ats_any {
             self.ats_dma_finished(node, cx);
         }
-        self.call_ep(node, cx, |m, cx| m.dma_done(id, ok, &data, cx));
+        self.call_ep_fn(node, func, cx, |m, cx| m.dma_done(id, ok, &data, cx));
     }
 }

@@ -177,9 +177,11 @@ pub(crate) enum Dest {
     Refused,
     /// The root complex (completions of host requests).
     Rc,
-    /// A function's BAR.
+    /// A function's BAR: `func` is the function's index on its device (see
+    /// `EpState::funcs`).
     Bar {
         node: u32,
+        func: u16,
         bar: u8,
         offset: u64,
     },
@@ -810,6 +812,8 @@ pub(crate) struct DmaOp {
     pub delivered: u64,
     /// With a reorder window: ranges `[start, end)` that arrived past `delivered`.
     pub early: Vec<(u64, u64)>,
+    /// The function (its index on the device) whose requester ID the DMA uses.
+    pub func: u16,
 }
 
 impl DmaOp {
@@ -839,8 +843,8 @@ pub(crate) struct EpState {
     pub free_ops: Vec<u32>,
     pub read_queue: VecDeque<u32>,
     pub next_dma: u64,
-    /// ticket → (requester, tag, address, length, request kind)
-    pub tickets: HashMap<u64, (Bdf, u16, u64, u32, Kind)>,
+    /// ticket → (requester, tag, address, length, request kind, completing function)
+    pub tickets: HashMap<u64, (Bdf, u16, u64, u32, Kind, u16)>,
     pub rng: Rng,
     pub up_dir: u16,
     /// A completion-timeout sweep is pending.
@@ -868,6 +872,9 @@ pub(crate) struct EpState {
     pub draining: bool,
     /// Counters for [`super::DeviceStats`].
     pub stats: super::DeviceStats,
+    /// The device's functions by index, as [`EpCx::function`] numbers them: its own
+    /// functions in order (function 0 first), then the VFs of each PF in order.
+    pub funcs: Vec<FnId>,
 }
 
 /// A host (root-complex) request waiting for its completion.
@@ -1539,19 +1546,17 @@ impl Engine {
                         bar,
                         offset,
                     } => {
-                        // BAR accesses are delivered per node (to its first function's
-                        // model): an SR-IOV VF's BAR would reach its PF's. Refused
-                        // (Unsupported Request) rather than aliased.
-                        if self.fabric.functions[function.0 as usize].vf.is_some() {
-                            return Err(RouteError::Refused(self.fabric.bdf(function)));
-                        }
                         let n = self.fabric.functions[function.0 as usize].node.0;
+                        let Some(func) = self.fn_index(n, function) else {
+                            return Err(RouteError::Refused(self.fabric.bdf(function)));
+                        };
                         // The cache is per page: store the page's base offset.
                         (
                             r.hops,
                             n,
                             Dest::Bar {
                                 node: n,
+                                func,
                                 bar,
                                 offset: offset - (addr & 0xfff),
                             },
@@ -1673,8 +1678,14 @@ impl Engine {
 
     fn fix_dest(dest: Dest, addr: u64) -> Dest {
         match dest {
-            Dest::Bar { node, bar, offset } => Dest::Bar {
+            Dest::Bar {
                 node,
+                func,
+                bar,
+                offset,
+            } => Dest::Bar {
+                node,
+                func,
                 bar,
                 offset: offset + (addr & 0xfff),
             },
@@ -3071,40 +3082,58 @@ impl Engine {
                 let f = self.nodes[node as usize].func;
                 self.poisoned_received(f, false, "memory write", id, cx);
             }
-            (Dest::Bar { node, bar, offset }, Kind::MWr) => {
+            (
+                Dest::Bar {
+                    node,
+                    func,
+                    bar,
+                    offset,
+                },
+                Kind::MWr,
+            ) => {
                 let data = self.payload(id).to_vec();
                 let n = (t.len as usize).min(data.len());
-                if self.msix_bar_write(node, (bar, offset), &data[..n], cx) {
+                if self.msix_bar_write((node, func), (bar, offset), &data[..n], cx) {
                     // The function's MSI-X table: the fabric's, not the model's.
                 } else if self.is_functional(node) {
-                    if let Some(m) = self.functional_model(node) {
+                    if let Some(m) = self.functional_model(node, func) {
                         let _ = m.mem_write(bar, offset, &data[..n]);
                     }
                 } else {
-                    self.call_ep(node, cx, |m, cx| m.mem_write(bar, offset, &data[..n], cx));
+                    let d = &data[..n];
+                    self.call_ep_fn(node, func, cx, |m, cx| m.mem_write(bar, offset, d, cx));
                 }
             }
-            (Dest::Bar { node, bar, offset }, Kind::MRd) => {
+            (
+                Dest::Bar {
+                    node,
+                    func,
+                    bar,
+                    offset,
+                },
+                Kind::MRd,
+            ) => {
                 let mut buf = vec![0u8; t.len as usize];
-                let reply = if self.msix_bar_read(node, (bar, offset), &mut buf) {
+                let reply = if self.msix_bar_read((node, func), (bar, offset), &mut buf) {
                     Some(ReadReply::Now)
                 } else if self.is_functional(node) {
-                    self.functional_model(node)
-                        .map(|m| match m.mem_read(bar, offset, &mut buf) {
+                    self.functional_model(node, func).map(|m| {
+                        match m.mem_read(bar, offset, &mut buf) {
                             Ok(()) => ReadReply::Now,
                             Err(_) => ReadReply::Unsupported,
-                        })
+                        }
+                    })
                 } else {
-                    self.call_ep(node, cx, |m, cx| m.mem_read(bar, offset, &mut buf, cx))
+                    let b = &mut buf;
+                    self.call_ep_fn(node, func, cx, |m, cx| m.mem_read(bar, offset, b, cx))
                 };
-                let me = self.ep_bdf(node);
-                let origin = self.origin_of(node);
+                let (me, origin) = self.completer_of(node, func);
                 match reply {
                     Some(r @ (ReadReply::Now | ReadReply::Poisoned)) => {
                         let poison = Poison::all_if(r == ReadReply::Poisoned);
                         self.send_completions(origin, me, &t, CplStatus::Sc, &buf, poison, cx)
                     }
-                    Some(ReadReply::Later(ReadTicket(k))) => self.park_ticket(node, k, &t),
+                    Some(ReadReply::Later(ReadTicket(k))) => self.park_ticket((node, func), k, &t),
                     _ => {
                         self.completer_ur(node, id, cx);
                         let clean = Poison::Clean;
@@ -3118,7 +3147,15 @@ impl Engine {
                 self.completer_ur(node, id, cx);
                 self.send_io_completion(origin, me, &t, CplStatus::Ur, None, false, cx)
             }
-            (Dest::Bar { node, bar, offset }, Kind::IoRd | Kind::IoWr) => {
+            (
+                Dest::Bar {
+                    node,
+                    func,
+                    bar,
+                    offset,
+                },
+                Kind::IoRd | Kind::IoWr,
+            ) => {
                 let write = t.kind == Kind::IoWr;
                 let mut buf = if write {
                     let d = self.payload(id);
@@ -3127,7 +3164,7 @@ impl Engine {
                     vec![0u8; t.len as usize]
                 };
                 let reply = if self.is_functional(node) {
-                    self.functional_model(node).map(|m| {
+                    self.functional_model(node, func).map(|m| {
                         let r = if write {
                             m.io_write(bar, offset, &buf)
                         } else {
@@ -3139,19 +3176,20 @@ impl Engine {
                         }
                     })
                 } else if write {
-                    self.call_ep(node, cx, |m, cx| m.io_write(bar, offset, &buf, cx))
+                    let b = &buf;
+                    self.call_ep_fn(node, func, cx, |m, cx| m.io_write(bar, offset, b, cx))
                 } else {
-                    self.call_ep(node, cx, |m, cx| m.io_read(bar, offset, &mut buf, cx))
+                    let b = &mut buf;
+                    self.call_ep_fn(node, func, cx, |m, cx| m.io_read(bar, offset, b, cx))
                 };
-                let me = self.ep_bdf(node);
-                let origin = self.origin_of(node);
+                let (me, origin) = self.completer_of(node, func);
                 match reply {
                     Some(r @ (ReadReply::Now | ReadReply::Poisoned)) => {
                         let data = (!write).then_some(&buf[..]);
                         let ep = r == ReadReply::Poisoned && !write;
                         self.send_io_completion(origin, me, &t, CplStatus::Sc, data, ep, cx)
                     }
-                    Some(ReadReply::Later(ReadTicket(k))) => self.park_ticket(node, k, &t),
+                    Some(ReadReply::Later(ReadTicket(k))) => self.park_ticket((node, func), k, &t),
                     _ => {
                         self.completer_ur(node, id, cx);
                         self.send_io_completion(origin, me, &t, CplStatus::Ur, None, false, cx)
@@ -3218,9 +3256,15 @@ impl Engine {
         match (t.dest, t.kind) {
             (_, Kind::Raw) => self.raw_arrived(id, cx),
             (Dest::HostMemory, Kind::Atomic) => self.host_atomic(id, cx),
-            (Dest::Bar { node, bar, offset }, Kind::Atomic) => {
-                self.device_atomic((node, bar, offset), id, cx)
-            }
+            (
+                Dest::Bar {
+                    node,
+                    func,
+                    bar,
+                    offset,
+                },
+                Kind::Atomic,
+            ) => self.device_atomic((node, func, bar, offset), id, cx),
             _ => {
                 // A completion routed to a BAR, a request to the RC's completion sink…
                 self.fault(
@@ -3295,10 +3339,10 @@ impl Engine {
     }
 
     /// A device model will complete request `t` later under ticket `k`.
-    fn park_ticket(&mut self, node: u32, k: u64, t: &Tlp) {
+    fn park_ticket(&mut self, (node, func): (u32, u16), k: u64, t: &Tlp) {
         if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
             ep.tickets
-                .insert(k, (t.requester, t.tag, t.addr, t.len, t.kind));
+                .insert(k, (t.requester, t.tag, t.addr, t.len, t.kind, func));
         }
     }
 
@@ -3350,18 +3394,29 @@ impl Engine {
     pub(crate) fn invalidate_routes(&mut self) {
         self.route_cache.clear();
         self.route_last = NO_ROUTE;
+        self.refresh_funcs();
     }
 
     pub(crate) fn is_functional(&self, node: u32) -> bool {
         matches!(&self.nodes[node as usize].kind, NodeKind::Ep(ep) if ep.model.is_none())
     }
 
+    /// The functional model of function `func` (its index) of `node`'s device.
     pub(crate) fn functional_model(
         &mut self,
         node: u32,
+        func: u16,
     ) -> Option<&mut Box<dyn crate::functional::FunctionModel>> {
-        let f = self.nodes[node as usize].func?;
+        let f = self.fn_of(node, func)?;
         self.fabric.functions.get_mut(f.0 as usize)?.model.as_mut()
+    }
+
+    /// The completer ID and origin of `node`'s function `func` (its index).
+    pub(crate) fn completer_of(&self, node: u32, func: u16) -> (Bdf, Origin) {
+        match self.fn_of(node, func) {
+            Some(f) if func > 0 => (self.fabric.bdf(f), Origin::Function(f)),
+            _ => (self.ep_bdf(node), self.origin_of(node)),
+        }
     }
 
     pub(crate) fn origin_of(&self, node: u32) -> Origin {
@@ -3566,8 +3621,20 @@ impl Engine {
         cx: &mut Context<'_, PackedEv>,
         f: impl FnOnce(&mut dyn Endpoint, &mut EpCx<'_>) -> R,
     ) -> Option<R> {
+        self.call_ep_fn(node, 0, cx, f)
+    }
+
+    /// Calls `node`'s device model about its function `index` (see `EpState::funcs`).
+    pub(crate) fn call_ep_fn<R>(
+        &mut self,
+        node: u32,
+        index: u16,
+        cx: &mut Context<'_, PackedEv>,
+        f: impl FnOnce(&mut dyn Endpoint, &mut EpCx<'_>) -> R,
+    ) -> Option<R> {
         let mut cmds = std::mem::take(&mut self.cmds);
-        let func = self.nodes[node as usize].func;
+        let func = self.fn_of(node, index);
+        let bdf = func.map_or(self.host_bdf, |f| self.fabric.bdf(f));
         let r = {
             let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
                 self.cmds = cmds;
@@ -3583,7 +3650,7 @@ impl Engine {
                 .map(|f| &mut f.config);
             let mut ecx = EpCx::new(
                 cx.now(),
-                (0, ep.bdf),
+                (index, bdf),
                 &mut cmds,
                 (&mut ep.next_dma, &mut ep.rng),
                 config,
@@ -3591,14 +3658,49 @@ impl Engine {
             );
             f(&mut **model, &mut ecx)
         };
+        let mut acting = index;
         for c in cmds.drain(..) {
-            self.apply(node, c, cx);
+            match c {
+                EpCmd::As(i) => acting = i,
+                c => self.apply(node, acting, c, cx),
+            }
         }
         self.cmds = cmds;
         Some(r)
     }
 
-    fn apply(&mut self, node: u32, c: EpCmd, cx: &mut Context<'_, PackedEv>) {
+    /// Function `index` of `node`'s device.
+    #[inline]
+    pub(crate) fn fn_of(&self, node: u32, index: u16) -> Option<FnId> {
+        match &self.nodes[node as usize].kind {
+            NodeKind::Ep(ep) if index > 0 => ep.funcs.get(index as usize).copied(),
+            _ => self.nodes[node as usize].func,
+        }
+    }
+
+    /// The index of function `f` on `node`'s device.
+    pub(crate) fn fn_index(&self, node: u32, f: FnId) -> Option<u16> {
+        match &self.nodes[node as usize].kind {
+            NodeKind::Ep(ep) => ep.funcs.iter().position(|&g| g == f).map(|i| i as u16),
+            _ => None,
+        }
+    }
+
+    /// Refreshes every device's list of functions (VFs come and go with VF Enable).
+    pub(crate) fn refresh_funcs(&mut self) {
+        for n in 0..self.nodes.len() {
+            if let NodeKind::Ep(ep) = &self.nodes[n].kind {
+                let list = device_functions(&self.fabric, crate::topology::NodeId(n as u32));
+                if ep.funcs != list {
+                    if let NodeKind::Ep(ep) = &mut self.nodes[n].kind {
+                        ep.funcs = list;
+                    }
+                }
+            }
+        }
+    }
+
+    fn apply(&mut self, node: u32, acting: u16, c: EpCmd, cx: &mut Context<'_, PackedEv>) {
         match c {
             EpCmd::Timer { at, token } => {
                 cx.schedule_at(at, Ev::EpTimer(node, token));
@@ -3608,7 +3710,10 @@ impl Engine {
                 addr,
                 len,
                 pasid,
-            } => self.new_dma(node, id, DmaDir::Read, (addr, len, pasid), Vec::new(), cx),
+            } => {
+                let (at, none) = ((addr, len, pasid), Vec::new());
+                self.new_dma((node, acting), id, DmaDir::Read, at, none, cx)
+            }
             EpCmd::DmaWrite {
                 id,
                 addr,
@@ -3618,7 +3723,7 @@ impl Engine {
             } => {
                 let len = data.len() as u64;
                 let dir = DmaDir::Write { poisoned };
-                self.new_dma(node, id, dir, (addr, len, pasid), data, cx);
+                self.new_dma((node, acting), id, dir, (addr, len, pasid), data, cx);
             }
             EpCmd::Complete {
                 ticket,
@@ -3629,9 +3734,8 @@ impl Engine {
                     NodeKind::Ep(ep) => ep.tickets.remove(&ticket.0),
                     _ => None,
                 };
-                if let Some((req, tag, addr, len, kind)) = tk {
-                    let me = self.ep_bdf(node);
-                    let origin = self.origin_of(node);
+                if let Some((req, tag, addr, len, kind, func)) = tk {
+                    let (me, origin) = self.completer_of(node, func);
                     // The request being answered, as the completion code expects it.
                     let t = Tlp {
                         completer: me,
@@ -3673,12 +3777,12 @@ impl Engine {
                 }
             }
             EpCmd::Msix(v) => {
-                if let Some(f) = self.nodes[node as usize].func {
+                if let Some(f) = self.fn_of(node, acting) {
                     self.send_msi(node, f, v as u32, true, cx);
                 }
             }
             EpCmd::Msi(v) => {
-                if let Some(f) = self.nodes[node as usize].func {
+                if let Some(f) = self.fn_of(node, acting) {
                     self.send_msi(node, f, v as u32, false, cx);
                 }
             }
@@ -4150,4 +4254,26 @@ impl World for Engine {
             Ev::LinkTrained(d, gen) => self.link_trained(d, gen, cx),
         }
     }
+}
+
+/// The functions of topology node `node` in the order a device model numbers them:
+/// its own functions by function number, then the VFs of each PF in order.
+pub(crate) fn device_functions(
+    fabric: &crate::functional::Fabric,
+    node: crate::topology::NodeId,
+) -> Vec<FnId> {
+    let mut own: Vec<FnId> = (0..fabric.functions.len())
+        .map(|i| FnId(i as u32))
+        .filter(|f| {
+            let func = &fabric.functions[f.0 as usize];
+            func.node == node && func.vf.is_none()
+        })
+        .collect();
+    own.sort_by_key(|f| fabric.functions[f.0 as usize].devfn);
+    let vfs: Vec<FnId> = own
+        .iter()
+        .flat_map(|&pf| fabric.vfs_of(pf).iter().copied())
+        .collect();
+    own.extend(vfs);
+    own
 }

@@ -306,7 +306,7 @@ impl Engine {
         } else {
             self.fabric.msi_message(f, v as u8)
         };
-        let me = self.ep_bdf(node);
+        let me = self.fabric.bdf(f);
         let what = format!("{}: {what}", self.nodes[node as usize].name);
         self.send_message_write(f, me, msg, &what, cx);
     }
@@ -315,11 +315,11 @@ impl Engine {
     /// table or PBA: true, with `buf` filled (see [`crate::msix`]).
     pub(crate) fn msix_bar_read(
         &self,
-        node: u32,
+        (node, func): (u32, u16),
         (bar, offset): (u8, u64),
         buf: &mut [u8],
     ) -> bool {
-        let Some(f) = self.nodes[node as usize].func else {
+        let Some(f) = self.fn_of(node, func) else {
             return false;
         };
         self.fabric.functions[f.0 as usize]
@@ -332,12 +332,12 @@ impl Engine {
     /// table or PBA: true, applied; messages it unmasked go out.
     pub(crate) fn msix_bar_write(
         &mut self,
-        node: u32,
+        (node, func): (u32, u16),
         (bar, offset): (u8, u64),
         data: &[u8],
         cx: &mut Context<'_, PackedEv>,
     ) -> bool {
-        let Some(f) = self.nodes[node as usize].func else {
+        let Some(f) = self.fn_of(node, func) else {
             return false;
         };
         let hit = self.fabric.functions[f.0 as usize]

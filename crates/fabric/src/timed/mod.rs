@@ -805,6 +805,7 @@ impl FabricSim {
                             held: VecDeque::new(),
                             draining: false,
                             stats: DeviceStats::default(),
+                            funcs: Vec::new(),
                         })),
                         f,
                     )
@@ -1007,6 +1008,7 @@ impl FabricSim {
         }
         sim.world_mut().init_aspm();
         sim.world_mut().init_bus_master();
+        sim.world_mut().refresh_funcs();
         sim.world_mut().init_burst();
         if cfg.ecrc {
             sim.world_mut().enable_ecrc();
@@ -1432,8 +1434,14 @@ impl FabricSim {
                 at: 0,
                 refs: 1,
                 dest: match dest {
-                    engine::Dest::Bar { node, bar, offset } => engine::Dest::Bar {
+                    engine::Dest::Bar {
                         node,
+                        func,
+                        bar,
+                        offset,
+                    } => engine::Dest::Bar {
+                        node,
+                        func,
                         bar,
                         offset: offset + (addr & 0xfff),
                     },

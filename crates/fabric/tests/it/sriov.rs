@@ -500,11 +500,10 @@ fn the_vfs_key_and_its_errors() {
     assert_eq!(e.key.as_deref(), Some("vfs"), "{e}");
 }
 
-/// The timed simulator enumerates through ECAM when it is built, so the VFs exist in
-/// its fabric too, but its engine delivers BAR accesses per node: an MMIO to a VF's BAR
-/// is refused (Unsupported Request) instead of reaching the PF's memory.
+/// In the timed simulator each VF is a function of its own: an MMIO write to a VF's
+/// BAR lands in that VF's memory only (psmem's VFs), and reads back over the links.
 #[test]
-fn in_the_timed_simulator_a_vfs_bar_refuses_mmio_rather_than_alias_the_pf() {
+fn in_the_timed_simulator_each_vf_has_its_own_bar() {
     use pcielab_fabric::timed::{FabricSim, HostRead, SimConfig};
     let text = std::fs::read_to_string(crate::common::examples_dir().join("sriov-4vf.toml"))
         .expect("readable");
@@ -514,16 +513,155 @@ fn in_the_timed_simulator_a_vfs_bar_refuses_mmio_rather_than_alias_the_pf() {
     let (pf, pfb, _) = pf_of(sim.fabric());
     let vfs = sim.fabric().vfs_of(pf).to_vec();
     assert_eq!(vfs.len(), 4);
-    let vf2 = sim.tree().get(sim.fabric().bdf(vfs[2])).unwrap().bars[0].address;
-    let pf_bar0 = sim.tree().get(pfb).unwrap().bars[0].address;
-    let e = sim.mmio_write(vf2 + 0x40, &[0x5a; 8]).unwrap_err();
-    assert!(e.to_string().contains("01:00.3 refused the access"), "{e}");
-    let r = sim.mmio_read(vf2 + 0x40, 8);
-    assert!(matches!(r, Err(_) | Ok(HostRead::Failed(_))), "{r:?}");
-    let HostRead::Done { data, .. } = sim.mmio_read(pf_bar0 + 0x40, 8).unwrap() else {
-        panic!("the PF's BAR reads")
+    let bar = |sim: &FabricSim, b: Bdf| sim.tree().get(b).unwrap().bars[0].address;
+    let vf_bdfs: Vec<Bdf> = vfs.iter().map(|&f| sim.fabric().bdf(f)).collect();
+    for (i, &b) in vf_bdfs.iter().enumerate() {
+        sim.mmio_write(bar(&sim, b) + 0x40, &[0x50 + i as u8; 8])
+            .unwrap();
+    }
+    sim.run_for(pcielab_sim::SimDuration::from_us(5));
+    let read = |sim: &mut FabricSim, a: u64| match sim.mmio_read(a, 8).unwrap() {
+        HostRead::Done { data, .. } => data,
+        r => panic!("{r:?}"),
     };
-    assert_eq!(&data[..8], &[0; 8], "the PF's memory is untouched");
+    for (i, &b) in vf_bdfs.iter().enumerate() {
+        let a = bar(&sim, b) + 0x40;
+        assert_eq!(read(&mut sim, a), vec![0x50 + i as u8; 8], "VF {i}");
+    }
+    let a = bar(&sim, pfb) + 0x40;
+    assert_eq!(
+        read(&mut sim, a),
+        vec![0; 8],
+        "the PF's memory is untouched"
+    );
+}
+
+/// A device model on a 4-VF node: a write to VF i's BAR makes the device DMA 64 bytes
+/// from host memory as that VF and raise the VF's own MSI-X vector 0. Every read
+/// request carries the VF's requester ID, and every completion comes back to it.
+#[test]
+fn each_vf_dmas_with_its_own_requester_id() {
+    use pcielab_fabric::timed::{DmaId, Endpoint, EpCx, FabricSim, SimConfig, TraceKind};
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    #[derive(Debug, Default)]
+    struct Vfs {
+        /// (function index, its requester ID as the model saw it, DMA ok, first byte).
+        done: Rc<RefCell<Vec<(u16, Bdf, bool, u8)>>>,
+        pending: Vec<(DmaId, u16, Bdf)>,
+    }
+    impl Endpoint for Vfs {
+        fn mem_write(&mut self, _bar: u8, _off: u64, data: &[u8], cx: &mut EpCx<'_>) {
+            // The call is about the function whose BAR was written: the DMA is its.
+            let addr = u64::from_le_bytes(data[..8].try_into().unwrap());
+            let id = cx.dma_read(addr, 64);
+            self.pending.push((id, cx.function(), cx.bdf()));
+        }
+        fn dma_done(&mut self, id: DmaId, ok: bool, data: &[u8], cx: &mut EpCx<'_>) {
+            let at = self.pending.iter().position(|p| p.0 == id).unwrap();
+            let (_, func, bdf) = self.pending.swap_remove(at);
+            // The call is about the function whose DMA finished: its vector 0.
+            assert_eq!((cx.function(), cx.bdf()), (func, bdf));
+            cx.msix(0);
+            self.done
+                .borrow_mut()
+                .push((func, bdf, ok, data.first().copied().unwrap_or(0)));
+        }
+    }
+    let text = std::fs::read_to_string(crate::common::examples_dir().join("sriov-4vf.toml"))
+        .expect("readable");
+    let reg = KindRegistry::builtin();
+    let topo = Topology::parse(&text, "sriov-4vf.toml", &reg).unwrap();
+    let cfg = SimConfig {
+        trace: true,
+        ..SimConfig::default()
+    };
+    let mut sim = FabricSim::new(&topo, &reg, cfg).unwrap();
+    let (pf, pfb, _) = pf_of(sim.fabric());
+    let vfs = sim.fabric().vfs_of(pf).to_vec();
+    let vf_bdfs: Vec<Bdf> = vfs.iter().map(|&f| sim.fabric().bdf(f)).collect();
+    let name = topo
+        .nodes
+        .iter()
+        .find(|n| n.kind == "psmem")
+        .unwrap()
+        .name
+        .clone();
+    let done = Rc::new(RefCell::new(Vec::new()));
+    sim.attach(
+        &name,
+        Box::new(Vfs {
+            done: done.clone(),
+            pending: Vec::new(),
+        }),
+    )
+    .unwrap();
+    sim.run_for(pcielab_sim::SimDuration::from_us(5));
+    let buf = sim.alloc_dma(4096);
+    for i in 0..4u64 {
+        sim.host_write(buf + 64 * i, &[0xa0 + i as u8; 64]);
+    }
+    let n0 = sim.interrupts().len();
+    // Each VF, then the PF, is told where to read.
+    for (i, &b) in vf_bdfs.iter().enumerate() {
+        let bar = sim.tree().get(b).unwrap().bars[0].address;
+        sim.mmio_write(bar, &(buf + 64 * i as u64).to_le_bytes())
+            .unwrap();
+    }
+    let pf_bar = sim.tree().get(pfb).unwrap().bars[0].address;
+    sim.mmio_write(pf_bar, &buf.to_le_bytes()).unwrap();
+    sim.run_for(pcielab_sim::SimDuration::from_us(20));
+    assert!(sim.errors().is_empty(), "{:?}", sim.errors());
+    let mut got = done.borrow().clone();
+    got.sort();
+    let want: Vec<(u16, Bdf, bool, u8)> = std::iter::once((0, pfb, true, 0xa0))
+        .chain((0..4).map(|i| (1 + i as u16, vf_bdfs[i], true, 0xa0 + i as u8)))
+        .collect();
+    assert_eq!(got, want);
+    // On the wire: five read requests, one per function, each with that function's
+    // requester ID; their completions are addressed to the same IDs.
+    let tr = sim.trace().unwrap();
+    let tlps: Vec<TlpRepr<'_>> = tr
+        .records
+        .iter()
+        .filter(|r| matches!(r.kind, TraceKind::Tlp { replay: false, .. }))
+        .filter_map(|r| TlpRepr::parse_bytes(tr.bytes(r)).ok())
+        .collect();
+    let mut readers: Vec<Bdf> = tlps
+        .iter()
+        .filter(|t| {
+            matches!(t.header, pcielab_wire::tlp::TlpHeader::Mem(m)
+                if m.op == pcielab_wire::tlp::MemOp::Read && (buf..buf + 4096).contains(&m.address))
+        })
+        .map(|t| t.requester_id())
+        .collect();
+    readers.sort();
+    readers.dedup();
+    let mut all = vf_bdfs.clone();
+    all.push(pfb);
+    all.sort();
+    assert_eq!(readers, all, "read requests by requester ID");
+    let mut cpl_to: Vec<Bdf> = tlps
+        .iter()
+        .filter_map(|t| match t.header {
+            pcielab_wire::tlp::TlpHeader::Cpl(c) => Some(c.requester_id),
+            _ => None,
+        })
+        .filter(|r| all.contains(r))
+        .collect();
+    cpl_to.sort();
+    cpl_to.dedup();
+    assert_eq!(cpl_to, all, "completions by requester ID");
+    // Five MSI-X messages, each from its own function (enumeration programmed each
+    // function's table; the VFs' vectors follow the PF's).
+    let irqs = &sim.interrupts()[n0..];
+    let mut from: Vec<Bdf> = irqs.iter().map(|(_, i)| i.from).collect();
+    from.sort();
+    assert_eq!(from, all, "{irqs:?}");
+    let mut data: Vec<u32> = irqs.iter().map(|(_, i)| i.data).collect();
+    data.sort();
+    data.dedup();
+    assert_eq!(data.len(), 5, "distinct vectors: {irqs:?}");
 }
 
 /// A device whose VFs would not all fit on its bus (First VF Offset 255, VF Stride 1,
