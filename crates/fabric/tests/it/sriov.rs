@@ -544,10 +544,11 @@ fn each_vf_dmas_with_its_own_requester_id() {
     use pcielab_fabric::timed::{DmaId, Endpoint, EpCx, FabricSim, SimConfig, TraceKind};
     use std::cell::RefCell;
     use std::rc::Rc;
+    /// (function index, its requester ID as the model saw it, DMA ok, first byte).
+    type Done = (u16, Bdf, bool, u8);
     #[derive(Debug, Default)]
     struct Vfs {
-        /// (function index, its requester ID as the model saw it, DMA ok, first byte).
-        done: Rc<RefCell<Vec<(u16, Bdf, bool, u8)>>>,
+        done: Rc<RefCell<Vec<Done>>>,
         pending: Vec<(DmaId, u16, Bdf)>,
     }
     impl Endpoint for Vfs {
@@ -614,7 +615,7 @@ fn each_vf_dmas_with_its_own_requester_id() {
     assert!(sim.errors().is_empty(), "{:?}", sim.errors());
     let mut got = done.borrow().clone();
     got.sort();
-    let want: Vec<(u16, Bdf, bool, u8)> = std::iter::once((0, pfb, true, 0xa0))
+    let want: Vec<Done> = std::iter::once((0, pfb, true, 0xa0))
         .chain((0..4).map(|i| (1 + i as u16, vf_bdfs[i], true, 0xa0 + i as u8)))
         .collect();
     assert_eq!(got, want);
