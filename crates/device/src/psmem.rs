@@ -34,11 +34,17 @@ pub struct OutOfRange;
 /// assert!(m.read(0, (1 << 20) - 2, &mut b).is_err()); // past the end
 /// assert!(m.read(2, 0, &mut b).is_err());             // not its BAR
 /// ```
+///
+/// With SR-IOV ([`PsMem::with_vfs`]) each VF is a psmem of its own (the VF layout),
+/// created when the VF is first accessed: a call about function `i` > 0
+/// ([`Cx::function`]) goes to VF `i - 1`.
 #[derive(Debug, Clone)]
 pub struct PsMem {
     layout: PsMemLayout,
     pages: BTreeMap<u64, Box<[u8; PAGE as usize]>>,
     io: Vec<u8>,
+    vf_layout: Option<PsMemLayout>,
+    vfs: Vec<PsMem>,
 }
 
 /// Pieces (page, offset in page, length) of `len` bytes at `offset`.
@@ -63,7 +69,32 @@ impl PsMem {
             layout,
             pages: BTreeMap::new(),
             io: vec![0; layout.io.map_or(0, |(_, n)| n.min(256) as usize)],
+            vf_layout: None,
+            vfs: Vec::new(),
         }
+    }
+
+    /// Zeroed memory with this layout, whose SR-IOV VFs each have memory laid out as
+    /// `vf`.
+    pub fn with_vfs(layout: PsMemLayout, vf: PsMemLayout) -> PsMem {
+        PsMem {
+            vf_layout: Some(vf),
+            ..PsMem::new(layout)
+        }
+    }
+
+    /// The psmem that function `index` of the device is: itself (0), or a VF's.
+    /// `None` for a function it does not have.
+    pub fn function(&mut self, index: u16) -> Option<&mut PsMem> {
+        if index == 0 {
+            return Some(self);
+        }
+        let vf = self.vf_layout?;
+        let i = index as usize - 1;
+        if i >= self.vfs.len() {
+            self.vfs.resize_with(i + 1, || PsMem::new(vf));
+        }
+        self.vfs.get_mut(i)
     }
 
     /// The layout.
@@ -148,28 +179,37 @@ impl PsMem {
     }
 }
 
+fn reply(r: Option<Result<(), OutOfRange>>) -> ReadReply {
+    match r {
+        Some(Ok(())) => ReadReply::Now,
+        _ => ReadReply::Unsupported,
+    }
+}
+
 impl DeviceModel for PsMem {
-    fn mem_read(&mut self, bar: u8, offset: u64, buf: &mut [u8], _cx: &mut Cx<'_>) -> ReadReply {
-        match self.read(bar, offset, buf) {
-            Ok(()) => ReadReply::Now,
-            Err(OutOfRange) => ReadReply::Unsupported,
-        }
+    fn mem_read(&mut self, bar: u8, offset: u64, buf: &mut [u8], cx: &mut Cx<'_>) -> ReadReply {
+        reply(
+            self.function(cx.function())
+                .map(|m| m.read(bar, offset, buf)),
+        )
     }
-    fn mem_write(&mut self, bar: u8, offset: u64, data: &[u8], _cx: &mut Cx<'_>) {
+    fn mem_write(&mut self, bar: u8, offset: u64, data: &[u8], cx: &mut Cx<'_>) {
         // A write outside the memory is dropped (posted: nobody to tell but a log).
-        let _ = self.write(bar, offset, data);
-    }
-    fn io_read(&mut self, bar: u8, offset: u64, buf: &mut [u8], _cx: &mut Cx<'_>) -> ReadReply {
-        match PsMem::io_read(self, bar, offset, buf) {
-            Ok(()) => ReadReply::Now,
-            Err(OutOfRange) => ReadReply::Unsupported,
+        if let Some(m) = self.function(cx.function()) {
+            let _ = m.write(bar, offset, data);
         }
     }
-    fn io_write(&mut self, bar: u8, offset: u64, data: &[u8], _cx: &mut Cx<'_>) -> ReadReply {
-        match PsMem::io_write(self, bar, offset, data) {
-            Ok(()) => ReadReply::Now,
-            Err(OutOfRange) => ReadReply::Unsupported,
-        }
+    fn io_read(&mut self, bar: u8, offset: u64, buf: &mut [u8], cx: &mut Cx<'_>) -> ReadReply {
+        reply(
+            self.function(cx.function())
+                .map(|m| PsMem::io_read(m, bar, offset, buf)),
+        )
+    }
+    fn io_write(&mut self, bar: u8, offset: u64, data: &[u8], cx: &mut Cx<'_>) -> ReadReply {
+        reply(
+            self.function(cx.function())
+                .map(|m| PsMem::io_write(m, bar, offset, data)),
+        )
     }
     fn reset(&mut self, _cx: &mut Cx<'_>) {
         // Memory contents survive a reset, like DRAM behind a reset controller.

@@ -56,40 +56,13 @@ pub(crate) const PORT_L1SS: L1ssCap = L1ssCap {
 };
 use pcielab_config::header::{command, reg};
 use pcielab_config::{Bar, BridgeWindows, ConfigSpace, Ids, Type0, Type1, PCIELAB_VENDOR_ID};
+use pcielab_device::{DeviceModel, ReadReply};
 use pcielab_wire::tlp::{MsgRouting, TlpHeader, TlpRepr};
 use pcielab_wire::{Bdf, ByteEnables, Generation};
 
 /// A request the completer does not support (it answers Unsupported Request).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Unsupported;
-
-/// The behaviour of an endpoint function behind its BARs.
-pub trait FunctionModel: core::fmt::Debug {
-    /// A memory read of `buf.len()` bytes at `offset` into BAR `bar`.
-    fn mem_read(&mut self, bar: u8, offset: u64, buf: &mut [u8]) -> Result<(), Unsupported>;
-    /// A memory write at `offset` into BAR `bar`.
-    fn mem_write(&mut self, bar: u8, offset: u64, data: &[u8]) -> Result<(), Unsupported>;
-    /// An I/O read (unsupported unless overridden).
-    fn io_read(&mut self, _bar: u8, _offset: u64, _buf: &mut [u8]) -> Result<(), Unsupported> {
-        Err(Unsupported)
-    }
-    /// An I/O write (unsupported unless overridden).
-    fn io_write(&mut self, _bar: u8, _offset: u64, _data: &[u8]) -> Result<(), Unsupported> {
-        Err(Unsupported)
-    }
-    /// Called after every configuration write to the function (the space already holds
-    /// the new value), so a model can react (e.g. to VF Enable).
-    fn config_written(&mut self, _config: &mut ConfigSpace, _register: u16, _be: ByteEnables) {}
-    /// Called when software initiates a Function Level Reset (after the configuration
-    /// space has been reset).
-    fn function_level_reset(&mut self) {}
-    /// The behaviour behind the BARs of VF `index` (0-based) of this PF, asked for
-    /// when software sets VF Enable in the PF's SR-IOV capability. `None` (the
-    /// default): the VF exists, but its BAR accesses end in Unsupported Request.
-    fn vf_model(&mut self, _index: u16) -> Option<Box<dyn FunctionModel>> {
-        None
-    }
-}
 
 /// A function as an endpoint kind builds it.
 #[derive(Debug)]
@@ -100,8 +73,6 @@ pub struct HwFunction {
     pub config: ConfigSpace,
     /// The BARs its header declares (what the fabric decodes).
     pub bars: [Option<Bar>; 6],
-    /// Its behaviour behind the BARs.
-    pub model: Option<Box<dyn FunctionModel>>,
     /// For a PF with an SR-IOV capability: what its VFs are made of.
     pub vfs: Option<VfTemplate>,
 }
@@ -191,8 +162,6 @@ pub struct Function {
     pub bars: [Option<Bar>; 6],
     /// The bus below a bridge.
     pub secondary: Option<BusId>,
-    /// Endpoint behaviour.
-    pub model: Option<Box<dyn FunctionModel>>,
     /// Its MSI-X table and PBA (see [`crate::msix`]), if it has the capability.
     pub msix: Option<crate::msix::MsixRegion>,
     /// The link above this function's device, for ports and endpoints: (gen, width).
@@ -493,6 +462,22 @@ pub struct Fabric {
     pub host_memory: HostMemory,
     /// MSI/MSI-X writes received by the root complex, in order.
     pub interrupts: Vec<Interrupt>,
+    /// The device model of each endpoint node, indexed by `NodeId` (see
+    /// [`Fabric::device`]); the timed simulator takes them over.
+    pub devices: Vec<Option<Box<dyn DeviceModel>>>,
+    /// What the functional fabric gives device models to act through; the commands
+    /// they give here are not carried out (this fabric has no time), only counted.
+    scratch: Scratch,
+}
+
+/// The functional fabric's context for device calls.
+#[derive(Debug)]
+struct Scratch {
+    cmds: Vec<pcielab_device::Command>,
+    next_dma: u64,
+    rng: pcielab_sim::Rng,
+    spare: Vec<Vec<u8>>,
+    dropped: u64,
 }
 
 fn port_cap(
@@ -581,6 +566,14 @@ impl Fabric {
             node_names: topo.nodes.iter().map(|n| n.name.clone()).collect(),
             host_memory: HostMemory::default(),
             interrupts: Vec::new(),
+            devices: topo.nodes.iter().map(|_| None).collect(),
+            scratch: Scratch {
+                cmds: Vec::new(),
+                next_dma: 0,
+                rng: pcielab_sim::Rng::new(0),
+                spare: Vec::new(),
+                dropped: 0,
+            },
         };
         let root = topo
             .nodes
@@ -697,7 +690,6 @@ impl Fabric {
             config,
             bars,
             secondary,
-            model: None,
             msix,
             link: link.map(|l| (l.gen, l.width)),
             sriov: None,
@@ -828,7 +820,8 @@ impl Fabric {
                     key: e.key.map(str::to_string),
                     message: format!("node {:?}: {}", node.name, e.message),
                 })?;
-                for hf in funcs {
+                self.devices[id.0 as usize] = funcs.model;
+                for hf in funcs.functions {
                     let fid = self.add(
                         id,
                         Role::Endpoint,
@@ -839,7 +832,6 @@ impl Fabric {
                         None,
                         Some(link),
                     );
-                    self.functions[fid.0 as usize].model = hf.model;
                     if let Some(template) = hf.vfs {
                         let cap = find_ext_cap(
                             &self.functions[fid.0 as usize].config,
@@ -1026,13 +1018,7 @@ impl Fabric {
                 if let Some(m) = func.msix.as_mut() {
                     m.reset();
                 }
-                if let Some(m) = func.model.as_mut() {
-                    m.function_level_reset();
-                }
             }
-        }
-        if let Some(m) = func.model.as_mut() {
-            m.config_written(&mut func.config, register & 0xffc, be);
         }
         if self.functions[f.0 as usize].sriov.is_some() {
             self.sync_vfs(f);
@@ -1082,10 +1068,6 @@ impl Fabric {
             if devfn > 0xff || (i > 0 && stride == 0) || taken(devfn) {
                 break;
             }
-            let model = self.functions[f.0 as usize]
-                .model
-                .as_mut()
-                .and_then(|m| m.vf_model(i));
             let id = FnId(self.functions.len() as u32);
             self.functions.push(Function {
                 node,
@@ -1096,7 +1078,6 @@ impl Fabric {
                 config: template.config.clone(),
                 bars: template.bars,
                 secondary: None,
-                model,
                 link,
                 sriov: None,
                 vf: Some(VfOf { pf: f, index: i }),
@@ -1576,9 +1557,10 @@ impl Fabric {
                 if func.msix.as_ref().is_some_and(|m| m.read(bar, offset, buf)) {
                     return Ok(());
                 }
-                let m = func.model.as_mut().ok_or(RouteError::Refused(bdf))?;
-                m.mem_read(bar, offset, buf)
-                    .map_err(|_| RouteError::Refused(bdf))
+                match self.call_device(function, |m, cx| m.mem_read(bar, offset, buf, cx)) {
+                    Some(ReadReply::Now) => Ok(()),
+                    _ => Err(RouteError::Refused(bdf)),
+                }
             }
         }
     }
@@ -1631,9 +1613,8 @@ impl Fabric {
                     }
                     return Ok(());
                 }
-                let m = func.model.as_mut().ok_or(RouteError::Refused(bdf))?;
-                m.mem_write(bar, offset, data)
-                    .map_err(|_| RouteError::Refused(bdf))
+                self.call_device(function, |m, cx| m.mem_write(bar, offset, data, cx))
+                    .ok_or(RouteError::Refused(bdf))
             }
         }
     }
@@ -1686,6 +1667,65 @@ impl Fabric {
         }
         table.set_pending(vector as usize, false);
         Ok((address, data))
+    }
+
+    /// The functions of device (topology node) `node` in the order its model numbers
+    /// them ([`pcielab_device::Cx::function`]): its own functions by function number,
+    /// then the VFs of each PF in order.
+    pub fn device_functions(&self, node: NodeId) -> Vec<FnId> {
+        let mut own: Vec<FnId> = (0..self.functions.len())
+            .map(|i| FnId(i as u32))
+            .filter(|f| {
+                let func = &self.functions[f.0 as usize];
+                func.node == node && func.vf.is_none() && func.role == Role::Endpoint
+            })
+            .collect();
+        own.sort_by_key(|f| self.functions[f.0 as usize].devfn);
+        let vfs: Vec<FnId> = own
+            .iter()
+            .flat_map(|&pf| self.vfs_of(pf).iter().copied())
+            .collect();
+        own.extend(vfs);
+        own
+    }
+
+    /// The device model of endpoint node `node`, if it has one.
+    pub fn device(&mut self, node: NodeId) -> Option<&mut (dyn DeviceModel + 'static)> {
+        self.devices.get_mut(node.0 as usize)?.as_deref_mut()
+    }
+
+    /// Commands device models gave the functional fabric, which it does not carry out
+    /// (DMA, interrupts, timers: the timed simulator does).
+    pub fn dropped_device_commands(&self) -> u64 {
+        self.scratch.dropped
+    }
+
+    /// Calls the device model of function `f`'s node about `f` (zero time; commands
+    /// it gives are counted in [`Fabric::dropped_device_commands`]). `None` when the
+    /// node has no model.
+    pub fn call_device<R>(
+        &mut self,
+        f: FnId,
+        call: impl FnOnce(&mut dyn DeviceModel, &mut pcielab_device::Cx<'_>) -> R,
+    ) -> Option<R> {
+        let node = self.functions[f.0 as usize].node;
+        let index = self.device_functions(node).iter().position(|&g| g == f)? as u16;
+        let bdf = self.bdf(f);
+        let model = self.devices.get_mut(node.0 as usize)?.as_deref_mut()?;
+        let func = &mut self.functions[f.0 as usize];
+        let sc = &mut self.scratch;
+        let mut cx = pcielab_device::Cx::new(
+            pcielab_sim::SimTime::ZERO,
+            (index, bdf),
+            &mut sc.cmds,
+            (&mut sc.next_dma, &mut sc.rng),
+            Some(&mut func.config),
+            &mut sc.spare,
+        );
+        let r = call(model, &mut cx);
+        sc.dropped += sc.cmds.len() as u64;
+        sc.cmds.clear();
+        Some(r)
     }
 
     /// The MSI-X messages of function `f` that were pending and may go now (software

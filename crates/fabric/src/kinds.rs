@@ -37,7 +37,7 @@
 //! assert_eq!(reg.names(), vec!["root-complex", "switch", "psmem"]);
 //! ```
 
-use crate::functional::{FunctionModel, HwFunction, Unsupported, VfTemplate};
+use crate::functional::{HwFunction, VfTemplate};
 use pcielab_config::caps::{CapabilityList, MsiCap, MsixCap, MsixTable, PcieCap, PmCap};
 use pcielab_config::ext_caps::{
     AerCap, AriCap, AtsCap, DsnCap, LtrCap, PasidCap, PriCap, SriovCap,
@@ -227,8 +227,22 @@ impl From<String> for KindError {
     }
 }
 
-/// Builds the functions of an endpoint kind, or says why it cannot.
-pub type EndpointBuilder = fn(&EndpointCtx<'_>) -> Result<Vec<HwFunction>, KindError>;
+/// What an endpoint kind builds for a node: the device's functions (configuration
+/// spaces, BARs, SR-IOV templates) and its model, the one
+/// [`pcielab_device::DeviceModel`] that every host runs (the functional fabric, the
+/// timed simulator, the NetTLP device runtime).
+#[derive(Debug)]
+pub struct Device {
+    /// Its functions, function 0 first.
+    pub functions: Vec<HwFunction>,
+    /// Its behaviour behind every function's BARs (calls say which function with
+    /// [`pcielab_device::Cx::function`]). `None`: requests to its BARs end in
+    /// Unsupported Request.
+    pub model: Option<Box<dyn pcielab_device::DeviceModel>>,
+}
+
+/// Builds the device of an endpoint kind, or says why it cannot.
+pub type EndpointBuilder = fn(&EndpointCtx<'_>) -> Result<Device, KindError>;
 
 /// What a kind is in the hierarchy.
 #[derive(Debug, Clone, Copy)]
@@ -506,56 +520,6 @@ impl KindRegistry {
 /// The memory of each VF of psmem: VF BAR0/1, 64-bit prefetchable.
 pub const PSMEM_VF_MEMORY: u64 = 16 * 1024;
 
-/// psmem on the functional fabric: [`pcielab_device::PsMem`] (the memory and I/O
-/// space). Its MSI-X table and PBA (in their own BAR) are the fabric's, as for every
-/// function (see [`crate::msix`]).
-///
-/// BAR layout: BAR0 (or BAR0/1 when 64-bit) is the memory; the next free BAR is a
-/// 32-bit non-prefetchable BAR holding the MSI-X table at 0 and the PBA after it;
-/// an optional I/O BAR follows. Memory reads of never-written bytes return 0.
-///
-/// Each VF (SR-IOV) is a small psmem laid out the same way in the VF BARs: VF BAR0/1
-/// is [`PSMEM_VF_MEMORY`] bytes of its own memory, VF BAR2 its own MSI-X table (as
-/// many vectors as the PF) and PBA.
-#[derive(Debug, Clone)]
-pub struct PsMem {
-    mem: pcielab_device::PsMem,
-    /// A PF with VFs: each VF is a psmem of [`PSMEM_VF_MEMORY`] bytes.
-    has_vfs: bool,
-}
-
-impl PsMem {
-    /// A psmem of `size` bytes of memory in BAR `mem_bar`, with an I/O BAR of
-    /// `io.1` bytes in BAR `io.0` if given.
-    fn new(size: u64, mem_bar: u8, io: Option<(u8, u32)>) -> PsMem {
-        PsMem {
-            mem: pcielab_device::PsMem::new(pcielab_device::PsMemLayout { mem_bar, size, io }),
-            has_vfs: false,
-        }
-    }
-}
-
-impl FunctionModel for PsMem {
-    fn mem_read(&mut self, bar: u8, offset: u64, buf: &mut [u8]) -> Result<(), Unsupported> {
-        self.mem.read(bar, offset, buf).map_err(|_| Unsupported)
-    }
-    fn mem_write(&mut self, bar: u8, offset: u64, data: &[u8]) -> Result<(), Unsupported> {
-        self.mem.write(bar, offset, data).map_err(|_| Unsupported)
-    }
-    fn io_read(&mut self, bar: u8, offset: u64, buf: &mut [u8]) -> Result<(), Unsupported> {
-        self.mem.io_read(bar, offset, buf).map_err(|_| Unsupported)
-    }
-    fn io_write(&mut self, bar: u8, offset: u64, data: &[u8]) -> Result<(), Unsupported> {
-        self.mem
-            .io_write(bar, offset, data)
-            .map_err(|_| Unsupported)
-    }
-    fn vf_model(&mut self, _index: u16) -> Option<Box<dyn FunctionModel>> {
-        self.has_vfs
-            .then(|| Box::new(PsMem::new(PSMEM_VF_MEMORY, 0, None)) as Box<dyn FunctionModel>)
-    }
-}
-
 /// The MSI-X BAR size of `vectors` vectors: table, then PBA, at least 4 KiB.
 fn msix_bar_size(vectors: u16) -> u64 {
     let table = MsixTable::new(vectors).table_bytes() as u64;
@@ -564,7 +528,7 @@ fn msix_bar_size(vectors: u16) -> u64 {
         .max(4096)
 }
 
-fn build_psmem(ctx: &EndpointCtx<'_>) -> Result<Vec<HwFunction>, KindError> {
+fn build_psmem(ctx: &EndpointCtx<'_>) -> Result<Device, KindError> {
     let p = ctx.params;
     let size = p.int("bar_size").unwrap_or(1 << 20) as u64;
     let pref = p.bool("prefetchable").unwrap_or(true);
@@ -720,15 +684,31 @@ fn build_psmem(ctx: &EndpointCtx<'_>) -> Result<Vec<HwFunction>, KindError> {
         template = Some(psmem_vf(ctx, ids, vectors, vf_bars)?);
     }
     list.install(&mut cs).map_err(|e| e.to_string())?;
-    let mut model = PsMem::new(size, 0, io_bar.map(|b| (b, io_size)));
-    model.has_vfs = template.is_some();
-    Ok(vec![HwFunction {
-        devfn: 0,
-        config: cs,
-        bars,
+    let layout = pcielab_device::PsMemLayout {
+        mem_bar: 0,
+        size,
+        io: io_bar.map(|b| (b, io_size)),
+    };
+    let model = match template {
+        Some(_) => {
+            let vf = pcielab_device::PsMemLayout {
+                mem_bar: 0,
+                size: PSMEM_VF_MEMORY,
+                io: None,
+            };
+            pcielab_device::PsMem::with_vfs(layout, vf)
+        }
+        None => pcielab_device::PsMem::new(layout),
+    };
+    Ok(Device {
+        functions: vec![HwFunction {
+            devfn: 0,
+            config: cs,
+            bars,
+            vfs: template,
+        }],
         model: Some(Box::new(model)),
-        vfs: template,
-    }])
+    })
 }
 
 /// The configuration space of a psmem VF (PCIe Base Specification, 9.3.4): the VF

@@ -35,6 +35,7 @@
 //! the size of both operands together, the compare value comes first; otherwise the
 //! swap value does.
 
+use super::endpoint::ReadReply;
 use super::engine::{err_caps, AtomicKind, Engine, Kind, NodeKind, Tlp, AER_UNSUPPORTED};
 use super::fault::FaultKind;
 use super::packed::PackedEv;
@@ -294,16 +295,24 @@ impl Engine {
             self.send_completions(origin, me, &req, CplStatus::Ur, &[], Poison::Clean, cx);
             return;
         }
-        let completes =
-            completer_bit(size).is_some_and(|b| caps & b != 0) && self.is_functional(node);
+        // A device that advertises the size completes it on its memory, read and
+        // written through its model in one event (nothing comes between).
+        let completes = completer_bit(size).is_some_and(|b| caps & b != 0);
         let mut old = vec![0u8; size as usize];
         let payload = self.payload(id).to_vec();
+        let kind = t.atomic_kind();
         let done = completes
-            && self.functional_model(node, func).is_some_and(|m| {
-                m.mem_read(bar, offset, &mut old).is_ok()
-                    && result(t.atomic_kind(), t.addr, &old, &payload)
-                        .map_or(true, |new| m.mem_write(bar, offset, &new).is_ok())
-            });
+            && self
+                .call_ep_fn(node, func, cx, |m, cx| {
+                    if m.mem_read(bar, offset, &mut old, cx) != ReadReply::Now {
+                        return false;
+                    }
+                    if let Some(new) = result(kind, t.addr, &old, &payload) {
+                        m.mem_write(bar, offset, &new, cx);
+                    }
+                    true
+                })
+                .unwrap_or(false);
         if done {
             self.send_completions(origin, me, &req, CplStatus::Sc, &old, Poison::Clean, cx);
             return;

@@ -3095,10 +3095,6 @@ impl Engine {
                 let n = (t.len as usize).min(data.len());
                 if self.msix_bar_write((node, func), (bar, offset), &data[..n], cx) {
                     // The function's MSI-X table: the fabric's, not the model's.
-                } else if self.is_functional(node) {
-                    if let Some(m) = self.functional_model(node, func) {
-                        let _ = m.mem_write(bar, offset, &data[..n]);
-                    }
                 } else {
                     let d = &data[..n];
                     self.call_ep_fn(node, func, cx, |m, cx| m.mem_write(bar, offset, d, cx));
@@ -3116,13 +3112,6 @@ impl Engine {
                 let mut buf = vec![0u8; t.len as usize];
                 let reply = if self.msix_bar_read((node, func), (bar, offset), &mut buf) {
                     Some(ReadReply::Now)
-                } else if self.is_functional(node) {
-                    self.functional_model(node, func).map(|m| {
-                        match m.mem_read(bar, offset, &mut buf) {
-                            Ok(()) => ReadReply::Now,
-                            Err(_) => ReadReply::Unsupported,
-                        }
-                    })
                 } else {
                     let b = &mut buf;
                     self.call_ep_fn(node, func, cx, |m, cx| m.mem_read(bar, offset, b, cx))
@@ -3163,19 +3152,7 @@ impl Engine {
                 } else {
                     vec![0u8; t.len as usize]
                 };
-                let reply = if self.is_functional(node) {
-                    self.functional_model(node, func).map(|m| {
-                        let r = if write {
-                            m.io_write(bar, offset, &buf)
-                        } else {
-                            m.io_read(bar, offset, &mut buf)
-                        };
-                        match r {
-                            Ok(()) => ReadReply::Now,
-                            Err(_) => ReadReply::Unsupported,
-                        }
-                    })
-                } else if write {
+                let reply = if write {
                     let b = &buf;
                     self.call_ep_fn(node, func, cx, |m, cx| m.io_write(bar, offset, b, cx))
                 } else {
@@ -3395,20 +3372,6 @@ impl Engine {
         self.route_cache.clear();
         self.route_last = NO_ROUTE;
         self.refresh_funcs();
-    }
-
-    pub(crate) fn is_functional(&self, node: u32) -> bool {
-        matches!(&self.nodes[node as usize].kind, NodeKind::Ep(ep) if ep.model.is_none())
-    }
-
-    /// The functional model of function `func` (its index) of `node`'s device.
-    pub(crate) fn functional_model(
-        &mut self,
-        node: u32,
-        func: u16,
-    ) -> Option<&mut Box<dyn crate::functional::FunctionModel>> {
-        let f = self.fn_of(node, func)?;
-        self.fabric.functions.get_mut(f.0 as usize)?.model.as_mut()
     }
 
     /// The completer ID and origin of `node`'s function `func` (its index).

@@ -354,9 +354,6 @@ impl Engine {
             if let Some(m) = func.msix.as_mut() {
                 m.reset();
             }
-            if let Some(m) = func.model.as_mut() {
-                m.function_level_reset();
-            }
         }
         let tags = self.cfg.dma_tags;
         // Requests the device held back are lost with the reset, like every other TLP

@@ -745,9 +745,10 @@ impl FabricSim {
     }
 
     /// Builds the functional fabric from `topo`, enumerates it like host software,
-    /// and wraps it in the timed model. Endpoint nodes answer BAR accesses with their
-    /// functional model (psmem memory, MSI-X table) in zero device time until a timed
-    /// model is [`attach`](Self::attach)ed. Links start training at time 0.
+    /// and wraps it in the timed model. Each endpoint runs the device model its kind
+    /// built (psmem: `pcielab_device::PsMem`), until another one is
+    /// [`attach`](Self::attach)ed; MSI-X tables are the fabric's either way. Links
+    /// start training at time 0.
     pub fn new(
         topo: &Topology,
         registry: &KindRegistry,
@@ -1022,9 +1023,24 @@ impl FabricSim {
         if cfg.acs {
             sim.world_mut().enable_acs();
         }
+        let mut fs = FabricSim {
+            sim,
+            tree,
+            node_index,
+            dma_next: 0x1_0000_0000,
+        };
+        // Every endpoint's device model, as its kind built it, runs here.
+        for n in 0..fs.sim.world().nodes.len() {
+            let w = fs.sim.world_mut();
+            let model = w.fabric.devices.get_mut(n).and_then(Option::take);
+            if let Some(model) = model {
+                let name = w.nodes[n].name.clone();
+                fs.install(n as u32, &name, model)?;
+            }
+        }
         // Link training ends in the InitFC handshake: every receiver advertises its
         // buffers with InitFC1 and InitFC2 for P, NP and Cpl (0 = infinite).
-        sim.process(|e, cx| {
+        fs.sim.process(|e, cx| {
             for d in 0..e.dirs.len() {
                 e.queue_init_fc(d);
             }
@@ -1044,12 +1060,7 @@ impl FabricSim {
                 e.call_ep(n as u32, cx, |m, cx| m.start(cx));
             }
         });
-        Ok(FabricSim {
-            sim,
-            tree,
-            node_index,
-            dma_next: 0x1_0000_0000,
-        })
+        Ok(fs)
     }
 
     fn node(&self, name: &str) -> Result<u32, SimError> {
@@ -1062,6 +1073,15 @@ impl FabricSim {
     /// Replaces the device model of endpoint node `name`; its `start` runs now.
     pub fn attach(&mut self, name: &str, model: Box<dyn Endpoint>) -> Result<(), SimError> {
         let n = self.node(name)?;
+        self.install(n, name, model)?;
+        self.sim.process(|e, cx| {
+            e.call_ep(n, cx, |m, cx| m.start(cx));
+        });
+        Ok(())
+    }
+
+    /// Makes `model` node `n`'s device model (its DMA policy and timing checked).
+    fn install(&mut self, n: u32, name: &str, model: Box<dyn Endpoint>) -> Result<(), SimError> {
         let (policy, timing) = (model.dma_policy(), model.timing());
         let bad = |what: &'static str, e: String| SimError::Param {
             what,
@@ -1097,9 +1117,6 @@ impl FabricSim {
         }
         let world = self.sim.world_mut();
         world.timed_devices |= !timing.is_none();
-        self.sim.process(|e, cx| {
-            e.call_ep(n, cx, |m, cx| m.start(cx));
-        });
         Ok(())
     }
 

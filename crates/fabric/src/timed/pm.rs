@@ -241,10 +241,9 @@ impl Engine {
                 }
             }
             (NodeKind::Ep(_), MSG_PME_TURN_OFF, false) => {
-                let held = !self.is_functional(node)
-                    && self
-                        .call_ep(node, cx, |m, cx| m.pme_turn_off(cx))
-                        .is_some_and(|ack| !ack);
+                let held = self
+                    .call_ep(node, cx, |m, cx| m.pme_turn_off(cx))
+                    .is_some_and(|ack| !ack);
                 if held {
                     self.turn_off_held.insert(node);
                 } else {

@@ -215,7 +215,6 @@ impl Engine {
             }
         };
         let taken = matches!(self.nodes[node as usize].kind, NodeKind::Ep(_))
-            && !self.is_functional(node)
             && self
                 .call_ep(node, cx, |m, cx| m.vendor_message(from, &msg, cx))
                 .unwrap_or(false);

@@ -471,9 +471,9 @@ fn registered_kind_with_two_functions() {
     use pcielab_config::{Bar, Type0};
     use pcielab_fabric::functional::HwFunction;
     use pcielab_fabric::kinds::{
-        common_keys, EndpointCtx, KeySpec, KeyType, KindError, KindRole, KindSpec,
+        common_keys, Device, EndpointCtx, KeySpec, KeyType, KindError, KindRole, KindSpec,
     };
-    fn build(ctx: &EndpointCtx<'_>) -> Result<Vec<HwFunction>, KindError> {
+    fn build(ctx: &EndpointCtx<'_>) -> Result<Device, KindError> {
         let size = ctx.params.int("window").unwrap_or(4096) as u32;
         (0..2u8)
             .map(|f| {
@@ -497,11 +497,14 @@ fn registered_kind_with_two_functions() {
                     devfn: f,
                     config: cs,
                     bars,
-                    model: None,
                     vfs: None,
                 })
             })
-            .collect()
+            .collect::<Result<Vec<_>, KindError>>()
+            .map(|functions| Device {
+                functions,
+                model: None,
+            })
     }
     let mut reg = KindRegistry::builtin();
     let mut keys = vec![KeySpec {

@@ -677,9 +677,10 @@ fn a_vf_beyond_the_pfs_bus_is_a_clear_error() {
     use pcielab_fabric::functional::{HwFunction, VfTemplate};
     use pcielab_fabric::host::enumerate::{enumerate, EnumError, HostConfig};
     use pcielab_fabric::kinds::{
-        common_keys, EndpointCtx, KeySpec, KeyType, KindError, KindRole, KindSpec, ParamValue,
+        common_keys, Device, EndpointCtx, KeySpec, KeyType, KindError, KindRole, KindSpec,
+        ParamValue,
     };
-    fn build(ctx: &EndpointCtx<'_>) -> Result<Vec<HwFunction>, KindError> {
+    fn build(ctx: &EndpointCtx<'_>) -> Result<Device, KindError> {
         let mut cs = Type0::default().build().map_err(|e| e.to_string())?;
         CapabilityList::new()
             .with(ctx.pcie)
@@ -705,16 +706,18 @@ fn a_vf_beyond_the_pfs_bus_is_a_clear_error() {
             .with(ctx.pcie)
             .install(&mut vf)
             .map_err(|e| e.to_string())?;
-        Ok(vec![HwFunction {
-            devfn: 0,
-            config: cs,
-            bars: [None; 6],
-            model: None,
-            vfs: Some(VfTemplate {
-                config: vf,
+        Ok(Device {
+            functions: vec![HwFunction {
+                devfn: 0,
+                config: cs,
                 bars: [None; 6],
-            }),
-        }])
+                vfs: Some(VfTemplate {
+                    config: vf,
+                    bars: [None; 6],
+                }),
+            }],
+            model: None,
+        })
     }
     let mut reg = KindRegistry::builtin();
     let mut keys = vec![KeySpec {
@@ -749,9 +752,9 @@ fn a_vf_beyond_the_pfs_bus_is_a_clear_error() {
     let vf0: Bdf = "01:1f.7".parse().unwrap();
     assert_eq!(fabric.function_at(vf0), Some(fabric.vfs_of(pf)[0]));
     assert_eq!(fabric.name(fabric.vfs_of(pf)[0]), "nic.vf0");
-    // A PF without a model: its VF has none either.
-    assert!(fabric.functions[fabric.vfs_of(pf)[0].0 as usize]
-        .model
+    // A device without a model: its VF's BAR has nobody behind it.
+    assert!(fabric
+        .device(fabric.functions[pf.0 as usize].node)
         .is_none());
 }
 
