@@ -264,3 +264,36 @@ fn the_check_catches_missing_wrong_and_invented_keys() {
         .iter()
         .any(|b| b.contains("msix_vectors: the range does not show 2048")));
 }
+
+/// `docs/devices.md` (the "write your own device" tutorial) shows only code that is
+/// compiled and run: every `rust` block is a verbatim excerpt of the example that CI
+/// runs (whose printed output CI compares with the tutorial's `console` block).
+#[test]
+fn the_device_tutorial_shows_the_examples_code() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let doc = std::fs::read_to_string(format!("{dir}/docs/devices.md")).expect("tutorial");
+    let example = std::fs::read_to_string(format!(
+        "{dir}/crates/fabric/examples/two_function_device.rs"
+    ))
+    .expect("example");
+    let mut blocks = Vec::new();
+    let mut cur: Option<Vec<&str>> = None;
+    for line in doc.lines() {
+        match (&mut cur, line) {
+            (None, "```rust") => cur = Some(Vec::new()),
+            (Some(b), "```") => {
+                blocks.push(b.join("\n"));
+                cur = None;
+            }
+            (Some(b), l) => b.push(l),
+            _ => {}
+        }
+    }
+    assert!(blocks.len() >= 8, "only {} rust blocks", blocks.len());
+    for b in &blocks {
+        assert!(
+            example.contains(b.as_str()),
+            "this block of docs/devices.md is not in the example:\n{b}"
+        );
+    }
+}
