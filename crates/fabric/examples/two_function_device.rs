@@ -24,6 +24,8 @@ const SRC: u64 = 0x00;
 const DST: u64 = 0x08;
 const LEN: u64 = 0x10;
 const DOORBELL: u64 = 0x18;
+/// What the driver writes to DOORBELL.
+const GO: [u8; 8] = 1u64.to_le_bytes();
 /// Function 1, BAR0 (read-only): copies done, bytes copied, copies failed.
 const COPIES: u64 = 0x00;
 const BYTES: u64 = 0x08;
@@ -236,8 +238,7 @@ fn main() {
     sim.mmio_write(engine + SRC, &src.to_le_bytes()).unwrap();
     sim.mmio_write(engine + DST, &dst.to_le_bytes()).unwrap();
     sim.mmio_write(engine + LEN, &len.to_le_bytes()).unwrap();
-    sim.mmio_write(engine + DOORBELL, &1u64.to_le_bytes())
-        .unwrap();
+    sim.mmio_write(engine + DOORBELL, &GO).unwrap();
     let rang = sim.now();
     let (at, irq) = sim
         .wait_interrupt(SimDuration::from_us(100))
@@ -256,8 +257,7 @@ fn main() {
     assert_eq!(read_u64(&mut sim, stats + BYTES), len);
     let command = sim.cfg_read(f0, 0x04) & 0xffff;
     sim.cfg_write(f0, 0x04, command & !0x4);
-    sim.mmio_write(engine + DOORBELL, &1u64.to_le_bytes())
-        .unwrap();
+    sim.mmio_write(engine + DOORBELL, &GO).unwrap();
     let (_, irq) = sim
         .wait_interrupt(SimDuration::from_us(100))
         .expect("the failure is signalled");

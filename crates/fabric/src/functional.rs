@@ -46,14 +46,8 @@ use pcielab_config::caps::{
     l0s_exit_code, l1_exit_code, CapabilityList, MsiCap, PcieCap, PmCap, PortType, ASPM_L0S,
     ASPM_L1,
 };
-use pcielab_config::ext_caps::{sriov, AcsCap, AerCap, DpcCap, L1ssCap};
+use pcielab_config::ext_caps::{sriov, AcsCap, AerCap, DpcCap};
 
-/// The L1 PM Substates timing of every port (an assumption; Linux programs the larger
-/// of a link's two ends).
-pub(crate) const PORT_L1SS: L1ssCap = L1ssCap {
-    common_mode_restore_us: 10,
-    t_power_on_us: 10,
-};
 use pcielab_config::header::{command, reg};
 use pcielab_config::{Bar, BridgeWindows, ConfigSpace, Ids, Type0, Type1, PCIELAB_VENDOR_ID};
 use pcielab_device::{DeviceModel, ReadReply};
@@ -64,32 +58,7 @@ use pcielab_wire::{Bdf, ByteEnables, Generation};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Unsupported;
 
-/// A function as an endpoint kind builds it.
-#[derive(Debug)]
-pub struct HwFunction {
-    /// Device and function number (`device << 3 | function`) on its bus.
-    pub devfn: u8,
-    /// Its configuration space, capabilities installed.
-    pub config: ConfigSpace,
-    /// The BARs its header declares (what the fabric decodes).
-    pub bars: [Option<Bar>; 6],
-    /// For a PF with an SR-IOV capability: what its VFs are made of.
-    pub vfs: Option<VfTemplate>,
-}
-
-/// What the VFs of a PF are made of (SR-IOV): the fabric creates one function from it
-/// per VF when software sets VF Enable in the PF's SR-IOV capability, and removes them
-/// when software clears it.
-#[derive(Debug, Clone)]
-pub struct VfTemplate {
-    /// The configuration space each VF starts with (header from
-    /// [`pcielab_config::header::VfHeader`], capabilities installed).
-    pub config: ConfigSpace,
-    /// The VF BARs of the PF's SR-IOV capability, with per-VF sizes: VF BAR `n` of VF
-    /// `i` decodes `[base + i * size, base + (i + 1) * size)`, where `base` is what
-    /// software wrote to VF BAR `n` of the capability.
-    pub bars: [Option<Bar>; 6],
-}
+pub use crate::kinds::{HwFunction, VfTemplate};
 
 /// The SR-IOV state of a PF in the fabric.
 #[derive(Debug, Clone)]
@@ -508,12 +477,12 @@ fn port_cap(
         Some("l1") => ASPM_L1,
         _ => ASPM_L0S | ASPM_L1,
     };
-    let timing = crate::timed::LinkTiming::new(
+    let timing = crate::phy::LinkTiming::new(
         link.map_or(c.max_speed, |l| l.gen),
         link.map_or(c.max_width, |l| l.width),
     );
-    c.l0s_exit = l0s_exit_code(timing.l0s_exit_ps(crate::timed::aspm::DEFAULT_N_FTS));
-    c.l1_exit = l1_exit_code(crate::timed::aspm::DEFAULT_L1_EXIT.as_ps());
+    c.l0s_exit = l0s_exit_code(timing.l0s_exit_ps(crate::phy::DEFAULT_N_FTS));
+    c.l1_exit = l1_exit_code(crate::phy::DEFAULT_L1_EXIT.as_ps());
     c.port_number = port_number;
     c.slot = slot;
     c.hotplug_power = slot.is_some() && params.bool("hotplug_power").unwrap_or(false);
@@ -646,7 +615,7 @@ impl Fabric {
                 })
                 .with_ext(AcsCap)
                 .with_ext(DpcCap)
-                .with_ext(PORT_L1SS);
+                .with_ext(crate::kinds::PORT_L1SS);
             let cs =
                 bridge(&node.params, device_ids::ROOT_PORT, caps).map_err(|m| err(node.line, m))?;
             let below = f.new_bus();
@@ -740,7 +709,7 @@ impl Fabric {
                         atomic_blocking: true,
                         ..AerCap::default()
                     })
-                    .with_ext(PORT_L1SS);
+                    .with_ext(crate::kinds::PORT_L1SS);
                 let dev = node
                     .params
                     .int("device_id")
@@ -784,7 +753,7 @@ impl Fabric {
                         })
                         .with_ext(AcsCap)
                         .with_ext(DpcCap)
-                        .with_ext(PORT_L1SS);
+                        .with_ext(crate::kinds::PORT_L1SS);
                     let cs = bridge(&node.params, device_ids::SWITCH_DOWN, caps).map_err(err)?;
                     let below = self.new_bus();
                     let ds = self.add(

@@ -37,7 +37,6 @@
 //! assert_eq!(reg.names(), vec!["root-complex", "switch", "psmem"]);
 //! ```
 
-use crate::functional::{HwFunction, VfTemplate};
 use pcielab_config::caps::{CapabilityList, MsiCap, MsixCap, MsixTable, PcieCap, PmCap};
 use pcielab_config::ext_caps::{
     AerCap, AriCap, AtsCap, DsnCap, LtrCap, PasidCap, PriCap, SriovCap,
@@ -225,6 +224,40 @@ impl From<String> for KindError {
     fn from(message: String) -> KindError {
         KindError { key: None, message }
     }
+}
+
+/// The L1 PM Substates timing of every port (an assumption; Linux programs the larger
+/// of a link's two ends).
+pub(crate) const PORT_L1SS: pcielab_config::ext_caps::L1ssCap = pcielab_config::ext_caps::L1ssCap {
+    common_mode_restore_us: 10,
+    t_power_on_us: 10,
+};
+
+/// A function as an endpoint kind builds it.
+#[derive(Debug)]
+pub struct HwFunction {
+    /// Device and function number (`device << 3 | function`) on its bus.
+    pub devfn: u8,
+    /// Its configuration space, capabilities installed.
+    pub config: pcielab_config::ConfigSpace,
+    /// The BARs its header declares (what the fabric decodes).
+    pub bars: [Option<Bar>; 6],
+    /// For a PF with an SR-IOV capability: what its VFs are made of.
+    pub vfs: Option<VfTemplate>,
+}
+
+/// What the VFs of a PF are made of (SR-IOV): the fabric creates one function from it
+/// per VF when software sets VF Enable in the PF's SR-IOV capability, and removes them
+/// when software clears it.
+#[derive(Debug, Clone)]
+pub struct VfTemplate {
+    /// The configuration space each VF starts with (header from
+    /// [`pcielab_config::header::VfHeader`], capabilities installed).
+    pub config: pcielab_config::ConfigSpace,
+    /// The VF BARs of the PF's SR-IOV capability, with per-VF sizes: VF BAR `n` of VF
+    /// `i` decodes `[base + i * size, base + (i + 1) * size)`, where `base` is what
+    /// software wrote to VF BAR `n` of the capability.
+    pub bars: [Option<Bar>; 6],
 }
 
 /// What an endpoint kind builds for a node: the device's functions (configuration
@@ -651,7 +684,7 @@ fn build_psmem(ctx: &EndpointCtx<'_>) -> Result<Device, KindError> {
             execute: false,
             privileged: false,
         })
-        .with_ext(crate::functional::PORT_L1SS);
+        .with_ext(PORT_L1SS);
     // VF BARs: the PF's layout scaled down (memory in VF BAR0/1, MSI-X in VF BAR2).
     let vf_bars = [
         Some(Bar::Mem64 {

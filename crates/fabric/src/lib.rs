@@ -59,6 +59,8 @@ pub mod host;
 mod inthash;
 pub mod kinds;
 pub mod msix;
+pub mod params;
+pub mod phy;
 pub mod report;
 pub mod timed;
 pub mod topology;

@@ -373,7 +373,7 @@ impl Topology {
                                 "must be a string, a number or a boolean",
                             ));
                         };
-                        let mut scratch = crate::timed::SimConfig::default();
+                        let mut scratch = crate::params::SimConfig::default();
                         let checked = if hk == "profile" {
                             crate::host::model::profile(&value).map(|_| ())
                         } else {
@@ -730,7 +730,7 @@ impl Topology {
     /// assert_eq!(cfg.rc_latency.as_ps(), 75_000);
     /// assert!(cfg.host.mmio_read.as_ps() > 0);
     /// ```
-    pub fn host_config(&self, cfg: &mut crate::timed::SimConfig) -> Result<(), String> {
+    pub fn host_config(&self, cfg: &mut crate::params::SimConfig) -> Result<(), String> {
         self.host_config_with(cfg, None)
     }
 
@@ -738,7 +738,7 @@ impl Topology {
     /// table's own profile (as `--host` replaces it); the table's knobs still apply.
     pub fn host_config_with(
         &self,
-        cfg: &mut crate::timed::SimConfig,
+        cfg: &mut crate::params::SimConfig,
         profile: Option<&str>,
     ) -> Result<(), String> {
         let own = self

@@ -16,29 +16,10 @@
 //! assert!(apply_knob(&mut cfg, "cache", "lukewarm").is_err());
 //! ```
 
-use crate::timed::{BufferCredits, IommuConfig, SimConfig};
+use crate::params::{BufferCredits, IommuConfig, SimConfig};
+pub use crate::params::{CacheState, HostCosts, LatencyDist};
 use pcielab_sim::{Rng, SimDuration};
 use std::fmt;
-
-/// A latency distribution: a fixed part is kept elsewhere (`mem_ns`, `rc_ns`); this
-/// is the seeded extra on top of it.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub enum LatencyDist {
-    /// No extra latency (the spec profile).
-    #[default]
-    Zero,
-    /// An empirical distribution given by its quantiles: `(p, extra_ps)` with `p`
-    /// rising from 0 to 1 and the extra not falling. A sample is the inverse CDF at a
-    /// uniform `u`, linear between the points.
-    Quantiles(Vec<(f64, u64)>),
-    /// With probability `p`, an exponential extra of mean `mean_ps`; otherwise 0.
-    Exp {
-        /// Probability of a tail event.
-        p: f64,
-        /// Mean of the exponential, ps.
-        mean_ps: u64,
-    },
-}
 
 impl LatencyDist {
     /// Parses `zero`, `quantiles:P=NS,P=NS,...` (P from 0 to 1, NS not falling, at
@@ -197,22 +178,6 @@ impl fmt::Display for LatencyDist {
     }
 }
 
-/// The state of the host's last-level cache for the DMA buffers (pcie-bench's
-/// cache states).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum CacheState {
-    /// The buffers start outside the cache; DMA reads fill it and DMA writes allocate
-    /// in it (DDIO) as they go. The default.
-    #[default]
-    Cold,
-    /// Host software touched the buffers before the run: they start in the cache (as
-    /// far as it holds them); workloads warm their buffers with
-    /// [`FabricSim::llc_warm`](crate::timed::FabricSim::llc_warm).
-    Warm,
-    /// Another core sweeps the cache all the time: every DMA read misses.
-    Thrash,
-}
-
 impl CacheState {
     /// Parses `warm`, `cold` or `thrash`.
     pub fn parse(s: &str) -> Result<CacheState, String> {
@@ -232,29 +197,6 @@ impl CacheState {
             CacheState::Thrash => "thrash",
         }
     }
-}
-
-/// CPU and driver time of host software. All zero by default (the spec profile).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct HostCosts {
-    /// CPU time of an MMIO read beyond the fabric: from the load's issue to its
-    /// request entering the root complex and from the completion to the load's
-    /// retirement. [`FabricSim::mmio_read`](crate::timed::FabricSim::mmio_read)
-    /// charges it before the request leaves and counts it in the latency.
-    pub mmio_read: SimDuration,
-    /// CPU time of a posted MMIO write (an uncached store): the host is busy this long
-    /// before the write leaves.
-    pub mmio_write: SimDuration,
-    /// CPU time of a doorbell: an MMIO write behind a write barrier
-    /// ([`FabricSim::doorbell`](crate::timed::FabricSim::doorbell)).
-    pub doorbell: SimDuration,
-    /// From an MSI/MSI-X write reaching the root complex to its handler running
-    /// ([`FabricSim::wait_interrupt`](crate::timed::FabricSim::wait_interrupt)).
-    pub irq: SimDuration,
-    /// Driver time per operation (per descriptor, per packet, per request): host
-    /// programs charge it with
-    /// [`FabricSim::driver_work`](crate::timed::FabricSim::driver_work).
-    pub driver_op: SimDuration,
 }
 
 /// One knob: its name, what it takes and what it sets.

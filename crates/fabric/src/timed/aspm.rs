@@ -40,12 +40,8 @@ use pcielab_wire::Generation;
 /// Default [`SimConfig::aspm_l0s_entry`](super::SimConfig::aspm_l0s_entry): the spec's
 /// upper bound.
 pub(crate) const DEFAULT_L0S_ENTRY: SimDuration = SimDuration::from_us(7);
-/// Default [`SimConfig::n_fts`](super::SimConfig::n_fts).
-pub(crate) const DEFAULT_N_FTS: u8 = 64;
 /// Default [`SimConfig::aspm_l1_entry`](super::SimConfig::aspm_l1_entry).
 pub(crate) const DEFAULT_L1_ENTRY: SimDuration = SimDuration::from_us(8);
-/// Default [`SimConfig::aspm_l1_exit`](super::SimConfig::aspm_l1_exit).
-pub(crate) const DEFAULT_L1_EXIT: SimDuration = SimDuration::from_us(2);
 /// Default [`SimConfig::aspm_l1_propagation`](super::SimConfig::aspm_l1_propagation):
 /// the spec's bound.
 pub(crate) const DEFAULT_L1_PROPAGATION: SimDuration = SimDuration::from_us(1);

@@ -92,10 +92,10 @@ use super::engine::{
 };
 use super::fault::FaultKind;
 use super::packed::PackedEv;
-use super::phy::LinkTiming;
 use super::poison::Poison;
 use super::trace::TraceKind;
 use crate::functional::{FnId, Origin, MSI_RANGE};
+use crate::phy::LinkTiming;
 use pcielab_sim::{Context, SimDuration, SimTime};
 use pcielab_wire::Bdf;
 use pcielab_wire::CplStatus;

@@ -12,11 +12,12 @@ use super::endpoint::{
 };
 use super::fault::{FaultKind, SimFault};
 use super::packed::PackedEv;
-use super::phy::LinkTiming;
 use super::poison::Poison;
 use super::trace::{DirCounters, Trace, TraceKind};
 use super::SimConfig;
 use crate::functional::{Fabric, FnId, Interrupt, Origin, Role, RouteError, Target, MSI_RANGE};
+use crate::params::BufferCredits;
+use crate::phy::LinkTiming;
 use pcielab_config::ext_caps::{AER_CTL_MHR_ENABLE, AER_CTL_PREFIX_LOG_PRESENT};
 use pcielab_sim::{Context, EventKey, FifoId, Rng, SimDuration, SimTime, World};
 use pcielab_wire::dllp::{FcClass as DFc, FcDllp, FcKind, FcScale};
@@ -603,15 +604,6 @@ pub struct WireItem(pub(crate) Wire, pub(crate) bool);
 pub(crate) struct Credits {
     pub hdr: u64,
     pub data: u64,
-}
-
-/// Receive-buffer sizes of a port in credits (0 = infinite).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BufferCredits {
-    /// `[P, NP, Cpl]` header credits (one per TLP).
-    pub hdr: [u32; 3],
-    /// `[P, NP, Cpl]` data credits (16 bytes each).
-    pub data: [u32; 3],
 }
 
 impl BufferCredits {

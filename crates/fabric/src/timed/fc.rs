@@ -11,7 +11,8 @@
 //! [`widen`] turns back into the counter (wider than the spec's 8-bit header and
 //! 12-bit data fields; the arithmetic is the same modular rule).
 
-use super::engine::{widen, BufferCredits, Credits};
+use super::engine::{widen, Credits};
+use crate::params::BufferCredits;
 
 /// The transmitter's side of flow control for the three classes.
 #[derive(Debug, Clone, Copy, Default)]

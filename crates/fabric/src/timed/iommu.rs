@@ -21,28 +21,10 @@
 //! interrupt, with a DMA write. Host software programs its devices' MSI/MSI-X in the
 //! remappable format once remapping is on, as Linux does.
 
+use crate::params::IommuConfig;
 use pcielab_sim::{SimDuration, SimTime};
 use pcielab_wire::Bdf;
 use std::collections::{HashMap, VecDeque};
-
-/// IOMMU parameters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct IommuConfig {
-    /// Page size in bytes (a power of two, 4 KiB..=1 GiB). Default 4096.
-    pub page_size: u64,
-    /// IOTLB entries. Default 64.
-    pub iotlb_entries: usize,
-    /// Added latency of an IOTLB hit. Default 0.
-    pub hit_latency: SimDuration,
-    /// Added latency of an IOTLB miss (page walk). Default 200 ns.
-    pub miss_latency: SimDuration,
-    /// Interrupt remapping (see the module documentation). Default off.
-    pub interrupt_remapping: bool,
-    /// PASID support: per-process tables for requests with a PASID prefix (see the
-    /// module documentation); enumeration then enables PASID on every function with
-    /// the capability, as Linux does for an IOMMU that can use it. Default off.
-    pub pasid: bool,
-}
 
 impl Default for IommuConfig {
     fn default() -> Self {

@@ -23,6 +23,7 @@ mod hotplug;
 mod interrupt_remapping;
 mod intx;
 mod io;
+mod layers;
 mod ltr;
 mod page_loan;
 mod pasid;

@@ -14,6 +14,7 @@
 //! model. Gen6 (Flit mode) charges TLP bytes ×256/236 (a flit carries 236 TLP bytes)
 //! and DLLPs nothing (they ride in the flits' DLP bytes).
 
+use pcielab_sim::SimDuration;
 use pcielab_wire::{phy, Generation};
 
 /// Bit time of one lane in 1/256 ps: 2.5, 5, 8, 16, 32, 64 GT/s.
@@ -182,6 +183,12 @@ impl LinkTiming {
         self.symbols_ps(3 * self.ack_limit_symbols(mps))
     }
 }
+
+/// Default [`SimConfig::n_fts`](crate::timed::SimConfig::n_fts): the N_FTS a receiver asks for in training.
+pub const DEFAULT_N_FTS: u8 = 64;
+
+/// Default [`SimConfig::aspm_l1_exit`](crate::timed::SimConfig::aspm_l1_exit): the L1 exit latency.
+pub const DEFAULT_L1_EXIT: SimDuration = SimDuration::from_us(2);
 
 #[cfg(test)]
 mod tests {
