@@ -135,10 +135,12 @@ impl Engine {
         let (poisoned, pasid) = (ep.ops[oi as usize].poisoned, ep.ops[oi as usize].pasid);
         let mut buf = std::mem::take(&mut ep.ops[oi as usize].buf);
         let func = ep.ops[oi as usize].func;
+        let me0 = ep.bdf;
         let Some(f) = self.fn_of(node, func) else {
             return;
         };
-        let me = self.fabric.bdf(f);
+        // Function 0's ID is cached; another function's is looked up.
+        let me = if func == 0 { me0 } else { self.fabric.bdf(f) };
         let Ok(split) = split_write(addr, len, self.cfg.mps as u32, SplitPolicy::Aligned) else {
             self.fault(
                 FaultKind::Split,
@@ -617,9 +619,10 @@ impl Engine {
         };
         let op = &ep.ops[oi as usize];
         let (addr, addr_type) = self.dma_address(node, oi, op.addr + off);
-        let me = self
-            .fn_of(node, op.func)
-            .map_or(ep.bdf, |f| self.fabric.bdf(f));
+        let me = match op.func {
+            0 => ep.bdf,
+            i => self.fn_of(node, i).map_or(ep.bdf, |f| self.fabric.bdf(f)),
+        };
         let t = Tlp {
             tag,
             addr_type,

@@ -1712,6 +1712,9 @@ impl Engine {
         dest_id: Bdf,
         cx: &mut Context<'_, PackedEv>,
     ) -> Result<u32, RouteError> {
+        if !self.timed_devices {
+            return self.inject(origin, t, dest_id, cx);
+        }
         let at = match &mut self.nodes[node as usize].kind {
             NodeKind::Ep(ep) if !ep.timing.is_none() => {
                 let bytes = if t.kind == Kind::MWr { t.len as u64 } else { 0 };
@@ -3589,7 +3592,12 @@ impl Engine {
     ) -> Option<R> {
         let mut cmds = std::mem::take(&mut self.cmds);
         let func = self.fn_of(node, index);
-        let bdf = func.map_or(self.host_bdf, |f| self.fabric.bdf(f));
+        // Function 0's ID is cached; others are looked up (bus numbers can change).
+        let bdf = match (&self.nodes[node as usize].kind, func) {
+            (NodeKind::Ep(ep), _) if index == 0 => ep.bdf,
+            (_, Some(f)) => self.fabric.bdf(f),
+            (_, None) => self.host_bdf,
+        };
         let r = {
             let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
                 self.cmds = cmds;
