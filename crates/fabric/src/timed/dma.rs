@@ -478,6 +478,8 @@ impl Engine {
     /// Hands bytes `[start, end)` of read DMA `oi` that just arrived to the device
     /// ([`super::Endpoint::completion`]): at once, or with a reorder window, once
     /// everything before them has arrived (then with whatever followed them).
+    #[cold]
+    #[inline(never)]
     fn deliver_data(
         &mut self,
         node: u32,

@@ -1703,7 +1703,9 @@ impl Engine {
 
     /// Like [`Engine::inject`], for a TLP that `node`'s DMA engine sends: with device
     /// timing, it leaves once the device's transmit datapath has moved it (its
-    /// `request_cycles` plus its data's cycles, after the TLPs before it).
+    /// `request_cycles` plus its data's cycles, after the TLPs before it). Inlined like
+    /// `inject`, with the timed case out of line.
+    #[inline(always)]
     pub(crate) fn inject_device(
         &mut self,
         node: u32,
@@ -1712,20 +1714,29 @@ impl Engine {
         dest_id: Bdf,
         cx: &mut Context<'_, PackedEv>,
     ) -> Result<u32, RouteError> {
-        if !self.timed_devices {
-            return self.inject(origin, t, dest_id, cx);
+        if self.timed_devices && !self.nodes[node as usize].kind.ep_timing().is_none() {
+            return self.inject_device_timed(node, origin, t, dest_id, cx);
         }
-        let at = match &mut self.nodes[node as usize].kind {
-            NodeKind::Ep(ep) if !ep.timing.is_none() => {
-                let bytes = if t.kind == Kind::MWr { t.len as u64 } else { 0 };
-                let cycles = ep.timing.request_cycles as u64 + ep.timing.data_cycles(bytes);
-                let at = ep.tx_free.max(cx.now()) + ep.timing.time(cycles);
-                ep.tx_free = at;
-                at
-            }
-            _ => return self.inject(origin, t, dest_id, cx),
+        self.inject(origin, t, dest_id, cx)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn inject_device_timed(
+        &mut self,
+        node: u32,
+        origin: Origin,
+        mut t: Tlp,
+        dest_id: Bdf,
+        cx: &mut Context<'_, PackedEv>,
+    ) -> Result<u32, RouteError> {
+        let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
+            return self.inject(origin, t, dest_id, cx);
         };
-        let mut t = t;
+        let bytes = if t.kind == Kind::MWr { t.len as u64 } else { 0 };
+        let cycles = ep.timing.request_cycles as u64 + ep.timing.data_cycles(bytes);
+        let at = ep.tx_free.max(cx.now()) + ep.timing.time(cycles);
+        ep.tx_free = at;
         let (path, hops, dest) = self.route(origin, t.kind, t.addr, dest_id)?;
         self.at_source(origin, &mut t, (hops > 0).then_some(path[0]));
         t.path = path;
@@ -2945,6 +2956,7 @@ impl Engine {
     /// Backpressure: true if `node`'s device model does not take request `id` now
     /// (it refused it, or holds older ones). The request stays in the receive buffer
     /// of the device's port, its credits with it, until [`EpCmd::Ready`].
+    #[inline(never)]
     fn device_holds(&mut self, node: u32, id: u32, cx: &mut Context<'_, PackedEv>) -> bool {
         let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
             return false;
@@ -2972,6 +2984,8 @@ impl Engine {
     }
 
     /// `node`'s device can take requests again: offer the held ones, oldest first.
+    #[cold]
+    #[inline(never)]
     fn device_ready(&mut self, node: u32, cx: &mut Context<'_, PackedEv>) {
         match &mut self.nodes[node as usize].kind {
             NodeKind::Ep(ep) if !ep.draining => ep.draining = true,
