@@ -53,8 +53,6 @@ impl Engine {
             issued: 0,
             done_bytes: 0,
             atomic: atomic.map(|code| (code, std::mem::take(&mut data))),
-            delivered: 0,
-            early: Vec::new(),
             buf: if write { data } else { Vec::new() },
             last_progress: now,
             ok: true,
@@ -75,6 +73,11 @@ impl Engine {
                 (ep.ops.len() - 1) as u32
             }
         };
+        if let Some(r) = ep.reorder.get_mut(oi as usize) {
+            // The slot's reorder state starts over with the new DMA.
+            r.0 = 0;
+            r.1.clear();
+        }
         if !ep.bus_master || !bme {
             ep.ops[oi as usize].ok = false;
             self.dma_without_bus_master(node);
@@ -224,7 +227,8 @@ impl Engine {
             let mut rem = op.len - op.issued;
             if let Some(w) = window {
                 // No request for data past the reorder window: a full window stalls.
-                let room = (op.delivered + u64::from(w)).saturating_sub(op.issued);
+                let delivered = ep.reorder.get(oi as usize).map_or(0, |r| r.0);
+                let room = (delivered + u64::from(w)).saturating_sub(op.issued);
                 if room == 0 {
                     ep.free_tags.push(tag);
                     ep.stats.window_stalls += 1;
@@ -493,20 +497,24 @@ impl Engine {
         let in_order = ep.policy.reorder.is_some();
         let op = &mut ep.ops[oi as usize];
         let (from, to) = if in_order {
-            if start != op.delivered {
-                let at = op.early.partition_point(|&(s, _)| s < start);
-                op.early.insert(at, (start, end));
+            if ep.reorder.len() <= oi as usize {
+                ep.reorder.resize_with(oi as usize + 1, Default::default);
+            }
+            let (delivered, early) = &mut ep.reorder[oi as usize];
+            if start != *delivered {
+                let at = early.partition_point(|&(s, _)| s < start);
+                early.insert(at, (start, end));
                 return;
             }
             let mut to = end;
-            while let Some(&(s, e)) = op.early.first() {
+            while let Some(&(s, e)) = early.first() {
                 if s != to {
                     break;
                 }
                 to = e;
-                op.early.remove(0);
+                early.remove(0);
             }
-            op.delivered = to;
+            *delivered = to;
             (start, to)
         } else {
             (start, end)

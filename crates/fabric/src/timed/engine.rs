@@ -800,10 +800,6 @@ pub(crate) struct DmaOp {
     /// An AtomicOp: its operation and operands (see the `atomic` module); the DMA is a
     /// read of the original value (`len` bytes).
     pub atomic: Option<(AtomicKind, Vec<u8>)>,
-    /// With a reorder window: bytes from the start handed to the device in order.
-    pub delivered: u64,
-    /// With a reorder window: ranges `[start, end)` that arrived past `delivered`.
-    pub early: Vec<(u64, u64)>,
     /// The function (its index on the device) whose requester ID the DMA uses.
     pub func: u16,
 }
@@ -864,6 +860,10 @@ pub(crate) struct EpState {
     pub draining: bool,
     /// Counters for [`super::DeviceStats`].
     pub stats: super::DeviceStats,
+    /// With a reorder window, per DMA op (by index): the bytes from its start handed
+    /// to the device in order, and the ranges `[start, end)` that arrived past them.
+    /// Empty without a window (kept out of `DmaOp`, which every DMA writes).
+    pub reorder: Vec<(u64, Vec<(u64, u64)>)>,
     /// The device's functions by index, as [`EpCx::function`] numbers them: its own
     /// functions in order (function 0 first), then the VFs of each PF in order.
     pub funcs: Vec<FnId>,

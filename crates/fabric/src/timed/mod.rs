@@ -598,6 +598,7 @@ impl FabricSim {
                             draining: false,
                             stats: DeviceStats::default(),
                             funcs: Vec::new(),
+                            reorder: Vec::new(),
                         })),
                         f,
                     )
