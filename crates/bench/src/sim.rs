@@ -54,10 +54,11 @@ impl SimTarget {
     /// A target on `topo`; `device` defaults to its first endpoint. The error says
     /// what is wrong (no endpoint, an unknown device).
     pub fn new(topo: Topology, cfg: SimConfig, device: Option<&str>) -> Result<SimTarget, String> {
+        let reg = KindRegistry::builtin();
         let eps: Vec<String> = topo
             .nodes
             .iter()
-            .filter(|n| !["root-complex", "switch"].contains(&n.kind.as_str()))
+            .filter(|n| reg.is_endpoint(&n.kind))
             .map(|n| n.name.clone())
             .collect();
         let device = match device {

@@ -391,11 +391,10 @@ impl Ctx {
             .map_err(|e| fail(format!("{}: {e}", self.topo.file)))
     }
     fn endpoints(&self) -> Vec<String> {
-        let sim_kinds = ["root-complex", "switch"];
         self.topo
             .nodes
             .iter()
-            .filter(|n| !sim_kinds.contains(&n.kind.as_str()))
+            .filter(|n| self.reg.is_endpoint(&n.kind))
             .map(|n| n.name.clone())
             .collect()
     }

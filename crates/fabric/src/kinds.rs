@@ -544,6 +544,12 @@ impl KindRegistry {
         self.kinds.iter().find(|k| k.name == name)
     }
 
+    /// True if `kind` is a registered endpoint kind (a device, not a root complex or
+    /// a switch).
+    pub fn is_endpoint(&self, kind: &str) -> bool {
+        matches!(self.get(kind).map(|k| k.role), Some(KindRole::Endpoint(_)))
+    }
+
     /// Every kind name, in registration order.
     pub fn names(&self) -> Vec<&'static str> {
         self.kinds.iter().map(|k| k.name).collect()

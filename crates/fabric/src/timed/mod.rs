@@ -563,12 +563,16 @@ impl FabricSim {
                     .position(|f| f.node.0 as usize == i && role(f.role))
                     .map(|p| FnId(p as u32))
             };
-            let (kind, f) = match n.kind.as_str() {
-                "root-complex" => {
+            // The node's role comes from its kind's registration, not its name.
+            let role = registry.get(&n.kind).map(|k| k.role);
+            let (kind, f) = match role {
+                Some(crate::kinds::KindRole::RootComplex) => {
                     rc_node = i as u32;
                     (NodeKind::Rc, func(&|r| r == Role::HostBridge))
                 }
-                "switch" => (NodeKind::Switch, func(&|r| r == Role::SwitchUpstream)),
+                Some(crate::kinds::KindRole::Switch) => {
+                    (NodeKind::Switch, func(&|r| r == Role::SwitchUpstream))
+                }
                 _ => {
                     let f = func(&|r| r == Role::Endpoint);
                     let bdf = f.map(|f| fabric.bdf(f)).unwrap_or(Bdf::from_raw(0));
