@@ -73,6 +73,7 @@ pub(crate) mod poison;
 mod pri;
 mod raw;
 mod saved_config;
+mod slot;
 mod trace;
 mod vendor;
 mod wire_bus;
@@ -104,9 +105,10 @@ use crate::functional::{Fabric, FnId, Interrupt, Origin, Role};
 use crate::host::enumerate::{enumerate, EnumeratedTree, HostConfig};
 use crate::kinds::KindRegistry;
 use crate::topology::Topology;
-use engine::{Dir, EpState, Kind, Node, NodeKind, Tlp, NONE};
+use engine::{Dir, Kind, Node, NodeKind, Tlp, NONE};
 use pcielab_sim::{Rng, SimBuilder, SimDuration, SimTime, Simulation};
 use pcielab_wire::{Bdf, CplStatus};
+use slot::EpState;
 use std::collections::{HashMap, VecDeque};
 
 /// The largest bit error rate [`SimConfig::ber`] accepts with Max_Payload_Size `mps`:
