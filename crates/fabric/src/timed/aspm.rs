@@ -313,7 +313,8 @@ impl Engine {
                 0
             };
             let dir = &mut self.dirs[d];
-            dir.replay_ps = dir.timing.replay_timeout_ps(self.cfg.mps) + adjust;
+            let ps = dir.timing.replay_timeout_ps(self.cfg.mps) + adjust;
+            dir.replay.set_timeout(SimDuration::from_ps(ps));
         }
     }
 

@@ -122,7 +122,11 @@ impl Engine {
         if c.burst <= 1 || exact_only {
             return;
         }
-        let replay = self.dirs.iter().map(|d| d.replay_cap as u64 / 4).min();
+        let replay = self
+            .dirs
+            .iter()
+            .map(|d| d.replay.capacity() as u64 / 4)
+            .min();
         let start = (c.burst as u64).min(replay.unwrap_or(1)).max(1);
         // Read requests: those of one DMA in one page (at most 8 with MRRS 512), where
         // the root complex's memory latency is the same for each (no per-line part,
@@ -408,7 +412,7 @@ impl Engine {
         let dir = &self.dirs[d as usize];
         let (start, piece, pieces, seq) = dir.burst_tx;
         match dir.replay.front() {
-            Some(&(s, _)) if pieces > 1 && s == seq => {
+            Some((s, _)) if pieces > 1 && s == seq => {
                 let last = start + dir.burst_ins.0 + piece * (pieces as u128 - 1);
                 now.max(SimTime::from_ps(dir.timing.units_to_ps_ceil(last)))
             }

@@ -636,7 +636,6 @@ pub(crate) struct Dir {
     pub prop_ps: u64,
     pub ack_ps: u64,
     pub fc_ps: u64,
-    pub replay_ps: u64,
     /// ASPM states enabled: L0s for this direction's transmitter, L1 for the link
     /// (`ASPM_L0S`, `ASPM_L1`; see the `aspm` module).
     pub aspm: u8,
@@ -675,11 +674,8 @@ pub(crate) struct Dir {
     /// The transmitter's flow-control gate.
     pub tx_fc: super::fc::TxCredits,
     // DLL tx
-    pub next_seq: u32,
-    /// (first sequence number, TLP) of every entry sent and not yet acknowledged.
-    pub replay: VecDeque<(u32, u32)>,
-    /// TLPs those entries stand for (a burst is one entry of several TLPs).
-    pub replay_held: usize,
+    /// The replay buffer and replay timer (see `dll::TxReplay`).
+    pub replay: super::dll::TxReplay,
     /// The last burst put on the wire (burst mode), in wire units: (first piece's
     /// start, one piece's wire time, pieces, first sequence number), for DLLPs that go
     /// between its pieces (see `Engine::dllp_into_burst`).
@@ -690,13 +686,6 @@ pub(crate) struct Dir {
     /// Bursts whose arrival the DLLPs sent between their pieces postpone, in wire
     /// order: (first sequence number, picoseconds).
     pub postponed: VecDeque<(u32, u64)>,
-    pub replay_cap: usize,
-    pub replay_pos: Option<usize>,
-    /// When the replay timer expires (None: not running).
-    pub replay_deadline: Option<SimTime>,
-    /// A ReplayTimer event is pending (it re-arms itself if the deadline moved).
-    pub replay_armed: bool,
-    pub replay_num: u8,
     pub dllq: VecDeque<Dllp>,
     // DLL rx (receiver at `to`)
     /// The receiver's sequence check (NEXT_RCV_SEQ, Nak outstanding).
@@ -1780,7 +1769,7 @@ impl Engine {
     #[inline]
     fn has_work(&self, d: usize) -> bool {
         let dir = &self.dirs[d];
-        !dir.dllq.is_empty() || dir.replay_pos.is_some() || dir.q.iter().any(|q| !q.is_empty())
+        !dir.dllq.is_empty() || dir.replay.replaying() || dir.q.iter().any(|q| !q.is_empty())
     }
 
     /// Makes sure a wake-up (TxDone) is pending for when the wire frees. Without
@@ -1862,13 +1851,8 @@ impl Engine {
             return;
         }
         // 2. Replays.
-        if let Some(pos) = self.dirs[di].replay_pos {
-            if let Some(&(seq, id)) = self.dirs[di].replay.get(pos) {
-                self.dirs[di].replay_pos = if pos + 1 < self.dirs[di].replay.len() {
-                    Some(pos + 1)
-                } else {
-                    None
-                };
+        if self.dirs[di].replay.replaying() {
+            if let Some((seq, id)) = self.dirs[di].replay.next_replay() {
                 // (A burst is retransmitted as its TLPs.)
                 self.dirs[di].counters.replays += self.tlps[id as usize].pieces.max(1) as u64;
                 if self.dirs[di].aspm != 0 {
@@ -1877,7 +1861,6 @@ impl Engine {
                 self.send_tlp(d, seq, id, true, cx);
                 return;
             }
-            self.dirs[di].replay_pos = None;
         }
         // 3. New TLPs.
         if !self.dirs[di].up {
@@ -1891,7 +1874,7 @@ impl Engine {
                 .map_or(1, |e| 1 + (e.2 >> Q_PIECES_SHIFT)),
             _ => 1,
         };
-        let full = self.dirs[di].replay_held + need as usize > self.dirs[di].replay_cap;
+        let full = !self.dirs[di].replay.has_room(need as usize);
         // Stall accounting.
         let waiting = pick.is_some();
         if full && waiting {
@@ -1913,10 +1896,7 @@ impl Engine {
                 let payload = self.tlps[id as usize].payload_bytes() as u64;
                 let dir = &mut self.dirs[di];
                 dir.tx_fc.consume(c, n, dc);
-                let seq = dir.next_seq;
-                dir.next_seq += n as u32;
-                dir.replay.push_back((seq, id));
-                dir.replay_held += n as usize;
+                let seq = dir.replay.push(id, n as u32);
                 self.tlps[id as usize].refs += 1;
                 let dir = &mut self.dirs[di];
                 dir.counters.tlps += n;
@@ -1930,7 +1910,7 @@ impl Engine {
                 if dir.aspm != 0 {
                     self.aspm_wake(d, now.as_ps());
                 }
-                if self.dirs[di].replay_deadline.is_none() {
+                if self.dirs[di].replay.deadline.is_none() {
                     // The timer runs from the transmission (after any ASPM exit); for
                     // a burst, from its last TLP's (see the `burst` module).
                     let mut start = now.max(SimTime::from_ps(self.dirs[di].free_at_ps));
@@ -2159,30 +2139,22 @@ impl Engine {
         match dl {
             Dllp::Ack(s) | Dllp::Nak(s) => {
                 let mut popped = 0usize;
-                while let Some(&(seq, id)) = self.dirs[di].replay.front() {
+                while let Some((seq, id)) = self.dirs[di].replay.front() {
                     // The last sequence number of the entry (a burst has several).
                     let n = self.tlps[id as usize].pieces as u32;
                     if !super::dll::acked(seq, n, s) {
                         break;
                     }
-                    self.dirs[di].replay.pop_front();
-                    self.dirs[di].replay_held -= n as usize;
+                    self.dirs[di].replay.pop(n);
                     self.release(id);
                     popped += 1;
                 }
                 let dir = &mut self.dirs[di];
-                if popped > 0 {
-                    dir.replay_num = 0;
-                    if let Some(p) = dir.replay_pos {
-                        dir.replay_pos = p.checked_sub(popped).or(Some(0));
-                        if dir.replay.is_empty() {
-                            dir.replay_pos = None;
-                        }
-                    }
+                if dir.replay.released(popped) {
                     // The replay timer restarts if TLPs remain, else stops (for a
                     // burst still on the wire, from its last piece: see `burst`).
                     if dir.replay.is_empty() {
-                        dir.replay_deadline = None;
+                        dir.replay.deadline = None;
                     } else if self.bursts_on() {
                         let from = self.replay_restart(d, cx.now());
                         self.arm_replay_at(d, from, cx);
@@ -2219,15 +2191,11 @@ impl Engine {
 
     fn start_replay(&mut self, d: u16, cx: &mut Context<'_, PackedEv>) {
         let dir = &mut self.dirs[d as usize];
-        dir.replay_pos = Some(0);
-        dir.replay_num += 1;
-        let mut retrain = false;
-        if dir.replay_num >= 4 {
-            // REPLAY_NUM rolled over: the physical layer retrains the link (Recovery);
-            // both directions carry nothing for `retrain_time`.
+        // REPLAY_NUM rolled over: the physical layer retrains the link (Recovery);
+        // both directions carry nothing for `retrain_time`.
+        let retrain = dir.replay.start();
+        if retrain {
             dir.counters.retrains += 1;
-            dir.replay_num = 0;
-            retrain = true;
         }
         if retrain {
             let until = cx.now().as_ps() + self.cfg.retrain_time.as_ps();
@@ -2254,11 +2222,7 @@ impl Engine {
 
     /// (Re)starts the replay timer from `from`.
     pub(crate) fn arm_replay_at(&mut self, d: u16, from: SimTime, cx: &mut Context<'_, PackedEv>) {
-        let dir = &mut self.dirs[d as usize];
-        let at = from + SimDuration::from_ps(dir.replay_ps);
-        dir.replay_deadline = Some(at);
-        if !dir.replay_armed {
-            dir.replay_armed = true;
+        if let Some(at) = self.dirs[d as usize].replay.arm(from) {
             cx.schedule_at(at, Ev::ReplayTimer(d));
         }
     }
@@ -3705,25 +3669,19 @@ impl World for Engine {
             Ev::ReplayTimer(d) => {
                 let now = cx.now();
                 let dir = &mut self.dirs[d as usize];
-                dir.replay_armed = false;
                 // The timer does not run while the link cannot transmit (a replay in
                 // progress, or Recovery after a retrain): it restarts once the wire is
                 // free.
                 let wire_free = SimTime::from_ps(dir.free_at_ps);
-                if dir.replay_deadline.is_some() && wire_free > now {
-                    dir.replay_deadline = Some(wire_free + SimDuration::from_ps(dir.replay_ps));
-                }
-                match dir.replay_deadline {
-                    None => return,
-                    Some(t) if t > now => {
-                        dir.replay_armed = true;
+                match dir.replay.fire(now, wire_free) {
+                    Ok(false) => return,
+                    Err(t) => {
                         cx.schedule_at(t, Ev::ReplayTimer(d));
                         return;
                     }
-                    Some(_) => {}
+                    Ok(true) => {}
                 }
                 let dir = &mut self.dirs[d as usize];
-                dir.replay_deadline = None;
                 if !dir.replay.is_empty() {
                     dir.counters.replay_timeouts += 1;
                     self.start_replay(d, cx);

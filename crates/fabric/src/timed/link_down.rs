@@ -291,8 +291,7 @@ impl Engine {
         for (_, id) in queued {
             self.tlp_at_down_link(x, id, cx);
         }
-        let replay: Vec<(u32, u32)> = self.dirs[xi].replay.drain(..).collect();
-        self.dirs[xi].replay_held = 0;
+        let replay = self.dirs[xi].replay.clear();
         for (_, id) in replay {
             self.release(id);
         }
@@ -310,10 +309,6 @@ impl Engine {
         }
         let dir = &mut self.dirs[xi];
         dir.dllq.clear();
-        dir.replay_pos = None;
-        dir.replay_deadline = None;
-        dir.replay_num = 0;
-        dir.next_seq = 0;
         dir.rx_seq = Default::default();
         dir.rx_ack_pending = false;
         dir.tx_fc = Default::default();
