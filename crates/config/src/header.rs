@@ -375,6 +375,12 @@ fn common(cs: &mut ConfigSpace, ids: Ids, header_type: u8) {
     cs.define(reg::INT_LINE, 1, 0xff, Access::Rw, 0);
 }
 
+/// Subsystem Vendor ID and Subsystem ID (read-only) of a Type 0 header.
+fn define_subsystem(cs: &mut ConfigSpace, vendor: u16, id: u16) {
+    cs.define(reg::SUBSYSTEM_VENDOR, 2, 0xffff, Access::Ro, vendor as u32);
+    cs.define(reg::SUBSYSTEM_ID, 2, 0xffff, Access::Ro, id as u32);
+}
+
 fn install_bars(
     cs: &mut ConfigSpace,
     bars: &[Option<Bar>],
@@ -482,20 +488,7 @@ impl Type0 {
             if self.multi_function { 0x80 } else { 0 },
         );
         install_bars(&mut cs, &self.bars, 6)?;
-        cs.define(
-            reg::SUBSYSTEM_VENDOR,
-            2,
-            0xffff,
-            Access::Ro,
-            self.subsystem_vendor as u32,
-        );
-        cs.define(
-            reg::SUBSYSTEM_ID,
-            2,
-            0xffff,
-            Access::Ro,
-            self.subsystem_id as u32,
-        );
+        define_subsystem(&mut cs, self.subsystem_vendor, self.subsystem_id);
         install_rom(&mut cs, reg::ROM0, self.rom_size)?;
         cs.define(
             reg::INT_PIN,
@@ -554,20 +547,7 @@ impl VfHeader {
         cs.define(reg::COMMAND, 2, 0xffff, Access::RsvdP, 0);
         cs.define(reg::COMMAND, 2, command::BUS_MASTER as u32, Access::Rw, 0);
         cs.define(reg::INT_LINE, 1, 0xff, Access::Ro, 0);
-        cs.define(
-            reg::SUBSYSTEM_VENDOR,
-            2,
-            0xffff,
-            Access::Ro,
-            self.subsystem_vendor as u32,
-        );
-        cs.define(
-            reg::SUBSYSTEM_ID,
-            2,
-            0xffff,
-            Access::Ro,
-            self.subsystem_id as u32,
-        );
+        define_subsystem(&mut cs, self.subsystem_vendor, self.subsystem_id);
         cs
     }
 }

@@ -1632,27 +1632,29 @@ impl Engine {
         Ok(self.launch(t, (path, hops, dest), cx))
     }
 
-    /// Sends `t` on its route as it is (no poisoning or ECRC marking at the source):
-    /// the TLP's id.
+    /// Puts routed TLP `t` in the pool at the start of its route: its id.
     #[inline(always)]
-    pub(crate) fn launch(
-        &mut self,
-        mut t: Tlp,
-        route: Route,
-        cx: &mut Context<'_, PackedEv>,
-    ) -> u32 {
-        let (path, hops, dest) = route;
+    pub(crate) fn place(&mut self, mut t: Tlp, (path, hops, dest): Route) -> u32 {
         t.path = path;
         t.hops = hops;
         t.at = 0;
         t.dest = Self::fix_dest(dest, t.addr);
         t.refs = 1;
         t.ingress = NONE;
-        let id = self.alloc_tlp(t);
+        self.alloc_tlp(t)
+    }
+
+    /// Sends `t` on its route as it is (no poisoning or ECRC marking at the source):
+    /// the TLP's id.
+    #[inline(always)]
+    pub(crate) fn launch(&mut self, t: Tlp, route: Route, cx: &mut Context<'_, PackedEv>) -> u32 {
+        let hops = route.1;
+        let path0 = route.0[0];
+        let id = self.place(t, route);
         if hops == 0 {
             cx.schedule_now(Ev::Consume(id));
         } else {
-            self.enqueue(path[0], id, cx);
+            self.enqueue(path0, id, cx);
         }
         id
     }

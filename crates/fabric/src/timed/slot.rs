@@ -5,7 +5,7 @@
 //! [`Engine::call_ep_fn`], which applies the commands the model gave afterwards.
 
 use super::endpoint::{Endpoint, EpCmd, EpCx, Incoming};
-use super::engine::{Dest, DmaDir, DmaOp, Engine, Ev, Kind, NodeKind, Tlp, NONE};
+use super::engine::{Dest, DmaDir, DmaOp, Engine, Ev, Kind, NodeKind, Tlp};
 use super::fault::FaultKind;
 use super::packed::PackedEv;
 use super::poison::Poison;
@@ -474,15 +474,9 @@ impl Engine {
         let cycles = ep.timing.request_cycles as u64 + ep.timing.data_cycles(bytes);
         let at = ep.tx_free.max(cx.now()) + ep.timing.time(cycles);
         ep.tx_free = at;
-        let (path, hops, dest) = self.route(origin, t.kind, t.addr, dest_id)?;
-        self.at_source(origin, &mut t, (hops > 0).then_some(path[0]));
-        t.path = path;
-        t.hops = hops;
-        t.at = 0;
-        t.dest = Self::fix_dest(dest, t.addr);
-        t.refs = 1;
-        t.ingress = NONE;
-        let id = self.alloc_tlp(t);
+        let route = self.route(origin, t.kind, t.addr, dest_id)?;
+        self.at_source(origin, &mut t, (route.1 > 0).then_some(route.0[0]));
+        let id = self.place(t, route);
         cx.schedule_at(at, Ev::HostSend(id));
         Ok(id)
     }
