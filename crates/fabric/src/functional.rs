@@ -999,7 +999,7 @@ impl Fabric {
     /// undefined in the specification); when it is clear, removes them. VF `i` has
     /// Routing ID PF + First VF Offset + `i` × VF Stride; a VF whose Routing ID would
     /// leave the PF's bus (or land on another function) is not created.
-    fn sync_vfs(&mut self, f: FnId) {
+    pub(crate) fn sync_vfs(&mut self, f: FnId) {
         let func = &self.functions[f.0 as usize];
         let Some(s) = func.sriov.as_ref() else {
             return;

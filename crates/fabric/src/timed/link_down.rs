@@ -397,6 +397,19 @@ impl Engine {
                 }
             }
         }
+        // The reset cleared VF Enable: the PFs' VFs go, as after a Function Level
+        // Reset (VFs are created after every other function, so no other ID moves).
+        let pfs: Vec<FnId> = funcs
+            .iter()
+            .copied()
+            .filter(|f| self.fabric.functions[f.0 as usize].sriov.is_some())
+            .collect();
+        if !pfs.is_empty() {
+            for pf in pfs {
+                self.fabric.sync_vfs(pf);
+            }
+            self.invalidate_routes();
+        }
     }
 
     /// A memory request for `addr` that nothing claims (the device is gone) but whose

@@ -788,3 +788,40 @@ fn the_pf_and_the_vfs_reach_each_other_on_their_bus() {
     // A VF's request for its own BAR is not claimed on the bus by itself.
     assert!(fabric.route_memory(Origin::Function(vfs[1]), a1).is_err());
 }
+
+/// A link that goes down resets the device below it: VF Enable is cleared, so the
+/// VFs go (as after a Function Level Reset of the PF), and the simulator's view of the
+/// device's functions follows.
+#[test]
+fn a_reset_below_a_link_that_went_down_removes_the_vfs() {
+    use pcielab_fabric::timed::{FabricSim, SimConfig};
+    use pcielab_sim::SimDuration;
+    let text = std::fs::read_to_string(crate::common::examples_dir().join("sriov-4vf.toml"))
+        .expect("readable");
+    let reg = KindRegistry::builtin();
+    let topo = Topology::parse(&text, "sriov-4vf.toml", &reg).unwrap();
+    let mut sim = FabricSim::new(&topo, &reg, SimConfig::default()).unwrap();
+    let (pf, _, _) = pf_of(sim.fabric());
+    let vf0 = sim.fabric().bdf(sim.fabric().vfs_of(pf)[0]);
+    let vf0_bar = sim.tree().get(vf0).unwrap().bars[0].address;
+    let name = topo
+        .nodes
+        .iter()
+        .find(|n| n.kind == "psmem")
+        .unwrap()
+        .name
+        .clone();
+    sim.run_for(SimDuration::from_us(5));
+    sim.link_down(&name).unwrap();
+    sim.run_for(SimDuration::from_us(50));
+    sim.link_up(&name).unwrap();
+    sim.run_for(SimDuration::from_ms(1));
+    assert!(sim.fabric().vfs_of(pf).is_empty(), "the VFs are gone");
+    assert_eq!(sim.fabric().function_at(vf0), None);
+    // Their BAR space is nobody's now.
+    let r = sim.mmio_read(vf0_bar, 4);
+    assert!(
+        !matches!(r, Ok(pcielab_fabric::timed::HostRead::Done { .. })),
+        "{r:?}"
+    );
+}
