@@ -880,20 +880,13 @@ fn enumerate_rows(ctx: &Ctx, cap: &mut Option<SimCapture>) -> Result<Vec<Value>,
     if let Some(c) = cap.as_mut() {
         end_run(&mut sim, c)?;
     }
-    // SR-IOV VFs were enabled when the simulator was built (through ECAM); this second
-    // enumeration does not enable them again, so the trees are compared without them.
-    let ecam_fns: Vec<_> = ecam
-        .functions
-        .iter()
-        .filter(|f| f.vf_of.is_none())
-        .collect();
-    let vfs = ecam.functions.len() - ecam_fns.len();
-    let same = tree.functions.len() == ecam_fns.len()
-        && tree
-            .functions
-            .iter()
-            .zip(&ecam_fns)
-            .all(|(a, b)| (a.bdf, &a.bars, a.buses) == (b.bdf, &b.bars, b.buses));
+    // The whole tree, SR-IOV VFs included (this enumeration disables and enables
+    // them again, as Linux does when sriov_numvfs is written anew).
+    let same =
+        tree.functions.len() == ecam.functions.len()
+            && tree.functions.iter().zip(&ecam.functions).all(|(a, b)| {
+                (a.bdf, &a.bars, a.buses, a.vf_of) == (b.bdf, &b.bars, b.buses, b.vf_of)
+            });
     let mut rows: Vec<Value> = tree
         .functions
         .iter()
@@ -928,11 +921,6 @@ fn enumerate_rows(ctx: &Ctx, cap: &mut Option<SimCapture>) -> Result<Vec<Value>,
         "time_us": took.as_ps() as f64 / 1e6,
         "same_as_ecam": same,
     }));
-    if vfs > 0 {
-        if let Some(last) = rows.last_mut() {
-            last["vfs_not_compared"] = json!(vfs);
-        }
-    }
     Ok(rows)
 }
 
@@ -1136,12 +1124,6 @@ fn fmt_table(rows: &[Value]) -> String {
                 "NO"
             }
         ));
-        if let Some(n) = r["vfs_not_compared"].as_u64() {
-            s.push_str(&format!(
-                "(without the {n} SR-IOV VFs enumeration enabled through ECAM when the \
-                 simulator was built: this enumeration does not enable VFs again)\n"
-            ));
-        }
     }
     let lat: Vec<&Value> = rows
         .iter()

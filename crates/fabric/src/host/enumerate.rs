@@ -864,7 +864,10 @@ impl<B: HostBus> Host<'_, B> {
             }
             let mut ctl = self.r16(bdf, cap + sriov::CONTROL);
             if ctl & sriov::VF_ENABLE != 0 {
-                return Err(err("VF Enable is already set".into()));
+                // Enabled before (software enumerating again): disable them first, as
+                // Linux does before it changes sriov_numvfs.
+                ctl &= !(sriov::VF_ENABLE | sriov::VF_MSE);
+                self.w16(bdf, cap + sriov::CONTROL, ctl);
             }
             // ARI, as Linux does: ARI Forwarding in the port above when it supports it,
             // and then ARI Capable Hierarchy in the PF (before NumVFs: it may change

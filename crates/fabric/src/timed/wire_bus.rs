@@ -121,6 +121,16 @@ impl HostBus for WireBus<'_> {
         self.stats.memory_writes += 1;
         self.sim.mmio_write(addr, data).map_err(|e| e.to_string())
     }
+    /// The `vfs` key of the PF's node: what the host program was asked to enable (on
+    /// Linux, what a user writes to `sriov_numvfs`), read from the topology, not from
+    /// the device.
+    fn requested_vfs(&mut self, pf: Bdf) -> u16 {
+        let fabric = self.sim.fabric();
+        fabric
+            .function_at(pf)
+            .and_then(|f| fabric.functions[f.0 as usize].sriov.as_ref())
+            .map_or(0, |s| s.requested)
+    }
     fn mem_read(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), String> {
         self.stats.memory_reads += 1;
         let mut done = 0usize;
