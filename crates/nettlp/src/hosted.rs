@@ -3,11 +3,16 @@
 //!
 //! Host reads and writes that fall in the device's BAR (NetTLP exposes one, BAR4, at
 //! the adapter's address) are handed to the model with a [`Cx`] whose clock is the
-//! wall clock since the handler was made. What a model asks for through its context
-//! (DMA, interrupts, timers) is not carried out by this runtime yet: each such command
-//! is counted in [`ModelHandler::commands_dropped`] and the last one is kept for the
-//! error report ([`ModelHandler::last_dropped`]), never lost silently. A completer
-//! device such as psmem needs none.
+//! wall clock since the handler was made.
+//!
+//! With a NetTLP [`Device`] ([`ModelHandler::with_device`]) the runtime carries out the
+//! model's DMA reads and writes over UDP (the `device` module's library, split and
+//! reassembled as on hardware) and calls `dma_done` with the result, and sends MSI-X
+//! vectors as memory writes to the table the adapter reported. The calls happen in
+//! the server thread that got the request, one model call at a time. What the runtime
+//! does not carry out (timers, other messages; DMA without a device) is counted in
+//! [`ModelHandler::commands_dropped`] and the last such command kept
+//! ([`ModelHandler::last_dropped`]): never lost silently.
 //!
 //! ```
 //! use pcielab_device::{PsMem, PsMemLayout};
@@ -22,6 +27,8 @@
 //! assert!(h.read(0x2_0000_1000, &mut b).is_err()); // outside the BAR
 //! ```
 
+use crate::device::Device;
+use crate::frame::MsixEntry;
 use crate::handler::Handler;
 use pcielab_device::{Command, Cx, DeviceModel, ReadReply};
 use pcielab_sim::{Rng, SimTime};
@@ -51,6 +58,7 @@ pub struct ModelHandler<M> {
     start: Instant,
     requester: Bdf,
     dropped: AtomicU64,
+    device: Option<(Device, Vec<MsixEntry>)>,
 }
 
 impl<M: DeviceModel + Send + 'static> ModelHandler<M> {
@@ -71,7 +79,17 @@ impl<M: DeviceModel + Send + 'static> ModelHandler<M> {
             start: Instant::now(),
             requester: Bdf::default(),
             dropped: AtomicU64::new(0),
+            device: None,
         }
+    }
+
+    /// Carries out the model's DMA over `device` and its MSI-X vectors with `msix`
+    /// (the table the adapter reports: `client::get_msix_table`). The model's requester
+    /// ID is the device's.
+    pub fn with_device(mut self, device: Device, msix: &[MsixEntry]) -> Self {
+        self.requester = device.config().requester;
+        self.device = Some((device, msix.to_vec()));
+        self
     }
 
     /// The device's requester ID as the model sees it ([`Cx::bdf`]).
@@ -119,17 +137,60 @@ impl<M: DeviceModel + Send + 'static> ModelHandler<M> {
             );
             f(&mut h.model, &mut cx)
         };
-        if let Some(last) = h
-            .cmds
-            .drain(..)
-            .inspect(|_| {
-                self.dropped.fetch_add(1, Ordering::Relaxed);
-            })
-            .last()
-        {
-            h.last_dropped = Some(last);
-        }
+        self.carry_out(h, now);
         r
+    }
+
+    /// Carries out the commands the model gave (and those its `dma_done` calls give).
+    fn carry_out(&self, h: &mut Hosted<M>, now: SimTime) {
+        let mut todo: std::collections::VecDeque<Command> = h.cmds.drain(..).collect();
+        while let Some(c) = todo.pop_front() {
+            let done = match (&self.device, c) {
+                (Some((dev, _)), Command::DmaRead { id, addr, len, .. }) => {
+                    let mut buf = vec![0u8; len as usize];
+                    let ok = dev.dma_read(addr, &mut buf).is_ok();
+                    Some((id, ok, buf))
+                }
+                (Some((dev, _)), Command::DmaWrite { id, addr, data, .. }) => {
+                    let ok = dev.dma_write(addr, &data).is_ok();
+                    Some((id, ok, Vec::new()))
+                }
+                (Some((dev, table)), Command::Msix(v)) => {
+                    match table.get(v as usize) {
+                        Some(e) => {
+                            if dev.dma_write(e.addr, &e.data.to_le_bytes()).is_err() {
+                                self.drop_command(h, Command::Msix(v));
+                            }
+                        }
+                        None => self.drop_command(h, Command::Msix(v)),
+                    }
+                    None
+                }
+                // A device of one function: acting as it changes nothing.
+                (_, Command::As(0)) => None,
+                (_, other) => {
+                    self.drop_command(h, other);
+                    None
+                }
+            };
+            if let Some((id, ok, data)) = done {
+                let mut cx = Cx::new(
+                    now,
+                    (0, self.requester),
+                    &mut h.cmds,
+                    (&mut h.next_dma, &mut h.rng),
+                    None,
+                    &mut h.spare,
+                );
+                h.model.dma_done(id, ok, &data, &mut cx);
+                todo.extend(h.cmds.drain(..));
+            }
+        }
+    }
+
+    fn drop_command(&self, h: &mut Hosted<M>, c: Command) {
+        self.dropped.fetch_add(1, Ordering::Relaxed);
+        h.last_dropped = Some(c);
     }
 }
 

@@ -274,3 +274,78 @@ fn device_model_served_over_nettlp() {
     assert_eq!(h.commands_dropped(), 0);
     server.stop();
 }
+
+/// A model that acts over NetTLP: a write of an address to its BAR makes it read 64
+/// bytes of host memory there (DMA read), write them 4 KiB further on (DMA write) and
+/// raise MSI-X vector 0. `ModelHandler::with_device` carries all of it out over UDP.
+#[test]
+fn a_device_models_dma_and_msix_run_over_nettlp() {
+    use pcielab_device::{Cx, DeviceModel, DmaId};
+    use pcielab_nettlp::hosted::ModelHandler;
+    #[derive(Debug, Default)]
+    struct Copy64 {
+        to: u64,
+        read: Option<DmaId>,
+    }
+    impl DeviceModel for Copy64 {
+        fn mem_write(&mut self, _bar: u8, _off: u64, data: &[u8], cx: &mut Cx<'_>) {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&data[..8]);
+            let from = u64::from_le_bytes(a);
+            self.to = from + 4096;
+            self.read = Some(cx.dma_read(from, 64));
+        }
+        fn dma_done(&mut self, id: DmaId, ok: bool, data: &[u8], cx: &mut Cx<'_>) {
+            assert!(ok, "DMA {id:?} failed");
+            if Some(id) == self.read {
+                let mut buf = cx.buffer(64);
+                buf.extend_from_slice(data);
+                cx.dma_write(self.to, buf);
+            } else {
+                cx.msix(0);
+            }
+        }
+    }
+    let _g = lock();
+    let a = adapter(|c| c.mmio_timeout = Duration::from_millis(300));
+    crate::fill(&a, 0x10000, 64);
+    let table = a.config().msix;
+    let h = Arc::new(
+        ModelHandler::new(Copy64::default(), 4, a.config().bar4, 4096)
+            .with_device(device(|_| {}), &table),
+    );
+    let server = serve(
+        ServeConfig {
+            adapter: ad_ip(),
+            local: dev_ip(),
+            threads: 1,
+            ..Default::default()
+        },
+        h.clone(),
+    )
+    .expect("serve");
+    a.take_interrupts();
+    a.mmio_write(0, &0x10000u64.to_le_bytes())
+        .expect("doorbell");
+    let mut got = [0u8; 64];
+    assert!(
+        crate::wait_until(Duration::from_secs(2), || {
+            a.memory().read(0x11000, &mut got);
+            got.iter()
+                .enumerate()
+                .all(|(i, &b)| b == crate::pattern(0x10000 + i as u64))
+        }),
+        "the copy arrived"
+    );
+    let mut irqs = Vec::new();
+    assert!(
+        crate::wait_until(Duration::from_secs(2), || {
+            irqs.extend(a.take_interrupts());
+            !irqs.is_empty()
+        }),
+        "MSI-X vector 0 arrived"
+    );
+    assert_eq!((irqs[0].addr, irqs[0].data), (table[0].addr, table[0].data));
+    assert_eq!(h.commands_dropped(), 0, "{:?}", h.last_dropped());
+    server.stop();
+}
