@@ -76,6 +76,7 @@ mod raw;
 mod rc;
 mod saved_config;
 mod slot;
+mod switch;
 mod trace;
 mod vendor;
 mod wire_bus;
