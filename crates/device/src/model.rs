@@ -198,8 +198,7 @@ pub struct Cx<'a> {
     acting: u16,
     emitted: u16,
     cmds: &'a mut Vec<Command>,
-    next_dma: &'a mut u64,
-    rng: &'a mut Rng,
+    state: &'a mut DeviceState,
     config: Option<&'a mut pcielab_config::ConfigSpace>,
     spare: &'a mut Vec<Vec<u8>>,
 }
@@ -217,13 +216,14 @@ pub struct DeviceState {
 impl<'a> Cx<'a> {
     /// For hosts: the context of one call to a device at time `now`, about function
     /// `function` (0 for a single-function device) whose requester ID is `bdf` and
-    /// whose configuration space is `config`. Commands go to `cmds`; `spare` holds
-    /// buffers the host can hand out again ([`Cx::buffer`]).
+    /// whose configuration space is `config`. Commands go to `cmds`; `state` is the
+    /// device's (one per device, kept from call to call); `spare` holds buffers the
+    /// host can hand out again ([`Cx::buffer`]).
     pub fn new(
         now: SimTime,
         (function, bdf): (u16, Bdf),
         cmds: &'a mut Vec<Command>,
-        state: (&'a mut u64, &'a mut Rng),
+        state: &'a mut DeviceState,
         config: Option<&'a mut pcielab_config::ConfigSpace>,
         spare: &'a mut Vec<Vec<u8>>,
     ) -> Cx<'a> {
@@ -234,8 +234,7 @@ impl<'a> Cx<'a> {
             acting: function,
             emitted: function,
             cmds,
-            next_dma: state.0,
-            rng: state.1,
+            state,
             config,
             spare,
         }
@@ -270,7 +269,7 @@ impl Cx<'_> {
     /// let (mut cmds, mut spare) = (Vec::new(), Vec::new());
     /// let mut st = DeviceState { next_dma: 0, rng: Rng::new(1) };
     /// let bdf = Bdf::new(1, 0, 0).unwrap();
-    /// let mut cx = Cx::new(SimTime::ZERO, (0, bdf), &mut cmds, (&mut st.next_dma, &mut st.rng), None, &mut spare);
+    /// let mut cx = Cx::new(SimTime::ZERO, (0, bdf), &mut cmds, &mut st, None, &mut spare);
     /// cx.msix(0); // function 0's vector 0
     /// cx.act_as(2);
     /// cx.msix(0); // function 2's vector 0
@@ -300,11 +299,11 @@ impl Cx<'_> {
     }
     /// The device's seeded RNG stream.
     pub fn rng(&mut self) -> &mut Rng {
-        self.rng
+        &mut self.state.rng
     }
     fn dma_id(&mut self) -> DmaId {
-        let id = DmaId(*self.next_dma);
-        *self.next_dma += 1;
+        let id = DmaId(self.state.next_dma);
+        self.state.next_dma += 1;
         id
     }
     /// Reads `len` bytes of host (or peer) memory at `addr`; [`DeviceModel::dma_done`]

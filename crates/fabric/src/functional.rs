@@ -443,8 +443,7 @@ pub struct Fabric {
 #[derive(Debug)]
 struct Scratch {
     cmds: Vec<pcielab_device::Command>,
-    next_dma: u64,
-    rng: pcielab_sim::Rng,
+    state: pcielab_device::DeviceState,
     spare: Vec<Vec<u8>>,
     dropped: u64,
 }
@@ -538,8 +537,10 @@ impl Fabric {
             devices: topo.nodes.iter().map(|_| None).collect(),
             scratch: Scratch {
                 cmds: Vec::new(),
-                next_dma: 0,
-                rng: pcielab_sim::Rng::new(0),
+                state: pcielab_device::DeviceState {
+                    next_dma: 0,
+                    rng: pcielab_sim::Rng::new(0),
+                },
                 spare: Vec::new(),
                 dropped: 0,
             },
@@ -1521,14 +1522,13 @@ impl Fabric {
                 bar,
                 offset,
             } => {
-                let bdf = self.bdf(function);
                 let func = &mut self.functions[function.0 as usize];
                 if func.msix.as_ref().is_some_and(|m| m.read(bar, offset, buf)) {
                     return Ok(());
                 }
                 match self.call_device(function, |m, cx| m.mem_read(bar, offset, buf, cx)) {
                     Some(ReadReply::Now) => Ok(()),
-                    _ => Err(RouteError::Refused(bdf)),
+                    _ => Err(RouteError::Refused(self.bdf(function))),
                 }
             }
         }
@@ -1569,7 +1569,6 @@ impl Fabric {
                 bar,
                 offset,
             } => {
-                let bdf = self.bdf(function);
                 let func = &mut self.functions[function.0 as usize];
                 if func
                     .msix
@@ -1583,7 +1582,7 @@ impl Fabric {
                     return Ok(());
                 }
                 self.call_device(function, |m, cx| m.mem_write(bar, offset, data, cx))
-                    .ok_or(RouteError::Refused(bdf))
+                    .ok_or_else(|| RouteError::Refused(self.bdf(function)))
             }
         }
     }
@@ -1687,7 +1686,7 @@ impl Fabric {
             pcielab_sim::SimTime::ZERO,
             (index, bdf),
             &mut sc.cmds,
-            (&mut sc.next_dma, &mut sc.rng),
+            &mut sc.state,
             Some(&mut func.config),
             &mut sc.spare,
         );

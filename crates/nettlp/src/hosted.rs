@@ -30,7 +30,7 @@
 use crate::device::Device;
 use crate::frame::MsixEntry;
 use crate::handler::Handler;
-use pcielab_device::{Command, Cx, DeviceModel, ReadReply};
+use pcielab_device::{Command, Cx, DeviceModel, DeviceState, ReadReply};
 use pcielab_sim::{Rng, SimTime};
 use pcielab_wire::{Bdf, CplStatus};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -40,8 +40,7 @@ use std::time::Instant;
 #[derive(Debug)]
 struct Hosted<M> {
     model: M,
-    next_dma: u64,
-    rng: Rng,
+    state: DeviceState,
     cmds: Vec<Command>,
     spare: Vec<Vec<u8>>,
     last_dropped: Option<Command>,
@@ -67,8 +66,10 @@ impl<M: DeviceModel + Send + 'static> ModelHandler<M> {
         ModelHandler {
             inner: Mutex::new(Hosted {
                 model,
-                next_dma: 0,
-                rng: Rng::new(0x6e65_7474_6c70),
+                state: DeviceState {
+                    next_dma: 0,
+                    rng: Rng::new(0x6e65_7474_6c70),
+                },
                 cmds: Vec::new(),
                 spare: Vec::new(),
                 last_dropped: None,
@@ -126,19 +127,27 @@ impl<M: DeviceModel + Send + 'static> ModelHandler<M> {
         let now = SimTime::from_ps(self.start.elapsed().as_nanos() as u64 * 1000);
         let mut g = self.lock();
         let h = &mut *g;
-        let r = {
-            let mut cx = Cx::new(
-                now,
-                (0, self.requester),
-                &mut h.cmds,
-                (&mut h.next_dma, &mut h.rng),
-                None,
-                &mut h.spare,
-            );
-            f(&mut h.model, &mut cx)
-        };
+        let r = self.invoke(h, now, f);
         self.carry_out(h, now);
         r
+    }
+
+    /// Calls the model with a context at `now`; its commands are left in `h.cmds`.
+    fn invoke<R>(
+        &self,
+        h: &mut Hosted<M>,
+        now: SimTime,
+        f: impl FnOnce(&mut M, &mut Cx<'_>) -> R,
+    ) -> R {
+        let mut cx = Cx::new(
+            now,
+            (0, self.requester),
+            &mut h.cmds,
+            &mut h.state,
+            None,
+            &mut h.spare,
+        );
+        f(&mut h.model, &mut cx)
     }
 
     /// Carries out the commands the model gave (and those its `dma_done` calls give).
@@ -174,15 +183,7 @@ impl<M: DeviceModel + Send + 'static> ModelHandler<M> {
                 }
             };
             if let Some((id, ok, data)) = done {
-                let mut cx = Cx::new(
-                    now,
-                    (0, self.requester),
-                    &mut h.cmds,
-                    (&mut h.next_dma, &mut h.rng),
-                    None,
-                    &mut h.spare,
-                );
-                h.model.dma_done(id, ok, &data, &mut cx);
+                self.invoke(h, now, |m, cx| m.dma_done(id, ok, &data, cx));
                 todo.extend(h.cmds.drain(..));
             }
         }

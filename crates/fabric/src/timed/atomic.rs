@@ -46,7 +46,7 @@ use pcielab_config::caps::{
     DEVCAP2_CAS_COMPLETER_128, DEVCTL2_ATOMIC_EGRESS_BLOCKING, DEVCTL2_ATOMIC_REQUESTER,
 };
 use pcielab_config::ext_caps::AER_UNCORR_ATOMIC_BLOCKED;
-pub use pcielab_device::AtomicOp;
+use pcielab_device::AtomicOp;
 use pcielab_sim::Context;
 use pcielab_wire::tlp::{MemHeader, MemOp, TlpHeader, TlpRepr};
 use pcielab_wire::{ByteEnables, CplStatus, Tag};

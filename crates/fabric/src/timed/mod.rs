@@ -590,9 +590,11 @@ impl FabricSim {
                             ops: Vec::new(),
                             free_ops: Vec::new(),
                             read_queue: VecDeque::new(),
-                            next_dma: 0,
                             tickets: HashMap::new(),
-                            rng: root_rng.fork(i as u64 + 1),
+                            state: pcielab_device::DeviceState {
+                                next_dma: 0,
+                                rng: root_rng.fork(i as u64 + 1),
+                            },
                             up_dir: 0,
                             intx_sent: false,
                             timeout_armed: false,

@@ -10,7 +10,7 @@ use super::fault::FaultKind;
 use super::packed::PackedEv;
 use super::poison::Poison;
 use crate::functional::{FnId, Origin, RouteError};
-use pcielab_sim::{Context, EventKey, Rng, SimDuration, SimTime};
+use pcielab_sim::{Context, EventKey, SimDuration, SimTime};
 use pcielab_wire::{Bdf, CplStatus};
 use std::collections::{HashMap, VecDeque};
 
@@ -32,10 +32,10 @@ pub(crate) struct EpState {
     pub ops: Vec<DmaOp>,
     pub free_ops: Vec<u32>,
     pub read_queue: VecDeque<u32>,
-    pub next_dma: u64,
+    /// The model's own state that its context carries (DMA numbers, RNG stream).
+    pub state: pcielab_device::DeviceState,
     /// ticket → (requester, tag, address, length, request kind, completing function)
     pub tickets: HashMap<u64, (Bdf, u16, u64, u32, Kind, u16)>,
-    pub rng: Rng,
     pub up_dir: u16,
     /// A completion-timeout sweep is pending.
     pub timeout_armed: bool,
@@ -114,7 +114,7 @@ impl Engine {
                 cx.now(),
                 (index, bdf),
                 &mut cmds,
-                (&mut ep.next_dma, &mut ep.rng),
+                &mut ep.state,
                 config,
                 &mut self.spare_bufs,
             );

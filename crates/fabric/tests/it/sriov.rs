@@ -18,6 +18,18 @@ use pcielab_wire::tlp::TlpRepr;
 use pcielab_wire::types::CplStatus;
 use pcielab_wire::{Bdf, ByteEnables, Tag};
 
+/// The `sriov-4vf` example topology and a simulator built from it with `cfg`.
+fn sriov_4vf_sim(
+    cfg: pcielab_fabric::timed::SimConfig,
+) -> (Topology, pcielab_fabric::timed::FabricSim) {
+    let text = std::fs::read_to_string(crate::common::examples_dir().join("sriov-4vf.toml"))
+        .expect("readable");
+    let reg = KindRegistry::builtin();
+    let topo = Topology::parse(&text, "sriov-4vf.toml", &reg).unwrap();
+    let sim = pcielab_fabric::timed::FabricSim::new(&topo, &reg, cfg).unwrap();
+    (topo, sim)
+}
+
 fn pf_of(fabric: &Fabric) -> (FnId, Bdf, u16) {
     let pf = (0..fabric.functions.len() as u32)
         .map(FnId)
@@ -505,11 +517,7 @@ fn the_vfs_key_and_its_errors() {
 #[test]
 fn in_the_timed_simulator_each_vf_has_its_own_bar() {
     use pcielab_fabric::timed::{FabricSim, HostRead, SimConfig};
-    let text = std::fs::read_to_string(crate::common::examples_dir().join("sriov-4vf.toml"))
-        .expect("readable");
-    let reg = KindRegistry::builtin();
-    let topo = Topology::parse(&text, "sriov-4vf.toml", &reg).unwrap();
-    let mut sim = FabricSim::new(&topo, &reg, SimConfig::default()).unwrap();
+    let (_, mut sim) = sriov_4vf_sim(SimConfig::default());
     let (pf, pfb, _) = pf_of(sim.fabric());
     let vfs = sim.fabric().vfs_of(pf).to_vec();
     assert_eq!(vfs.len(), 4);
@@ -541,7 +549,7 @@ fn in_the_timed_simulator_each_vf_has_its_own_bar() {
 /// request carries the VF's requester ID, and every completion comes back to it.
 #[test]
 fn each_vf_dmas_with_its_own_requester_id() {
-    use pcielab_fabric::timed::{DmaId, Endpoint, EpCx, FabricSim, SimConfig, TraceKind};
+    use pcielab_fabric::timed::{DmaId, Endpoint, EpCx, SimConfig, TraceKind};
     use std::cell::RefCell;
     use std::rc::Rc;
     /// (function index, its requester ID as the model saw it, DMA ok, first byte).
@@ -569,15 +577,11 @@ fn each_vf_dmas_with_its_own_requester_id() {
                 .push((func, bdf, ok, data.first().copied().unwrap_or(0)));
         }
     }
-    let text = std::fs::read_to_string(crate::common::examples_dir().join("sriov-4vf.toml"))
-        .expect("readable");
-    let reg = KindRegistry::builtin();
-    let topo = Topology::parse(&text, "sriov-4vf.toml", &reg).unwrap();
     let cfg = SimConfig {
         trace: true,
         ..SimConfig::default()
     };
-    let mut sim = FabricSim::new(&topo, &reg, cfg).unwrap();
+    let (topo, mut sim) = sriov_4vf_sim(cfg);
     let (pf, pfb, _) = pf_of(sim.fabric());
     let vfs = sim.fabric().vfs_of(pf).to_vec();
     let vf_bdfs: Vec<Bdf> = vfs.iter().map(|&f| sim.fabric().bdf(f)).collect();
@@ -794,13 +798,9 @@ fn the_pf_and_the_vfs_reach_each_other_on_their_bus() {
 /// device's functions follows.
 #[test]
 fn a_reset_below_a_link_that_went_down_removes_the_vfs() {
-    use pcielab_fabric::timed::{FabricSim, SimConfig};
+    use pcielab_fabric::timed::SimConfig;
     use pcielab_sim::SimDuration;
-    let text = std::fs::read_to_string(crate::common::examples_dir().join("sriov-4vf.toml"))
-        .expect("readable");
-    let reg = KindRegistry::builtin();
-    let topo = Topology::parse(&text, "sriov-4vf.toml", &reg).unwrap();
-    let mut sim = FabricSim::new(&topo, &reg, SimConfig::default()).unwrap();
+    let (topo, mut sim) = sriov_4vf_sim(SimConfig::default());
     let (pf, _, _) = pf_of(sim.fabric());
     let vf0 = sim.fabric().bdf(sim.fabric().vfs_of(pf)[0]);
     let vf0_bar = sim.tree().get(vf0).unwrap().bars[0].address;
