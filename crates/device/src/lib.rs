@@ -17,6 +17,7 @@
 mod atomic;
 mod message;
 mod model;
+pub mod nic;
 mod psmem;
 mod reorder;
 mod timing;

@@ -386,6 +386,8 @@ pub mod device_ids {
     pub const PSMEM: u16 = 0x0010;
     /// psmem virtual function.
     pub const PSMEM_VF: u16 = 0x0011;
+    /// The pcie-bench NIC (`nic`).
+    pub const NIC: u16 = 0x0020;
 }
 
 impl KindRegistry {
@@ -530,6 +532,79 @@ impl KindRegistry {
             keys: ps,
             doc: "a memory endpoint: one memory BAR backed by sparse memory, MSI-X",
         });
+        let mut nic = vec![
+            key(
+                "model",
+                KeyType::Choice(&["simple", "batched"]),
+                Some(ParamValue::Str("simple".into())),
+                "pcie-bench's NIC variant: simple (a descriptor read per packet, an interrupt per packet) or batched (82599-like)",
+            ),
+            key(
+                "queues",
+                KeyType::Int { min: 1, max: pcielab_device::nic::MAX_QUEUES as i64 },
+                Some(ParamValue::Int(1)),
+                "queue pairs (each: a transmit and a receive ring, two MSI-X vectors)",
+            ),
+            key(
+                "eth_gbps",
+                KeyType::Int { min: 0, max: 1600 },
+                Some(ParamValue::Int(40)),
+                "Ethernet line rate, Gb/s (0: the MAC takes frames as fast as PCIe brings them)",
+            ),
+            key(
+                "rx",
+                KeyType::Choice(&["off", "line-rate", "saturate", "loopback"]),
+                Some(ParamValue::Str("off".into())),
+                "where received frames come from: none, a line-rate source, as fast as buffers allow, or the NIC's own transmitted frames",
+            ),
+            key(
+                "frame",
+                KeyType::Str,
+                Some(ParamValue::Str("64".into())),
+                "frame size of the receive source, bytes (64..=9018, FCS included) or imix",
+            ),
+            key(
+                "rx_fifo",
+                KeyType::Size {
+                    min: 2048,
+                    max: 1 << 30,
+                    pow2: false,
+                },
+                Some(ParamValue::Int(512 * 1024)),
+                "receive FIFO per queue, bytes: frames wait here for a buffer (a full FIFO drops them; with rx = loopback the MAC pauses at half)",
+            ),
+            key(
+                "tx_desc_fetch",
+                KeyType::Int { min: 1, max: 256 },
+                None,
+                "transmit descriptors per descriptor read (simple: 1, batched: 40)",
+            ),
+            key(
+                "tx_writeback",
+                KeyType::Int { min: 0, max: 256 },
+                None,
+                "transmit descriptors per write-back, 0 for none (simple: 0, batched: 8)",
+            ),
+            key(
+                "irq_every",
+                KeyType::Int { min: 0, max: 1 << 20 },
+                None,
+                "packets per interrupt and path at reset, 0 for none (simple: 1, batched: 32)",
+            ),
+            key(
+                "irq_delay_ns",
+                KeyType::Int { min: 0, max: 1 << 32 },
+                None,
+                "interrupt moderation timer at reset, ns (simple: 0, batched: 100000)",
+            ),
+        ];
+        nic.extend(common_keys(256, device_ids::NIC as i64));
+        r.register(KindSpec {
+            name: "nic",
+            role: KindRole::Endpoint(build_nic),
+            keys: nic,
+            doc: "the NIC of pcie-bench: descriptor rings in host memory, doorbells, MSI-X per queue, an Ethernet MAC",
+        });
         r
     }
 
@@ -554,6 +629,118 @@ impl KindRegistry {
     pub fn names(&self) -> Vec<&'static str> {
         self.kinds.iter().map(|k| k.name).collect()
     }
+}
+
+/// The settings of a `nic` node.
+pub fn nic_config(p: &Params) -> Result<pcielab_device::nic::NicConfig, KindError> {
+    use pcielab_device::nic::{Ethernet, FrameSizes, NicConfig, RxSource};
+    let queues = p.int("queues").unwrap_or(1) as u16;
+    let mut c = match p.str("model").unwrap_or("simple") {
+        "batched" => NicConfig::batched(queues),
+        _ => NicConfig::simple(queues),
+    };
+    if let Some(v) = p.int("tx_desc_fetch") {
+        c.tx_desc_fetch = v as u32;
+    }
+    if let Some(v) = p.int("rx_fifo") {
+        c.rx_fifo = v as u64;
+    }
+    if let Some(v) = p.int("tx_writeback") {
+        c.tx_writeback = v as u32;
+    }
+    if let Some(v) = p.int("irq_every") {
+        c.irq_every = v as u32;
+    }
+    if let Some(v) = p.int("irq_delay_ns") {
+        c.irq_delay = pcielab_sim::SimDuration::from_ns(v as u64);
+    }
+    let eth = p.int("eth_gbps").unwrap_or(40);
+    c.eth = if eth == 0 {
+        None
+    } else {
+        Some(Ethernet::new(eth as f64).map_err(|e| KindError::key("eth_gbps", e))?)
+    };
+    let sizes = FrameSizes::parse(p.str("frame").unwrap_or("64"))
+        .map_err(|e| KindError::key("frame", e))?;
+    c.rx_source = match p.str("rx").unwrap_or("off") {
+        "line-rate" => {
+            if c.eth.is_none() {
+                return Err(KindError::key(
+                    "rx",
+                    "a line-rate source needs a line rate: eth_gbps is 0",
+                ));
+            }
+            RxSource::LineRate(sizes)
+        }
+        "saturate" => RxSource::Saturate(sizes),
+        "loopback" => RxSource::Loopback,
+        _ => RxSource::Off,
+    };
+    c.check().map_err(|e| KindError::key("queues", e))?;
+    Ok(c)
+}
+
+fn build_nic(ctx: &EndpointCtx<'_>) -> Result<Device, KindError> {
+    let cfg = nic_config(ctx.params)?;
+    let vectors = 2 * cfg.queues;
+    let mut bars = [None; 6];
+    // Registers: a 32-bit non-prefetchable BAR (below 4 GiB, as Linux places a NIC's
+    // register BAR), MSI-X table and PBA in BAR 2.
+    bars[0] = Some(Bar::Mem32 {
+        size: pcielab_device::nic::BAR_SIZE as u32,
+        prefetchable: false,
+    });
+    let table = MsixTable::new(vectors);
+    bars[2] = Some(Bar::Mem32 {
+        size: msix_bar_size(vectors) as u32,
+        prefetchable: false,
+    });
+    let ids = Ids {
+        vendor_id: ctx
+            .params
+            .int("vendor_id")
+            .unwrap_or(PCIELAB_VENDOR_ID as i64) as u16,
+        device_id: ctx
+            .params
+            .int("device_id")
+            .unwrap_or(device_ids::NIC as i64) as u16,
+        revision: 1,
+        class_code: 0x02_0000, // network controller, Ethernet
+    };
+    let mut cs = Type0 {
+        ids,
+        bars,
+        rom_size: None,
+        subsystem_vendor: ids.vendor_id,
+        subsystem_id: ids.device_id,
+        interrupt_pin: 1,
+        multi_function: false,
+    }
+    .build()
+    .map_err(|e| e.to_string())?;
+    CapabilityList::new()
+        .with(PmCap { pme: false })
+        .with(MsixCap {
+            table_size: vectors,
+            table_bir: 2,
+            table_offset: 0,
+            pba_bir: 2,
+            pba_offset: table.table_bytes(),
+        })
+        .with(PcieCap { ..ctx.pcie })
+        .with_ext(AerCap::default())
+        .with_ext(DsnCap { serial: ctx.serial })
+        .install(&mut cs)
+        .map_err(|e| e.to_string())?;
+    Ok(Device {
+        functions: vec![HwFunction {
+            devfn: 0,
+            config: cs,
+            bars,
+            vfs: None,
+        }],
+        model: Some(Box::new(pcielab_device::nic::Nic::new(cfg))),
+    })
 }
 
 /// The memory of each VF of psmem: VF BAR0/1, 64-bit prefetchable.

@@ -54,6 +54,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod drivers;
 pub mod functional;
 pub mod host;
 mod inthash;

@@ -311,6 +311,9 @@ impl Engine {
         } else {
             self.cfg.error_rate
         };
+        if !replay {
+            self.dirs[di].counters.tlp_bytes += bytes;
+        }
         let bad = p > 0.0 && self.err_rng.chance(p);
         if bad {
             self.dirs[di].counters.corrupted += 1;

@@ -516,6 +516,10 @@ pub fn bytes_per_inflight_tlp() -> usize {
         + 24
 }
 
+/// A host read in flight ([`FabricSim::mmio_read_start`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct HostTicket(u16);
+
 /// A timed simulation of a topology, driven as a host program.
 #[derive(Debug)]
 pub struct FabricSim {
@@ -1420,9 +1424,64 @@ impl FabricSim {
             })
     }
 
+    /// Starts an MMIO read of `len` bytes at `addr` and returns at once, without
+    /// running the simulation: a driver that keeps several reads in flight (a head
+    /// pointer read per interrupt, say) while it goes on. Same limits as
+    /// [`FabricSim::mmio_read`]; no CPU time is charged (the driver charges its own).
+    /// [`FabricSim::mmio_read_poll`] takes the result once it is there.
+    ///
+    /// ```
+    /// # use pcielab_fabric::{kinds::KindRegistry, topology::Topology};
+    /// # use pcielab_fabric::timed::{FabricSim, SimConfig, HostRead};
+    /// # use pcielab_sim::SimTime;
+    /// # let t = Topology::parse("[[node]]\nname=\"rc\"\nkind=\"root-complex\"\n[[node]]\nname=\"m\"\nkind=\"psmem\"\n[[link]]\nup=\"rc.0\"\ndown=\"m\"\ngen=3\nwidth=4\n", "t.toml", &KindRegistry::builtin()).unwrap();
+    /// let mut sim = FabricSim::new(&t, &KindRegistry::builtin(), SimConfig::default()).unwrap();
+    /// let bar = sim.bar("m", 0).unwrap();
+    /// let a = sim.mmio_read_start(bar, 4).unwrap();
+    /// let b = sim.mmio_read_start(bar + 64, 4).unwrap();
+    /// assert!(sim.mmio_read_poll(a).is_none()); // nothing has run yet
+    /// sim.run_until_idle(SimTime::from_ps(1_000_000_000));
+    /// assert!(matches!(sim.mmio_read_poll(a), Some(HostRead::Done { .. })));
+    /// assert!(matches!(sim.mmio_read_poll(b), Some(HostRead::Done { .. })));
+    /// assert!(sim.mmio_read_poll(b).is_none()); // taken
+    /// ```
+    pub fn mmio_read_start(&mut self, addr: u64, len: u32) -> Result<HostTicket, SimError> {
+        if len == 0 || len > 4096 || (addr & 0xfff) + len as u64 > 4096 {
+            return Err(SimError::Param {
+                what: "MMIO read length",
+                value: format!("{len} at {addr:#x}"),
+                allowed: "1..=4096 bytes within one 4 KiB page",
+            });
+        }
+        let tag = self.host_tag()?;
+        if let Err(e) = self.host_tlp(Kind::MRd, addr, len, &[], tag, false) {
+            self.sim.world_mut().host_tags.push(tag);
+            return Err(e);
+        }
+        self.expect_completion(tag, len);
+        Ok(HostTicket(tag))
+    }
+
+    /// True when the read `ticket` ([`FabricSim::mmio_read_start`]) has its result
+    /// waiting (a cheap test for [`FabricSim::run_while`]).
+    pub fn mmio_read_ready(&self, ticket: HostTicket) -> bool {
+        self.sim.world().host_done.contains_key(&ticket.0)
+    }
+
+    /// The settings the simulation runs with.
+    pub fn config(&self) -> &SimConfig {
+        &self.sim.world().cfg
+    }
+
+    /// The result of a read started with [`FabricSim::mmio_read_start`], once it is
+    /// there (taken: a second call gives `None`).
+    pub fn mmio_read_poll(&mut self, ticket: HostTicket) -> Option<HostRead> {
+        self.sim.world_mut().host_done.remove(&ticket.0)
+    }
+
     /// Registers the host request with `tag` (expecting `len` bytes of completion
-    /// data), arms its completion timeout and runs until it finishes.
-    fn await_completion(&mut self, tag: u16, len: u32) -> HostRead {
+    /// data) and arms its completion timeout.
+    fn expect_completion(&mut self, tag: u16, len: u32) {
         let now = self.sim.now();
         let to = self.sim.world().cfg.completion_timeout;
         let key = self.sim.schedule_at(now + to, engine::Ev::HostTimeout(tag));
@@ -1437,6 +1496,12 @@ impl FabricSim {
                 poisoned: false,
             },
         );
+    }
+
+    /// Registers the host request with `tag` (expecting `len` bytes of completion
+    /// data), arms its completion timeout and runs until it finishes.
+    fn await_completion(&mut self, tag: u16, len: u32) -> HostRead {
+        self.expect_completion(tag, len);
         self.wait_host(tag)
     }
 

@@ -191,6 +191,9 @@ pub struct DirCounters {
     pub payload_bytes: u64,
     /// Wire bytes of everything transmitted (TLPs with framing, replays, DLLPs).
     pub wire_bytes: u64,
+    /// Wire bytes of the first transmissions of TLPs (framing included; no replays,
+    /// no DLLPs): what a model that counts TLPs only (pcie-bench's) predicts.
+    pub tlp_bytes: u64,
     /// ACK DLLPs transmitted.
     pub acks: u64,
     /// NAK DLLPs transmitted.

@@ -25,6 +25,7 @@ mod intx;
 mod io;
 mod layers;
 mod ltr;
+mod nic;
 mod page_loan;
 mod pasid;
 mod pme;

@@ -1,0 +1,4 @@
+//! Host drivers: host programs that drive a device model through the timed
+//! simulator, as an operating system's driver would.
+
+pub mod nic;

@@ -1,0 +1,308 @@
+//! The pcie-bench NIC (`kind = "nic"`) with its host driver, against pcie-bench's
+//! NIC model (`pcielab_model::nic`).
+
+use pcielab_device::nic::FrameSizes;
+use pcielab_fabric::drivers::nic::{NicDriver, NicDriverConfig, NicRun};
+use pcielab_fabric::kinds::KindRegistry;
+use pcielab_fabric::timed::{FabricSim, SimConfig};
+use pcielab_fabric::topology::Topology;
+use pcielab_model::nic::{evaluate, Batching, NicKind};
+use pcielab_model::{eth::Ethernet, Mode, Model, PcieConfig};
+use pcielab_wire::Generation;
+
+fn topo(keys: &str) -> Topology {
+    let text = format!(
+        "[[node]]\nname = \"rc\"\nkind = \"root-complex\"\n\
+         [[node]]\nname = \"nic\"\nkind = \"nic\"\n{keys}\n\
+         [[link]]\nup = \"rc.0\"\ndown = \"nic\"\ngen = 3\nwidth = 8\n"
+    );
+    Topology::parse(&text, "nic.toml", &KindRegistry::builtin()).unwrap()
+}
+
+fn sim(keys: &str) -> FabricSim {
+    let cfg = SimConfig {
+        mps: 256,
+        mrrs: 512,
+        ..SimConfig::default()
+    };
+    FabricSim::new(&topo(keys), &KindRegistry::builtin(), cfg).unwrap()
+}
+
+fn model() -> Model {
+    let mut c = PcieConfig::new(Generation::Gen3, 8).unwrap();
+    c.mode = Mode::Spec;
+    Model::new(c).unwrap()
+}
+
+/// Runs `tx` packets out and `rx` in, of `frame` bytes, with the MAC taking frames as
+/// fast as PCIe brings them (what the model's PCIe figures are about). Both ways at
+/// once, the MAC loops every sent frame back, so both directions carry the same packet
+/// rate (what the model's bidirectional figure assumes).
+fn run(variant: &str, frame: u64, tx: u64, rx: u64) -> NicRun {
+    let (keys, mut drv) = match variant {
+        "simple" => ("model = \"simple\"", NicDriverConfig::simple()),
+        "linux" => ("model = \"batched\"", NicDriverConfig::linux()),
+        _ => ("model = \"batched\"", NicDriverConfig::dpdk()),
+    };
+    let rx_source = if tx > 0 && rx > 0 {
+        "loopback\"\nrx_fifo = \"16KiB"
+    } else {
+        "saturate"
+    };
+    let keys = format!("{keys}\neth_gbps = 0\nrx = \"{rx_source}\"\nframe = \"{frame}\"\n");
+    let mut s = sim(&keys);
+    drv.frames = FrameSizes::Fixed(frame);
+    drv.keep_received = false;
+    let mut d = NicDriver::open(&mut s, "nic", drv).unwrap();
+    d.run(&mut s, tx, rx).unwrap()
+}
+
+fn kind(variant: &str) -> NicKind {
+    match variant {
+        "simple" => NicKind::Simple,
+        "linux" => NicKind::Batched(Batching::LINUX),
+        _ => NicKind::Batched(Batching::DPDK),
+    }
+}
+
+const VARIANTS: [&str; 3] = ["simple", "linux", "dpdk"];
+
+/// PCIe bytes per packet, each direction, equal the model's exactly (spec mode), for
+/// the simple NIC, the batched NIC with the Linux driver and with DPDK, from 64 to 1518
+/// bytes (odd sizes included: their last DW is partly used).
+#[test]
+fn bytes_per_packet_equal_the_model() {
+    let m = model();
+    let mut checked = 0;
+    for v in VARIANTS {
+        for frame in [64u64, 65, 127, 128, 200, 512, 1024, 1517, 1518] {
+            // A whole number of the batched NIC's batches (lcm of its batch sizes: 160).
+            let n = 640;
+            let r = run(v, frame, n, n);
+            assert_eq!((r.tx_packets, r.rx_packets), (n, n));
+            let p = evaluate(&m, kind(v), Ethernet::new(40).unwrap(), frame).unwrap();
+            assert_eq!(
+                r.down_tlp_bytes as f64 / n as f64,
+                p.down_bytes_per_pkt,
+                "{v} {frame} B host → device"
+            );
+            assert_eq!(
+                r.up_tlp_bytes as f64 / n as f64,
+                p.up_bytes_per_pkt,
+                "{v} {frame} B device → host"
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 27);
+}
+
+/// Throughput, transmit only, receive only and both ways, within 2 % of the model, at
+/// Gen3 x8, MPS 256; the Ethernet columns agree with the model's own (an independent
+/// implementation of the line rate) at 40 and 100 GbE.
+#[test]
+fn throughput_within_two_percent_of_the_model() {
+    let m = model();
+    let mut worst = (0.0f64, String::new());
+    for v in VARIANTS {
+        for frame in [64u64, 128, 256, 512, 1024, 1518] {
+            let p = evaluate(&m, kind(v), Ethernet::new(40).unwrap(), frame).unwrap();
+            let n = 4000;
+            let tx = run(v, frame, n, 0).tx_gbps;
+            let rx = run(v, frame, 0, n).rx_gbps;
+            let both = run(v, frame, n, n);
+            let bidir = both.tx_gbps.min(both.rx_gbps);
+            for (what, sim, model) in [
+                ("tx", tx, p.tx_gbps),
+                ("rx", rx, p.rx_gbps),
+                ("bidir", bidir, p.bidir_gbps),
+            ] {
+                let rel = sim / model - 1.0;
+                eprintln!(
+                    "{v} {frame} B {what}: sim {sim:.3} model {model:.3} ({:+.2} %)",
+                    rel * 100.0
+                );
+                assert!(
+                    rel.abs() < 0.02,
+                    "{v} {frame} B {what}: sim {sim:.3} Gb/s, model {model:.3} Gb/s"
+                );
+                if rel.abs() > worst.0 {
+                    worst = (rel.abs(), format!("{v} {frame} B {what}"));
+                }
+            }
+            for eth in [40u32, 100] {
+                let p = evaluate(&m, kind(v), Ethernet::new(eth).unwrap(), frame).unwrap();
+                let e = pcielab_device::nic::Ethernet::new(eth as f64).unwrap();
+                assert!(
+                    (e.data_gbps(frame) - p.eth_gbps).abs() < 1e-9,
+                    "{eth} GbE {frame} B"
+                );
+            }
+        }
+    }
+    eprintln!("worst: {:.2} % ({})", worst.0 * 100.0, worst.1);
+}
+
+/// MAC loopback: every frame sent comes back into a receive buffer, byte for byte and in
+/// order, at 40 GbE with IMIX sizes; several queue pairs each raise their own vectors.
+#[test]
+fn loopback_returns_every_frame() {
+    let mut s = sim("model = \"batched\"\nqueues = 2\nrx = \"loopback\"\neth_gbps = 40\n");
+    let mut cfg = NicDriverConfig::linux();
+    cfg.frames = FrameSizes::Imix;
+    let mut d = NicDriver::open(&mut s, "nic", cfg).unwrap();
+    let r = d.run(&mut s, 960, 960).unwrap();
+    assert_eq!((r.tx_packets, r.rx_packets, r.errors), (960, 960, 0));
+    assert_eq!(r.tx_bytes, r.rx_bytes);
+    // Frames carry their number in their first 8 bytes: each came back once, whole.
+    for p in d.received() {
+        let n = u64::from_le_bytes(p[..8].try_into().unwrap());
+        assert_eq!(p.len() as u64, FrameSizes::Imix.nth(n) - 4, "frame {n}");
+        assert!(p[8..].iter().all(|&b| b == 0), "frame {n}");
+    }
+    let mut all: Vec<u64> = d
+        .received()
+        .iter()
+        .map(|p| u64::from_le_bytes(p[..8].try_into().unwrap()))
+        .collect();
+    all.sort_unstable();
+    assert_eq!(all, (0..960).collect::<Vec<_>>());
+    // 40 GbE with IMIX (mean 353.8 B frames) is below what PCIe allows: the run takes
+    // at least the frames' wire time.
+    let wire: u64 = (0..960).map(|i| FrameSizes::Imix.nth(i) + 20).sum();
+    assert!(r.elapsed.as_ps() as f64 >= wire as f64 * 8.0 / 40.0 * 1000.0 / 2.0);
+    // Interrupts came from four vectors (two per queue pair).
+    let vectors: std::collections::BTreeSet<u32> =
+        s.interrupts().iter().map(|(_, i)| i.data).collect();
+    assert_eq!(vectors.len(), 4, "{vectors:?}");
+}
+
+/// A line-rate source at 40 GbE with 64-byte frames offers more than the simple NIC can
+/// take over Gen3 x8: the receive FIFO overflows and the drops are counted; with
+/// 1518-byte frames nothing is dropped and the NIC keeps line rate.
+#[test]
+fn line_rate_source_drops_what_pcie_cannot_take() {
+    let report = |s: &FabricSim| s.model("nic").unwrap().report().unwrap();
+    for (frame, drops) in [(64u64, true), (1518, false)] {
+        let mut s = sim(&format!(
+            "model = \"simple\"\nrx = \"line-rate\"\neth_gbps = 40\nframe = \"{frame}\"\nrx_fifo = \"64KiB\"\n"
+        ));
+        let mut cfg = NicDriverConfig::simple();
+        cfg.keep_received = false;
+        let mut d = NicDriver::open(&mut s, "nic", cfg).unwrap();
+        let r = d.run(&mut s, 0, 3000).unwrap();
+        let j = report(&s);
+        let dropped = j["rx_dropped"].as_u64().unwrap();
+        let line = pcielab_device::nic::Ethernet::new(40.0)
+            .unwrap()
+            .data_gbps(frame);
+        eprintln!(
+            "{frame} B: {:.3} Gb/s of {line:.3}, {dropped} dropped",
+            r.rx_gbps
+        );
+        if drops {
+            assert!(dropped > 0);
+            assert!(r.rx_gbps < 0.75 * line, "{} vs {line}", r.rx_gbps);
+        } else {
+            assert_eq!(dropped, 0);
+            assert!(
+                (r.rx_gbps / line - 1.0).abs() < 0.01,
+                "{} vs {line}",
+                r.rx_gbps
+            );
+        }
+    }
+}
+
+/// Interrupt moderation: a burst shorter than the moderation count is signalled by the
+/// moderation timer, and the driver sees every packet done.
+#[test]
+fn moderation_timer_signals_a_short_burst() {
+    let mut s = sim("model = \"batched\"\neth_gbps = 40\nirq_delay_ns = 20000\n");
+    let mut d = NicDriver::open(&mut s, "nic", NicDriverConfig::linux()).unwrap();
+    let t0 = s.now();
+    let r = d.run(&mut s, 5, 0).unwrap();
+    assert_eq!(r.tx_packets, 5);
+    assert_eq!(r.interrupts, 1);
+    assert!(
+        r.elapsed.as_ps() >= 20_000_000,
+        "{:?}",
+        s.now().saturating_since(t0)
+    );
+}
+
+/// A descriptor that points where the NIC may not go: with an IOMMU the read faults,
+/// the NIC gets an error completion and counts it, the host's fault log has it, and
+/// the other packets go on. Nothing panics and no byte lands outside the buffers.
+#[test]
+fn descriptor_outside_host_memory_faults_and_is_counted() {
+    use pcielab_fabric::timed::IommuConfig;
+    let cfg = SimConfig {
+        mps: 256,
+        mrrs: 512,
+        iommu: Some(IommuConfig::default()),
+        ..SimConfig::default()
+    };
+    let keys = "model = \"batched\"\neth_gbps = 0\nrx = \"saturate\"\n";
+    let mut s = FabricSim::new(&topo(keys), &KindRegistry::builtin(), cfg).unwrap();
+    let mut d = NicDriver::open(&mut s, "nic", NicDriverConfig::linux()).unwrap();
+    // Normal traffic first.
+    let r = d.run(&mut s, 80, 80).unwrap();
+    assert_eq!((r.tx_packets, r.rx_packets, r.errors), (80, 80, 0));
+    let bar = s.bar("nic", 0).unwrap();
+    let reg64 = |s: &mut FabricSim, off: u64| match s.mmio_read(bar + off, 8).unwrap() {
+        pcielab_fabric::timed::HostRead::Done { data, .. } => {
+            u64::from_le_bytes(data[..8].try_into().unwrap())
+        }
+        other => panic!("{other:?}"),
+    };
+    let stray = 0x7_0000_0000u64;
+    let faults_before = s.iommu_stats().unwrap().1.len();
+    // A receive buffer outside what the driver mapped: the frame's write is posted, so
+    // the NIC cannot know; the IOMMU drops it and logs the fault.
+    let (rx_base, rx_tail) = (
+        reg64(&mut s, 0x100 + 0x18),
+        reg64(&mut s, 0x100 + 0x20) >> 32,
+    );
+    let mut desc = [0u8; 16];
+    desc[0..8].copy_from_slice(&stray.to_le_bytes());
+    desc[8..10].copy_from_slice(&2048u16.to_le_bytes());
+    s.host_write(rx_base + rx_tail * 16, &desc);
+    s.mmio_write(
+        bar + 0x100 + 0x24,
+        &((rx_tail as u32 + 1) % 256).to_le_bytes(),
+    )
+    .unwrap();
+    s.run_for(pcielab_sim::SimDuration::from_us(50));
+    let faults = s.iommu_stats().unwrap().1.len();
+    assert!(
+        faults > faults_before,
+        "no IOMMU fault for the stray receive buffer"
+    );
+    // A transmit packet outside: the read gets an error completion; the NIC counts it
+    // and reports the descriptor done with its error bit.
+    let (tx_base, tx_tail) = (reg64(&mut s, 0x100), reg64(&mut s, 0x100 + 0x08) >> 32);
+    let mut desc = [0u8; 16];
+    desc[0..8].copy_from_slice(&(stray + 0x10000).to_le_bytes());
+    desc[8..10].copy_from_slice(&60u16.to_le_bytes());
+    s.host_write(tx_base + tx_tail * 16, &desc);
+    s.mmio_write(
+        bar + 0x100 + 0x0c,
+        &((tx_tail as u32 + 1) % 240).to_le_bytes(),
+    )
+    .unwrap();
+    s.run_for(pcielab_sim::SimDuration::from_us(300));
+    let j = s.model("nic").unwrap().report().unwrap();
+    assert_eq!(j["dma_errors"].as_u64(), Some(1), "{j}");
+    assert!(s.iommu_stats().unwrap().1.len() > faults);
+    let mut wb = [0u8; 16];
+    s.host_read(tx_base + tx_tail * 16, &mut wb);
+    assert_eq!(wb[11], 3, "done with the error bit: {wb:?}");
+    // Not a byte landed outside the buffers.
+    let mut buf = vec![0u8; 0x20000];
+    s.host_read(stray, &mut buf);
+    assert!(
+        buf.iter().all(|&b| b == 0),
+        "bytes landed outside the buffers"
+    );
+}
