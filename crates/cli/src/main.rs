@@ -20,6 +20,7 @@ mod repro_cmd;
 mod sim_capture;
 mod sim_cmd;
 mod sim_inject;
+mod sim_nic;
 mod snic_cmd;
 mod tlp_cmd;
 mod topo_cmd;

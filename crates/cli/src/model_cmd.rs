@@ -68,7 +68,7 @@ enum Dllp {
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-enum Format {
+pub(crate) enum Format {
     Table,
     Csv,
     Json,
@@ -214,7 +214,7 @@ struct LatencyArgs {
 }
 
 /// A failure: bad input (exit 2) or an output that could not be written (exit 1).
-enum Fail {
+pub(crate) enum Fail {
     Input(String),
     Output(String),
 }
@@ -238,7 +238,7 @@ fn parse_u64(s: &str) -> Result<u64, String> {
 const MAX_POINTS: u64 = 10_000_000;
 
 /// Parses `--sizes` (see [`crate::units::parse_size_range`]).
-fn parse_sizes(s: &str) -> Result<Vec<u64>, Fail> {
+pub(crate) fn parse_sizes(s: &str) -> Result<Vec<u64>, Fail> {
     crate::units::parse_size_range(s, 1 << 30, MAX_POINTS).map_err(Fail::Input)
 }
 
@@ -302,15 +302,15 @@ fn describe(m: &Model) -> String {
 }
 
 /// Rows of numbers under named columns, rendered as table, CSV or JSON.
-struct Table {
-    cols: Vec<&'static str>,
+pub(crate) struct Table {
+    pub(crate) cols: Vec<&'static str>,
     /// Decimal places per column for table and CSV (JSON keeps full precision).
-    prec: Vec<usize>,
-    rows: Vec<Vec<f64>>,
+    pub(crate) prec: Vec<usize>,
+    pub(crate) rows: Vec<Vec<f64>>,
 }
 
 impl Table {
-    fn render(&self, format: Format, title: &str) -> String {
+    pub(crate) fn render(&self, format: Format, title: &str) -> String {
         let mut out = String::new();
         match format {
             Format::Csv => {
@@ -379,7 +379,7 @@ impl Table {
         out
     }
 
-    fn column(&self, i: usize) -> Vec<(f64, f64)> {
+    pub(crate) fn column(&self, i: usize) -> Vec<(f64, f64)> {
         self.rows.iter().map(|r| (r[0], r[i])).collect()
     }
 }
@@ -394,7 +394,7 @@ fn emit(text: &str) -> Result<(), Fail> {
     }
 }
 
-fn plot(path: &Option<PathBuf>, p: Plot) -> Result<(), Fail> {
+pub(crate) fn plot(path: &Option<PathBuf>, p: Plot) -> Result<(), Fail> {
     if let Some(path) = path {
         p.write(path).map_err(|e| match e {
             pcielab_model::plot::PlotError::Format(_)
@@ -405,7 +405,7 @@ fn plot(path: &Option<PathBuf>, p: Plot) -> Result<(), Fail> {
     Ok(())
 }
 
-fn check_plot_path(path: &Option<PathBuf>) -> Result<(), Fail> {
+pub(crate) fn check_plot_path(path: &Option<PathBuf>) -> Result<(), Fail> {
     if let Some(p) = path {
         let ext = p
             .extension()
@@ -421,7 +421,7 @@ fn check_plot_path(path: &Option<PathBuf>) -> Result<(), Fail> {
     Ok(())
 }
 
-fn series(label: impl Into<String>, points: Vec<(f64, f64)>) -> Series {
+pub(crate) fn series(label: impl Into<String>, points: Vec<(f64, f64)>) -> Series {
     Series {
         label: label.into(),
         points,

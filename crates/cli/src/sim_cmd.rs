@@ -38,6 +38,19 @@ pub enum Workload {
     /// link: what the port above did with each (Malformed, Unsupported Request,
     /// carried), the completions that came back, and the AER status left.
     Inject,
+    /// pcie-bench's NIC (--nic simple|batched, --dpdk) with its driver on one link
+    /// (--gen, --lanes; default Gen3 x8), per frame size of --sizes: the columns of
+    /// `pcielab model nic`, measured, with the model's prediction beside them.
+    Nic,
+}
+
+/// Which NIC `--workload nic` runs.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NicChoice {
+    /// pcie-bench's simple NIC: a descriptor read and an interrupt per packet.
+    Simple,
+    /// The descriptor-batching NIC (82599-like) with the Linux driver (--dpdk: DPDK).
+    Batched,
 }
 
 /// DMA direction.
@@ -91,7 +104,7 @@ pub enum Pattern {
 
 impl SimArgs {
     /// The output format (`--format`, `--json`, `--csv`).
-    fn out_format(&self) -> Format {
+    pub(crate) fn out_format(&self) -> Format {
         crate::format::effective(self.format, self.json, self.csv)
     }
 }
@@ -116,21 +129,37 @@ pub struct SimArgs {
     /// with a Gen3 x8 switch and three endpoints below root port 0 and a Gen4 x16
     /// endpoint on root port 1 (the same as examples/topologies/sim-default.toml).
     #[arg(conflicts_with = "example")]
-    file: Option<PathBuf>,
+    pub(crate) file: Option<PathBuf>,
     /// A built-in example topology instead of a file (`pcielab topo list-examples`).
     #[arg(long, value_name = "NAME", conflicts_with_all = ["gen", "lanes"])]
-    example: Option<String>,
+    pub(crate) example: Option<String>,
     /// Instead of a file: one link of this generation (1..=6) from the root complex to
     /// one psmem endpoint, mem0 (with --lanes; default 3).
     #[arg(long, value_name = "GEN", conflicts_with = "file")]
-    gen: Option<u8>,
+    pub(crate) gen: Option<u8>,
     /// Instead of a file: one link of this width (1, 2, 4, 8, 12, 16, 32) from the root
     /// complex to one psmem endpoint, mem0 (with --gen; default 8).
     #[arg(long, value_name = "N", conflicts_with = "file")]
-    lanes: Option<u8>,
+    pub(crate) lanes: Option<u8>,
     /// Workload to run.
     #[arg(help_heading = "Workload", long, value_enum, default_value = "sweep")]
     workload: Workload,
+    /// --workload nic: which NIC.
+    #[arg(help_heading = "NIC (--workload nic)", long, value_enum, default_value = "simple")]
+    pub(crate) nic: NicChoice,
+    /// --workload nic: the Ethernet line rate, Gb/s (for the eth_* columns; the NIC's
+    /// MAC takes frames as fast as PCIe brings them, to measure what PCIe allows).
+    #[arg(help_heading = "NIC (--workload nic)", long, default_value_t = 40)]
+    pub(crate) eth: u32,
+    /// --workload nic with --nic batched: DPDK's poll-mode driver.
+    #[arg(help_heading = "NIC (--workload nic)", long)]
+    pub(crate) dpdk: bool,
+    /// --workload nic: packets per run (rounded up to a multiple of 160).
+    #[arg(help_heading = "NIC (--workload nic)", long, default_value_t = 1600)]
+    pub(crate) packets: u64,
+    /// --workload nic: also draw measured and predicted bandwidth to this .png or .svg.
+    #[arg(help_heading = "NIC (--workload nic)", long, value_name = "FILE")]
+    pub(crate) plot: Option<std::path::PathBuf>,
     /// Endpoint node that runs the DMA stream (default: the first endpoint).
     #[arg(help_heading = "Workload", long)]
     device: Option<String>,
@@ -144,7 +173,7 @@ pub struct SimArgs {
     /// Transfer sizes for the sweep, as in `pcielab model`: N, A:B (every size), A:B:STEP
     /// or A:B:xFACTOR (x2: powers of two from A); sizes take units (4K, 0x1000).
     #[arg(help_heading = "Workload", long, default_value = "64:4096:x2")]
-    sizes: String,
+    pub(crate) sizes: String,
     /// DMAs in flight.
     #[arg(help_heading = "Workload", long, default_value_t = 16)]
     window: u32,
@@ -162,10 +191,10 @@ pub struct SimArgs {
     region: u64,
     /// Max_Payload_Size (bytes).
     #[arg(help_heading = "Link and fabric", long, default_value = "256", value_parser = crate::units::parse_bytes_u16)]
-    mps: u16,
+    pub(crate) mps: u16,
     /// Max_Read_Request_Size (bytes).
     #[arg(help_heading = "Link and fabric", long, default_value = "512", value_parser = crate::units::parse_bytes_u16)]
-    mrrs: u16,
+    pub(crate) mrrs: u16,
     /// Read Completion Boundary (64 or 128).
     #[arg(help_heading = "Link and fabric", long, default_value = "64", value_parser = crate::units::parse_bytes_u16)]
     rcb: u16,
@@ -346,7 +375,7 @@ pub struct SimArgs {
     ber: f64,
     /// RNG seed (default: the topology's).
     #[arg(help_heading = "Output", long)]
-    seed: Option<u64>,
+    pub(crate) seed: Option<u64>,
     /// Output format: table, csv (floats at the table's precision) or json (an array of
     /// records).
     #[arg(help_heading = "Output", long, value_enum, conflicts_with_all = ["json", "csv"])]
@@ -1263,7 +1292,59 @@ fn one_link(gen: u8, lanes: u8) -> Result<String, Failure> {
 }
 
 /// Runs `pcielab sim`.
+/// The simulator's settings from the flags, with the host layers (profile, the file's
+/// `[host]` knobs, host flags) applied for `topo`.
+pub(crate) fn build_config(a: &SimArgs, topo: &Topology) -> Result<SimConfig, Failure> {
+    let cfg = SimConfig {
+        seed: a.seed,
+        mps: a.mps,
+        mrrs: a.mrrs,
+        rcb: a.rcb,
+        replay_buffer: a.replay_buffer,
+        burst: a.burst,
+        switch_latency: SimDuration::from_ns(a.switch_ns),
+        propagation: SimDuration::from_ns(a.prop_ns),
+        fc_update_period: SimDuration::from_ps(a.fc_update_us.saturating_mul(1_000_000)),
+        device_ready_wait: SimDuration::from_ps(a.ready_wait_us.saturating_mul(1_000_000)),
+        device_ready_time: SimDuration::from_ps(a.device_ready_us.saturating_mul(1_000_000)),
+        error_rate: a.error_rate,
+        poison_rate: a.poison_rate,
+        ecrc: a.ecrc,
+        switch_error_rate: a.switch_error_rate,
+        ber: a.ber,
+        cut_through: a.cut_through,
+        p2p_split: a.p2p_split,
+        acs: a.acs,
+        iommu: a.iommu.then(|| IommuConfig {
+            page_size: a.iommu_page,
+            iotlb_entries: a.iotlb_entries,
+            miss_latency: SimDuration::from_ns(a.page_walk_ns),
+            pasid: a.pasid.is_some(),
+            ..IommuConfig::default()
+        }),
+        ats: a.ats,
+        atc_entries: a.atc_entries,
+        pri: a.pri,
+        page_fault_latency: SimDuration::from_ps(a.page_fault_us.saturating_mul(1_000_000)),
+        dma_tags: a.tags,
+        aspm: a.aspm.bits(),
+        aspm_l1ss: a.l1ss,
+        ..SimConfig::default()
+    };
+    let mut cfg = cfg;
+    let flags_iommu = cfg.iommu;
+    a.host.apply(topo, &mut cfg).map_err(fail)?;
+    if flags_iommu.is_some() {
+        // --iommu and its flags are explicit: they win over the host layers.
+        cfg.iommu = flags_iommu;
+    }
+    Ok(cfg)
+}
+
 pub fn run(a: &SimArgs) -> Result<(), Failure> {
+    if a.workload == Workload::Nic {
+        return crate::sim_nic::run(a);
+    }
     let reg = KindRegistry::builtin();
     let topo = match (&a.file, &a.example) {
         (_, Some(name)) => Topology::parse(crate::examples::get(name)?.text, &topo_name(a), &reg),
@@ -1384,49 +1465,7 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
     if a.gap_us > 1_000_000 {
         return Err(fail(format!("--gap-us {}: allowed 0..=1000000", a.gap_us)));
     }
-    let cfg = SimConfig {
-        seed: a.seed,
-        mps: a.mps,
-        mrrs: a.mrrs,
-        rcb: a.rcb,
-        replay_buffer: a.replay_buffer,
-        burst: a.burst,
-        switch_latency: SimDuration::from_ns(a.switch_ns),
-        propagation: SimDuration::from_ns(a.prop_ns),
-        fc_update_period: SimDuration::from_ps(a.fc_update_us.saturating_mul(1_000_000)),
-        device_ready_wait: SimDuration::from_ps(a.ready_wait_us.saturating_mul(1_000_000)),
-        device_ready_time: SimDuration::from_ps(a.device_ready_us.saturating_mul(1_000_000)),
-        error_rate: a.error_rate,
-        poison_rate: a.poison_rate,
-        ecrc: a.ecrc,
-        switch_error_rate: a.switch_error_rate,
-        ber: a.ber,
-        cut_through: a.cut_through,
-        p2p_split: a.p2p_split,
-        acs: a.acs,
-        iommu: a.iommu.then(|| IommuConfig {
-            page_size: a.iommu_page,
-            iotlb_entries: a.iotlb_entries,
-            miss_latency: SimDuration::from_ns(a.page_walk_ns),
-            pasid: a.pasid.is_some(),
-            ..IommuConfig::default()
-        }),
-        ats: a.ats,
-        atc_entries: a.atc_entries,
-        pri: a.pri,
-        page_fault_latency: SimDuration::from_ps(a.page_fault_us.saturating_mul(1_000_000)),
-        dma_tags: a.tags,
-        aspm: a.aspm.bits(),
-        aspm_l1ss: a.l1ss,
-        ..SimConfig::default()
-    };
-    let mut cfg = cfg;
-    let flags_iommu = cfg.iommu;
-    a.host.apply(&topo, &mut cfg).map_err(fail)?;
-    if flags_iommu.is_some() {
-        // --iommu and its flags are explicit: they win over the host layers.
-        cfg.iommu = flags_iommu;
-    }
+    let mut cfg = build_config(a, &topo)?;
     cfg.trace = a.pcap.is_some() || a.trace.is_some();
     let ctx = Ctx { topo, reg, cfg };
     // Validates parameters and the topology once, with a clear message.
@@ -1509,6 +1548,7 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         )?),
         Workload::MmioLat => rows = mmio_rows(&ctx, a, &mut cap)?,
         Workload::Enumerate => rows = enumerate_rows(&ctx, &mut cap)?,
+        Workload::Nic => unreachable!("--workload nic returns at the start of run"),
         Workload::Inject => {
             let mut sim = ctx.new_sim()?;
             sim.run_for(SimDuration::from_us(2)); // links up
@@ -1644,6 +1684,11 @@ impl SimArgs {
             gen: self.gen,
             lanes: self.lanes,
             workload: self.workload,
+            nic: self.nic,
+            eth: self.eth,
+            dpdk: self.dpdk,
+            packets: self.packets,
+            plot: self.plot.clone(),
             device: self.device.clone(),
             op: self.op,
             size: self.size,

@@ -768,3 +768,114 @@ fn reverse(name: &str) -> String {
         None => name.to_string(),
     }
 }
+
+/// Which NIC and driver [`measure`] runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NicVariant {
+    /// pcie-bench's simple NIC with its driver.
+    Simple,
+    /// The batched NIC with the Linux driver.
+    Batched,
+    /// The batched NIC with DPDK's poll-mode driver.
+    Dpdk,
+}
+
+impl NicVariant {
+    /// The topology keys of the NIC and the driver's settings.
+    pub fn setup(self) -> (&'static str, NicDriverConfig) {
+        match self {
+            NicVariant::Simple => ("simple", NicDriverConfig::simple()),
+            NicVariant::Batched => ("batched", NicDriverConfig::linux()),
+            NicVariant::Dpdk => ("batched", NicDriverConfig::dpdk()),
+        }
+    }
+}
+
+/// What [`measure`] found for one frame size: the columns of `pcielab model nic`,
+/// measured.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct NicPoint {
+    /// Frame size, bytes (FCS included).
+    pub frame: u64,
+    /// Packet data rate, transmit only, Gb/s.
+    pub tx_gbps: f64,
+    /// Packet data rate, receive only, Gb/s.
+    pub rx_gbps: f64,
+    /// Packet data rate per direction, both at once (the lower of the two), Gb/s.
+    pub bidir_gbps: f64,
+    /// PCIe TLP bytes per packet host → device, transmit and receive together.
+    pub down_bytes_per_pkt: f64,
+    /// PCIe TLP bytes per packet device → host.
+    pub up_bytes_per_pkt: f64,
+}
+
+/// Packets per [`measure`] run are rounded up to a multiple of this: every batch size
+/// of the batched NIC and its drivers divides it, so the bytes per packet are exact.
+pub const MEASURE_QUANTUM: u64 = 160;
+
+/// Measures a NIC on a link from the root complex (`link`: the link's keys, e.g.
+/// `"gen = 3\nwidth = 8"`) with the MAC taking frames as fast as PCIe brings them:
+/// `packets` packets of `frame` bytes transmit only, receive only, and both ways (MAC
+/// loopback, so both directions carry the same packet rate).
+///
+/// ```
+/// use pcielab_fabric::drivers::nic::{measure, NicVariant};
+/// use pcielab_fabric::timed::SimConfig;
+/// let cfg = SimConfig { mps: 256, mrrs: 512, ..SimConfig::default() };
+/// let p = measure("gen = 3\nwidth = 8", &cfg, NicVariant::Dpdk, 1518, 320)?;
+/// assert!(p.tx_gbps > 50.0 && p.tx_gbps < 63.0);
+/// assert_eq!(p.down_bytes_per_pkt, 1691.0); // as `pcielab model nic --mode spec` says
+/// # Ok::<(), pcielab_fabric::timed::SimError>(())
+/// ```
+pub fn measure(
+    link: &str,
+    cfg: &crate::timed::SimConfig,
+    variant: NicVariant,
+    frame: u64,
+    packets: u64,
+) -> Result<NicPoint, SimError> {
+    let packets = packets.max(1).div_ceil(MEASURE_QUANTUM) * MEASURE_QUANTUM;
+    let (model, mut drv) = variant.setup();
+    drv.frames = FrameSizes::parse(&frame.to_string()).map_err(|_| SimError::Param {
+        what: "frame size",
+        value: frame.to_string(),
+        allowed: "64..=9018 bytes",
+    })?;
+    drv.buf_size = drv.buf_size.max((frame - FCS) as u32);
+    drv.keep_received = false;
+    let one = |tx: u64, rx: u64| -> Result<NicRun, SimError> {
+        let rx_source = if tx > 0 && rx > 0 {
+            "loopback\"\nrx_fifo = \"16KiB"
+        } else {
+            "saturate"
+        };
+        let text = format!(
+            "[[node]]\nname = \"rc\"\nkind = \"root-complex\"\n\
+             [[node]]\nname = \"nic\"\nkind = \"nic\"\nmodel = \"{model}\"\neth_gbps = 0\n\
+             rx = \"{rx_source}\"\nframe = \"{frame}\"\n\
+             [[link]]\nup = \"rc.0\"\ndown = \"nic\"\n{link}\n"
+        );
+        let reg = crate::kinds::KindRegistry::builtin();
+        let topo = crate::topology::Topology::parse(&text, "nic-measure.toml", &reg).map_err(|e| {
+            SimError::Param {
+                what: "NIC measurement topology",
+                value: e.to_string(),
+                allowed: "valid link keys",
+            }
+        })?;
+        let mut sim = FabricSim::new(&topo, &reg, cfg.clone())?;
+        let mut d = NicDriver::open(&mut sim, "nic", drv.clone())?;
+        d.run(&mut sim, tx, rx)
+    };
+    let tx = one(packets, 0)?;
+    let rx = one(0, packets)?;
+    let both = one(packets, packets)?;
+    Ok(NicPoint {
+        frame,
+        tx_gbps: tx.tx_gbps,
+        rx_gbps: rx.rx_gbps,
+        bidir_gbps: both.tx_gbps.min(both.rx_gbps),
+        down_bytes_per_pkt: both.down_tlp_bytes as f64 / packets as f64,
+        up_bytes_per_pkt: both.up_tlp_bytes as f64 / packets as f64,
+    })
+}

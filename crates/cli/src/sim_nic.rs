@@ -1,0 +1,173 @@
+//! `pcielab sim --workload nic`: pcie-bench's NIC with its driver in the timed
+//! simulator, per frame size, beside what pcie-bench's model predicts.
+
+use crate::model_cmd::{check_plot_path, parse_sizes, plot, series, Fail, Table};
+use crate::sim_cmd::{NicChoice, SimArgs};
+use crate::{fail, Failure};
+use pcielab_fabric::drivers::nic::{measure, NicVariant, MEASURE_QUANTUM};
+use pcielab_fabric::kinds::KindRegistry;
+use pcielab_fabric::topology::Topology;
+use pcielab_model::nic::{evaluate, Batching, NicKind};
+use pcielab_model::plot::Plot;
+use pcielab_model::{eth::Ethernet, Mode, Model, Mps, Mrrs, PcieConfig};
+use pcielab_wire::Generation;
+
+fn from_fail(e: Fail) -> Failure {
+    match e {
+        Fail::Input(m) | Fail::Output(m) => fail(m),
+    }
+}
+
+/// Runs `pcielab sim --workload nic`.
+pub fn run(a: &SimArgs) -> Result<(), Failure> {
+    check_plot_path(&a.plot).map_err(from_fail)?;
+    if a.file.is_some() || a.example.is_some() {
+        return Err(fail(
+            "--workload nic builds its own topology (the root complex and one NIC on one link); give --gen and --lanes instead of a file",
+        ));
+    }
+    let (gen, lanes) = (a.gen.unwrap_or(3), a.lanes.unwrap_or(8));
+    let variant = match (a.nic, a.dpdk) {
+        (NicChoice::Simple, false) => NicVariant::Simple,
+        (NicChoice::Simple, true) => {
+            return Err(fail(
+                "--dpdk with --nic simple: DPDK polling mode needs --nic batched",
+            ))
+        }
+        (NicChoice::Batched, false) => NicVariant::Batched,
+        (NicChoice::Batched, true) => NicVariant::Dpdk,
+    };
+    if a.packets == 0 || a.packets > 10_000_000 {
+        return Err(fail(format!(
+            "--packets {}: allowed 1..=10000000",
+            a.packets
+        )));
+    }
+    // The DMA workloads' default sizes make no sense for Ethernet frames: the NIC
+    // default is `model nic`'s.
+    let sizes_arg = if a.sizes == "64:4096:x2" {
+        "64,128,256,512,1024,1518"
+    } else {
+        a.sizes.as_str()
+    };
+    let sizes = parse_sizes_list(sizes_arg)?;
+    if let Some(&s) = sizes.iter().find(|&&s| !(64..=9018).contains(&s)) {
+        return Err(fail(format!(
+            "--sizes: frame size {s} is not allowed; allowed: 64..=9018 bytes (FCS included)"
+        )));
+    }
+    let eth = Ethernet::new(a.eth).map_err(|e| fail(format!("--eth: {e}")))?;
+    let g = Generation::from_number(gen).map_err(|e| fail(format!("--gen: {e}")))?;
+    let mut pc = PcieConfig::new(g, lanes as u32).map_err(|e| fail(format!("--lanes: {e}")))?;
+    pc.mode = Mode::Spec;
+    pc.mps = Mps::new(a.mps as u32).map_err(|e| fail(format!("--mps: {e}")))?;
+    pc.mrrs = Mrrs::new(a.mrrs as u32).map_err(|e| fail(format!("--mrrs: {e}")))?;
+    let model = Model::new(pc).map_err(|e| fail(e.to_string()))?;
+    let kind = match variant {
+        NicVariant::Simple => NicKind::Simple,
+        NicVariant::Batched => NicKind::Batched(Batching::LINUX),
+        NicVariant::Dpdk => NicKind::Batched(Batching::DPDK),
+    };
+    let link = format!("gen = {gen}\nwidth = {lanes}");
+    // The simulator's settings: the flags and host layers, as for every workload.
+    let reg = KindRegistry::builtin();
+    let probe = format!(
+        "[[node]]\nname = \"rc\"\nkind = \"root-complex\"\n[[node]]\nname = \"nic\"\nkind = \"nic\"\n\
+         [[link]]\nup = \"rc.0\"\ndown = \"nic\"\n{link}\n"
+    );
+    let topo = Topology::parse(&probe, "nic", &reg).map_err(|e| fail(e.to_string()))?;
+    let cfg = crate::sim_cmd::build_config(a, &topo)?;
+    let packets = a.packets.div_ceil(MEASURE_QUANTUM) * MEASURE_QUANTUM;
+    let mut rows = Vec::with_capacity(sizes.len());
+    let mut bar = crate::progress::Progress::new("sizes", sizes.len() as u64);
+    for (k, &frame) in sizes.iter().enumerate() {
+        bar.set(k as u64);
+        let m = measure(&link, &cfg, variant, frame, packets).map_err(|e| fail(e.to_string()))?;
+        let p = evaluate(&model, kind, eth, frame).map_err(|e| fail(e.to_string()))?;
+        let mpps = |gbps: f64| p.mpps(gbps);
+        rows.push(vec![
+            frame as f64,
+            p.eth_gbps,
+            p.eth_mpps,
+            m.tx_gbps,
+            m.rx_gbps,
+            m.bidir_gbps,
+            mpps(m.tx_gbps),
+            mpps(m.rx_gbps),
+            mpps(m.bidir_gbps),
+            m.down_bytes_per_pkt,
+            m.up_bytes_per_pkt,
+            p.tx_gbps,
+            p.rx_gbps,
+            p.bidir_gbps,
+            p.down_bytes_per_pkt,
+            p.up_bytes_per_pkt,
+        ]);
+    }
+    bar.finish();
+    let t = Table {
+        cols: vec![
+            "size_B",
+            "eth_gbps",
+            "eth_mpps",
+            "tx_gbps",
+            "rx_gbps",
+            "bidir_gbps",
+            "tx_mpps",
+            "rx_mpps",
+            "bidir_mpps",
+            "down_B_per_pkt",
+            "up_B_per_pkt",
+            "model_tx_gbps",
+            "model_rx_gbps",
+            "model_bidir_gbps",
+            "model_down_B_per_pkt",
+            "model_up_B_per_pkt",
+        ],
+        prec: vec![0, 3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 3, 3, 3, 2, 2],
+        rows,
+    };
+    let name = match variant {
+        NicVariant::Simple => "simple NIC",
+        NicVariant::Batched => "batched NIC, Linux driver",
+        NicVariant::Dpdk => "batched NIC, DPDK polling",
+    };
+    let title = format!(
+        "{name}, simulated on Gen{gen} x{lanes}, MPS {} MRRS {}, {packets} packets per run, MAC unthrottled; eth_* at {} GbE; model_*: pcie-bench's model, spec mode",
+        a.mps, a.mrrs, a.eth
+    );
+    let format = match a.out_format() {
+        crate::format::Format::Table => crate::model_cmd::Format::Table,
+        crate::format::Format::Csv => crate::model_cmd::Format::Csv,
+        crate::format::Format::Json => crate::model_cmd::Format::Json,
+    };
+    let text = t.render(format, &title);
+    print!("{text}");
+    plot(
+        &a.plot,
+        Plot {
+            title: format!("{name}, Gen{gen} x{lanes}, {} GbE", a.eth),
+            x_label: "Ethernet frame size (bytes)".into(),
+            y_label: "Packet data bandwidth (Gb/s)".into(),
+            series: vec![
+                series(format!("{} GbE line rate", a.eth), t.column(1)),
+                series("transmit (simulated)", t.column(3)),
+                series("receive (simulated)", t.column(4)),
+                series("bidirectional (simulated)", t.column(5)),
+                series("transmit (model)", t.column(11)),
+                series("receive (model)", t.column(12)),
+                series("bidirectional (model)", t.column(13)),
+            ],
+        },
+    )
+    .map_err(from_fail)
+}
+
+/// `--sizes`: a comma-separated list, or the range syntax of `model nic`.
+fn parse_sizes_list(s: &str) -> Result<Vec<u64>, Failure> {
+    let mut out = Vec::new();
+    for part in s.split(',') {
+        out.extend(parse_sizes(part.trim()).map_err(from_fail)?);
+    }
+    Ok(out)
+}
