@@ -145,7 +145,12 @@ pub struct SimArgs {
     #[arg(help_heading = "Workload", long, value_enum, default_value = "sweep")]
     workload: Workload,
     /// --workload nic: which NIC.
-    #[arg(help_heading = "NIC (--workload nic)", long, value_enum, default_value = "simple")]
+    #[arg(
+        help_heading = "NIC (--workload nic)",
+        long,
+        value_enum,
+        default_value = "simple"
+    )]
     pub(crate) nic: NicChoice,
     /// --workload nic: the Ethernet line rate, Gb/s (for the eth_* columns; the NIC's
     /// MAC takes frames as fast as PCIe brings them, to measure what PCIe allows).
@@ -155,7 +160,7 @@ pub struct SimArgs {
     #[arg(help_heading = "NIC (--workload nic)", long)]
     pub(crate) dpdk: bool,
     /// --workload nic: packets per run (rounded up to a multiple of 160).
-    #[arg(help_heading = "NIC (--workload nic)", long, default_value_t = 1600)]
+    #[arg(help_heading = "NIC (--workload nic)", long, default_value_t = 4000)]
     pub(crate) packets: u64,
     /// --workload nic: also draw measured and predicted bandwidth to this .png or .svg.
     #[arg(help_heading = "NIC (--workload nic)", long, value_name = "FILE")]

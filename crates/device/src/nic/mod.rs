@@ -334,6 +334,8 @@ struct Queue {
     rx_fifo_bytes: u64,
     /// Packet writes not yet out of the NIC.
     rx_writing: u32,
+    /// Loopback: bytes of frames read for transmission and not yet in the FIFO.
+    loop_reserved: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -504,19 +506,25 @@ impl Nic {
             if qu.tx_reading >= self.cfg.tx_inflight {
                 return;
             }
-            if self.cfg.rx_source == RxSource::Loopback && qu.rx_fifo_bytes * 2 > self.cfg.rx_fifo {
-                // MAC loopback with flow control (802.3x PAUSE): the transmit side
-                // waits while the receive FIFO is more than half full.
-                return;
-            }
-            let Some(idx) = qu.tx_ready.pop_front() else {
+            let Some(&idx) = qu.tx_ready.front() else {
                 return;
             };
             let pos = ((idx + qu.tx.size - qu.tx.head) % qu.tx.size) as usize;
             let Some(Some(s)) = qu.tx_slots.get(pos) else {
+                qu.tx_ready.pop_front();
                 continue;
             };
             let (addr, len) = (s.addr, s.len as u64);
+            if self.cfg.rx_source == RxSource::Loopback {
+                // MAC loopback with flow control (802.3x PAUSE): a frame is read only
+                // when the receive FIFO has room for it and for every frame already
+                // on its way, so loopback never drops.
+                if qu.rx_fifo_bytes + qu.loop_reserved + len > self.cfg.rx_fifo {
+                    return;
+                }
+                qu.loop_reserved += len;
+            }
+            qu.tx_ready.pop_front();
             qu.tx_reading += 1;
             self.dma_read(cx, addr, len, Op::TxData { q, slot: idx });
         }
@@ -527,6 +535,12 @@ impl Nic {
         qu.tx_reading -= 1;
         if !ok {
             self.stats.dma_errors += 1;
+            if self.cfg.rx_source == RxSource::Loopback {
+                let pos = ((idx + qu.tx.size - qu.tx.head) % qu.tx.size) as usize;
+                if let Some(Some(s)) = qu.tx_slots.get(pos) {
+                    qu.loop_reserved = qu.loop_reserved.saturating_sub(s.len as u64);
+                }
+            }
             self.tx_slot_done(q, idx, true, cx);
             self.tx_data(q, cx);
             return;
@@ -740,6 +754,9 @@ impl Nic {
     /// A frame arrives at queue `q`'s receive FIFO (dropped and counted when full).
     fn rx_arrive(&mut self, q: u16, data: Option<Vec<u8>>, len: u64, cx: &mut Cx<'_>) {
         let qu = &mut self.queues[q as usize];
+        if self.cfg.rx_source == RxSource::Loopback {
+            qu.loop_reserved = qu.loop_reserved.saturating_sub(len);
+        }
         if qu.rx_fifo_bytes + len > self.cfg.rx_fifo {
             self.stats.rx_dropped += 1;
             return;

@@ -856,13 +856,14 @@ pub fn measure(
              [[link]]\nup = \"rc.0\"\ndown = \"nic\"\n{link}\n"
         );
         let reg = crate::kinds::KindRegistry::builtin();
-        let topo = crate::topology::Topology::parse(&text, "nic-measure.toml", &reg).map_err(|e| {
-            SimError::Param {
-                what: "NIC measurement topology",
-                value: e.to_string(),
-                allowed: "valid link keys",
-            }
-        })?;
+        let topo =
+            crate::topology::Topology::parse(&text, "nic-measure.toml", &reg).map_err(|e| {
+                SimError::Param {
+                    what: "NIC measurement topology",
+                    value: e.to_string(),
+                    allowed: "valid link keys",
+                }
+            })?;
         let mut sim = FabricSim::new(&topo, &reg, cfg.clone())?;
         let mut d = NicDriver::open(&mut sim, "nic", drv.clone())?;
         d.run(&mut sim, tx, rx)
