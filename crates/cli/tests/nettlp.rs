@@ -448,3 +448,136 @@ fn nettlp_commands_print_json_and_csv() {
     assert_eq!(at("direction"), "read");
     assert_eq!(at("size"), "64");
 }
+
+/// Waits (bounded) for a spawned command to exit; returns its status and its standard
+/// output and error.
+fn finish(k: &mut Kill, limit: Duration) -> (Option<std::process::ExitStatus>, String) {
+    use std::io::Read;
+    let end = Instant::now() + limit;
+    let status = loop {
+        match k.0.try_wait().expect("try_wait") {
+            Some(s) => break Some(s),
+            None if Instant::now() > end => {
+                let _ = k.0.kill();
+                let _ = k.0.wait();
+                break None;
+            }
+            None => std::thread::sleep(Duration::from_millis(20)),
+        }
+    };
+    let mut out = String::new();
+    if let Some(mut o) = k.0.stdout.take() {
+        let _ = o.read_to_string(&mut out);
+    }
+    if let Some(mut e) = k.0.stderr.take() {
+        let _ = e.read_to_string(&mut out);
+    }
+    (status, out)
+}
+
+/// `pcielab snic-device --loopback` served, driven by `pcielab snic`: the frames sent
+/// come back, byte for byte and in order, and the device prints its counters when
+/// stopped by SIGTERM.
+#[test]
+fn snic_device_on_loopback_returns_the_frames_of_pcielab_snic() {
+    let (ad, dev, _, _) = net();
+    let frames: Vec<String> = [14usize, 60, 1514]
+        .iter()
+        .enumerate()
+        .map(|(k, &n)| {
+            (0..n)
+                .map(|i| format!("{:02x}", (i * 7 + k * 91) as u8))
+                .collect()
+        })
+        .collect();
+    let mut args = vec![
+        "snic",
+        "--listen",
+        &ad,
+        "--device",
+        &dev,
+        "--wait-device",
+        "20",
+        "--recv",
+        "3",
+        "--duration",
+        "20",
+        "--timeout-ms",
+        "2000",
+    ];
+    for f in &frames {
+        args.extend(["--send", f.as_str()]);
+    }
+    // The adapter host first (`pcielab snic` is one): the device asks its messaging
+    // API for BAR4 and the MSI-X table when it starts.
+    let mut host = spawn(&args);
+    let t0 = Instant::now();
+    let mut device = loop {
+        let mut d = spawn(&[
+            "snic-device",
+            "-r",
+            &ad,
+            "-l",
+            &dev,
+            "--loopback",
+            "--duration",
+            "30",
+        ]);
+        std::thread::sleep(Duration::from_millis(300));
+        if d.0.try_wait().expect("try_wait").is_none() {
+            break d;
+        }
+        let (_, out) = finish(&mut d, Duration::from_secs(1));
+        assert!(
+            t0.elapsed() < Duration::from_secs(15),
+            "snic-device never started: {out}"
+        );
+    };
+    let (status, out) = finish(&mut host, Duration::from_secs(25));
+    assert!(status.is_some_and(|s| s.success()), "pcielab snic: {out}");
+    let got: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("snic: received "))
+        .map(|l| l.split(' ').nth(2).unwrap_or(""))
+        .collect();
+    assert_eq!(
+        got,
+        frames.iter().map(String::as_str).collect::<Vec<_>>(),
+        "{out}"
+    );
+    assert!(out.contains("snic: 3 sent, 3 received"), "{out}");
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(device.0.id() as i32, libc::SIGTERM) };
+    let (status, out) = finish(&mut device, Duration::from_secs(10));
+    assert!(status.is_some_and(|s| s.success()), "snic-device: {out}");
+    assert!(out.contains("MAC loopback"), "{out}");
+    assert!(
+        out.contains("3 frames sent (1588 B), 3 received (1588 B)"),
+        "{out}"
+    );
+    assert!(out.contains("; 0 errors in all"), "{out}");
+}
+
+/// `pcielab snic-device --tap` where a TAP interface cannot be had says why and exits
+/// 2 (here: a name the kernel refuses; where /dev/net/tun is missing or the user lacks
+/// CAP_NET_ADMIN, the message names that instead).
+#[test]
+fn snic_device_tap_failure_says_why() {
+    let (ad, dev, _, _) = net();
+    let o = run(&[
+        "snic-device",
+        "-r",
+        &ad,
+        "-l",
+        &dev,
+        "--tap",
+        "a/b",
+        "--duration",
+        "1",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("--tap: TUNSETIFF"), "{}", text(&o));
+    assert!(text(&o).contains("not an interface name"), "{}", text(&o));
+    let o = run(&["snic-device", "--tap", "t0", "--loopback"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}
