@@ -71,6 +71,10 @@ enum Command {
     Dma(nettlp_cmd::DmaCmd),
     /// NetTLP adapter host with the simple-nic host driver: send and receive packets.
     Snic(snic_cmd::SnicArgs),
+    /// NetTLP simple-nic device behind BAR4, its MAC side a loopback plug, a TAP
+    /// interface or nothing.
+    #[command(name = "snic-device")]
+    SnicDevice(snic_cmd::SnicDeviceArgs),
     /// Run the timed fabric simulator on a topology with a built-in workload.
     #[command(allow_negative_numbers = true, after_help = sim_cmd::EXAMPLES)]
     Sim(Box<sim_cmd::SimArgs>),
@@ -237,9 +241,12 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => return clap_exit(e),
     };
-    // Not for the servers (adapter, psmem): they write to sockets, and a peer that
-    // goes away must not end them.
-    if !matches!(cli.command, Command::Adapter(_) | Command::Psmem(_)) {
+    // Not for the servers (adapter, psmem, snic-device): they write to sockets, and a
+    // peer that goes away must not end them.
+    if !matches!(
+        cli.command,
+        Command::Adapter(_) | Command::Psmem(_) | Command::SnicDevice(_)
+    ) {
         default_sigpipe();
     }
     let result = match cli.command {
@@ -255,6 +262,7 @@ fn main() -> ExitCode {
         Command::Tlpperf(a) => nettlp_cmd::run_tlpperf(&a),
         Command::Dma(c) => nettlp_cmd::run_dma(&c),
         Command::Snic(a) => snic_cmd::run_snic(&a),
+        Command::SnicDevice(a) => snic_cmd::run_snic_device(&a),
         Command::Sim(a) => sim_cmd::run(&a),
         Command::Bench(a) => bench_cmd::run(&a),
         Command::Host(c) => host_args::run(&c)

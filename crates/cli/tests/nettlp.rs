@@ -448,3 +448,217 @@ fn nettlp_commands_print_json_and_csv() {
     assert_eq!(at("direction"), "read");
     assert_eq!(at("size"), "64");
 }
+
+/// Waits (bounded) for a spawned command to exit; returns its status and its standard
+/// output and error.
+fn finish(k: &mut Kill, limit: Duration) -> (Option<std::process::ExitStatus>, String) {
+    use std::io::Read;
+    let end = Instant::now() + limit;
+    let status = loop {
+        match k.0.try_wait().expect("try_wait") {
+            Some(s) => break Some(s),
+            None if Instant::now() > end => {
+                let _ = k.0.kill();
+                let _ = k.0.wait();
+                break None;
+            }
+            None => std::thread::sleep(Duration::from_millis(20)),
+        }
+    };
+    let mut out = String::new();
+    if let Some(mut o) = k.0.stdout.take() {
+        let _ = o.read_to_string(&mut out);
+    }
+    if let Some(mut e) = k.0.stderr.take() {
+        let _ = e.read_to_string(&mut out);
+    }
+    (status, out)
+}
+
+/// `pcielab snic-device --loopback` served, driven by `pcielab snic`: the frames sent
+/// come back, byte for byte and in order, and the device prints its counters when
+/// stopped by SIGTERM.
+#[test]
+fn snic_device_on_loopback_returns_the_frames_of_pcielab_snic() {
+    let (ad, dev, _, _) = net();
+    let frames: Vec<String> = [14usize, 60, 1514]
+        .iter()
+        .enumerate()
+        .map(|(k, &n)| {
+            (0..n)
+                .map(|i| format!("{:02x}", (i * 7 + k * 91) as u8))
+                .collect()
+        })
+        .collect();
+    let mut args = vec![
+        "snic",
+        "--listen",
+        &ad,
+        "--device",
+        &dev,
+        "--wait-device",
+        "20",
+        "--recv",
+        "3",
+        "--duration",
+        "20",
+        "--timeout-ms",
+        "2000",
+    ];
+    for f in &frames {
+        args.extend(["--send", f.as_str()]);
+    }
+    // The adapter host first (`pcielab snic` is one): the device asks its messaging
+    // API for BAR4 and the MSI-X table when it starts.
+    let mut host = spawn(&args);
+    let t0 = Instant::now();
+    // The device is up once it prints its start line (it exits at once, saying why,
+    // when the adapter's messaging API does not answer yet: then start it again).
+    let (mut device, mut device_out, first) = loop {
+        use std::io::BufRead;
+        let mut d = spawn(&[
+            "snic-device",
+            "-r",
+            &ad,
+            "-l",
+            &dev,
+            "--loopback",
+            "--duration",
+            "30",
+        ]);
+        let mut r = std::io::BufReader::new(d.0.stdout.take().expect("piped"));
+        let mut first = String::new();
+        let _ = r.read_line(&mut first);
+        if first.starts_with("snic-device: BAR4") {
+            break (d, r, first);
+        }
+        let (_, out) = finish(&mut d, Duration::from_secs(5));
+        assert!(
+            t0.elapsed() < Duration::from_secs(15),
+            "snic-device never started: {first}{out}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let (status, out) = finish(&mut host, Duration::from_secs(25));
+    assert!(status.is_some_and(|s| s.success()), "pcielab snic: {out}");
+    let got: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("snic: received "))
+        .map(|l| l.split(' ').nth(2).unwrap_or(""))
+        .collect();
+    assert_eq!(
+        got,
+        frames.iter().map(String::as_str).collect::<Vec<_>>(),
+        "{out}"
+    );
+    assert!(out.contains("snic: 3 sent, 3 received"), "{out}");
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(device.0.id() as i32, libc::SIGTERM) };
+    let (status, err) = finish(&mut device, Duration::from_secs(10));
+    let mut out = first;
+    {
+        use std::io::Read;
+        let _ = device_out.read_to_string(&mut out);
+    }
+    out.push_str(&err);
+    assert!(status.is_some_and(|s| s.success()), "snic-device: {out}");
+    assert!(out.contains("MAC loopback"), "{out}");
+    assert!(
+        out.contains("3 frames sent (1588 B), 3 received (1588 B)"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "dropped: 0 by the MAC side, 0 with no RX buffer, 0 of a bad size; 0 still waiting"
+        ),
+        "{out}"
+    );
+    let counters: serde_json::Value = out
+        .lines()
+        .find_map(|l| l.strip_prefix("snic-device: counters "))
+        .and_then(|j| serde_json::from_str(j).ok())
+        .unwrap_or_else(|| panic!("no counters line: {out}"));
+    assert_eq!(counters["commands_dropped"], 0, "{out}");
+    // `pcielab snic` posts one more RX buffer after the last frame and exits: the
+    // device's read of that descriptor may find the adapter gone (counted, at most once).
+    let dma = counters["rx_dma_errors"].as_u64().unwrap();
+    assert!(dma <= 1, "{out}");
+    assert_eq!(counters["errors"].as_u64(), Some(dma), "{out}");
+}
+
+/// `pcielab snic-device --tap` where a TAP interface cannot be had says why and exits
+/// 2 (here: a name the kernel refuses; where /dev/net/tun is missing or the user lacks
+/// CAP_NET_ADMIN, the message names that instead).
+#[test]
+fn snic_device_tap_failure_says_why() {
+    let (ad, dev, _, _) = net();
+    let o = run(&[
+        "snic-device",
+        "-r",
+        &ad,
+        "-l",
+        &dev,
+        "--tap",
+        "a/b",
+        "--duration",
+        "1",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("--tap: TUNSETIFF"), "{}", text(&o));
+    assert!(text(&o).contains("not an interface name"), "{}", text(&o));
+    let o = run(&["snic-device", "--tap", "t0", "--loopback"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}
+
+/// Without CAP_NET_ADMIN, `snic-device --tap` exits 2 naming the step that failed and
+/// why (as root the test drops the capability with `setpriv`; a user without it needs
+/// nothing dropped).
+#[test]
+fn snic_device_tap_without_cap_net_admin_says_so() {
+    let (ad, dev, _, _) = net();
+    let args = [
+        "snic-device",
+        "-r",
+        &ad,
+        "-l",
+        &dev,
+        "--tap",
+        "pltapnocap",
+        "--duration",
+        "1",
+    ];
+    // SAFETY: geteuid(2) has no preconditions.
+    let o = if unsafe { libc::geteuid() } == 0 {
+        match Command::new("setpriv")
+            .args([
+                "--bounding-set",
+                "-net_admin",
+                "--inh-caps",
+                "-net_admin",
+                BIN,
+            ])
+            .args(args)
+            .output()
+        {
+            Ok(o) => o,
+            Err(e) => {
+                println!("skipped: running as root, and no setpriv to drop CAP_NET_ADMIN: {e}");
+                return;
+            }
+        }
+    } else {
+        run(&args)
+    };
+    let t = text(&o);
+    if !t.contains("--tap: ") {
+        println!("skipped: this user can create TAP interfaces (CAP_NET_ADMIN): {t}");
+        return;
+    }
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(t.contains("needs CAP_NET_ADMIN"), "{t}");
+    assert!(
+        t.contains("--tap: TUNSETIFF: Operation not permitted")
+            || t.contains("--tap: opening /dev/net/tun: Permission denied"),
+        "{t}"
+    );
+}

@@ -8,6 +8,7 @@
 //!   `pcielab_nettlp::handler::ModelHandler`), over UDP against a real host.
 //!
 //! Also here: [`PsMem`], the pseudo-memory device (written once, for all three hosts),
+//! [`snic::SimpleNic`], NetTLP's simple-nic with its BAR4 layout and a pluggable MAC side,
 //! [`ReorderWindow`] for devices that consume completions out of order and release
 //! data in order, and the shared request types ([`AtomicOp`], [`VendorMessage`]).
 //!
@@ -20,6 +21,7 @@ mod model;
 pub mod nic;
 mod psmem;
 mod reorder;
+pub mod snic;
 mod timing;
 
 pub use atomic::AtomicOp;

@@ -30,11 +30,15 @@
 //! | psmem | `vfs` | 0..=TotalVFs | 0 | VFs host enumeration enables (as writing `sriov_numvfs` does); with `vfs` > 0 and no `sriov_vfs`, TotalVFs = `vfs` |
 //! | psmem | `pme` | bool | false | the PM capability advertises PME from D0 and D3hot (PME_En writable) |
 //! | psmem | `atomics` | bool | false | the memory BAR completes 32- and 64-bit AtomicOps and 128-bit CAS from peers (Device Capabilities 2) |
+//! | simple-nic | `mac` | "loopback", "none" | "loopback" | the MAC side: frames sent come back, or are dropped (counted) |
+//! | simple-nic | `ring_entries` | 1..=65536 | 1024 | descriptors per ring (larger indexes refused, counted) |
+//! | simple-nic | `max_frame` | 1..=65536 | 4096 | largest frame, bytes |
+//! | simple-nic | `rx_fifo` | 0..=4096 | 64 | frames kept while no RX buffer is posted (0: dropped at once) |
 //!
 //! ```
 //! use pcielab_fabric::kinds::KindRegistry;
 //! let reg = KindRegistry::builtin();
-//! assert_eq!(reg.names(), vec!["root-complex", "switch", "psmem"]);
+//! assert_eq!(reg.names(), vec!["root-complex", "switch", "psmem", "simple-nic"]);
 //! ```
 
 use pcielab_config::caps::{CapabilityList, MsiCap, MsixCap, MsixTable, PcieCap, PmCap};
@@ -388,6 +392,8 @@ pub mod device_ids {
     pub const PSMEM_VF: u16 = 0x0011;
     /// The pcie-bench NIC (`nic`).
     pub const NIC: u16 = 0x0020;
+    /// simple-nic (NetTLP's simple NIC; upstream's board is 3776:8022).
+    pub const SIMPLE_NIC: u16 = 0x0022;
 }
 
 impl KindRegistry {
@@ -396,7 +402,7 @@ impl KindRegistry {
         KindRegistry::default()
     }
 
-    /// The built-in kinds: `root-complex`, `switch`, `psmem`.
+    /// The built-in kinds: `root-complex`, `switch`, `psmem`, `simple-nic`.
     pub fn builtin() -> KindRegistry {
         let mut r = KindRegistry::new();
         let mut rc = vec![key(
@@ -604,6 +610,39 @@ impl KindRegistry {
             role: KindRole::Endpoint(build_nic),
             keys: nic,
             doc: "the NIC of pcie-bench: descriptor rings in host memory, doorbells, MSI-X per queue, an Ethernet MAC",
+        });
+        let mut snic = vec![
+            key(
+                "mac",
+                KeyType::Choice(SNIC_MACS),
+                Some(ParamValue::Str("loopback".into())),
+                "the MAC side: frames sent come back (loopback) or are dropped, counted (none)",
+            ),
+            key(
+                "ring_entries",
+                KeyType::Int { min: 1, max: 65536 },
+                Some(ParamValue::Int(1024)),
+                "descriptors per ring (larger indexes are refused, counted)",
+            ),
+            key(
+                "max_frame",
+                KeyType::Int { min: 1, max: 65536 },
+                Some(ParamValue::Int(4096)),
+                "largest frame in bytes",
+            ),
+            key(
+                "rx_fifo",
+                KeyType::Int { min: 0, max: 4096 },
+                Some(ParamValue::Int(64)),
+                "frames kept while no RX buffer is posted (0: dropped at once)",
+            ),
+        ];
+        snic.extend(common_keys(256, device_ids::SIMPLE_NIC as i64));
+        r.register(KindSpec {
+            name: "simple-nic",
+            role: KindRole::Endpoint(build_simple_nic),
+            keys: snic,
+            doc: "NetTLP's simple NIC: BAR4 registers, descriptor rings in host memory, MSI-X 0 (TX) and 1 (RX)",
         });
         r
     }
@@ -934,6 +973,79 @@ fn build_psmem(ctx: &EndpointCtx<'_>) -> Result<Device, KindError> {
             vfs: template,
         }],
         model: Some(Box::new(model)),
+    })
+}
+
+/// The MAC sides of a `simple-nic` node.
+pub const SNIC_MACS: &[&str] = &["loopback", "none"];
+
+/// `simple-nic`: `pcielab_device::snic::SimpleNic` behind BAR4 (64-bit, 16 KiB), its
+/// MSI-X table (2 vectors: TX, RX) in BAR2, as on NetTLP's board.
+fn build_simple_nic(ctx: &EndpointCtx<'_>) -> Result<Device, KindError> {
+    use pcielab_device::snic::{Loopback, NoMac, SimpleNic, SnicMac, SnicParams};
+    let p = ctx.params;
+    let vectors = 2;
+    let mut bars = [None; 6];
+    bars[2] = Some(Bar::Mem32 {
+        size: msix_bar_size(vectors) as u32,
+        prefetchable: false,
+    });
+    bars[4] = Some(Bar::Mem64 {
+        size: 16 * 1024,
+        prefetchable: false,
+    });
+    let table = MsixTable::new(vectors);
+    let ids = Ids {
+        vendor_id: p.int("vendor_id").unwrap_or(PCIELAB_VENDOR_ID as i64) as u16,
+        device_id: p.int("device_id").unwrap_or(device_ids::SIMPLE_NIC as i64) as u16,
+        revision: 1,
+        class_code: 0x02_0000, // network controller, Ethernet
+    };
+    let mut cs = Type0 {
+        ids,
+        bars,
+        rom_size: None,
+        subsystem_vendor: ids.vendor_id,
+        subsystem_id: ids.device_id,
+        interrupt_pin: 1,
+        multi_function: false,
+    }
+    .build()
+    .map_err(|e| e.to_string())?;
+    CapabilityList::new()
+        .with(PmCap { pme: false })
+        .with(MsixCap {
+            table_size: vectors,
+            table_bir: 2,
+            table_offset: 0,
+            pba_bir: 2,
+            pba_offset: table.table_bytes(),
+        })
+        .with(PcieCap { ..ctx.pcie })
+        .with_ext(AerCap::default())
+        .with_ext(DsnCap { serial: ctx.serial })
+        .install(&mut cs)
+        .map_err(|e| e.to_string())?;
+    let mac: Box<dyn SnicMac> = match p.str("mac").unwrap_or("loopback") {
+        "none" => Box::new(NoMac),
+        _ => Box::new(Loopback::default()),
+    };
+    let params = SnicParams {
+        bar: 4,
+        tx_vector: 0,
+        rx_vector: 1,
+        ring_entries: p.int("ring_entries").unwrap_or(1024) as u32,
+        max_frame: p.int("max_frame").unwrap_or(4096) as u32,
+        rx_fifo: p.int("rx_fifo").unwrap_or(64) as usize,
+    };
+    Ok(Device {
+        functions: vec![HwFunction {
+            devfn: 0,
+            config: cs,
+            bars,
+            vfs: None,
+        }],
+        model: Some(Box::new(SimpleNic::new(params, mac))),
     })
 }
 

@@ -12,7 +12,10 @@
 //! the server thread that got the request, one model call at a time. What the runtime
 //! does not carry out (timers, other messages; DMA without a device) is counted in
 //! [`ModelHandler::commands_dropped`] and the last such command kept
-//! ([`ModelHandler::last_dropped`]): never lost silently.
+//! ([`ModelHandler::last_dropped`]): never lost silently; writes that fall outside the
+//! BAR are counted in [`ModelHandler::writes_outside`]. Something other than the host
+//! (a network interface's reader thread) acts on the model through
+//! [`ModelHandler::call`].
 //!
 //! ```
 //! use pcielab_device::{PsMem, PsMemLayout};
@@ -57,6 +60,7 @@ pub struct ModelHandler<M> {
     start: Instant,
     requester: Bdf,
     dropped: AtomicU64,
+    outside: AtomicU64,
     device: Option<(Device, Vec<MsixEntry>)>,
 }
 
@@ -80,6 +84,7 @@ impl<M: DeviceModel + Send + 'static> ModelHandler<M> {
             start: Instant::now(),
             requester: Bdf::default(),
             dropped: AtomicU64::new(0),
+            outside: AtomicU64::new(0),
             device: None,
         }
     }
@@ -104,6 +109,11 @@ impl<M: DeviceModel + Send + 'static> ModelHandler<M> {
         self.dropped.load(Ordering::Relaxed)
     }
 
+    /// Writes that fell outside the BAR (posted: nobody to answer, so counted here).
+    pub fn writes_outside(&self) -> u64 {
+        self.outside.load(Ordering::Relaxed)
+    }
+
     /// The last such command.
     pub fn last_dropped(&self) -> Option<Command> {
         self.lock().last_dropped.clone()
@@ -123,7 +133,11 @@ impl<M: DeviceModel + Send + 'static> ModelHandler<M> {
         (off.checked_add(len as u64)? <= self.size).then_some(off)
     }
 
-    fn call<R>(&self, f: impl FnOnce(&mut M, &mut Cx<'_>) -> R) -> R {
+    /// Calls `f` on the model with a context, as a request from the host does, and
+    /// carries out what the model asks for (DMA, MSI-X) before returning: the way for
+    /// something other than the host to act on the device (a frame arriving from a
+    /// network interface, say).
+    pub fn call<R>(&self, f: impl FnOnce(&mut M, &mut Cx<'_>) -> R) -> R {
         let now = SimTime::from_ps(self.start.elapsed().as_nanos() as u64 * 1000);
         let mut g = self.lock();
         let h = &mut *g;
@@ -219,6 +233,8 @@ impl<M: DeviceModel + Send + 'static> Handler for ModelHandler<M> {
         if let Some(off) = self.offset(addr, data.len()) {
             let bar = self.bar;
             self.call(|m, cx| m.mem_write(bar, off, data, cx));
+        } else {
+            self.outside.fetch_add(1, Ordering::Relaxed);
         }
     }
 }
@@ -250,5 +266,7 @@ mod tests {
         let mut b = [0u8; 4];
         assert_eq!(h.read(0x1000, &mut b), Err(CplStatus::Ur)); // no mem_read: UR
         assert_eq!(h.read(0x10fe, &mut b), Err(CplStatus::Ca)); // past the BAR
+        h.write(0x10fe, &b);
+        assert_eq!((h.writes_outside(), h.commands_dropped()), (1, 1));
     }
 }

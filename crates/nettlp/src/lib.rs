@@ -19,7 +19,9 @@
 //! * [`handler`] — serving BAR4 accesses on several threads;
 //! * [`adapter`] — the software adapter host; [`control`] — its command socket;
 //! * [`psmem`], [`perf`] — the pseudo memory device and tlpperf;
-//! * [`snic`] — a host driver for the simple-nic device;
+//! * [`snic`] — a host driver for the simple-nic device; [`snic_device`] — the
+//!   simple-nic device itself (`pcielab_device::snic::SimpleNic`) served, its MAC side
+//!   a loopback plug or a TAP interface;
 //! * [`capture`] — pcap output; [`sys`] — batched UDP I/O.
 //!
 //! A whole session on loopback:
@@ -57,4 +59,5 @@ pub mod perf;
 mod poller;
 pub mod psmem;
 pub mod snic;
+pub mod snic_device;
 pub mod sys;

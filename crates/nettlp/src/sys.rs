@@ -1,4 +1,5 @@
-//! UDP sockets with batched I/O (`recvmmsg`/`sendmmsg`), `poll` and `epoll` (Linux).
+//! UDP sockets with batched I/O (`recvmmsg`/`sendmmsg`), `poll` and `epoll`, TAP
+//! interfaces (Linux).
 //!
 //! The only `unsafe` code of the crate lives here; every call checks its return value
 //! and the buffers it hands to the kernel outlive the call.
@@ -653,6 +654,137 @@ pub fn stop_on_signals() -> io::Result<&'static std::sync::atomic::AtomicBool> {
         }
     }
     Ok(&STOP_SIGNAL)
+}
+
+/// `struct ifreq` with the flags member of its union (40 bytes on Linux).
+#[repr(C)]
+struct IfReqFlags {
+    name: [u8; libc::IFNAMSIZ],
+    flags: libc::c_short,
+    _rest: [u8; 22],
+}
+
+fn ifreq(name: &str) -> io::Result<IfReqFlags> {
+    let b = name.as_bytes();
+    if b.is_empty() || b.len() >= libc::IFNAMSIZ || b.contains(&0) || b.contains(&b'/') {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{name:?} is not an interface name (1..={} bytes, no NUL or '/')",
+                libc::IFNAMSIZ - 1
+            ),
+        ));
+    }
+    let mut r = IfReqFlags {
+        name: [0; libc::IFNAMSIZ],
+        flags: 0,
+        _rest: [0; 22],
+    };
+    r.name[..b.len()].copy_from_slice(b);
+    Ok(r)
+}
+
+/// What [`tap_open`] could not do: which step failed, with the OS error.
+#[derive(Debug)]
+pub struct TapError {
+    /// The step: "opening /dev/net/tun" or "TUNSETIFF".
+    pub step: &'static str,
+    /// The OS error (`PermissionDenied` for EPERM/EACCES, `NotFound` for a missing
+    /// /dev/net/tun).
+    pub source: io::Error,
+}
+
+impl std::fmt::Display for TapError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.step, self.source)?;
+        match self.source.raw_os_error() {
+            Some(libc::EPERM) | Some(libc::EACCES) => {
+                write!(f, " (a TAP interface needs CAP_NET_ADMIN, e.g. root)")
+            }
+            Some(libc::ENOENT) | Some(libc::ENODEV) | Some(libc::ENXIO) => {
+                write!(
+                    f,
+                    " (no TUN/TAP driver here: modprobe tun, or a container without /dev/net/tun)"
+                )
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+impl std::error::Error for TapError {}
+
+/// Opens (creating it if needed) the Linux TAP interface `name`, IFF_TAP | IFF_NO_PI:
+/// every read of the returned file gives one Ethernet frame the kernel sent on the
+/// interface, every write one frame the interface receives. Returns the file and the
+/// name the kernel gave (the same as `name`, or the kernel's pick for a pattern such as
+/// `tap%d`). The interface lives as long as the file unless it was made persistent.
+pub fn tap_open(name: &str) -> Result<(std::fs::File, String), TapError> {
+    let mut req = ifreq(name).map_err(|source| TapError {
+        step: "TUNSETIFF",
+        source,
+    })?;
+    req.flags = (libc::IFF_TAP | libc::IFF_NO_PI) as libc::c_short;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/net/tun")
+        .map_err(|source| TapError {
+            step: "opening /dev/net/tun",
+            source,
+        })?;
+    // SAFETY: a valid fd and a pointer to a live, initialised ifreq-sized struct that
+    // the kernel reads and writes back (the name) during the call.
+    let r = unsafe {
+        libc::ioctl(
+            file.as_raw_fd(),
+            libc::TUNSETIFF as _,
+            &mut req as *mut IfReqFlags,
+        )
+    };
+    if r < 0 {
+        return Err(TapError {
+            step: "TUNSETIFF",
+            source: io::Error::last_os_error(),
+        });
+    }
+    let end = req
+        .name
+        .iter()
+        .position(|&c| c == 0)
+        .unwrap_or(req.name.len());
+    let got = String::from_utf8_lossy(&req.name[..end]).into_owned();
+    Ok((file, got))
+}
+
+/// Sets the network interface `name` up (IFF_UP), as `ip link set NAME up` does.
+pub fn iface_up(name: &str) -> io::Result<()> {
+    let mut req = ifreq(name)?;
+    let s = UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0))?;
+    // SAFETY: a valid socket fd and a pointer to a live ifreq-sized struct.
+    let r = unsafe {
+        libc::ioctl(
+            s.as_raw_fd(),
+            libc::SIOCGIFFLAGS as _,
+            &mut req as *mut IfReqFlags,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    req.flags |= libc::IFF_UP as libc::c_short;
+    // SAFETY: as above.
+    let r = unsafe {
+        libc::ioctl(
+            s.as_raw_fd(),
+            libc::SIOCSIFFLAGS as _,
+            &mut req as *mut IfReqFlags,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 #[cfg(test)]
