@@ -38,7 +38,7 @@
 //! ```
 //! use pcielab_fabric::kinds::KindRegistry;
 //! let reg = KindRegistry::builtin();
-//! assert_eq!(reg.names(), vec!["root-complex", "switch", "psmem", "simple-nic"]);
+//! assert_eq!(reg.names(), vec!["root-complex", "switch", "psmem", "nic", "simple-nic"]);
 //! ```
 
 use pcielab_config::caps::{CapabilityList, MsiCap, MsixCap, MsixTable, PcieCap, PmCap};
