@@ -720,7 +720,7 @@ fn nic_threshold(
     Ok(lo)
 }
 
-fn run_nic(o: &Opts) -> Result<Output, Error> {
+fn run_nic(_o: &Opts) -> Result<Output, Error> {
     let err = run_err("pciebench-nic");
     let mut out = run_nic_model()?;
     use pcielab_fabric::drivers::nic::{measure, NicVariant};
@@ -729,7 +729,6 @@ fn run_nic(o: &Opts) -> Result<Output, Error> {
         mrrs: 512,
         ..SimConfig::default()
     };
-    let _ = o;
     let common = || {
         vec![
             input("gen", 3, "seed 001 §6: PCIe Gen 3 x8"),
@@ -748,7 +747,7 @@ fn run_nic(o: &Opts) -> Result<Output, Error> {
             ),
         ]
     };
-    let line = pcielab_device::nic::Ethernet::new(40.0).map_err(|e| err(e))?;
+    let line = pcielab_device::nic::Ethernet::new(40.0).map_err(&err)?;
     let p = measure("gen = 3\nwidth = 8", &cfg, NicVariant::Simple, 64, 4000)
         .map_err(|e| err(e.to_string()))?;
     let need = line.data_gbps(64);

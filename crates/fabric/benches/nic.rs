@@ -1,0 +1,98 @@
+//! Speed of the simulated pcie-bench NIC (one thread): 64-byte frames on a 100 GbE MAC
+//! in loopback (every frame is sent and received), Gen3 x8, with the simple NIC, the
+//! batched NIC with the Linux driver and with DPDK. Elements = packets (each sent and
+//! received). After the criterion measurements, a longer run of each prints simulated
+//! time / wall time (target: at least 1/20, i.e. a ratio ≥ 0.05). Building the
+//! simulation (topology, enumeration, the driver's set-up) is not timed.
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use pcielab_fabric::drivers::nic::{NicDriver, NicDriverConfig};
+use pcielab_fabric::kinds::KindRegistry;
+use pcielab_fabric::timed::{FabricSim, SimConfig};
+use pcielab_fabric::topology::Topology;
+use std::time::Instant;
+
+const VARIANTS: [(&str, &str); 3] = [
+    ("simple", "simple"),
+    ("batched_linux", "batched"),
+    ("batched_dpdk", "batched"),
+];
+
+fn build(name: &str, model: &str) -> (FabricSim, NicDriver) {
+    let text = format!(
+        "[[node]]\nname = \"rc\"\nkind = \"root-complex\"\n\
+         [[node]]\nname = \"nic\"\nkind = \"nic\"\nmodel = \"{model}\"\neth_gbps = 100\n\
+         rx = \"loopback\"\nrx_fifo = \"16KiB\"\n\
+         [[link]]\nup = \"rc.0\"\ndown = \"nic\"\ngen = 3\nwidth = 8\n"
+    );
+    let reg = KindRegistry::builtin();
+    let t = Topology::parse(&text, "nic-bench.toml", &reg).unwrap();
+    let cfg = SimConfig {
+        mps: 256,
+        mrrs: 512,
+        ..SimConfig::default()
+    };
+    let mut sim = FabricSim::new(&t, &reg, cfg).unwrap();
+    let mut drv = match name {
+        "simple" => NicDriverConfig::simple(),
+        "batched_linux" => NicDriverConfig::linux(),
+        _ => NicDriverConfig::dpdk(),
+    };
+    drv.frames = pcielab_device::nic::FrameSizes::Fixed(64);
+    drv.keep_received = false;
+    let d = NicDriver::open(&mut sim, "nic", drv).unwrap();
+    (sim, d)
+}
+
+fn bench(c: &mut Criterion) {
+    let mut g = c.benchmark_group("nic_100g_64b_loopback");
+    let n = 3200u64;
+    g.throughput(Throughput::Elements(n));
+    for (name, model) in VARIANTS {
+        g.bench_function(name, |b| {
+            b.iter_batched(
+                || build(name, model),
+                |(mut sim, mut d)| d.run(&mut sim, n, n).unwrap(),
+                BatchSize::PerIteration,
+            )
+        });
+    }
+    g.finish();
+    real_time();
+}
+
+/// Longer runs: simulated time over wall time.
+fn real_time() {
+    let n = 64_000u64;
+    for (name, model) in VARIANTS {
+        let (mut sim, mut d) = build(name, model);
+        let (e0, t0) = (sim.events(), tlps(&sim));
+        let t = Instant::now();
+        let r = d.run(&mut sim, n, n).unwrap();
+        let wall = t.elapsed().as_secs_f64();
+        let simulated = r.elapsed.as_ps() as f64 * 1e-12;
+        let per = |x: u64| x as f64 / n as f64;
+        println!(
+            "nic {name}, 100 GbE, 64 B, loopback, {n} packets each way: {:.3} Mpps each way \
+             simulated, {:.1} µs simulated in {:.1} ms wall: {:.3} × real time (target ≥ 0.05); \
+             per packet sent and received: {:.1} TLPs, {:.1} kernel events",
+            r.tx_pps / 1e6,
+            simulated * 1e6,
+            wall * 1e3,
+            simulated / wall,
+            per(tlps(&sim) - t0),
+            per(sim.events() - e0),
+        );
+    }
+}
+
+fn tlps(sim: &FabricSim) -> u64 {
+    sim.counters().iter().map(|(_, c)| c.tlps).sum()
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(10);
+    targets = bench
+}
+criterion_main!(benches);
