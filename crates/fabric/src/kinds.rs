@@ -604,6 +604,29 @@ impl KindRegistry {
                 "interrupt moderation timer at reset, ns (simple: 0, batched: 100000)",
             ),
         ];
+        nic.extend([
+            key(
+                "clock_mhz",
+                KeyType::Int {
+                    min: 0,
+                    max: 10_000,
+                },
+                Some(ParamValue::Int(0)),
+                "the NIC's core clock, MHz (0: it takes no time)",
+            ),
+            key(
+                "datapath_bits",
+                KeyType::Int { min: 0, max: 4096 },
+                Some(ParamValue::Int(0)),
+                "the width of its datapath, bits (e.g. 256 at 250 MHz)",
+            ),
+            key(
+                "dma_tags",
+                KeyType::Int { min: 0, max: 768 },
+                Some(ParamValue::Int(0)),
+                "tags of its read requests, from 0 (0: the host's pool)",
+            ),
+        ]);
         nic.extend(common_keys(256, device_ids::NIC as i64));
         r.register(KindSpec {
             name: "nic",
@@ -714,6 +737,23 @@ pub fn nic_config(p: &Params) -> Result<pcielab_device::nic::NicConfig, KindErro
         "saturate" => RxSource::Saturate(sizes),
         "loopback" => RxSource::Loopback,
         _ => RxSource::Off,
+    };
+    let clock = p.int("clock_mhz").unwrap_or(0) as u32;
+    let bits = p.int("datapath_bits").unwrap_or(0) as u32;
+    if (clock == 0) != (bits == 0) {
+        return Err(KindError::key(
+            "clock_mhz",
+            format!("clock_mhz {clock} and datapath_bits {bits}: give both or neither"),
+        ));
+    }
+    c.timing = pcielab_device::DeviceTiming {
+        clock_mhz: clock,
+        datapath_bits: bits,
+        ..pcielab_device::DeviceTiming::NONE
+    };
+    c.tags = match p.int("dma_tags").unwrap_or(0) {
+        0 => None,
+        n => Some(n as u16),
     };
     c.check().map_err(|e| KindError::key("queues", e))?;
     Ok(c)

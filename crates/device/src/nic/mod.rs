@@ -54,7 +54,8 @@ mod mac;
 
 pub use mac::{Ethernet, FrameSizes, FCS, IFG, MAX_FRAME, MIN_FRAME, PREAMBLE};
 
-use crate::model::{Cx, DeviceModel, DmaId, ReadReply};
+use crate::model::{Cx, DeviceModel, DmaId, DmaPolicy, ReadReply};
+use crate::DeviceTiming;
 use pcielab_sim::{SimDuration, SimTime};
 use std::collections::{HashMap, VecDeque};
 
@@ -164,6 +165,10 @@ pub struct NicConfig {
     pub eth: Option<Ethernet>,
     /// Where received frames come from.
     pub rx_source: RxSource,
+    /// The NIC's core clock, datapath and latencies (the timed simulator charges them).
+    pub timing: DeviceTiming,
+    /// The tags of its read requests: `count` tags from 0 (`None`: the host's pool).
+    pub tags: Option<u16>,
 }
 
 impl NicConfig {
@@ -183,6 +188,8 @@ impl NicConfig {
             rx_fifo: 512 * 1024,
             eth: None,
             rx_source: RxSource::Off,
+            timing: DeviceTiming::NONE,
+            tags: None,
         }
     }
 
@@ -262,6 +269,8 @@ pub struct NicStats {
     pub writebacks: u64,
     /// MSI-X messages raised.
     pub interrupts: u64,
+    /// DMAs that finished after their ring was set up anew (dropped).
+    pub stale_dmas: u64,
 }
 
 /// One transmit descriptor slot taken by the NIC.
@@ -336,14 +345,33 @@ struct Queue {
     rx_writing: u32,
     /// Loopback: bytes of frames read for transmission and not yet in the FIFO.
     loop_reserved: u64,
+    /// Generation of each ring: setting its size starts a new one, and DMAs of an
+    /// older one are dropped when they finish.
+    tx_gen: u32,
+    rx_gen: u32,
 }
 
 #[derive(Debug, Clone, Copy)]
 enum Op {
-    TxFetch { q: u16, first: u32, n: u32 },
-    TxData { q: u16, slot: u32 },
-    RxFetch { q: u16, idx: u32 },
-    RxData { q: u16 },
+    TxFetch {
+        q: u16,
+        gen: u32,
+        first: u32,
+        n: u32,
+    },
+    TxData {
+        q: u16,
+        gen: u32,
+        slot: u32,
+    },
+    RxFetch {
+        q: u16,
+        gen: u32,
+        idx: u32,
+    },
+    RxData {
+        q: u16,
+    },
     Write,
 }
 
@@ -368,7 +396,7 @@ pub struct Nic {
     ops: HashMap<DmaId, Op>,
     stats: NicStats,
     /// Frames on the MAC's transmit side: (departure, queue, slot, frame bytes).
-    mac_tx: VecDeque<(SimTime, u16, u32, Vec<u8>)>,
+    mac_tx: VecDeque<(SimTime, u16, u32, u32, Vec<u8>)>,
     mac_busy: SimTime,
     /// Receive source: frames offered so far, and the queue the next one goes to.
     rx_frames: u64,
@@ -456,7 +484,17 @@ impl Nic {
             qu.tx_fetching += 1;
             let addr = qu.tx.base + first as u64 * DESC;
             self.stats.desc_reads += 1;
-            self.dma_read(cx, addr, n as u64 * DESC, Op::TxFetch { q, first, n });
+            self.dma_read(
+                cx,
+                addr,
+                n as u64 * DESC,
+                Op::TxFetch {
+                    q,
+                    gen: self.queues[q as usize].tx_gen,
+                    first,
+                    n,
+                },
+            );
         }
     }
 
@@ -526,7 +564,8 @@ impl Nic {
             }
             qu.tx_ready.pop_front();
             qu.tx_reading += 1;
-            self.dma_read(cx, addr, len, Op::TxData { q, slot: idx });
+            let gen = qu.tx_gen;
+            self.dma_read(cx, addr, len, Op::TxData { q, gen, slot: idx });
         }
     }
 
@@ -564,7 +603,8 @@ impl Nic {
                 if self.mac_tx.is_empty() {
                     cx.timer(at.saturating_since(cx.now()), token(T_MAC_TX, 0));
                 }
-                self.mac_tx.push_back((at, q, idx, keep));
+                let gen = self.queues[q as usize].tx_gen;
+                self.mac_tx.push_back((at, q, gen, idx, keep));
             }
         }
         self.tx_data(q, cx);
@@ -667,7 +707,8 @@ impl Nic {
             qu.rx_fetching += 1;
             let addr = qu.rx.base + idx as u64 * DESC;
             self.stats.desc_reads += 1;
-            self.dma_read(cx, addr, DESC, Op::RxFetch { q, idx });
+            let gen = qu.rx_gen;
+            self.dma_read(cx, addr, DESC, Op::RxFetch { q, gen, idx });
         }
     }
 
@@ -941,12 +982,18 @@ impl Nic {
                             ..Ring::default()
                         };
                         if tx {
+                            qu.tx_gen = qu.tx_gen.wrapping_add(1);
                             qu.tx_slots.clear();
                             qu.tx_ready.clear();
                             qu.tx_wb_pending = 0;
                             qu.tx_wb_status.clear();
+                            qu.tx_fetching = 0;
+                            qu.tx_reading = 0;
+                            qu.loop_reserved = 0;
                         } else {
+                            qu.rx_gen = qu.rx_gen.wrapping_add(1);
                             qu.rx_slots.clear();
+                            qu.rx_fetching = 0;
                         }
                     }
                     reg::TX_TAIL | reg::RX_TAIL if len == 4 => {
@@ -1025,9 +1072,18 @@ impl DeviceModel for Nic {
             return;
         };
         match op {
-            Op::TxFetch { q, first, n } => self.tx_fetched(q, first, n, ok, data, cx),
-            Op::TxData { q, slot } => self.tx_data_done(q, slot, ok, data, cx),
-            Op::RxFetch { q, idx } => self.rx_fetched(q, idx, ok, data, cx),
+            // A DMA for a ring the driver has since set up anew is of no use.
+            Op::TxFetch { q, gen, .. } | Op::TxData { q, gen, .. }
+                if gen != self.queues[q as usize].tx_gen =>
+            {
+                self.stats.stale_dmas += 1
+            }
+            Op::RxFetch { q, gen, .. } if gen != self.queues[q as usize].rx_gen => {
+                self.stats.stale_dmas += 1
+            }
+            Op::TxFetch { q, first, n, .. } => self.tx_fetched(q, first, n, ok, data, cx),
+            Op::TxData { q, slot, .. } => self.tx_data_done(q, slot, ok, data, cx),
+            Op::RxFetch { q, idx, .. } => self.rx_fetched(q, idx, ok, data, cx),
             Op::RxData { q } => {
                 if !ok {
                     self.stats.dma_errors += 1;
@@ -1054,18 +1110,32 @@ impl DeviceModel for Nic {
             T_RX_IRQ => self.irq_timer(q, true, (tok >> 16) as u16, cx),
             T_MAC_TX => {
                 let now = cx.now();
-                while let Some((at, _, _, _)) = self.mac_tx.front() {
+                while let Some((at, ..)) = self.mac_tx.front() {
                     if *at > now {
                         let d = at.saturating_since(now);
                         cx.timer(d, token(T_MAC_TX, 0));
                         break;
                     }
-                    let (_, q, idx, data) = self.mac_tx.pop_front().unwrap();
+                    let (_, q, gen, idx, data) = self.mac_tx.pop_front().unwrap();
+                    if gen != self.queues[q as usize].tx_gen {
+                        continue; // its ring was set up anew
+                    }
                     self.tx_sent(q, idx, &data, cx);
                 }
             }
             T_RX_FRAME => self.rx_line(cx),
             _ => {}
+        }
+    }
+
+    fn timing(&self) -> DeviceTiming {
+        self.cfg.timing
+    }
+
+    fn dma_policy(&self) -> DmaPolicy {
+        DmaPolicy {
+            tags: self.cfg.tags.map(|n| (0, n)),
+            ..DmaPolicy::DEFAULT
         }
     }
 
@@ -1089,10 +1159,195 @@ impl DeviceModel for Nic {
             "desc_reads": s.desc_reads,
             "writebacks": s.writebacks,
             "interrupts": s.interrupts,
+            "stale_dmas": s.stale_dmas,
         }))
     }
 
     fn progress(&self) -> Option<u64> {
         Some(self.stats.tx_packets + self.stats.rx_packets)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Command, DeviceState};
+    use pcielab_sim::Rng;
+    use pcielab_wire::Bdf;
+    use proptest::prelude::*;
+
+    /// A host that answers the NIC's DMA reads from a byte pattern, lets writes
+    /// finish, and fires timers in order.
+    struct Host {
+        nic: Nic,
+        state: DeviceState,
+        spare: Vec<Vec<u8>>,
+        now: SimTime,
+        reads: VecDeque<(DmaId, u64)>,
+        writes: VecDeque<DmaId>,
+        timers: Vec<(SimTime, u64)>,
+        msix: u64,
+    }
+
+    impl Host {
+        fn new(cfg: NicConfig) -> Host {
+            Host {
+                nic: Nic::new(cfg),
+                state: DeviceState {
+                    next_dma: 0,
+                    rng: Rng::new(1),
+                },
+                spare: Vec::new(),
+                now: SimTime::ZERO,
+                reads: VecDeque::new(),
+                writes: VecDeque::new(),
+                timers: Vec::new(),
+                msix: 0,
+            }
+        }
+
+        fn call(&mut self, f: impl FnOnce(&mut Nic, &mut Cx<'_>)) {
+            let mut cmds = Vec::new();
+            let mut cx = Cx::new(
+                self.now,
+                (0, Bdf::new(1, 0, 0).unwrap()),
+                &mut cmds,
+                &mut self.state,
+                None,
+                &mut self.spare,
+            );
+            f(&mut self.nic, &mut cx);
+            for c in cmds {
+                match c {
+                    Command::DmaRead { id, len, .. } => self.reads.push_back((id, len)),
+                    Command::DmaWrite { id, .. } => self.writes.push_back(id),
+                    Command::Timer { at, token } => self.timers.push((at, token)),
+                    Command::Msix(v) => {
+                        assert!(v < 2 * self.nic.cfg.queues, "vector {v}");
+                        self.msix += 1;
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    #[derive(Debug, Clone)]
+    enum Step {
+        Write(u64, u64, bool),
+        Read(u64, bool),
+        /// Answer the oldest read: `ok`, with bytes from a pattern seeded by the value.
+        Answer(bool, u64),
+        FinishWrite(bool),
+        Timer,
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            // Doorbells of either queue pair, in range or not.
+            (0u64..2, any::<bool>(), 0u64..10).prop_map(|(q, tx, v)| Step::Write(
+                QUEUE_BASE + q * QUEUE_STRIDE + if tx { reg::TX_TAIL } else { reg::RX_TAIL },
+                v,
+                false
+            )),
+            // Mostly the real registers of queue pair 0 and 1, sometimes anywhere.
+            (
+                prop_oneof![
+                    Just(0u64),
+                    Just(8),
+                    Just(12),
+                    (0u64..8).prop_map(|r| 0x100 + r * 8),
+                    (0u64..8).prop_map(|r| 0x140 + r * 4),
+                    0u64..0x4000,
+                ],
+                prop_oneof![Just(1u64), 0u64..300, Just(0x1_0000_0000), any::<u64>()],
+                any::<bool>()
+            )
+                .prop_map(|(o, v, wide)| Step::Write(o, v, wide)),
+            (0u64..0x4000, any::<bool>()).prop_map(|(o, w)| Step::Read(o, w)),
+            (prop::bool::weighted(0.9), any::<u64>()).prop_map(|(ok, s)| Step::Answer(ok, s)),
+            any::<bool>().prop_map(Step::FinishWrite),
+            Just(Step::Timer),
+        ]
+    }
+
+    proptest! {
+        /// Whatever the host writes and whatever the DMAs bring back, the NIC never
+        /// panics, raises only its own vectors and keeps its head registers inside
+        /// their rings.
+        #[test]
+        fn any_program_is_survived(
+            batched in any::<bool>(),
+            rx in 0u8..4,
+            steps in prop::collection::vec(step(), 1..300),
+        ) {
+            let mut cfg = if batched { NicConfig::batched(2) } else { NicConfig::simple(2) };
+            cfg.rx_source = match rx {
+                0 => RxSource::Off,
+                1 => RxSource::Saturate(FrameSizes::Imix),
+                2 => RxSource::Loopback,
+                _ => RxSource::LineRate(FrameSizes::Fixed(64)),
+            };
+            cfg.eth = Some(Ethernet::new(100.0).unwrap());
+            let mut h = Host::new(cfg);
+            // Set up both queue pairs with small rings (so they wrap), then enable.
+            for q in 0..2u64 {
+                let r = QUEUE_BASE + q * QUEUE_STRIDE;
+                for (o, v, w) in [
+                    (reg::TX_BASE, 0x1000_0000 + q * 0x1_0000, 8),
+                    (reg::TX_SIZE, 4 + q * 4, 4),
+                    (reg::RX_BASE, 0x2000_0000 + q * 0x1_0000, 8),
+                    (reg::RX_SIZE, 8, 4),
+                ] {
+                    let data = v.to_le_bytes()[..w].to_vec();
+                    h.call(|n, cx| n.mem_write(0, r + o, &data, cx));
+                }
+            }
+            h.call(|n, cx| n.mem_write(0, reg::CTRL, &1u32.to_le_bytes(), cx));
+            for s in steps {
+                h.now = h.now + SimDuration::from_ns(10);
+                match s {
+                    Step::Write(o, v, wide) => {
+                        let data = if wide { v.to_le_bytes().to_vec() } else { (v as u32).to_le_bytes().to_vec() };
+                        h.call(|n, cx| n.mem_write(0, o, &data, cx));
+                    }
+                    Step::Read(o, wide) => {
+                        let mut buf = vec![0u8; if wide { 8 } else { 4 }];
+                        h.call(|n, cx| { n.mem_read(0, o, &mut buf, cx); });
+                    }
+                    Step::Answer(ok, seed) => {
+                        if let Some((id, len)) = h.reads.pop_front() {
+                            let mut r = Rng::new(seed);
+                            let mut data: Vec<u8> = (0..len.min(1 << 16)).map(|_| r.next_u64() as u8).collect();
+                            if seed % 2 == 0 {
+                                // Well-formed descriptors: a buffer and a sane length.
+                                for d in data.chunks_exact_mut(16) {
+                                    d[0..8].copy_from_slice(&0x3000_0000u64.to_le_bytes());
+                                    d[8..10].copy_from_slice(&(60 + (seed % 1400) as u16).to_le_bytes());
+                                }
+                            }
+                            h.call(|n, cx| n.dma_done(id, ok, &data, cx));
+                        }
+                    }
+                    Step::FinishWrite(ok) => {
+                        if let Some(id) = h.writes.pop_front() {
+                            h.call(|n, cx| n.dma_done(id, ok, &[], cx));
+                        }
+                    }
+                    Step::Timer => {
+                        if let Some(i) = (0..h.timers.len()).min_by_key(|&i| h.timers[i].0) {
+                            let (at, tok) = h.timers.swap_remove(i);
+                            h.now = h.now.max(at);
+                            h.call(|n, cx| n.timer(tok, cx));
+                        }
+                    }
+                }
+                for q in &h.nic.queues {
+                    prop_assert!(q.tx.size == 0 || q.tx.head < q.tx.size);
+                    prop_assert!(q.rx.size == 0 || q.rx.head < q.rx.size);
+                    prop_assert!(q.rx_fifo_bytes <= h.nic.cfg.rx_fifo);
+                }
+            }
+        }
     }
 }

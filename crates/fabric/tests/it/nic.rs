@@ -306,3 +306,42 @@ fn descriptor_outside_host_memory_faults_and_is_counted() {
         "bytes landed outside the buffers"
     );
 }
+
+/// The NIC's own DMA engine settings: its tags (`dma_tags`) and its datapath
+/// (`clock_mhz` × `datapath_bits`), which the simulator charges. A 125 MHz × 64-bit
+/// datapath (8 Gb/s) caps what a Gen3 x8 link would otherwise carry.
+#[test]
+fn the_nic_declares_its_tags_and_timing() {
+    use pcielab_wire::tlp::{MemOp, TlpHeader, TlpRepr};
+    let run_with = |extra: &str| {
+        let cfg = SimConfig {
+            mps: 256,
+            mrrs: 512,
+            trace: true,
+            ..SimConfig::default()
+        };
+        let keys = format!("model = \"batched\"\neth_gbps = 0\n{extra}");
+        let mut s = FabricSim::new(&topo(&keys), &KindRegistry::builtin(), cfg).unwrap();
+        let mut drv = NicDriverConfig::dpdk();
+        drv.frames = FrameSizes::Fixed(1518);
+        let mut d = NicDriver::open(&mut s, "nic", drv).unwrap();
+        let r = d.run(&mut s, 640, 0).unwrap();
+        let tr = s.trace().unwrap();
+        let nic = s.bdf("nic").unwrap();
+        let tags: Vec<u16> = tr
+            .records
+            .iter()
+            .filter(|r| matches!(r.kind, pcielab_fabric::timed::TraceKind::Tlp { .. }))
+            .filter_map(|r| TlpRepr::parse_bytes(tr.bytes(r)).ok())
+            .filter(|t| matches!(t.header, TlpHeader::Mem(m) if m.op == MemOp::Read && m.requester_id == nic))
+            .map(|t| t.tag().value())
+            .collect();
+        (r.tx_gbps, tags)
+    };
+    let (fast, tags) = run_with("dma_tags = 8\n");
+    assert!(!tags.is_empty());
+    assert!(tags.iter().all(|&t| t < 8), "{tags:?}");
+    let (slow, _) = run_with("clock_mhz = 125\ndatapath_bits = 64\n");
+    assert!(fast > 40.0, "{fast}");
+    assert!(slow < 8.0 && slow > 6.0, "{slow}");
+}
