@@ -1305,7 +1305,7 @@ mod tests {
             }
             h.call(|n, cx| n.mem_write(0, reg::CTRL, &1u32.to_le_bytes(), cx));
             for s in steps {
-                h.now = h.now + SimDuration::from_ns(10);
+                h.now += SimDuration::from_ns(10);
                 match s {
                     Step::Write(o, v, wide) => {
                         let data = if wide { v.to_le_bytes().to_vec() } else { (v as u32).to_le_bytes().to_vec() };
