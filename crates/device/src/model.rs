@@ -175,6 +175,9 @@ pub enum Command {
     },
     Msix(u16),
     Msi(u8),
+    /// An Ethernet frame out of the device's MAC, to the device at the other end of
+    /// its cable (topology key `cable`).
+    Ethernet(Vec<u8>),
     Intx(bool),
     Vendor(VendorMessage),
     Pme,
@@ -432,6 +435,14 @@ impl Cx<'_> {
         let at = self.now + delay;
         self.push(Command::Timer { at, token });
     }
+    /// Sends an Ethernet frame (its bytes, FCS not included) out of the device's MAC
+    /// to the device at the other end of its cable (`cable = "NODE"` in the topology);
+    /// the peer's [`DeviceModel::ethernet_receive`] gets it. Timing on the wire is the
+    /// sender's: send when the frame has left the MAC. Hosts without cables count the
+    /// frame as dropped.
+    pub fn ethernet_send(&mut self, frame: Vec<u8>) {
+        self.push(Command::Ethernet(frame));
+    }
     /// Raises MSI-X vector `vector` (as the function's MSI-X table describes it).
     pub fn msix(&mut self, vector: u16) {
         self.push(Command::Msix(vector));
@@ -587,6 +598,12 @@ pub trait DeviceModel: core::fmt::Debug {
     }
     /// A timer set with [`Cx::timer`] fired.
     fn timer(&mut self, _token: u64, _cx: &mut Cx<'_>) {}
+    /// An Ethernet frame arrived from the device at the other end of the cable
+    /// ([`Cx::ethernet_send`]). Return false if the device has no MAC to take it (the
+    /// host counts it as dropped).
+    fn ethernet_receive(&mut self, _frame: Vec<u8>, _cx: &mut Cx<'_>) -> bool {
+        false
+    }
     /// A vendor-defined message from `from` reached the device (routed by ID to one of
     /// its functions: `msg.route`). Return true if the device supports it; false (the
     /// default) makes a Type 0 message an Unsupported Request (logged by the function

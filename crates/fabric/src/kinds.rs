@@ -570,6 +570,12 @@ impl KindRegistry {
                 "frame size of the receive source, bytes (64..=9018, FCS included) or imix",
             ),
             key(
+                "cable",
+                KeyType::Str,
+                Some(ParamValue::Str(String::new())),
+                "another device whose MAC this one's is cabled to: sent frames go there, its frames come here (\"\": none)",
+            ),
+            key(
                 "rx_fifo",
                 KeyType::Size {
                     min: 2048,
@@ -724,6 +730,7 @@ pub fn nic_config(p: &Params) -> Result<pcielab_device::nic::NicConfig, KindErro
     };
     let sizes = FrameSizes::parse(p.str("frame").unwrap_or("64"))
         .map_err(|e| KindError::key("frame", e))?;
+    c.cable = !p.str("cable").unwrap_or("").is_empty();
     c.rx_source = match p.str("rx").unwrap_or("off") {
         "line-rate" => {
             if c.eth.is_none() {

@@ -169,6 +169,8 @@ pub struct NicConfig {
     pub timing: DeviceTiming,
     /// The tags of its read requests: `count` tags from 0 (`None`: the host's pool).
     pub tags: Option<u16>,
+    /// Sent frames go out on the cable to another device (`Cx::ethernet_send`).
+    pub cable: bool,
 }
 
 impl NicConfig {
@@ -190,6 +192,7 @@ impl NicConfig {
             rx_source: RxSource::Off,
             timing: DeviceTiming::NONE,
             tags: None,
+            cable: false,
         }
     }
 
@@ -595,7 +598,7 @@ impl Nic {
                 self.mac_busy = at;
                 // The frame's bytes are kept only for loopback; its length is in its
                 // slot.
-                let keep = if self.cfg.rx_source == RxSource::Loopback {
+                let keep = if self.cfg.rx_source == RxSource::Loopback || self.cfg.cable {
                     data.to_vec()
                 } else {
                     Vec::new()
@@ -620,6 +623,9 @@ impl Nic {
         };
         self.stats.tx_packets += 1;
         self.stats.tx_bytes += len;
+        if self.cfg.cable {
+            cx.ethernet_send(data.to_vec());
+        }
         if self.cfg.rx_source == RxSource::Loopback {
             self.rx_arrive(q, Some(data.to_vec()), data.len() as u64, cx);
         }
@@ -1137,6 +1143,19 @@ impl DeviceModel for Nic {
             tags: self.cfg.tags.map(|n| (0, n)),
             ..DmaPolicy::DEFAULT
         }
+    }
+
+    fn ethernet_receive(&mut self, frame: Vec<u8>, cx: &mut Cx<'_>) -> bool {
+        // Frames from the cable spread over the queues in turn.
+        if !self.enabled {
+            self.stats.rx_dropped += 1;
+            return true;
+        }
+        let q = self.rx_next_queue;
+        self.rx_next_queue = (q + 1) % self.cfg.queues;
+        let len = frame.len() as u64;
+        self.rx_arrive(q, Some(frame), len, cx);
+        true
     }
 
     fn reset(&mut self, _cx: &mut Cx<'_>) {

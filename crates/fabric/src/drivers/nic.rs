@@ -384,206 +384,218 @@ impl NicDriver {
     /// Sends `tx` packets and receives `rx` (posting exactly `rx` buffers), then waits
     /// until the host has seen all of them done and every head read is back.
     pub fn run(&mut self, sim: &mut FabricSim, tx: u64, rx: u64) -> Result<NicRun, SimError> {
-        let t0 = sim.now();
-        let c0 = self.counters(sim);
-        let mut r = NicRun::default();
+        let mut runs = run_together(sim, &mut [(self, tx, rx)])?;
+        Ok(runs.pop().unwrap_or_default())
+    }
+
+    /// Starts a run: what it has to do, its counters, the link counters at its start.
+    fn begin(&mut self, sim: &FabricSim, tx: u64, rx: u64) -> RunState {
         // Each queue pair gets its share, so that with loopback every queue has as many
         // buffers as frames.
         let nq = self.queues as u64;
         let share = |total: u64, q: usize| total / nq + ((q as u64) < total % nq) as u64;
-        let tx_quota: Vec<u64> = (0..nq as usize).map(|q| share(tx, q)).collect();
-        let rx_quota: Vec<u64> = (0..nq as usize).map(|q| share(rx, q)).collect();
-        let mut tx_posted = vec![0u64; nq as usize];
-        let mut rx_posted = vec![0u64; nq as usize];
-        let mut tx_obs: Vec<(SimTime, u64)> = Vec::new();
-        let mut rx_obs: Vec<(SimTime, u64)> = Vec::new();
-        let host = sim.config().host;
-        let mut last_progress = sim.now();
-        let mut last_count = 0u64;
-        loop {
-            // Post transmit packets and receive buffers.
-            for q in 0..self.queues as usize {
-                let ring = self.cfg.tx_ring;
-                let mut filled = 0;
-                while tx_posted[q] < tx_quota[q]
-                    && self.tx[q].inflight + self.tx[q].unrung < ring - 1
-                {
-                    let frame = self.cfg.frames.nth(self.sent_frames);
-                    let len = frame - FCS;
-                    let t = &mut self.tx[q];
-                    let slot = t.next;
-                    let buf = t.bufs + slot as u64 * self.cfg.buf_size as u64;
-                    // The packet: its number first, so that loopback can be checked.
-                    let mut p = vec![0u8; len as usize];
-                    let n = self.sent_frames.to_le_bytes();
-                    let k = p.len().min(8);
-                    p[..k].copy_from_slice(&n[..k]);
-                    sim.host_write(buf, &p);
-                    let mut desc = [0u8; 16];
-                    desc[0..8].copy_from_slice(&buf.to_le_bytes());
-                    desc[8..10].copy_from_slice(&(len as u16).to_le_bytes());
-                    desc[10] = CMD_EOP;
-                    let t = &mut self.tx[q];
-                    sim.host_write(t.base + slot as u64 * DESC, &desc);
-                    t.next = (slot + 1) % ring;
-                    t.unrung += 1;
-                    tx_posted[q] += 1;
-                    self.sent_frames += 1;
-                    r.tx_bytes += len;
-                    filled += 1;
-                    if t.unrung >= self.cfg.tx_doorbell_every || tx_posted[q] == tx_quota[q] {
-                        self.tx_doorbell(sim, q as u16, &mut r)?;
-                    }
-                }
-                if filled > 0 {
-                    sim.driver_work(filled);
-                }
-                let ring = self.cfg.rx_ring;
-                while rx_posted[q] < rx_quota[q]
-                    && self.rx[q].inflight + self.rx[q].unrung < ring - 1
-                {
-                    let t = &mut self.rx[q];
-                    let slot = t.next;
-                    let buf = t.bufs + slot as u64 * self.cfg.buf_size as u64;
-                    let mut desc = [0u8; 16];
-                    desc[0..8].copy_from_slice(&buf.to_le_bytes());
-                    desc[8..10].copy_from_slice(&(self.cfg.buf_size as u16).to_le_bytes());
-                    sim.host_write(t.base + slot as u64 * DESC, &desc);
-                    t.next = (slot + 1) % ring;
-                    t.unrung += 1;
-                    rx_posted[q] += 1;
-                    if t.unrung >= self.cfg.rx_doorbell_every || rx_posted[q] == rx_quota[q] {
-                        let tail = t.next;
-                        t.inflight += t.unrung;
-                        t.unrung = 0;
-                        let regs = self.bar + QUEUE_BASE + q as u64 * QUEUE_STRIDE;
-                        sim.doorbell(regs + reg::RX_TAIL, &tail.to_le_bytes())?;
-                        r.doorbells += 1;
-                    }
-                }
-            }
-            self.issue_reads(sim)?;
-            if r.tx_packets >= tx
-                && r.rx_packets >= rx
-                && self.reads.is_empty()
-                && self.reads_wanted.is_empty()
+        RunState {
+            tx,
+            rx,
+            t0: sim.now(),
+            c0: self.counters(sim),
+            r: NicRun::default(),
+            tx_quota: (0..nq as usize).map(|q| share(tx, q)).collect(),
+            rx_quota: (0..nq as usize).map(|q| share(rx, q)).collect(),
+            tx_posted: vec![0; nq as usize],
+            rx_posted: vec![0; nq as usize],
+            tx_obs: Vec::new(),
+            rx_obs: Vec::new(),
+            last_progress: sim.now(),
+            last_count: 0,
+        }
+    }
+
+    /// Posts what the rings have room for and issues the head reads it wants.
+    fn post(&mut self, sim: &mut FabricSim, st: &mut RunState) -> Result<(), SimError> {
+        let r = &mut st.r;
+        for q in 0..self.queues as usize {
+            let ring = self.cfg.tx_ring;
+            let mut filled = 0;
+            while st.tx_posted[q] < st.tx_quota[q]
+                && self.tx[q].inflight + self.tx[q].unrung < ring - 1
             {
-                break;
-            }
-            // Run until something needs the host.
-            let seen = self.irq_seen;
-            let limit = if self.cfg.poll {
-                sim.now() + self.cfg.poll_interval
-            } else {
-                sim.now() + self.cfg.stall_timeout
-            };
-            let front = self.reads.front().map(|r| r.0);
-            let any = sim.run_while(limit, |s| {
-                s.interrupts().len() > seen || front.is_some_and(|t| s.mmio_read_ready(t))
-            });
-            if !any && sim.pending_events() == 0 && !self.cfg.poll {
-                return Err(self.stalled(sim, tx, rx, &r));
-            }
-            // Interrupts.
-            let n = sim.interrupts().len();
-            let mut tx_irq = vec![false; self.queues as usize];
-            let mut rx_irq = vec![false; self.queues as usize];
-            for i in self.irq_seen..n {
-                let (_, irq) = sim.interrupts()[i];
-                if let Some(&v) = self.vectors.get(&irq.data) {
-                    let q = (v / 2) as usize;
-                    if q < self.queues as usize {
-                        if v % 2 == 0 {
-                            tx_irq[q] = true;
-                        } else {
-                            rx_irq[q] = true;
-                        }
-                    }
-                }
-                r.interrupts += 1;
-                if host.irq > SimDuration::ZERO {
-                    sim.run_for(host.irq);
+                let frame = self.cfg.frames.nth(self.sent_frames);
+                let len = frame - FCS;
+                let t = &mut self.tx[q];
+                let slot = t.next;
+                let buf = t.bufs + slot as u64 * self.cfg.buf_size as u64;
+                // The packet: its number first, so that loopback can be checked.
+                let mut p = vec![0u8; len as usize];
+                let n = self.sent_frames.to_le_bytes();
+                let k = p.len().min(8);
+                p[..k].copy_from_slice(&n[..k]);
+                sim.host_write(buf, &p);
+                let mut desc = [0u8; 16];
+                desc[0..8].copy_from_slice(&buf.to_le_bytes());
+                desc[8..10].copy_from_slice(&(len as u16).to_le_bytes());
+                desc[10] = CMD_EOP;
+                let t = &mut self.tx[q];
+                sim.host_write(t.base + slot as u64 * DESC, &desc);
+                t.next = (slot + 1) % ring;
+                t.unrung += 1;
+                st.tx_posted[q] += 1;
+                self.sent_frames += 1;
+                r.tx_bytes += len;
+                filled += 1;
+                if t.unrung >= self.cfg.tx_doorbell_every || st.tx_posted[q] == st.tx_quota[q] {
+                    self.tx_doorbell(sim, q as u16, r)?;
                 }
             }
-            self.irq_seen = n;
-            // Head reads that came back, in the order they were issued (a later value
-            // is never taken before an earlier one).
-            while let Some(&(t, what)) = self.reads.front() {
-                let Some(done) = sim.mmio_read_poll(t) else {
-                    break;
-                };
-                self.reads.pop_front();
-                match done {
-                    HostRead::Done { data, .. } => {
-                        // Without write-back the head register is how the host
-                        // learns which packets are sent; otherwise the done bits tell.
-                        if let Pending::TxHead(q) = what {
-                            if self.cfg.tx_head == TxHeadRead::PerInterrupt {
-                                let head = u32::from_le_bytes(data[..4].try_into().unwrap());
-                                self.tx_clean_to(q as usize, head, &mut r);
-                            }
-                        }
-                    }
-                    other => {
-                        return Err(SimError::Param {
-                            what: "NIC head register read",
-                            value: format!("{}: {other:?}", self.name),
-                            allowed: "a successful completion",
-                        })
-                    }
-                }
+            if filled > 0 {
+                sim.driver_work(filled);
             }
-            for q in 0..self.queues as usize {
-                // Transmit: per interrupt, a head read (no write-back) or a look at
-                // the done bits; polling looks every time.
-                if tx_irq[q] && self.cfg.tx_head == TxHeadRead::PerInterrupt {
-                    self.reads_wanted.push_back(Pending::TxHead(q as u16));
-                }
-                if (tx_irq[q] || self.cfg.poll) && self.cfg.tx_head != TxHeadRead::PerInterrupt {
-                    self.tx_clean_dd(sim, q, &mut r);
-                }
-                if rx_irq[q] || self.cfg.poll {
-                    self.rx_clean(sim, q, &mut r);
-                }
-            }
-            let now = sim.now();
-            if r.tx_packets != tx_obs.last().map_or(0, |o| o.1) {
-                tx_obs.push((now, r.tx_packets));
-            }
-            if r.rx_packets != rx_obs.last().map_or(0, |o| o.1) {
-                rx_obs.push((now, r.rx_packets));
-            }
-            let count = r.tx_packets + r.rx_packets;
-            if count != last_count {
-                last_count = count;
-                last_progress = now;
-            } else if now.saturating_since(last_progress) > self.cfg.stall_timeout
-                && self.reads.is_empty()
+            let ring = self.cfg.rx_ring;
+            while st.rx_posted[q] < st.rx_quota[q]
+                && self.rx[q].inflight + self.rx[q].unrung < ring - 1
             {
-                return Err(self.stalled(sim, tx, rx, &r));
+                let t = &mut self.rx[q];
+                let slot = t.next;
+                let buf = t.bufs + slot as u64 * self.cfg.buf_size as u64;
+                let mut desc = [0u8; 16];
+                desc[0..8].copy_from_slice(&buf.to_le_bytes());
+                desc[8..10].copy_from_slice(&(self.cfg.buf_size as u16).to_le_bytes());
+                sim.host_write(t.base + slot as u64 * DESC, &desc);
+                t.next = (slot + 1) % ring;
+                t.unrung += 1;
+                st.rx_posted[q] += 1;
+                if t.unrung >= self.cfg.rx_doorbell_every || st.rx_posted[q] == st.rx_quota[q] {
+                    let tail = t.next;
+                    t.inflight += t.unrung;
+                    t.unrung = 0;
+                    let regs = self.bar + QUEUE_BASE + q as u64 * QUEUE_STRIDE;
+                    sim.doorbell(regs + reg::RX_TAIL, &tail.to_le_bytes())?;
+                    r.doorbells += 1;
+                }
             }
         }
+        self.issue_reads(sim)
+    }
+
+    /// True when everything is sent, received and every head read is back.
+    fn finished(&self, st: &RunState) -> bool {
+        st.r.tx_packets >= st.tx
+            && st.r.rx_packets >= st.rx
+            && self.reads.is_empty()
+            && self.reads_wanted.is_empty()
+    }
+
+    /// Handles what happened: its interrupts, head reads back, done descriptors.
+    fn service(&mut self, sim: &mut FabricSim, st: &mut RunState) -> Result<(), SimError> {
+        let host = sim.config().host;
+        let r = &mut st.r;
+        let n = sim.interrupts().len();
+        let mut tx_irq = vec![false; self.queues as usize];
+        let mut rx_irq = vec![false; self.queues as usize];
+        for i in self.irq_seen..n {
+            let (_, irq) = sim.interrupts()[i];
+            // Only this NIC's vectors (another device's interrupts are not ours).
+            let Some(&v) = self.vectors.get(&irq.data) else {
+                continue;
+            };
+            let q = (v / 2) as usize;
+            if q < self.queues as usize {
+                if v % 2 == 0 {
+                    tx_irq[q] = true;
+                } else {
+                    rx_irq[q] = true;
+                }
+            }
+            r.interrupts += 1;
+            if host.irq > SimDuration::ZERO {
+                sim.run_for(host.irq);
+            }
+        }
+        self.irq_seen = n;
+        // Head reads that came back, in the order they were issued (a later value is
+        // never taken before an earlier one).
+        while let Some(&(t, what)) = self.reads.front() {
+            let Some(done) = sim.mmio_read_poll(t) else {
+                break;
+            };
+            self.reads.pop_front();
+            match done {
+                // Without write-back the head register is how the host learns which
+                // packets are sent; otherwise the done bits tell.
+                HostRead::Done { data, .. } => {
+                    if let Pending::TxHead(q) = what {
+                        if self.cfg.tx_head == TxHeadRead::PerInterrupt {
+                            let head = u32::from_le_bytes(data[..4].try_into().unwrap());
+                            self.tx_clean_to(q as usize, head, r);
+                        }
+                    }
+                }
+                other => {
+                    return Err(SimError::Param {
+                        what: "NIC head register read",
+                        value: format!("{}: {other:?}", self.name),
+                        allowed: "a successful completion",
+                    })
+                }
+            }
+        }
+        for q in 0..self.queues as usize {
+            // Transmit: per interrupt, a head read (no write-back) or a look at the
+            // done bits; polling looks every time.
+            if tx_irq[q] && self.cfg.tx_head == TxHeadRead::PerInterrupt {
+                self.reads_wanted.push_back(Pending::TxHead(q as u16));
+            }
+            if (tx_irq[q] || self.cfg.poll) && self.cfg.tx_head != TxHeadRead::PerInterrupt {
+                self.tx_clean_dd(sim, q, r);
+            }
+            if rx_irq[q] || self.cfg.poll {
+                self.rx_clean(sim, q, r);
+            }
+        }
+        let now = sim.now();
+        if r.tx_packets != st.tx_obs.last().map_or(0, |o| o.1) {
+            st.tx_obs.push((now, r.tx_packets));
+        }
+        if r.rx_packets != st.rx_obs.last().map_or(0, |o| o.1) {
+            st.rx_obs.push((now, r.rx_packets));
+        }
+        let count = r.tx_packets + r.rx_packets;
+        if count != st.last_count {
+            st.last_count = count;
+            st.last_progress = now;
+        } else if now.saturating_since(st.last_progress) > self.cfg.stall_timeout
+            && self.reads.is_empty()
+            && !self.finished(st)
+        {
+            return Err(self.stalled(sim, st.tx, st.rx, &st.r));
+        }
+        Ok(())
+    }
+
+    /// Ends a run: the link counters and the steady-state rates.
+    fn end(&self, sim: &FabricSim, st: RunState) -> NicRun {
+        let mut r = st.r;
         let c1 = self.counters(sim);
-        r.down_tlp_bytes = c1.0 - c0.0;
-        r.up_tlp_bytes = c1.1 - c0.1;
-        r.down_wire_bytes = c1.2 - c0.2;
-        r.up_wire_bytes = c1.3 - c0.3;
-        r.elapsed = sim.now().saturating_since(t0);
+        r.down_tlp_bytes = c1.0 - st.c0.0;
+        r.up_tlp_bytes = c1.1 - st.c0.1;
+        r.down_wire_bytes = c1.2 - st.c0.2;
+        r.up_wire_bytes = c1.3 - st.c0.3;
+        r.elapsed = sim.now().saturating_since(st.t0);
         // The steady state: between a quarter and three quarters of each direction's
         // packets, and where both directions run, only while both do.
         let (mut w0, mut w1) = (SimTime::ZERO, SimTime::MAX);
-        for (obs, total) in [(&tx_obs, tx), (&rx_obs, rx)] {
+        for (obs, total) in [(&st.tx_obs, st.tx), (&st.rx_obs, st.rx)] {
             if total > 0 && !obs.is_empty() {
                 w0 = w0.max(time_of(obs, total / 4));
                 w1 = w1.min(time_of(obs, 3 * total / 4));
             }
         }
-        r.tx_pps = rate(&tx_obs, tx, w0, w1);
-        r.rx_pps = rate(&rx_obs, rx, w0, w1);
+        r.tx_pps = rate(&st.tx_obs, st.tx, w0, w1);
+        r.rx_pps = rate(&st.rx_obs, st.rx, w0, w1);
         let mean = |bytes: u64, n: u64| if n == 0 { 0.0 } else { bytes as f64 / n as f64 };
         r.tx_gbps = r.tx_pps * mean(r.tx_bytes, r.tx_packets) * 8.0 / 1e9;
         r.rx_gbps = r.rx_pps * mean(r.rx_bytes, r.rx_packets) * 8.0 / 1e9;
-        Ok(r)
+        r
     }
 
     fn stalled(&self, sim: &FabricSim, tx: u64, rx: u64, r: &NicRun) -> SimError {
@@ -718,6 +730,112 @@ impl NicDriver {
             sim.driver_work(n);
         }
     }
+}
+
+/// One driver's run in progress.
+#[derive(Debug)]
+struct RunState {
+    tx: u64,
+    rx: u64,
+    t0: SimTime,
+    c0: (u64, u64, u64, u64),
+    r: NicRun,
+    tx_quota: Vec<u64>,
+    rx_quota: Vec<u64>,
+    tx_posted: Vec<u64>,
+    rx_posted: Vec<u64>,
+    tx_obs: Vec<(SimTime, u64)>,
+    rx_obs: Vec<(SimTime, u64)>,
+    last_progress: SimTime,
+    last_count: u64,
+}
+
+/// Runs several drivers at once (each `(driver, packets to send, packets to
+/// receive)`), as one host with several NICs: for NICs cabled to each other, or
+/// several NICs sharing a link. Returns each driver's run, in order.
+///
+/// ```
+/// use pcielab_fabric::{kinds::KindRegistry, topology::Topology};
+/// use pcielab_fabric::timed::{FabricSim, SimConfig};
+/// use pcielab_fabric::drivers::nic::{run_together, NicDriver, NicDriverConfig};
+/// // Two NICs on two root ports, their MACs cabled together.
+/// let t = Topology::parse(
+///     "[[node]]\nname = \"rc\"\nkind = \"root-complex\"\nports = 2\n\
+///      [[node]]\nname = \"a\"\nkind = \"nic\"\ncable = \"b\"\n\
+///      [[node]]\nname = \"b\"\nkind = \"nic\"\ncable = \"a\"\n\
+///      [[link]]\nup = \"rc.0\"\ndown = \"a\"\ngen = 3\nwidth = 8\n\
+///      [[link]]\nup = \"rc.1\"\ndown = \"b\"\ngen = 3\nwidth = 8\n",
+///     "doc.toml", &KindRegistry::builtin())?;
+/// let mut sim = FabricSim::new(&t, &KindRegistry::builtin(), SimConfig::default())?;
+/// let mut a = NicDriver::open(&mut sim, "a", NicDriverConfig::simple())?;
+/// let mut b = NicDriver::open(&mut sim, "b", NicDriverConfig::simple())?;
+/// let runs = run_together(&mut sim, &mut [(&mut a, 20, 0), (&mut b, 0, 20)])?;
+/// assert_eq!((runs[0].tx_packets, runs[1].rx_packets), (20, 20));
+/// assert_eq!(b.received().len(), 20);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn run_together(
+    sim: &mut FabricSim,
+    drivers: &mut [(&mut NicDriver, u64, u64)],
+) -> Result<Vec<NicRun>, SimError> {
+    let mut states: Vec<RunState> = drivers
+        .iter_mut()
+        .map(|(d, tx, rx)| d.begin(sim, *tx, *rx))
+        .collect();
+    loop {
+        for ((d, ..), st) in drivers.iter_mut().zip(states.iter_mut()) {
+            d.post(sim, st)?;
+        }
+        if drivers
+            .iter()
+            .zip(&states)
+            .all(|((d, ..), st)| d.finished(st))
+        {
+            break;
+        }
+        // Run until something needs a host: an interrupt, or the oldest head read of
+        // a driver back; polling drivers look at their rings every poll interval.
+        let seen = drivers.iter().map(|(d, ..)| d.irq_seen).min().unwrap_or(0);
+        let fronts: Vec<HostTicket> = drivers
+            .iter()
+            .filter_map(|(d, ..)| d.reads.front().map(|r| r.0))
+            .collect();
+        let poll = drivers
+            .iter()
+            .filter(|(d, ..)| d.cfg.poll)
+            .map(|(d, ..)| d.cfg.poll_interval)
+            .min();
+        let stall = drivers
+            .iter()
+            .map(|(d, ..)| d.cfg.stall_timeout)
+            .max()
+            .unwrap_or(SimDuration::ZERO);
+        let limit = sim.now() + poll.unwrap_or(stall);
+        let any = sim.run_while(limit, |s| {
+            s.interrupts().len() > seen || fronts.iter().any(|&t| s.mmio_read_ready(t))
+        });
+        if !any && sim.pending_events() == 0 && poll.is_none() {
+            let (d, ..) = drivers
+                .iter()
+                .zip(&states)
+                .find(|((d, ..), st)| !d.finished(st))
+                .map(|(d, _)| d)
+                .unwrap_or(&drivers[0]);
+            let i = drivers
+                .iter()
+                .position(|(x, ..)| x.name == d.name)
+                .unwrap_or(0);
+            return Err(d.stalled(sim, states[i].tx, states[i].rx, &states[i].r));
+        }
+        for ((d, ..), st) in drivers.iter_mut().zip(states.iter_mut()) {
+            d.service(sim, st)?;
+        }
+    }
+    Ok(drivers
+        .iter()
+        .zip(states)
+        .map(|((d, ..), st)| d.end(sim, st))
+        .collect())
 }
 
 /// When the host had seen `count` packets (the first observation at or past it).

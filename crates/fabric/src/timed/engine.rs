@@ -573,6 +573,8 @@ pub enum Ev {
     Consume(u32),
     /// A device timer.
     EpTimer(u32, u64),
+    /// An Ethernet frame (by its slot in `Engine::eth`) reaches its cable's end.
+    EthFrame(u32),
     /// An endpoint's completion-timeout sweep.
     DmaTimeout(u32, u32),
     /// A host request's completion timeout.
@@ -901,6 +903,18 @@ pub(crate) struct RootIrq {
     pub wire: bool,
 }
 
+/// Frames on the Ethernet cables between devices, and their counters.
+#[derive(Debug, Default)]
+pub(crate) struct EthCables {
+    /// Frames on their way: (the receiving node, the frame); `None`: a free slot.
+    pub frames: Vec<Option<(u32, Vec<u8>)>>,
+    pub free: Vec<u32>,
+    /// Frames a device took.
+    pub delivered: u64,
+    /// Frames out of a MAC with no cable, or that the receiving device did not take.
+    pub dropped: u64,
+}
+
 /// The result of a host read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HostRead {
@@ -956,6 +970,8 @@ pub struct Engine {
     pub(crate) ready_at: Vec<u64>,
     pub(crate) host_reqs: HashMap<u16, HostReq>,
     pub(crate) host_done: HashMap<u16, HostRead>,
+    /// Ethernet frames between devices on cables.
+    pub(crate) eth: EthCables,
     /// Interrupts delivered to the host's sink, with their arrival times.
     pub interrupts: Vec<(SimTime, Interrupt)>,
     /// INTx changes seen by the root complex.
@@ -2627,6 +2643,7 @@ impl World for Engine {
             Ev::EpTimer(n, tok) => {
                 self.call_ep(n, cx, |m, cx| m.timer(tok, cx));
             }
+            Ev::EthFrame(slot) => self.ethernet_arrive(slot, cx),
             Ev::DmaTimeout(n, _) => self.dma_timeout(n, cx),
             Ev::HostTimeout(tag) => {
                 if self.host_reqs.remove(&tag).is_some() {

@@ -614,6 +614,7 @@ impl FabricSim {
                             stats: DeviceStats::default(),
                             funcs: Vec::new(),
                             reorder: Vec::new(),
+                            cable: NONE,
                         })),
                         f,
                     )
@@ -631,6 +632,42 @@ impl FabricSim {
             return Err(SimError::Build(
                 "the topology has no root-complex node".into(),
             ));
+        }
+        // Ethernet cables between devices (`cable = "NODE"`): each end knows the other.
+        for (i, n) in topo.nodes.iter().enumerate() {
+            let Some(peer) = n.params.str("cable").filter(|p| !p.is_empty()) else {
+                continue;
+            };
+            let bad = |why: String| {
+                SimError::Build(format!(
+                    "node {:?} (line {}): key \"cable\": {why}",
+                    n.name, n.line
+                ))
+            };
+            let Some(&j) = node_index.get(peer) else {
+                return Err(bad(format!("no node is called {peer:?}")));
+            };
+            if j as usize == i {
+                return Err(bad(
+                    "a cable from a device to itself (use rx = \"loopback\")".into(),
+                ));
+            }
+            if !matches!(nodes[j as usize].kind, NodeKind::Ep(_)) {
+                return Err(bad(format!("{peer:?} is not a device")));
+            }
+            let back = topo.nodes[j as usize].params.str("cable").unwrap_or("");
+            if back != n.name {
+                return Err(bad(if back.is_empty() {
+                    format!("{peer:?} does not name {:?} back (a cable has two ends: give {peer:?} cable = {:?})", n.name, n.name)
+                } else {
+                    format!("{peer:?} is cabled to {back:?} (a cable has two ends)")
+                }));
+            }
+            for (a, b) in [(i as u32, j), (j, i as u32)] {
+                if let NodeKind::Ep(ep) = &mut nodes[a as usize].kind {
+                    ep.cable = b;
+                }
+            }
         }
         let host_bdf = Bdf::from_raw(0);
         let mut sim_dirs = Vec::new();
@@ -738,6 +775,7 @@ impl FabricSim {
             ready_at: vec![0; topo.nodes.len()],
             host_reqs: HashMap::new(),
             host_done: HashMap::new(),
+            eth: Default::default(),
             interrupts: Vec::new(),
             intx_events: Vec::new(),
             error_messages: Vec::new(),
@@ -1466,6 +1504,13 @@ impl FabricSim {
     /// waiting (a cheap test for [`FabricSim::run_while`]).
     pub fn mmio_read_ready(&self, ticket: HostTicket) -> bool {
         self.sim.world().host_done.contains_key(&ticket.0)
+    }
+
+    /// Ethernet frames between devices on cables (`cable` key): (delivered, dropped).
+    /// Dropped: sent by a MAC with no cable, or not taken by the device at the end.
+    pub fn ethernet_stats(&self) -> (u64, u64) {
+        let e = &self.sim.world().eth;
+        (e.delivered, e.dropped)
     }
 
     /// The settings the simulation runs with.

@@ -37,6 +37,7 @@ const HOST_SEND: u64 = 11;
 const EP_COMPLETE: u64 = 12;
 const PME_RESEND: u64 = 13;
 const LINK_TRAINED: u64 = 14;
+const ETH_FRAME: u64 = 15;
 
 // Arrive flags: the wire item's kind (bits 0–1), its bad CRC (bit 2), the TxDone it
 // stands for (bit 3), an FC DLLP's kind (bits 4–5).
@@ -98,6 +99,7 @@ impl From<Ev> for PackedEv {
             Ev::Forward(id) => (word(FORWARD, 0, 0, id), 0),
             Ev::Consume(id) => (word(CONSUME, 0, 0, id), 0),
             Ev::EpTimer(n, tok) => (word(EP_TIMER, 0, 0, n), tok),
+            Ev::EthFrame(slot) => (word(ETH_FRAME, 0, 0, slot), 0),
             Ev::DmaTimeout(n, g) => (word(DMA_TIMEOUT, 0, 0, n), g as u64),
             Ev::HostTimeout(tag) => (word(HOST_TIMEOUT, 0, tag, 0), 0),
             Ev::HostSend(id) => (word(HOST_SEND, 0, 0, id), 0),
@@ -158,6 +160,7 @@ impl PackedEv {
             FORWARD => Ev::Forward(x),
             CONSUME => Ev::Consume(x),
             EP_TIMER => Ev::EpTimer(x, b),
+            ETH_FRAME => Ev::EthFrame(x),
             DMA_TIMEOUT => Ev::DmaTimeout(x, b as u32),
             HOST_TIMEOUT => Ev::HostTimeout(d),
             HOST_SEND => Ev::HostSend(x),
@@ -228,6 +231,7 @@ mod tests {
             x.prop_map(Ev::Forward),
             x.prop_map(Ev::Consume),
             (x, any::<u64>()).prop_map(|(n, t)| Ev::EpTimer(n, t)),
+            x.prop_map(Ev::EthFrame),
             (x, any::<u32>()).prop_map(|(n, g)| Ev::DmaTimeout(n, g)),
             d.prop_map(Ev::HostTimeout),
             x.prop_map(Ev::HostSend),

@@ -69,9 +69,67 @@ pub(crate) struct EpState {
     /// The device's functions by index, as [`EpCx::function`] numbers them: its own
     /// functions in order (function 0 first), then the VFs of each PF in order.
     pub funcs: Vec<FnId>,
+    /// The node at the other end of its Ethernet cable (`NONE`: no cable).
+    pub cable: u32,
 }
 
 impl Engine {
+    /// A frame out of `node`'s MAC: to the device at the other end of its cable, at
+    /// once (the sender timed it on the wire); without a cable it is dropped, counted
+    /// and the first one reported.
+    pub(crate) fn ethernet_send(
+        &mut self,
+        node: u32,
+        frame: Vec<u8>,
+        cx: &mut Context<'_, PackedEv>,
+    ) {
+        let peer = match &self.nodes[node as usize].kind {
+            NodeKind::Ep(ep) => ep.cable,
+            _ => super::engine::NONE,
+        };
+        if peer == super::engine::NONE {
+            self.eth.dropped += 1;
+            if self.eth.dropped == 1 {
+                let name = &self.nodes[node as usize].name;
+                self.fault(
+                    FaultKind::DeviceCommand,
+                    format!(
+                        "{name}: an Ethernet frame out of a MAC with no cable (dropped, counted)"
+                    ),
+                );
+            }
+            return;
+        }
+        let slot = match self.eth.free.pop() {
+            Some(i) => {
+                self.eth.frames[i as usize] = Some((peer, frame));
+                i
+            }
+            None => {
+                self.eth.frames.push(Some((peer, frame)));
+                (self.eth.frames.len() - 1) as u32
+            }
+        };
+        cx.schedule_at(cx.now(), Ev::EthFrame(slot));
+    }
+
+    /// A frame reaches the device at its cable's end.
+    pub(crate) fn ethernet_arrive(&mut self, slot: u32, cx: &mut Context<'_, PackedEv>) {
+        let Some((peer, frame)) = self
+            .eth
+            .frames
+            .get_mut(slot as usize)
+            .and_then(Option::take)
+        else {
+            return;
+        };
+        self.eth.free.push(slot);
+        match self.call_ep(peer, cx, |m, cx| m.ethernet_receive(frame, cx)) {
+            Some(true) => self.eth.delivered += 1,
+            _ => self.eth.dropped += 1,
+        }
+    }
+
     pub(crate) fn call_ep<R>(
         &mut self,
         node: u32,
@@ -289,6 +347,7 @@ impl Engine {
                 }
             }
             EpCmd::Ready => self.device_ready(node, cx),
+            EpCmd::Ethernet(frame) => self.ethernet_send(node, frame, cx),
             other => {
                 let name = &self.nodes[node as usize].name;
                 self.fault(
