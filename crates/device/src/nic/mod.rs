@@ -171,6 +171,8 @@ pub struct NicConfig {
     pub tags: Option<u16>,
     /// Sent frames go out on the cable to another device (`Cx::ethernet_send`).
     pub cable: bool,
+    /// The BAR its registers are in (0; NetTLP serves a device's registers in BAR 4).
+    pub bar: u8,
 }
 
 impl NicConfig {
@@ -193,6 +195,7 @@ impl NicConfig {
             timing: DeviceTiming::NONE,
             tags: None,
             cable: false,
+            bar: 0,
         }
     }
 
@@ -1040,7 +1043,7 @@ impl Nic {
 impl DeviceModel for Nic {
     fn mem_read(&mut self, bar: u8, offset: u64, buf: &mut [u8], _cx: &mut Cx<'_>) -> ReadReply {
         buf.fill(0);
-        if bar != 0 {
+        if bar != self.cfg.bar {
             self.stats.bad_registers += 1;
             return ReadReply::Now;
         }
@@ -1064,7 +1067,7 @@ impl DeviceModel for Nic {
     }
 
     fn mem_write(&mut self, bar: u8, offset: u64, data: &[u8], cx: &mut Cx<'_>) {
-        if bar != 0 || !matches!(data.len(), 4 | 8) || offset % data.len() as u64 != 0 {
+        if bar != self.cfg.bar || !matches!(data.len(), 4 | 8) || offset % data.len() as u64 != 0 {
             self.stats.bad_registers += 1;
             return;
         }

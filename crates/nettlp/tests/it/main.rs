@@ -5,6 +5,7 @@
 mod faults;
 mod hardening;
 mod integrity;
+mod nic;
 mod pipeline;
 mod psmem_mmio;
 mod snic;
