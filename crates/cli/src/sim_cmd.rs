@@ -167,7 +167,7 @@ pub struct SimArgs {
     pub(crate) plot: Option<std::path::PathBuf>,
     /// Endpoint node that runs the DMA stream (default: the first endpoint).
     #[arg(help_heading = "Workload", long)]
-    device: Option<String>,
+    pub(crate) device: Option<String>,
     /// DMA direction.
     #[arg(help_heading = "Workload", long, value_enum, default_value = "read")]
     op: Op,

@@ -4,7 +4,7 @@
 use crate::model_cmd::{check_plot_path, parse_sizes, plot, series, Fail, Table};
 use crate::sim_cmd::{NicChoice, SimArgs};
 use crate::{fail, Failure};
-use pcielab_fabric::drivers::nic::{measure, NicVariant, MEASURE_QUANTUM};
+use pcielab_fabric::drivers::nic::{measure_in, NicVariant, MEASURE_QUANTUM};
 use pcielab_fabric::kinds::KindRegistry;
 use pcielab_fabric::topology::Topology;
 use pcielab_model::nic::{evaluate, Batching, NicKind};
@@ -21,12 +21,44 @@ fn from_fail(e: Fail) -> Failure {
 /// Runs `pcielab sim --workload nic`.
 pub fn run(a: &SimArgs) -> Result<(), Failure> {
     check_plot_path(&a.plot).map_err(from_fail)?;
-    if a.file.is_some() || a.example.is_some() {
-        return Err(fail(
-            "--workload nic builds its own topology (the root complex and one NIC on one link); give --gen and --lanes instead of a file",
-        ));
-    }
-    let (gen, lanes) = (a.gen.unwrap_or(3), a.lanes.unwrap_or(8));
+    let reg = KindRegistry::builtin();
+    // The topology: a file or example with a `nic` node (--device picks one), or the
+    // root complex and one NIC on one link of --gen/--lanes.
+    let (topo, nic) = match (&a.file, &a.example) {
+        (None, None) => {
+            let (gen, lanes) = (a.gen.unwrap_or(3), a.lanes.unwrap_or(8));
+            let text = format!(
+                "[[node]]\nname = \"rc\"\nkind = \"root-complex\"\n[[node]]\nname = \"nic\"\nkind = \"nic\"\n\
+                 [[link]]\nup = \"rc.0\"\ndown = \"nic\"\ngen = {gen}\nwidth = {lanes}\n"
+            );
+            let t = Topology::parse(
+                &text,
+                &format!("one link (rc.0 - nic, Gen{gen} x{lanes})"),
+                &reg,
+            )
+            .map_err(|e| fail(e.to_string()))?;
+            (t, "nic".to_string())
+        }
+        (_, Some(name)) => {
+            let t = Topology::parse(crate::examples::get(name)?.text, name, &reg)
+                .map_err(|e| fail(e.to_string()))?;
+            let n = pick_nic(&t, a.device.as_deref())?;
+            (t, n)
+        }
+        (Some(f), None) => {
+            let t = Topology::load(f, &reg).map_err(|e| fail(e.to_string()))?;
+            let n = pick_nic(&t, a.device.as_deref())?;
+            (t, n)
+        }
+    };
+    // The model's link: the NIC's own.
+    let at = topo.nodes.iter().position(|n| n.name == nic).unwrap_or(0);
+    let (gen, lanes) = topo
+        .links
+        .iter()
+        .find(|l| l.down.index() == at)
+        .map(|l| (l.gen.number(), l.width))
+        .unwrap_or((3, 8));
     let variant = match (a.nic, a.dpdk) {
         (NicChoice::Simple, false) => NicVariant::Simple,
         (NicChoice::Simple, true) => {
@@ -68,21 +100,15 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         NicVariant::Batched => NicKind::Batched(Batching::LINUX),
         NicVariant::Dpdk => NicKind::Batched(Batching::DPDK),
     };
-    let link = format!("gen = {gen}\nwidth = {lanes}");
     // The simulator's settings: the flags and host layers, as for every workload.
-    let reg = KindRegistry::builtin();
-    let probe = format!(
-        "[[node]]\nname = \"rc\"\nkind = \"root-complex\"\n[[node]]\nname = \"nic\"\nkind = \"nic\"\n\
-         [[link]]\nup = \"rc.0\"\ndown = \"nic\"\n{link}\n"
-    );
-    let topo = Topology::parse(&probe, "nic", &reg).map_err(|e| fail(e.to_string()))?;
     let cfg = crate::sim_cmd::build_config(a, &topo)?;
     let packets = a.packets.div_ceil(MEASURE_QUANTUM) * MEASURE_QUANTUM;
     let mut rows = Vec::with_capacity(sizes.len());
     let mut bar = crate::progress::Progress::new("sizes", sizes.len() as u64);
     for (k, &frame) in sizes.iter().enumerate() {
         bar.set(k as u64);
-        let m = measure(&link, &cfg, variant, frame, packets).map_err(|e| fail(e.to_string()))?;
+        let m = measure_in(&topo, &nic, &cfg, variant, frame, packets)
+            .map_err(|e| fail(e.to_string()))?;
         let p = evaluate(&model, kind, eth, frame).map_err(|e| fail(e.to_string()))?;
         let mpps = |gbps: f64| p.mpps(gbps);
         rows.push(vec![
@@ -133,8 +159,8 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         NicVariant::Dpdk => "batched NIC, DPDK polling",
     };
     let title = format!(
-        "{name}, simulated on Gen{gen} x{lanes}, MPS {} MRRS {}, {packets} packets per run, MAC unthrottled; eth_* at {} GbE; model_*: pcie-bench's model, spec mode",
-        a.mps, a.mrrs, a.eth
+        "{name} {nic:?} of {}, its link Gen{gen} x{lanes}, MPS {} MRRS {}, {packets} packets per run, MAC unthrottled; eth_* at {} GbE; model_*: pcie-bench's model (spec mode) on the NIC's link",
+        topo.file, a.mps, a.mrrs, a.eth
     );
     let format = match a.out_format() {
         crate::format::Format::Table => crate::model_cmd::Format::Table,
@@ -161,6 +187,34 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         },
     )
     .map_err(from_fail)
+}
+
+/// The NIC node: `--device`, or the topology's first `nic`.
+fn pick_nic(t: &Topology, device: Option<&str>) -> Result<String, Failure> {
+    let nics: Vec<&str> = t
+        .nodes
+        .iter()
+        .filter(|n| n.kind == "nic")
+        .map(|n| n.name.as_str())
+        .collect();
+    match device {
+        Some(d) if nics.contains(&d) => Ok(d.to_string()),
+        Some(d) => Err(fail(format!(
+            "--device {d:?}: not a nic node of {}; nic nodes: {}",
+            t.file,
+            if nics.is_empty() {
+                "none".to_string()
+            } else {
+                nics.join(", ")
+            }
+        ))),
+        None => nics.first().map(|n| n.to_string()).ok_or_else(|| {
+            fail(format!(
+                "{}: --workload nic needs a node of kind nic; the topology has none",
+                t.file
+            ))
+        }),
+    }
 }
 
 /// `--sizes`: a comma-separated list, or the range syntax of `model nic`.

@@ -1126,3 +1126,85 @@ fn gen_and_lanes_make_a_one_link_topology() {
         assert!(err.contains(msg), "{args:?}: {err}");
     }
 }
+
+/// `pcielab sim --workload nic`: the contract's columns, then the model's, in CSV; the
+/// measured bytes per packet equal what `pcielab model nic --dllp spec` prints (another
+/// command, the analytic model), and the simulated rates are within 3 % of it.
+#[test]
+fn nic_workload_columns_and_model_agree() {
+    for (nic, extra) in [("simple", None), ("batched", Some("--dpdk"))] {
+        let mut args = vec![
+            "sim",
+            "--workload",
+            "nic",
+            "--nic",
+            nic,
+            "--sizes",
+            "64,1518",
+            "--format",
+            "csv",
+        ];
+        args.extend(extra);
+        let (rc, out, err) = pcielab(&args);
+        assert_eq!(rc, 0, "{err}");
+        let mut lines = out.lines();
+        assert_eq!(
+            lines.next().unwrap(),
+            "size_B,eth_gbps,eth_mpps,tx_gbps,rx_gbps,bidir_gbps,tx_mpps,rx_mpps,bidir_mpps,down_B_per_pkt,up_B_per_pkt,\
+             model_tx_gbps,model_rx_gbps,model_bidir_gbps,model_down_B_per_pkt,model_up_B_per_pkt"
+        );
+        let sim: Vec<Vec<f64>> = lines
+            .map(|l| l.split(',').map(|c| c.parse().unwrap()).collect())
+            .collect();
+        assert_eq!(sim.len(), 2);
+        let mut margs = vec![
+            "model",
+            "nic",
+            "--nic",
+            nic,
+            "--eth",
+            "40",
+            "--sizes",
+            "64:1518:1454",
+            "--dllp",
+            "spec",
+            "--format",
+            "csv",
+        ];
+        margs.extend(extra);
+        let (rc, mout, err) = pcielab(&margs);
+        assert_eq!(rc, 0, "{err}");
+        let model: Vec<Vec<f64>> = mout
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').map(|c| c.parse().unwrap()).collect())
+            .collect();
+        for (s, m) in sim.iter().zip(&model) {
+            assert_eq!(s[0], m[0]);
+            assert_eq!(
+                (s[9], s[10]),
+                (m[9], m[10]),
+                "{nic} {} B bytes per packet",
+                s[0]
+            );
+            for c in 3..=5 {
+                assert!(
+                    (s[c] / m[c] - 1.0).abs() < 0.03,
+                    "{nic} {} B column {c}: {} vs {}",
+                    s[0],
+                    s[c],
+                    m[c]
+                );
+            }
+            // The eth columns are the model's own.
+            assert_eq!((s[1], s[2]), (m[1], m[2]));
+        }
+    }
+    // Errors name the flag.
+    let (rc, _, err) = pcielab(&["sim", "--workload", "nic", "--nic", "simple", "--dpdk"]);
+    assert_eq!(rc, 2);
+    assert!(err.contains("--dpdk with --nic simple"), "{err}");
+    let (rc, _, err) = pcielab(&["sim", "--workload", "nic", "--sizes", "32"]);
+    assert_eq!(rc, 2);
+    assert!(err.contains("frame size 32"), "{err}");
+}

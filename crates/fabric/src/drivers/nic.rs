@@ -952,6 +952,34 @@ pub fn measure(
     frame: u64,
     packets: u64,
 ) -> Result<NicPoint, SimError> {
+    let text = format!(
+        "[[node]]\nname = \"rc\"\nkind = \"root-complex\"\n\
+         [[node]]\nname = \"nic\"\nkind = \"nic\"\n\
+         [[link]]\nup = \"rc.0\"\ndown = \"nic\"\n{link}\n"
+    );
+    let reg = crate::kinds::KindRegistry::builtin();
+    let topo = crate::topology::Topology::parse(&text, "nic-measure.toml", &reg).map_err(|e| {
+        SimError::Param {
+            what: "NIC measurement topology",
+            value: e.to_string(),
+            allowed: "valid link keys",
+        }
+    })?;
+    measure_in(&topo, "nic", cfg, variant, frame, packets)
+}
+
+/// [`measure`] on the NIC node `nic` of a topology of one's own (switches, other
+/// devices, any links): its `model`, MAC and receive source are set for each run, its
+/// other keys kept.
+pub fn measure_in(
+    topo: &crate::topology::Topology,
+    nic: &str,
+    cfg: &crate::timed::SimConfig,
+    variant: NicVariant,
+    frame: u64,
+    packets: u64,
+) -> Result<NicPoint, SimError> {
+    use crate::kinds::ParamValue;
     let packets = packets.max(1).div_ceil(MEASURE_QUANTUM) * MEASURE_QUANTUM;
     let (model, mut drv) = variant.setup();
     drv.frames = FrameSizes::parse(&frame.to_string()).map_err(|_| SimError::Param {
@@ -961,29 +989,32 @@ pub fn measure(
     })?;
     drv.buf_size = drv.buf_size.max((frame - FCS) as u32);
     drv.keep_received = false;
+    let Some(at) = topo
+        .nodes
+        .iter()
+        .position(|n| n.name == nic && n.kind == "nic")
+    else {
+        return Err(SimError::Param {
+            what: "NIC node",
+            value: nic.to_string(),
+            allowed: "a node of kind nic in the topology",
+        });
+    };
     let one = |tx: u64, rx: u64| -> Result<NicRun, SimError> {
-        let rx_source = if tx > 0 && rx > 0 {
-            "loopback\"\nrx_fifo = \"16KiB"
-        } else {
-            "saturate"
-        };
-        let text = format!(
-            "[[node]]\nname = \"rc\"\nkind = \"root-complex\"\n\
-             [[node]]\nname = \"nic\"\nkind = \"nic\"\nmodel = \"{model}\"\neth_gbps = 0\n\
-             rx = \"{rx_source}\"\nframe = \"{frame}\"\n\
-             [[link]]\nup = \"rc.0\"\ndown = \"nic\"\n{link}\n"
-        );
+        let mut t = topo.clone();
+        let p = &mut t.nodes[at].params;
+        let s = |v: &str| ParamValue::Str(v.to_string());
+        let both = tx > 0 && rx > 0;
+        p.set("model", s(model), 0);
+        p.set("eth_gbps", ParamValue::Int(0), 0);
+        p.set("rx", s(if both { "loopback" } else { "saturate" }), 0);
+        p.set("frame", s(&frame.to_string()), 0);
+        if both {
+            p.set("rx_fifo", ParamValue::Int(16 * 1024), 0);
+        }
         let reg = crate::kinds::KindRegistry::builtin();
-        let topo =
-            crate::topology::Topology::parse(&text, "nic-measure.toml", &reg).map_err(|e| {
-                SimError::Param {
-                    what: "NIC measurement topology",
-                    value: e.to_string(),
-                    allowed: "valid link keys",
-                }
-            })?;
-        let mut sim = FabricSim::new(&topo, &reg, cfg.clone())?;
-        let mut d = NicDriver::open(&mut sim, "nic", drv.clone())?;
+        let mut sim = FabricSim::new(&t, &reg, cfg.clone())?;
+        let mut d = NicDriver::open(&mut sim, nic, drv.clone())?;
         d.run(&mut sim, tx, rx)
     };
     let tx = one(packets, 0)?;
