@@ -9,8 +9,10 @@
 //! model's DMA reads and writes over UDP (the `device` module's library, split and
 //! reassembled as on hardware) and calls `dma_done` with the result, and sends MSI-X
 //! vectors as memory writes to the table the adapter reported. The calls happen in
-//! the server thread that got the request, one model call at a time. What the runtime
-//! does not carry out (timers, other messages; DMA without a device) is counted in
+//! the server thread that got the request, one model call at a time. Timers run on a
+//! thread of their own once [`ModelHandler::start_timers`] has started it, at the wall
+//! clock's time. What the runtime does not carry out (timers without that thread,
+//! other messages; DMA without a device) is counted in
 //! [`ModelHandler::commands_dropped`] and the last such command kept
 //! ([`ModelHandler::last_dropped`]): never lost silently; writes that fall outside the
 //! BAR are counted in [`ModelHandler::writes_outside`]. Something other than the host
@@ -36,9 +38,11 @@ use crate::handler::Handler;
 use pcielab_device::{Command, Cx, DeviceModel, DeviceState, ReadReply};
 use pcielab_sim::{Rng, SimTime};
 use pcielab_wire::{Bdf, CplStatus};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
-use std::time::Instant;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 #[derive(Debug)]
 struct Hosted<M> {
@@ -62,6 +66,47 @@ pub struct ModelHandler<M> {
     dropped: AtomicU64,
     outside: AtomicU64,
     device: Option<(Device, Vec<MsixEntry>)>,
+    /// Timers due: (when, order of arrival, token).
+    timers: Mutex<BinaryHeap<Reverse<(SimTime, u64, u64)>>>,
+    timer_wake: Condvar,
+    timer_seq: AtomicU64,
+    timers_on: AtomicBool,
+    timers_stop: AtomicBool,
+}
+
+/// The thread that runs a [`ModelHandler`]'s timers ([`ModelHandler::start_timers`]);
+/// stopped and joined when dropped.
+pub struct TimerThread {
+    stop: Box<dyn Fn() + Send>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for TimerThread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TimerThread")
+            .field("running", &self.thread.is_some())
+            .finish()
+    }
+}
+
+impl TimerThread {
+    /// Stops the thread and waits for it.
+    pub fn stop(mut self) {
+        self.halt();
+    }
+
+    fn halt(&mut self) {
+        (self.stop)();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for TimerThread {
+    fn drop(&mut self) {
+        self.halt();
+    }
 }
 
 impl<M: DeviceModel + Send + 'static> ModelHandler<M> {
@@ -86,6 +131,67 @@ impl<M: DeviceModel + Send + 'static> ModelHandler<M> {
             dropped: AtomicU64::new(0),
             outside: AtomicU64::new(0),
             device: None,
+            timers: Mutex::new(BinaryHeap::new()),
+            timer_wake: Condvar::new(),
+            timer_seq: AtomicU64::new(0),
+            timers_on: AtomicBool::new(false),
+            timers_stop: AtomicBool::new(false),
+        }
+    }
+
+    /// Starts the thread that carries out the model's timers ([`Cx::timer`]): each
+    /// fires at the wall clock's time it names and calls the model's `timer`. Without
+    /// it, timers are counted as dropped commands.
+    pub fn start_timers(self: &Arc<Self>) -> TimerThread {
+        self.timers_on.store(true, Ordering::SeqCst);
+        self.timers_stop.store(false, Ordering::SeqCst);
+        let me = Arc::clone(self);
+        let thread = std::thread::Builder::new()
+            .name("model-timers".into())
+            .spawn(move || me.timer_loop())
+            .ok();
+        let me = Arc::clone(self);
+        TimerThread {
+            stop: Box::new(move || {
+                me.timers_stop.store(true, Ordering::SeqCst);
+                me.timers_on.store(false, Ordering::SeqCst);
+                let _g = me.timers.lock().unwrap_or_else(|p| p.into_inner());
+                me.timer_wake.notify_all();
+            }),
+            thread,
+        }
+    }
+
+    fn timer_loop(&self) {
+        let mut q = self.timers.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if self.timers_stop.load(Ordering::SeqCst) {
+                return;
+            }
+            let now = self.start.elapsed();
+            let next = q
+                .peek()
+                .map(|Reverse((at, ..))| Duration::from_nanos(at.as_ps() / 1000));
+            match next {
+                Some(at) if at <= now => {
+                    let Some(Reverse((_, _, token))) = q.pop() else {
+                        continue;
+                    };
+                    drop(q);
+                    self.call(|m, cx| m.timer(token, cx));
+                    q = self.timers.lock().unwrap_or_else(|p| p.into_inner());
+                }
+                Some(at) => {
+                    q = self
+                        .timer_wake
+                        .wait_timeout(q, at - now)
+                        .map(|r| r.0)
+                        .unwrap_or_else(|p| p.into_inner().0);
+                }
+                None => {
+                    q = self.timer_wake.wait(q).unwrap_or_else(|p| p.into_inner());
+                }
+            }
         }
     }
 
@@ -191,6 +297,13 @@ impl<M: DeviceModel + Send + 'static> ModelHandler<M> {
                 }
                 // A device of one function: acting as it changes nothing.
                 (_, Command::As(0)) => None,
+                (_, Command::Timer { at, token }) if self.timers_on.load(Ordering::SeqCst) => {
+                    let seq = self.timer_seq.fetch_add(1, Ordering::Relaxed);
+                    let mut q = self.timers.lock().unwrap_or_else(|p| p.into_inner());
+                    q.push(Reverse((at, seq, token)));
+                    self.timer_wake.notify_all();
+                    None
+                }
                 (_, other) => {
                     self.drop_command(h, other);
                     None

@@ -15,20 +15,42 @@ use std::time::Duration;
 /// back, and both the transmit and the receive vector arrive.
 #[test]
 fn the_simulators_nic_runs_over_nettlp() {
+    // The simple NIC needs no timers (no moderation timer, no fetch wait).
+    loop_frames(
+        NicConfig {
+            rx_source: RxSource::Loopback,
+            bar: 4,
+            ..NicConfig::simple(1)
+        },
+        false,
+    );
+}
+
+/// The batched NIC needs timers: 8 frames are fewer than a fetch batch of 40 (fetched
+/// once the host has stopped posting for `fetch_wait`) and than an interrupt's 32
+/// packets (raised by the moderation timer). The runtime's timer thread fires them.
+#[test]
+fn the_batched_nic_runs_over_nettlp_with_timers() {
+    loop_frames(
+        NicConfig {
+            rx_source: RxSource::Loopback,
+            bar: 4,
+            irq_delay: pcielab_sim::SimDuration::from_us(200),
+            ..NicConfig::batched(1)
+        },
+        true,
+    );
+}
+
+fn loop_frames(cfg: NicConfig, timers: bool) {
     let _g = lock();
     let a = adapter(|c| c.mmio_timeout = Duration::from_millis(300));
     let table = a.config().msix;
-    // No timers over NetTLP yet: the simple NIC needs none (no moderation timer, no
-    // fetch wait, no line rate).
-    let cfg = NicConfig {
-        rx_source: RxSource::Loopback,
-        bar: 4,
-        ..NicConfig::simple(1)
-    };
     let h = Arc::new(
         ModelHandler::new(Nic::new(cfg), 4, a.config().bar4, 16 * 1024)
             .with_device(device(|_| {}), &table),
     );
+    let timer_thread = timers.then(|| h.start_timers());
     let server = serve(
         ServeConfig {
             adapter: ad_ip(),
@@ -41,7 +63,7 @@ fn the_simulators_nic_runs_over_nettlp() {
     .expect("serve");
     let (tx_ring, rx_ring, tx_buf, rx_buf) = (0x10_0000u64, 0x11_0000, 0x20_0000, 0x30_0000);
     let n = 8u32;
-    let ring = 16u32;
+    let ring = 40u32;
     a.memory()
         .write(tx_ring, &vec![0; (ring as u64 * DESC) as usize]);
     a.memory()
@@ -87,7 +109,8 @@ fn the_simulators_nic_runs_over_nettlp() {
             a.memory().read(rx_ring + (n - 1) as u64 * DESC, &mut wb);
             wb[11] & STATUS_DD != 0
         }),
-        "the last frame came back"
+        "the last frame came back ({:?})",
+        h.with_model(|m| m.stats())
     );
     for i in 0..n {
         a.memory().read(rx_ring + i as u64 * DESC, &mut wb);
@@ -103,11 +126,13 @@ fn the_simulators_nic_runs_over_nettlp() {
     assert_eq!(u32::from_le_bytes(head), n);
     a.mmio_read(q + reg::RX_HEAD, &mut head).unwrap();
     assert_eq!(u32::from_le_bytes(head), n);
+    // An interrupt per packet and path, or (moderated) one per path.
+    let want = if timers { 2 } else { 2 * n as usize };
     let mut irqs = Vec::new();
     assert!(
         crate::wait_until(Duration::from_secs(2), || {
             irqs.extend(a.take_interrupts());
-            irqs.len() >= 2 * n as usize
+            irqs.len() >= want
         }),
         "{} interrupts",
         irqs.len()
@@ -119,5 +144,8 @@ fn the_simulators_nic_runs_over_nettlp() {
         "the transmit and the receive vector"
     );
     assert_eq!(h.commands_dropped(), 0, "{:?}", h.last_dropped());
+    if let Some(t) = timer_thread {
+        t.stop();
+    }
     server.stop();
 }
