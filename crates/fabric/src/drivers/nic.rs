@@ -187,6 +187,8 @@ struct TxQ {
     inflight: u32,
     /// Descriptors filled since the last doorbell.
     unrung: u32,
+    /// Packets seen done.
+    done: u64,
 }
 
 #[derive(Debug, Default)]
@@ -199,6 +201,8 @@ struct RxQ {
     unrung: u32,
     /// Packets processed since the last head read.
     since_head: u32,
+    /// Packets received.
+    done: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -404,8 +408,8 @@ impl NicDriver {
             rx_quota: (0..nq as usize).map(|q| share(rx, q)).collect(),
             tx_posted: vec![0; nq as usize],
             rx_posted: vec![0; nq as usize],
-            tx_obs: Vec::new(),
-            rx_obs: Vec::new(),
+            tx_obs: vec![Vec::new(); nq as usize],
+            rx_obs: vec![Vec::new(); nq as usize],
             last_progress: sim.now(),
             last_count: 0,
         }
@@ -553,11 +557,14 @@ impl NicDriver {
             }
         }
         let now = sim.now();
-        if r.tx_packets != st.tx_obs.last().map_or(0, |o| o.1) {
-            st.tx_obs.push((now, r.tx_packets));
-        }
-        if r.rx_packets != st.rx_obs.last().map_or(0, |o| o.1) {
-            st.rx_obs.push((now, r.rx_packets));
+        for q in 0..self.queues as usize {
+            let (t, x) = (self.tx[q].done, self.rx[q].done);
+            if t != st.tx_obs[q].last().map_or(0, |o| o.1) {
+                st.tx_obs[q].push((now, t));
+            }
+            if x != st.rx_obs[q].last().map_or(0, |o| o.1) {
+                st.rx_obs[q].push((now, x));
+            }
         }
         let count = r.tx_packets + r.rx_packets;
         if count != st.last_count {
@@ -584,14 +591,22 @@ impl NicDriver {
         // The steady state: between a quarter and three quarters of each direction's
         // packets, and where both directions run, only while both do.
         let (mut w0, mut w1) = (SimTime::ZERO, SimTime::MAX);
-        for (obs, total) in [(&st.tx_obs, st.tx), (&st.rx_obs, st.rx)] {
-            if total > 0 && !obs.is_empty() {
-                w0 = w0.max(time_of(obs, total / 4));
-                w1 = w1.min(time_of(obs, 3 * total / 4));
+        for (obs, quota) in [(&st.tx_obs, &st.tx_quota), (&st.rx_obs, &st.rx_quota)] {
+            for (o, &total) in obs.iter().zip(quota.iter()) {
+                if total > 0 && !o.is_empty() {
+                    w0 = w0.max(time_of(o, total / 4));
+                    w1 = w1.min(time_of(o, 3 * total / 4));
+                }
             }
         }
-        r.tx_pps = rate(&st.tx_obs, st.tx, w0, w1);
-        r.rx_pps = rate(&st.rx_obs, st.rx, w0, w1);
+        let sum = |obs: &[Vec<(SimTime, u64)>], quota: &[u64]| -> f64 {
+            obs.iter()
+                .zip(quota)
+                .map(|(o, &total)| rate(o, total, w0, w1))
+                .sum()
+        };
+        r.tx_pps = sum(&st.tx_obs, &st.tx_quota);
+        r.rx_pps = sum(&st.rx_obs, &st.rx_quota);
         let mean = |bytes: u64, n: u64| if n == 0 { 0.0 } else { bytes as f64 / n as f64 };
         r.tx_gbps = r.tx_pps * mean(r.tx_bytes, r.tx_packets) * 8.0 / 1e9;
         r.rx_gbps = r.rx_pps * mean(r.rx_bytes, r.rx_packets) * 8.0 / 1e9;
@@ -661,6 +676,7 @@ impl NicDriver {
         }
         t.clean = head;
         t.inflight -= n;
+        t.done += n as u64;
         r.tx_packets += n as u64;
     }
 
@@ -685,6 +701,7 @@ impl NicDriver {
             let t = &mut self.tx[q];
             t.clean = (t.clean + 1) % ring;
             t.inflight -= 1;
+            self.tx[q].done += 1;
             r.tx_packets += 1;
         }
     }
@@ -715,6 +732,7 @@ impl NicDriver {
             let t = &mut self.rx[q];
             t.clean = (t.clean + 1) % ring;
             t.inflight -= 1;
+            t.done += 1;
             r.rx_packets += 1;
             r.rx_bytes += len;
             n += 1;
@@ -744,8 +762,10 @@ struct RunState {
     rx_quota: Vec<u64>,
     tx_posted: Vec<u64>,
     rx_posted: Vec<u64>,
-    tx_obs: Vec<(SimTime, u64)>,
-    rx_obs: Vec<(SimTime, u64)>,
+    /// Per queue: (time, packets done) whenever the host saw more done. Rates are
+    /// taken per queue (each queue's own observations lag it consistently) and added.
+    tx_obs: Vec<Vec<(SimTime, u64)>>,
+    rx_obs: Vec<Vec<(SimTime, u64)>>,
     last_progress: SimTime,
     last_count: u64,
 }
