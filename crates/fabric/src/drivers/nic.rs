@@ -228,6 +228,10 @@ pub struct NicDriver {
     received: Vec<Vec<u8>>,
     link: usize,
     sent_frames: u64,
+    /// A packet being written (reused).
+    scratch: Vec<u8>,
+    /// Per queue: a transmit / receive interrupt came (reused).
+    irq_flags: Vec<(bool, bool)>,
 }
 
 fn ring_bytes(entries: u32) -> u64 {
@@ -307,6 +311,8 @@ impl NicDriver {
             received: Vec::new(),
             link,
             sent_frames: 0,
+            scratch: Vec::new(),
+            irq_flags: Vec::new(),
             cfg,
         };
         for q in 0..queues {
@@ -430,11 +436,13 @@ impl NicDriver {
                 let slot = t.next;
                 let buf = t.bufs + slot as u64 * self.cfg.buf_size as u64;
                 // The packet: its number first, so that loopback can be checked.
-                let mut p = vec![0u8; len as usize];
+                let p = &mut self.scratch;
+                p.clear();
+                p.resize(len as usize, 0);
                 let n = self.sent_frames.to_le_bytes();
                 let k = p.len().min(8);
                 p[..k].copy_from_slice(&n[..k]);
-                sim.host_write(buf, &p);
+                sim.host_write(buf, p);
                 let mut desc = [0u8; 16];
                 desc[0..8].copy_from_slice(&buf.to_le_bytes());
                 desc[8..10].copy_from_slice(&(len as u16).to_le_bytes());
@@ -494,8 +502,9 @@ impl NicDriver {
         let host = sim.config().host;
         let r = &mut st.r;
         let n = sim.interrupts().len();
-        let mut tx_irq = vec![false; self.queues as usize];
-        let mut rx_irq = vec![false; self.queues as usize];
+        let mut flags = std::mem::take(&mut self.irq_flags);
+        flags.clear();
+        flags.resize(self.queues as usize, (false, false));
         for i in self.irq_seen..n {
             let (_, irq) = sim.interrupts()[i];
             // Only this NIC's vectors (another device's interrupts are not ours).
@@ -505,9 +514,9 @@ impl NicDriver {
             let q = (v / 2) as usize;
             if q < self.queues as usize {
                 if v % 2 == 0 {
-                    tx_irq[q] = true;
+                    flags[q].0 = true;
                 } else {
-                    rx_irq[q] = true;
+                    flags[q].1 = true;
                 }
             }
             r.interrupts += 1;
@@ -543,19 +552,20 @@ impl NicDriver {
                 }
             }
         }
-        for q in 0..self.queues as usize {
+        for (q, &(tx_irq, rx_irq)) in flags.iter().enumerate() {
             // Transmit: per interrupt, a head read (no write-back) or a look at the
             // done bits; polling looks every time.
-            if tx_irq[q] && self.cfg.tx_head == TxHeadRead::PerInterrupt {
+            if tx_irq && self.cfg.tx_head == TxHeadRead::PerInterrupt {
                 self.reads_wanted.push_back(Pending::TxHead(q as u16));
             }
-            if (tx_irq[q] || self.cfg.poll) && self.cfg.tx_head != TxHeadRead::PerInterrupt {
+            if (tx_irq || self.cfg.poll) && self.cfg.tx_head != TxHeadRead::PerInterrupt {
                 self.tx_clean_dd(sim, q, r);
             }
-            if rx_irq[q] || self.cfg.poll {
+            if rx_irq || self.cfg.poll {
                 self.rx_clean(sim, q, r);
             }
         }
+        self.irq_flags = flags;
         let now = sim.now();
         for q in 0..self.queues as usize {
             let (t, x) = (self.tx[q].done, self.rx[q].done);
