@@ -491,6 +491,21 @@ fn run_link(a: &LinkArgs) -> Result<(), Fail> {
     ))
 }
 
+/// The columns of `model nic` (and the first ones of `sim --workload nic`).
+pub(crate) const NIC_COLUMNS: [&str; 11] = [
+    "size_B",
+    "eth_gbps",
+    "eth_mpps",
+    "tx_gbps",
+    "rx_gbps",
+    "bidir_gbps",
+    "tx_mpps",
+    "rx_mpps",
+    "bidir_mpps",
+    "down_B_per_pkt",
+    "up_B_per_pkt",
+];
+
 fn run_nic(a: &NicArgs) -> Result<(), Fail> {
     check_plot_path(&a.out.plot)?;
     let m = build_model(&a.pcie)?;
@@ -551,19 +566,7 @@ fn run_nic(a: &NicArgs) -> Result<(), Fail> {
         ]);
     }
     let t = Table {
-        cols: vec![
-            "size_B",
-            "eth_gbps",
-            "eth_mpps",
-            "tx_gbps",
-            "rx_gbps",
-            "bidir_gbps",
-            "tx_mpps",
-            "rx_mpps",
-            "bidir_mpps",
-            "down_B_per_pkt",
-            "up_B_per_pkt",
-        ],
+        cols: NIC_COLUMNS.to_vec(),
         prec: vec![0, 3, 3, 3, 3, 3, 3, 3, 3, 2, 2],
         rows,
     };

@@ -132,24 +132,16 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
     }
     bar.finish();
     let t = Table {
-        cols: vec![
-            "size_B",
-            "eth_gbps",
-            "eth_mpps",
-            "tx_gbps",
-            "rx_gbps",
-            "bidir_gbps",
-            "tx_mpps",
-            "rx_mpps",
-            "bidir_mpps",
-            "down_B_per_pkt",
-            "up_B_per_pkt",
-            "model_tx_gbps",
-            "model_rx_gbps",
-            "model_bidir_gbps",
-            "model_down_B_per_pkt",
-            "model_up_B_per_pkt",
-        ],
+        cols: crate::model_cmd::NIC_COLUMNS
+            .into_iter()
+            .chain([
+                "model_tx_gbps",
+                "model_rx_gbps",
+                "model_bidir_gbps",
+                "model_down_B_per_pkt",
+                "model_up_B_per_pkt",
+            ])
+            .collect(),
         prec: vec![0, 3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 3, 3, 3, 2, 2],
         rows,
     };

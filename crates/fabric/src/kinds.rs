@@ -699,6 +699,50 @@ impl KindRegistry {
     }
 }
 
+/// The configuration space of a single-function Ethernet controller (class 020000)
+/// with `bars` (its MSI-X table and PBA in BAR2, `vectors` entries): PM, MSI-X, PCI
+/// Express, AER, DSN. The node's `vendor_id`/`device_id` keys, else pcielab's IDs.
+fn ethernet_function(
+    ctx: &EndpointCtx<'_>,
+    device_id: u16,
+    bars: [Option<Bar>; 6],
+    vectors: u16,
+) -> Result<pcielab_config::ConfigSpace, KindError> {
+    let p = ctx.params;
+    let ids = Ids {
+        vendor_id: p.int("vendor_id").unwrap_or(PCIELAB_VENDOR_ID as i64) as u16,
+        device_id: p.int("device_id").unwrap_or(device_id as i64) as u16,
+        revision: 1,
+        class_code: 0x02_0000, // network controller, Ethernet
+    };
+    let mut cs = Type0 {
+        ids,
+        bars,
+        rom_size: None,
+        subsystem_vendor: ids.vendor_id,
+        subsystem_id: ids.device_id,
+        interrupt_pin: 1,
+        multi_function: false,
+    }
+    .build()
+    .map_err(|e| e.to_string())?;
+    CapabilityList::new()
+        .with(PmCap { pme: false })
+        .with(MsixCap {
+            table_size: vectors,
+            table_bir: 2,
+            table_offset: 0,
+            pba_bir: 2,
+            pba_offset: MsixTable::new(vectors).table_bytes(),
+        })
+        .with(PcieCap { ..ctx.pcie })
+        .with_ext(AerCap::default())
+        .with_ext(DsnCap { serial: ctx.serial })
+        .install(&mut cs)
+        .map_err(|e| e.to_string())?;
+    Ok(cs)
+}
+
 /// The settings of a `nic` node.
 pub fn nic_config(p: &Params) -> Result<pcielab_device::nic::NicConfig, KindError> {
     use pcielab_device::nic::{Ethernet, FrameSizes, NicConfig, RxSource};
@@ -776,48 +820,11 @@ fn build_nic(ctx: &EndpointCtx<'_>) -> Result<Device, KindError> {
         size: pcielab_device::nic::BAR_SIZE as u32,
         prefetchable: false,
     });
-    let table = MsixTable::new(vectors);
     bars[2] = Some(Bar::Mem32 {
         size: msix_bar_size(vectors) as u32,
         prefetchable: false,
     });
-    let ids = Ids {
-        vendor_id: ctx
-            .params
-            .int("vendor_id")
-            .unwrap_or(PCIELAB_VENDOR_ID as i64) as u16,
-        device_id: ctx
-            .params
-            .int("device_id")
-            .unwrap_or(device_ids::NIC as i64) as u16,
-        revision: 1,
-        class_code: 0x02_0000, // network controller, Ethernet
-    };
-    let mut cs = Type0 {
-        ids,
-        bars,
-        rom_size: None,
-        subsystem_vendor: ids.vendor_id,
-        subsystem_id: ids.device_id,
-        interrupt_pin: 1,
-        multi_function: false,
-    }
-    .build()
-    .map_err(|e| e.to_string())?;
-    CapabilityList::new()
-        .with(PmCap { pme: false })
-        .with(MsixCap {
-            table_size: vectors,
-            table_bir: 2,
-            table_offset: 0,
-            pba_bir: 2,
-            pba_offset: table.table_bytes(),
-        })
-        .with(PcieCap { ..ctx.pcie })
-        .with_ext(AerCap::default())
-        .with_ext(DsnCap { serial: ctx.serial })
-        .install(&mut cs)
-        .map_err(|e| e.to_string())?;
+    let cs = ethernet_function(ctx, device_ids::NIC, bars, vectors)?;
     Ok(Device {
         functions: vec![HwFunction {
             devfn: 0,
@@ -1041,38 +1048,7 @@ fn build_simple_nic(ctx: &EndpointCtx<'_>) -> Result<Device, KindError> {
         size: 16 * 1024,
         prefetchable: false,
     });
-    let table = MsixTable::new(vectors);
-    let ids = Ids {
-        vendor_id: p.int("vendor_id").unwrap_or(PCIELAB_VENDOR_ID as i64) as u16,
-        device_id: p.int("device_id").unwrap_or(device_ids::SIMPLE_NIC as i64) as u16,
-        revision: 1,
-        class_code: 0x02_0000, // network controller, Ethernet
-    };
-    let mut cs = Type0 {
-        ids,
-        bars,
-        rom_size: None,
-        subsystem_vendor: ids.vendor_id,
-        subsystem_id: ids.device_id,
-        interrupt_pin: 1,
-        multi_function: false,
-    }
-    .build()
-    .map_err(|e| e.to_string())?;
-    CapabilityList::new()
-        .with(PmCap { pme: false })
-        .with(MsixCap {
-            table_size: vectors,
-            table_bir: 2,
-            table_offset: 0,
-            pba_bir: 2,
-            pba_offset: table.table_bytes(),
-        })
-        .with(PcieCap { ..ctx.pcie })
-        .with_ext(AerCap::default())
-        .with_ext(DsnCap { serial: ctx.serial })
-        .install(&mut cs)
-        .map_err(|e| e.to_string())?;
+    let cs = ethernet_function(ctx, device_ids::SIMPLE_NIC, bars, vectors)?;
     let mac: Box<dyn SnicMac> = match p.str("mac").unwrap_or("loopback") {
         "none" => Box::new(NoMac),
         _ => Box::new(Loopback::default()),
