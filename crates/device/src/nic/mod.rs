@@ -277,6 +277,8 @@ pub struct NicStats {
     pub interrupts: u64,
     /// DMAs that finished after their ring was set up anew (dropped).
     pub stale_dmas: u64,
+    /// Picoseconds the MAC's transmit side sat idle between frames (after the first).
+    pub mac_idle_ps: u64,
 }
 
 /// One transmit descriptor slot taken by the NIC.
@@ -632,6 +634,9 @@ impl Nic {
             }
             Some(eth) => {
                 let start = self.mac_busy.max(cx.now());
+                if self.stats.tx_packets > 0 || !self.mac_tx.is_empty() {
+                    self.stats.mac_idle_ps += start.saturating_since(self.mac_busy).as_ps();
+                }
                 let at = start + eth.frame_time(frame);
                 self.mac_busy = at;
                 // The frame's bytes are kept only for loopback; its length is in its
@@ -1217,6 +1222,7 @@ impl DeviceModel for Nic {
             "writebacks": s.writebacks,
             "interrupts": s.interrupts,
             "stale_dmas": s.stale_dmas,
+            "mac_idle_ps": s.mac_idle_ps,
         }))
     }
 
