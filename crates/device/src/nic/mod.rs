@@ -303,6 +303,12 @@ struct Ring {
 }
 
 impl Ring {
+    /// Where descriptor `idx` sits counting from the head (its slot in the queue's
+    /// in-order lists).
+    fn pos(&self, idx: u32) -> usize {
+        ((idx + self.size - self.head) % self.size) as usize
+    }
+
     fn avail(&self) -> u32 {
         if self.size == 0 {
             0
@@ -546,7 +552,7 @@ impl Nic {
         qu.tx_fetching -= 1;
         for i in 0..n {
             let idx = (first + i) % qu.tx.size;
-            let pos = ((idx + qu.tx.size - qu.tx.head) % qu.tx.size) as usize;
+            let pos = qu.tx.pos(idx);
             let mut slot = TxSlot::default();
             if ok && data.len() >= ((i + 1) as u64 * DESC) as usize {
                 let d = &data[(i as u64 * DESC) as usize..((i + 1) as u64 * DESC) as usize];
@@ -563,13 +569,10 @@ impl Nic {
             while qu.tx_slots.len() <= pos {
                 qu.tx_slots.push_back(None);
             }
+            // A bad descriptor has nothing to send: done at once, with an error status.
+            slot.done = slot.error;
             qu.tx_slots[pos] = Some(slot);
-            if slot.error {
-                // Nothing to send: done with an error status.
-                if let Some(Some(s)) = qu.tx_slots.get_mut(pos) {
-                    s.done = true;
-                }
-            } else {
+            if !slot.error {
                 qu.tx_ready.push_back(idx);
             }
         }
@@ -590,7 +593,7 @@ impl Nic {
             let Some(&idx) = qu.tx_ready.front() else {
                 return;
             };
-            let pos = ((idx + qu.tx.size - qu.tx.head) % qu.tx.size) as usize;
+            let pos = qu.tx.pos(idx);
             let Some(Some(s)) = qu.tx_slots.get(pos) else {
                 qu.tx_ready.pop_front();
                 continue;
@@ -618,7 +621,7 @@ impl Nic {
         if !ok {
             self.stats.dma_errors += 1;
             if self.cfg.rx_source == RxSource::Loopback {
-                let pos = ((idx + qu.tx.size - qu.tx.head) % qu.tx.size) as usize;
+                let pos = qu.tx.pos(idx);
                 if let Some(Some(s)) = qu.tx_slots.get(pos) {
                     qu.loop_reserved = qu.loop_reserved.saturating_sub(s.len as u64);
                 }
@@ -659,7 +662,7 @@ impl Nic {
     /// A frame left the MAC.
     fn tx_sent(&mut self, q: u16, idx: u32, data: &[u8], cx: &mut Cx<'_>) {
         let qu = &mut self.queues[q as usize];
-        let pos = ((idx + qu.tx.size - qu.tx.head) % qu.tx.size) as usize;
+        let pos = qu.tx.pos(idx);
         let len = match qu.tx_slots.get(pos) {
             Some(Some(s)) => s.len as u64,
             _ => data.len() as u64,
@@ -677,7 +680,7 @@ impl Nic {
 
     fn tx_slot_done(&mut self, q: u16, idx: u32, error: bool, cx: &mut Cx<'_>) {
         let qu = &mut self.queues[q as usize];
-        let pos = ((idx + qu.tx.size - qu.tx.head) % qu.tx.size) as usize;
+        let pos = qu.tx.pos(idx);
         if let Some(Some(s)) = qu.tx_slots.get_mut(pos) {
             s.done = true;
             s.error |= error;
@@ -764,7 +767,7 @@ impl Nic {
     fn rx_fetched(&mut self, q: u16, idx: u32, ok: bool, data: &[u8], cx: &mut Cx<'_>) {
         let qu = &mut self.queues[q as usize];
         qu.rx_fetching -= 1;
-        let pos = ((idx + qu.rx.size - qu.rx.head) % qu.rx.size) as usize;
+        let pos = qu.rx.pos(idx);
         while qu.rx_slots.len() <= pos {
             qu.rx_slots.push_back(None);
         }
@@ -791,11 +794,11 @@ impl Nic {
     }
 
     /// Puts one frame of `len` bytes of packet data (FCS stripped) into the next
-    /// buffer of queue `q`; false when there is none.
-    fn rx_put(&mut self, q: u16, data: Option<Vec<u8>>, len: u64, cx: &mut Cx<'_>) -> bool {
+    /// buffer of queue `q` (the caller has checked there is one: [`Nic::rx_ready`]).
+    fn rx_put(&mut self, q: u16, data: Option<Vec<u8>>, len: u64, cx: &mut Cx<'_>) {
         let qu = &mut self.queues[q as usize];
         let Some(Some((addr, buflen))) = qu.rx_slots.front().copied() else {
-            return false;
+            return;
         };
         qu.rx_slots.pop_front();
         let idx = qu.rx.head;
@@ -838,7 +841,6 @@ impl Nic {
         self.stats.writebacks += 1;
         self.dma_write(cx, wb_addr, wb);
         self.moderate(q, true, 1, cx);
-        true
     }
 
     /// A frame arrives at queue `q`'s receive FIFO (dropped and counted when full).

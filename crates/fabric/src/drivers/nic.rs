@@ -32,7 +32,7 @@
 //! ```
 
 use crate::host::enumerate::Interrupts;
-use crate::timed::{FabricSim, HostRead, HostTicket, SimError};
+use crate::timed::{DirCounters, FabricSim, HostRead, HostTicket, SimError};
 use pcielab_device::nic::{
     reg, FrameSizes, CMD_EOP, DESC, FCS, QUEUE_BASE, QUEUE_STRIDE, STATUS_DD,
 };
@@ -175,8 +175,9 @@ pub struct NicRun {
     pub elapsed: SimDuration,
 }
 
+/// One ring as the host keeps it (transmit or receive).
 #[derive(Debug, Default)]
-struct TxQ {
+struct HostRing {
     base: u64,
     bufs: u64,
     /// Next descriptor to fill (the tail the host will write).
@@ -187,21 +188,9 @@ struct TxQ {
     inflight: u32,
     /// Descriptors filled since the last doorbell.
     unrung: u32,
-    /// Packets seen done.
-    done: u64,
-}
-
-#[derive(Debug, Default)]
-struct RxQ {
-    base: u64,
-    bufs: u64,
-    next: u32,
-    clean: u32,
-    inflight: u32,
-    unrung: u32,
-    /// Packets processed since the last head read.
+    /// Receive: packets processed since the last head read.
     since_head: u32,
-    /// Packets received.
+    /// Packets seen done.
     done: u64,
 }
 
@@ -218,15 +207,14 @@ pub struct NicDriver {
     bar: u64,
     cfg: NicDriverConfig,
     queues: u16,
-    tx: Vec<TxQ>,
-    rx: Vec<RxQ>,
+    tx: Vec<HostRing>,
+    rx: Vec<HostRing>,
     /// MSI-X message data → vector.
     vectors: HashMap<u32, u16>,
     irq_seen: usize,
     reads: VecDeque<(HostTicket, Pending)>,
     reads_wanted: VecDeque<Pending>,
     received: Vec<Vec<u8>>,
-    link: usize,
     sent_frames: u64,
     /// A packet being written (reused).
     scratch: Vec<u8>,
@@ -293,11 +281,6 @@ impl NicDriver {
                 }
             }
         }
-        let link = sim
-            .counters()
-            .iter()
-            .position(|(n, _)| n.ends_with(&format!("->{name}")))
-            .unwrap_or(usize::MAX);
         let mut d = NicDriver {
             name: name.to_string(),
             bar,
@@ -309,7 +292,6 @@ impl NicDriver {
             reads: VecDeque::new(),
             reads_wanted: VecDeque::new(),
             received: Vec::new(),
-            link,
             sent_frames: 0,
             scratch: Vec::new(),
             irq_flags: Vec::new(),
@@ -339,15 +321,15 @@ impl NicDriver {
             sim.mmio_write(regs + reg::TX_SIZE, &d.cfg.tx_ring.to_le_bytes())?;
             sim.mmio_write(regs + reg::RX_BASE, &rx_base.to_le_bytes())?;
             sim.mmio_write(regs + reg::RX_SIZE, &d.cfg.rx_ring.to_le_bytes())?;
-            d.tx.push(TxQ {
+            d.tx.push(HostRing {
                 base: tx_base,
                 bufs: tx_bufs,
-                ..TxQ::default()
+                ..HostRing::default()
             });
-            d.rx.push(RxQ {
+            d.rx.push(HostRing {
                 base: rx_base,
                 bufs: rx_bufs,
-                ..RxQ::default()
+                ..HostRing::default()
             });
         }
         let every = if d.cfg.poll { Some(0) } else { d.cfg.irq_every };
@@ -371,23 +353,18 @@ impl NicDriver {
         &self.name
     }
 
+    /// TLP and wire bytes of the NIC's link so far: (down TLP, up TLP, down wire, up
+    /// wire); directions are named `"<up>.<port>-><nic>"` and `"<nic>-><up>.<port>"`.
     fn counters(&self, sim: &FabricSim) -> (u64, u64, u64, u64) {
-        let c = sim.counters();
-        let (mut down, mut up) = (Default::default(), Default::default());
-        if self.link != usize::MAX {
-            down = c[self.link].1;
-            // The other direction of the same link.
-            let (n, _) = &c[self.link];
-            let name = n.as_str();
-            if let Some(i) = c
-                .iter()
-                .position(|(m, _)| m.as_str() != name && reverse(m) == name)
-            {
-                up = c[i].1;
+        let (down, up) = (format!("->{}", self.name), format!("{}->", self.name));
+        let (mut d, mut u) = (DirCounters::default(), DirCounters::default());
+        for (n, c) in sim.counters() {
+            if n.ends_with(&down) {
+                d = c;
+            } else if n.starts_with(&up) {
+                u = c;
             }
         }
-        let d: crate::timed::DirCounters = down;
-        let u: crate::timed::DirCounters = up;
         (d.tlp_bytes, u.tlp_bytes, d.wire_bytes, u.wire_bytes)
     }
 
@@ -845,17 +822,13 @@ pub fn run_together(
             s.interrupts().len() > seen || fronts.iter().any(|&t| s.mmio_read_ready(t))
         });
         if !any && sim.pending_events() == 0 && poll.is_none() {
-            let (d, ..) = drivers
+            let stuck = drivers
                 .iter()
                 .zip(&states)
                 .find(|((d, ..), st)| !d.finished(st))
-                .map(|(d, _)| d)
-                .unwrap_or(&drivers[0]);
-            let i = drivers
-                .iter()
-                .position(|(x, ..)| x.name == d.name)
-                .unwrap_or(0);
-            return Err(d.stalled(sim, states[i].tx, states[i].rx, &states[i].r));
+                .unwrap_or((&drivers[0], &states[0]));
+            let ((d, ..), st) = stuck;
+            return Err(d.stalled(sim, st.tx, st.rx, &st.r));
         }
         for ((d, ..), st) in drivers.iter_mut().zip(states.iter_mut()) {
             d.service(sim, st)?;
@@ -907,14 +880,6 @@ fn rate(obs: &[(SimTime, u64)], total: u64, w0: SimTime, w1: SimTime) -> f64 {
         return 0.0;
     }
     (count_at(obs, b) - count_at(obs, a)) / dt
-}
-
-/// `"a->b"` → `"b->a"` (the other direction of a link's name).
-fn reverse(name: &str) -> String {
-    match name.split_once("->") {
-        Some((a, b)) => format!("{b}->{a}"),
-        None => name.to_string(),
-    }
 }
 
 /// Which NIC and driver [`measure`] runs.
