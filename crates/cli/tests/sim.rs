@@ -1214,31 +1214,13 @@ fn nic_workload_columns_and_model_agree() {
 /// in BAR2 and its registers in a 32-bit non-prefetchable BAR0.
 #[test]
 fn real_lspci_reads_the_nic() {
-    let dir = std::env::temp_dir().join(format!("pcielab-nic-lspci-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let topo = dir.join("nic.toml");
-    std::fs::write(
-        &topo,
+    let text = common::real_lspci(
+        "nic",
         "[[node]]\nname=\"rc\"\nkind=\"root-complex\"\n\
          [[node]]\nname=\"nic\"\nkind=\"nic\"\nmodel=\"batched\"\nqueues=4\n\
          [[link]]\nup=\"rc.0\"\ndown=\"nic\"\ngen=3\nwidth=8\n",
-    )
-    .unwrap();
-    let (rc, dump, err) = pcielab(&["topo", "lspci", topo.to_str().unwrap()]);
-    assert_eq!(rc, 0, "{err}");
-    let file = dir.join("nic.lspci");
-    std::fs::write(&file, dump).unwrap();
-    let out = match std::process::Command::new("lspci")
-        .arg("-F")
-        .arg(&file)
-        .args(["-vvv", "-s", "01:00.0"])
-        .output()
-    {
-        Ok(x) => x,
-        Err(e) => panic!("cannot run `lspci` ({e}); this test needs pciutils"),
-    };
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}");
+        "01:00.0",
+    );
     assert!(text.contains("Ethernet controller"), "{text}");
     assert!(text.contains("MSI-X: Enable+ Count=8"), "{text}");
     assert!(
@@ -1250,5 +1232,4 @@ fn real_lspci_reads_the_nic() {
         .find(|l| l.contains("Region 0: Memory at"))
         .unwrap_or_else(|| panic!("{text}"));
     assert!(region0.ends_with("(32-bit, non-prefetchable)"), "{text}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

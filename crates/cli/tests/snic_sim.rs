@@ -2,11 +2,12 @@
 //! on the loopback MAC), and its configuration space as the real `lspci` reads it from
 //! `pcielab topo lspci`.
 
+mod common;
+
 use pcielab_fabric::kinds::KindRegistry;
 use pcielab_fabric::timed::{FabricSim, SimConfig};
 use pcielab_fabric::topology::Topology;
 use pcielab_sim::SimDuration;
-use std::process::Command;
 
 const TOPO: &str = "[[node]]\nname=\"rc\"\nkind=\"root-complex\"\n\
                     [[node]]\nname=\"nic\"\nkind=\"simple-nic\"\n\
@@ -84,29 +85,7 @@ fn with_no_mac_the_frame_is_not_received() {
 /// an Ethernet controller with MSI-X (2 vectors) in BAR2 and a 64-bit BAR4.
 #[test]
 fn real_lspci_reads_the_simple_nic() {
-    let dir = std::env::temp_dir().join(format!("pcielab-snic-lspci-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let topo = dir.join("snic.toml");
-    std::fs::write(&topo, TOPO).unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_pcielab"))
-        .args(["topo", "lspci"])
-        .arg(&topo)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let dump = dir.join("snic.lspci");
-    std::fs::write(&dump, &o.stdout).unwrap();
-    let out = match Command::new("lspci")
-        .arg("-F")
-        .arg(&dump)
-        .args(["-vvv", "-s", "01:00.0"])
-        .output()
-    {
-        Ok(x) => x,
-        Err(e) => panic!("cannot run `lspci` ({e}); this test needs pciutils"),
-    };
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}");
+    let text = common::real_lspci("snic", TOPO, "01:00.0");
     assert!(text.contains("Ethernet controller"), "{text}");
     assert!(text.contains("MSI-X: Enable+ Count=2"), "{text}");
     assert!(
@@ -119,5 +98,4 @@ fn real_lspci_reads_the_simple_nic() {
         .find(|l| l.contains("Region 4: Memory at"))
         .unwrap_or_else(|| panic!("{text}"));
     assert!(region4.ends_with("(64-bit, non-prefetchable)"), "{text}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

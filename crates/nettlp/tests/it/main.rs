@@ -81,6 +81,24 @@ pub fn device(f: impl FnOnce(&mut DeviceConfig)) -> Device {
     Device::open(c).expect("device opens")
 }
 
+/// Serves `handler` on [`dev_ip`] for the adapter on [`ad_ip`] with `threads` server
+/// threads.
+pub fn serve_dev<H: pcielab_nettlp::handler::Handler>(
+    handler: std::sync::Arc<H>,
+    threads: usize,
+) -> pcielab_nettlp::handler::Server {
+    pcielab_nettlp::handler::serve(
+        pcielab_nettlp::handler::ServeConfig {
+            adapter: ad_ip(),
+            local: dev_ip(),
+            threads,
+            ..Default::default()
+        },
+        handler,
+    )
+    .expect("serve")
+}
+
 /// Waits (bounded) until `cond` holds.
 pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let end = Instant::now() + limit;

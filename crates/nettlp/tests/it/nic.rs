@@ -2,9 +2,8 @@
 //! as `kind = "nic"`) served over NetTLP by `hosted::ModelHandler`, driven from the
 //! software adapter host through its BAR: the same model, over UDP.
 
-use crate::{ad_ip, adapter, dev_ip, device, lock};
+use crate::{adapter, device, lock};
 use pcielab_device::nic::{reg, Nic, NicConfig, RxSource, DESC, QUEUE_BASE, STATUS_DD};
-use pcielab_nettlp::handler::{serve, ServeConfig};
 use pcielab_nettlp::hosted::ModelHandler;
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,16 +50,7 @@ fn loop_frames(cfg: NicConfig, timers: bool) {
             .with_device(device(|_| {}), &table),
     );
     let timer_thread = timers.then(|| h.start_timers());
-    let server = serve(
-        ServeConfig {
-            adapter: ad_ip(),
-            local: dev_ip(),
-            threads: 1,
-            ..Default::default()
-        },
-        h.clone(),
-    )
-    .expect("serve");
+    let server = crate::serve_dev(h.clone(), 1);
     let (tx_ring, rx_ring, tx_buf, rx_buf) = (0x10_0000u64, 0x11_0000, 0x20_0000, 0x30_0000);
     let n = 8u32;
     let ring = 40u32;

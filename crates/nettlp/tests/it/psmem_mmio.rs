@@ -5,7 +5,6 @@ use crate::{ad_ip, adapter, dev_ip, device, lock};
 use pcielab_nettlp::adapter::{Compat, MmioError};
 use pcielab_nettlp::client;
 use pcielab_nettlp::frame::{self, NetTlpHeader};
-use pcielab_nettlp::handler::{serve, ServeConfig};
 use pcielab_nettlp::psmem::Psmem;
 use pcielab_wire::dma::CplError;
 use pcielab_wire::tlp::{TlpHeader, TlpRepr};
@@ -19,16 +18,7 @@ fn psmem_by_host_mmio() {
     let _g = lock();
     let a = adapter(|c| c.mmio_timeout = Duration::from_millis(300));
     let mem = Arc::new(Psmem::new(a.config().bar4, 64 * 1024));
-    let server = serve(
-        ServeConfig {
-            adapter: ad_ip(),
-            local: dev_ip(),
-            threads: 4,
-            ..Default::default()
-        },
-        mem.clone(),
-    )
-    .expect("serve");
+    let server = crate::serve_dev(mem.clone(), 4);
     for off in 0..8u64 {
         for size in [
             1usize, 2, 3, 4, 5, 7, 8, 63, 64, 65, 200, 256, 257, 1000, 4096, 5000,
@@ -240,16 +230,7 @@ fn device_model_served_over_nettlp() {
         a.config().bar4,
         size,
     ));
-    let server = serve(
-        ServeConfig {
-            adapter: ad_ip(),
-            local: dev_ip(),
-            threads: 2,
-            ..Default::default()
-        },
-        h.clone(),
-    )
-    .expect("serve");
+    let server = crate::serve_dev(h.clone(), 2);
     for (o, n) in [(0u64, 4usize), (0xffe, 7), (0x2000, 1000), (size - 64, 64)] {
         let data: Vec<u8> = (0..n).map(|i| (i as u8) ^ (o as u8) ^ 0x5a).collect();
         a.mmio_write(o, &data).expect("write");
@@ -314,16 +295,7 @@ fn a_device_models_dma_and_msix_run_over_nettlp() {
         ModelHandler::new(Copy64::default(), 4, a.config().bar4, 4096)
             .with_device(device(|_| {}), &table),
     );
-    let server = serve(
-        ServeConfig {
-            adapter: ad_ip(),
-            local: dev_ip(),
-            threads: 1,
-            ..Default::default()
-        },
-        h.clone(),
-    )
-    .expect("serve");
+    let server = crate::serve_dev(h.clone(), 1);
     a.take_interrupts();
     a.mmio_write(0, &0x10000u64.to_le_bytes())
         .expect("doorbell");
