@@ -16,9 +16,11 @@
 //! from scratch, run in the simulator.
 
 mod atomic;
+pub mod dma_engine;
 mod message;
 mod model;
 pub mod nic;
+mod optable;
 mod psmem;
 mod reorder;
 pub mod snic;

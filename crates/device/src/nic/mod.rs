@@ -55,6 +55,7 @@ mod mac;
 pub use mac::{Ethernet, FrameSizes, FCS, IFG, MAX_FRAME, MIN_FRAME, PREAMBLE};
 
 use crate::model::{Cx, DeviceModel, DmaId, DmaPolicy, ReadReply};
+use crate::optable::OpTable;
 use crate::DeviceTiming;
 use pcielab_sim::{SimDuration, SimTime};
 use std::collections::VecDeque;
@@ -399,41 +400,6 @@ fn token(kind: u64, q: u16) -> u64 {
     (kind << 32) | q as u64
 }
 
-/// What each DMA in flight is for. A device's DMA numbers are handed out in order and
-/// its DMAs finish roughly in order, so a window from the oldest unfinished one is a
-/// cheap map (no hashing on the per-packet path).
-#[derive(Debug, Default)]
-struct OpTable {
-    base: u64,
-    ops: VecDeque<Option<Op>>,
-}
-
-impl OpTable {
-    fn insert(&mut self, id: DmaId, op: Op) {
-        if self.ops.is_empty() {
-            self.base = id.0;
-        }
-        let Some(at) = id.0.checked_sub(self.base) else {
-            return; // numbers only grow; an older one cannot be new
-        };
-        let at = at as usize;
-        if at >= self.ops.len() {
-            self.ops.resize(at + 1, None);
-        }
-        self.ops[at] = Some(op);
-    }
-
-    fn remove(&mut self, id: &DmaId) -> Option<Op> {
-        let at = id.0.checked_sub(self.base)? as usize;
-        let op = self.ops.get_mut(at)?.take();
-        while let Some(None) = self.ops.front() {
-            self.ops.pop_front();
-            self.base += 1;
-        }
-        op
-    }
-}
-
 /// The NIC. See the [module documentation](self).
 #[derive(Debug)]
 pub struct Nic {
@@ -442,7 +408,7 @@ pub struct Nic {
     irq_every: u32,
     irq_delay: SimDuration,
     queues: Vec<Queue>,
-    ops: OpTable,
+    ops: OpTable<Op>,
     stats: NicStats,
     /// Frames on the MAC's transmit side: (departure, queue, slot, frame bytes).
     mac_tx: VecDeque<(SimTime, u16, u32, u32, Vec<u8>)>,
