@@ -489,10 +489,8 @@ impl DmaEngine {
 
     fn fetched(
         &mut self,
-        f: u16,
-        e: u16,
-        first: u32,
-        n: u32,
+        (f, e): (u16, u16),
+        (first, n): (u32, u32),
         ok: bool,
         data: &[u8],
         cx: &mut Cx<'_>,
@@ -534,7 +532,7 @@ impl DmaEngine {
             let en = self.engine(f, e);
             // The descriptor to work on: the newest active one with bytes left, else
             // the next fetched one.
-            let want_new = en.active.back().is_none_or(|a| a.issued >= a.desc.len);
+            let want_new = en.active.back().map_or(true, |a| a.issued >= a.desc.len);
             if want_new {
                 let Some(desc) = en.fetched.pop_front() else {
                     break;
@@ -882,7 +880,7 @@ impl DeviceModel for DmaEngine {
             {
                 self.functions[f as usize].stats.stale_dmas += 1
             }
-            Op::Fetch { f, e, first, n, .. } => self.fetched(f, e, first, n, ok, data, cx),
+            Op::Fetch { f, e, first, n, .. } => self.fetched((f, e), (first, n), ok, data, cx),
             Op::Read { f, e, idx, seq, .. } => {
                 if ok {
                     self.h2d_data(f, e, seq, data);
@@ -972,6 +970,8 @@ mod tests {
     use proptest::prelude::*;
 
     const MEM: u64 = 0x1000_0000;
+    /// A DMA not yet answered: id, function, address, read length or write data.
+    type Pending = (DmaId, u16, u64, Result<u64, Vec<u8>>);
     const MEM_SIZE: usize = 1 << 20;
 
     /// A host with 1 MiB of memory at [`MEM`]: it carries out the engine's DMAs (in
@@ -982,7 +982,7 @@ mod tests {
         spare: Vec<Vec<u8>>,
         mem: Vec<u8>,
         /// DMAs not yet answered: (id, function, read: (addr, len) | write: (addr, data)).
-        pending: Vec<(DmaId, u16, u64, Result<u64, Vec<u8>>)>,
+        pending: Vec<Pending>,
         irqs: Vec<(u16, u16)>,
     }
 
