@@ -307,8 +307,24 @@ impl Engine {
             self.fabric.msi_message(f, v as u8)
         };
         let me = self.fabric.bdf(f);
-        let what = format!("{}: {what}", self.nodes[node as usize].name);
-        self.send_message_write(f, me, msg, &what, cx);
+        let Ok((address, data)) = msg else {
+            return; // disabled or pending
+        };
+        // The message leaves through the device's transmit datapath like its DMA
+        // writes, behind them: posted writes stay in order, so an interrupt never
+        // overtakes the data (or the status write-back) it announces.
+        let p = self.alloc_payload(&data.to_le_bytes());
+        let t = Tlp {
+            data: p,
+            ..Tlp::new(Kind::MWr, me, address, 4)
+        };
+        if let Err(e) = self.inject_device(node, Origin::Function(f), t, me, cx) {
+            let name = &self.nodes[node as usize].name;
+            self.fault(
+                FaultKind::NotRoutable,
+                format!("{name}: {what} write not routable: {e}"),
+            );
+        }
     }
 
     /// A read of BAR `bar` at `offset` of `node`'s function that falls in its MSI-X
