@@ -38,7 +38,7 @@
 //! ```
 //! use pcielab_fabric::kinds::KindRegistry;
 //! let reg = KindRegistry::builtin();
-//! assert_eq!(reg.names(), vec!["root-complex", "switch", "psmem", "nic", "simple-nic"]);
+//! assert_eq!(reg.names(), vec!["root-complex", "switch", "psmem", "nic", "simple-nic", "dma-engine"]);
 //! ```
 
 use pcielab_config::caps::{CapabilityList, MsiCap, MsixCap, MsixTable, PcieCap, PmCap};
@@ -48,6 +48,8 @@ use pcielab_config::ext_caps::{
 use pcielab_config::header::VfHeader;
 use pcielab_config::{Bar, Ids, Type0, PCIELAB_VENDOR_ID};
 use std::collections::BTreeMap;
+
+pub mod dma_engine;
 
 /// A value of a kind-specific key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -394,6 +396,10 @@ pub mod device_ids {
     pub const NIC: u16 = 0x0020;
     /// simple-nic (NetTLP's simple NIC; upstream's board is 3776:8022).
     pub const SIMPLE_NIC: u16 = 0x0022;
+    /// The SR-IOV DMA engine of seed 003 (`dma-engine`), physical function.
+    pub const DMA_ENGINE: u16 = 0x0030;
+    /// The SR-IOV DMA engine's virtual function.
+    pub const DMA_ENGINE_VF: u16 = 0x0031;
 }
 
 impl KindRegistry {
@@ -673,6 +679,7 @@ impl KindRegistry {
             keys: snic,
             doc: "NetTLP's simple NIC: BAR4 registers, descriptor rings in host memory, MSI-X 0 (TX) and 1 (RX)",
         });
+        dma_engine::register(&mut r);
         r
     }
 

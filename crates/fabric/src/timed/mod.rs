@@ -1012,6 +1012,49 @@ impl FabricSim {
         Some(self.fabric().bdf(f))
     }
 
+    /// The requester ID of function `index` of endpoint `name`, numbered as its
+    /// device model numbers them ([`pcielab_device::Cx::function`]): 0 is function 0,
+    /// then the device's other functions, then the VFs host enumeration enabled.
+    /// `None` for a function the device does not have (yet).
+    ///
+    /// ```
+    /// use pcielab_fabric::{kinds::KindRegistry, topology::Topology};
+    /// use pcielab_fabric::timed::{FabricSim, SimConfig};
+    /// let reg = KindRegistry::builtin();
+    /// let t = Topology::parse(
+    ///     "[[node]]\nname=\"rc\"\nkind=\"root-complex\"\n\
+    ///      [[node]]\nname=\"dma\"\nkind=\"dma-engine\"\nvfs=2\n\
+    ///      [[link]]\nup=\"rc.0\"\ndown=\"dma\"\ngen=3\nwidth=8\n",
+    ///     "doc.toml", &reg)?;
+    /// let sim = FabricSim::new(&t, &reg, SimConfig::default())?;
+    /// assert_eq!(sim.function_bdf("dma", 0), sim.bdf("dma"));
+    /// assert_eq!(sim.function_bdf("dma", 2).unwrap().to_string(), "01:00.2");
+    /// assert_eq!(sim.function_bdf("dma", 3), None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn function_bdf(&self, name: &str, index: u16) -> Option<Bdf> {
+        let n = self.node(name).ok()?;
+        let f = match &self.sim.world().nodes[n as usize].kind {
+            NodeKind::Ep(ep) if index > 0 => *ep.funcs.get(index as usize)?,
+            _ if index == 0 => self.sim.world().nodes[n as usize].func?,
+            _ => return None,
+        };
+        Some(self.fabric().bdf(f))
+    }
+
+    /// The address enumeration assigned to BAR `bar` of function `index` of endpoint
+    /// `name` (numbered as in [`FabricSim::function_bdf`]; a VF's BAR `n` is its
+    /// share of the PF's VF BAR `n`).
+    pub fn function_bar(&self, name: &str, index: u16, bar: u8) -> Option<u64> {
+        let bdf = self.function_bdf(name, index)?;
+        self.tree
+            .get(bdf)?
+            .bars
+            .iter()
+            .find(|b| b.index == bar)
+            .map(|b| b.address)
+    }
+
     /// The current simulated time.
     pub fn now(&self) -> SimTime {
         self.sim.now()
@@ -1907,6 +1950,19 @@ impl FabricSim {
         Ok(())
     }
 
+    /// Like [`FabricSim::iommu_map`], for the function with requester ID `bdf` (a VF,
+    /// say: each function's DMA is translated in the domain of its own ID).
+    pub fn iommu_map_rid(
+        &mut self,
+        bdf: Bdf,
+        iova: u64,
+        phys: u64,
+        len: u64,
+    ) -> Result<(), SimError> {
+        self.iommu_mut()?.map(bdf, NONE, iova, phys, len);
+        Ok(())
+    }
+
     /// Maps `[iova, iova + len)` of the address space of process `pasid` of endpoint
     /// `name` to host physical `phys` (whole pages): the device's requests with that
     /// PASID ([`EpCx::dma_read_pasid`], [`EpCx::dma_write_pasid`]) use this table,
@@ -2040,6 +2096,17 @@ impl FabricSim {
         vector: u32,
     ) -> Result<(), SimError> {
         let source = self.endpoint_bdf(name)?;
+        self.iommu_map_interrupt_rid(source, handle, vector)
+    }
+
+    /// Like [`FabricSim::iommu_map_interrupt`], for the function with requester ID
+    /// `source` (a VF, say): only interrupt requests from that ID may use the handle.
+    pub fn iommu_map_interrupt_rid(
+        &mut self,
+        source: Bdf,
+        handle: u16,
+        vector: u32,
+    ) -> Result<(), SimError> {
         let m = self.iommu_mut()?;
         if !m.cfg.interrupt_remapping {
             return Err(SimError::Param {

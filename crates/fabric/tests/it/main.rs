@@ -11,6 +11,7 @@ mod chaos;
 mod common;
 mod config;
 mod device_api;
+mod dma_engine;
 mod docs;
 mod dpc;
 mod ecrc;

@@ -1,0 +1,240 @@
+//! `dma-engine`: the SR-IOV DMA engine of seed 003 ([`pcielab_device::dma_engine`]).
+//!
+//! The PF and each VF have the same layout: registers in a 32-bit non-prefetchable
+//! BAR 0 (4 KiB), the MSI-X table (2 vectors per engine pair) and PBA in BAR 2. The
+//! PF's SR-IOV capability has First VF Offset 1 and VF Stride 1, so VF `i` is function
+//! `i + 1` of the PF's bus; with more than 7 VFs the function numbers need ARI, and the
+//! device has an ARI capability (the enumerator then enables ARI Forwarding above it).
+
+use super::{
+    common_keys, device_ids, key, msix_bar_size, Device, EndpointCtx, HwFunction, KeyType,
+    KindError, KindRegistry, KindRole, KindSpec, ParamValue, VfTemplate,
+};
+use pcielab_config::caps::{CapabilityList, MsixCap, MsixTable, PcieCap, PmCap};
+use pcielab_config::ext_caps::{AerCap, AriCap, DsnCap, SriovCap};
+use pcielab_config::header::VfHeader;
+use pcielab_config::{Bar, Ids, Type0, PCIELAB_VENDOR_ID};
+use pcielab_device::dma_engine::{DmaEngine, DmaEngineConfig, BAR_SIZE, MAX_QUEUES};
+use pcielab_device::DeviceTiming;
+
+/// Most VFs a `dma-engine` node has.
+pub const MAX_VFS: i64 = 64;
+
+/// Class code: processing accelerator (PCI Code and ID Assignment, class 12h).
+const CLASS: u32 = 0x12_0000;
+
+pub(super) fn register(r: &mut KindRegistry) {
+    let mut keys = vec![
+        key(
+            "vfs",
+            KeyType::Int {
+                min: 0,
+                max: MAX_VFS,
+            },
+            Some(ParamValue::Int(0)),
+            "VFs (TotalVFs; host enumeration enables them all, as writing sriov_numvfs does)",
+        ),
+        key(
+            "queues",
+            KeyType::Int {
+                min: 1,
+                max: MAX_QUEUES as i64,
+            },
+            Some(ParamValue::Int(1)),
+            "H2D/D2H engine pairs per function (the paper: 1)",
+        ),
+        key(
+            "window",
+            KeyType::Int {
+                min: 0,
+                max: 1 << 24,
+            },
+            Some(ParamValue::Int(16384)),
+            "reorder window of each H2D transfer, bytes (N requests of MRRS bytes: N × MRRS; 0: none)",
+        ),
+        key(
+            "chunk",
+            KeyType::Int {
+                min: 1,
+                max: 1 << 30,
+            },
+            Some(ParamValue::Int(65536)),
+            "largest piece of a transfer one DMA carries, bytes",
+        ),
+        key(
+            "inflight",
+            KeyType::Int { min: 1, max: 64 },
+            Some(ParamValue::Int(4)),
+            "pieces each engine keeps in flight",
+        ),
+        key(
+            "fetch_batch",
+            KeyType::Int { min: 1, max: 64 },
+            Some(ParamValue::Int(8)),
+            "descriptors per descriptor fetch",
+        ),
+        key(
+            "dma_tags",
+            KeyType::Int { min: 0, max: 768 },
+            Some(ParamValue::Int(0)),
+            "tags of the device's read requests, from 0 (0: the host's pool)",
+        ),
+        key(
+            "tags_per_function",
+            KeyType::Int { min: 0, max: 768 },
+            Some(ParamValue::Int(0)),
+            "tags each function owns (function i: i × k ..), as the paper routes completions by tag (0: one pool)",
+        ),
+        key(
+            "clock_mhz",
+            KeyType::Int {
+                min: 0,
+                max: 10_000,
+            },
+            Some(ParamValue::Int(250)),
+            "core clock, MHz (the Xilinx Gen3 x8 block's user clock: 250; 0: no device time)",
+        ),
+        key(
+            "datapath_bits",
+            KeyType::Int { min: 0, max: 4096 },
+            Some(ParamValue::Int(256)),
+            "datapath width, bits (the Xilinx Gen3 x8 block's AXI4-Stream: 256)",
+        ),
+    ];
+    keys.extend(common_keys(256, device_ids::DMA_ENGINE as i64));
+    r.register(KindSpec {
+        name: "dma-engine",
+        role: KindRole::Endpoint(build),
+        keys,
+        doc: "the SR-IOV DMA engine of seed 003: a PF and up to 64 VFs, H2D/D2H rings per function, MSI-X per engine",
+    });
+}
+
+/// The settings of a `dma-engine` node.
+pub fn config(p: &super::Params) -> Result<DmaEngineConfig, KindError> {
+    let int = |k: &str, d: i64| p.int(k).unwrap_or(d);
+    let vfs = int("vfs", 0) as u16;
+    let tags = match int("dma_tags", 0) {
+        0 => None,
+        n => Some(n as u16),
+    };
+    let cfg = DmaEngineConfig {
+        functions: 1 + vfs,
+        queues: int("queues", 1) as u16,
+        window: match int("window", 16384) {
+            0 => None,
+            n => Some(n as u32),
+        },
+        chunk: int("chunk", 65536) as u64,
+        inflight: int("inflight", 4) as u32,
+        fetch_batch: int("fetch_batch", 8) as u32,
+        max_transfer: 1 << 30,
+        tags,
+        tags_per_function: match int("tags_per_function", 0) {
+            0 => None,
+            n => Some(n as u16),
+        },
+        timing: DeviceTiming {
+            clock_mhz: int("clock_mhz", 250) as u32,
+            datapath_bits: int("datapath_bits", 256) as u32,
+            ..DeviceTiming::NONE
+        },
+    };
+    cfg.check().map_err(|e| {
+        let key = if e.starts_with("tags_per_function") {
+            "tags_per_function"
+        } else {
+            "vfs"
+        };
+        KindError::key(key, e)
+    })?;
+    Ok(cfg)
+}
+
+fn build(ctx: &EndpointCtx<'_>) -> Result<Device, KindError> {
+    let cfg = config(ctx.params)?;
+    let p = ctx.params;
+    let vfs = cfg.functions - 1;
+    let vectors = 2 * cfg.queues;
+    let mut bars = [None; 6];
+    bars[0] = Some(Bar::Mem32 {
+        size: BAR_SIZE as u32,
+        prefetchable: false,
+    });
+    bars[2] = Some(Bar::Mem32 {
+        size: msix_bar_size(vectors) as u32,
+        prefetchable: false,
+    });
+    let ids = Ids {
+        vendor_id: p.int("vendor_id").unwrap_or(PCIELAB_VENDOR_ID as i64) as u16,
+        device_id: p.int("device_id").unwrap_or(device_ids::DMA_ENGINE as i64) as u16,
+        revision: 1,
+        class_code: CLASS,
+    };
+    let mut cs = Type0 {
+        ids,
+        bars,
+        rom_size: None,
+        subsystem_vendor: ids.vendor_id,
+        subsystem_id: ids.device_id,
+        interrupt_pin: 1,
+        multi_function: false,
+    }
+    .build()
+    .map_err(|e| e.to_string())?;
+    let msix = MsixCap {
+        table_size: vectors,
+        table_bir: 2,
+        table_offset: 0,
+        pba_bir: 2,
+        pba_offset: MsixTable::new(vectors).table_bytes(),
+    };
+    let mut list = CapabilityList::new()
+        .with(PmCap { pme: false })
+        .with(msix)
+        .with(PcieCap { ..ctx.pcie })
+        .with_ext(AerCap::default())
+        .with_ext(DsnCap { serial: ctx.serial });
+    let mut template = None;
+    // More than 8 functions: function numbers past 7 need ARI.
+    let ari = cfg.functions > 8;
+    if vfs > 0 {
+        if ari {
+            list = list.with_ext(AriCap { next_function: 0 });
+        }
+        list = list.with_ext(SriovCap {
+            total_vfs: vfs,
+            first_vf_offset: 1,
+            vf_stride: 1,
+            vf_device_id: device_ids::DMA_ENGINE_VF,
+            function: 0,
+            vf_bars: bars,
+        });
+        let mut vcs = VfHeader {
+            class_code: CLASS,
+            revision: 1,
+            subsystem_vendor: ids.vendor_id,
+            subsystem_id: device_ids::DMA_ENGINE_VF,
+        }
+        .build();
+        let mut vlist = CapabilityList::new().with(msix).with(PcieCap {
+            flr: true,
+            ..ctx.pcie
+        });
+        if ari {
+            vlist = vlist.with_ext(AriCap { next_function: 0 });
+        }
+        vlist.install(&mut vcs).map_err(|e| e.to_string())?;
+        template = Some(VfTemplate { config: vcs, bars });
+    }
+    list.install(&mut cs).map_err(|e| e.to_string())?;
+    Ok(Device {
+        functions: vec![HwFunction {
+            devfn: 0,
+            config: cs,
+            bars,
+            vfs: template,
+        }],
+        model: Some(Box::new(DmaEngine::new(cfg))),
+    })
+}
