@@ -1506,6 +1506,45 @@ impl Engine {
         // A peer-to-peer TLP between two downstream ports of a switch goes by the root
         // complex when the port it enters by redirects it (ACS; see the `acs` module).
         let hops = self.acs_redirect(origin, kind, addr, dest_id, hops)?;
+        if let (Some(_), Origin::Function(f), Dest::Bar { .. }) = (&self.iommu, origin, dest) {
+            // A device's request for a peer that crosses the root complex, or for
+            // another function of its own device (its DMA engine sends every request
+            // on its link), passes the IOMMU at the root complex: untranslated, the
+            // address is an I/O virtual address of the requester's domain. Unmapped,
+            // it ends at the root complex, which faults it as any unmapped DMA
+            // (Unsupported Request for a read, dropped for a write); mapped, it goes
+            // on to the peer (P2P by an identity mapping of the peer's BAR). Not
+            // cached: mappings change.
+            let crosses_rc = hops.iter().any(|h| {
+                matches!(
+                    self.fabric.functions[h.0 as usize].role,
+                    Role::RootPort { .. }
+                )
+            });
+            if crosses_rc || dest_node == onode {
+                let bdf = self.fabric.bdf(f);
+                let mapped = self
+                    .iommu
+                    .as_ref()
+                    .is_some_and(|m| m.peek(bdf, NONE, addr).is_some());
+                let r = if mapped {
+                    let (path, n) = self.dir_path(&self.node_seq(onode, &hops, dest_node))?;
+                    (path, n, dest)
+                } else {
+                    // Up the bridges above the requester to the root complex.
+                    let mut up = Vec::new();
+                    let mut bus = self.fabric.functions[f.0 as usize].bus;
+                    while let Some(p) = self.fabric.buses[bus.0 as usize].parent {
+                        up.push(p);
+                        bus = self.fabric.functions[p.0 as usize].bus;
+                    }
+                    let rc = self.rc_node;
+                    let (path, n) = self.dir_path(&self.node_seq(onode, &up, rc))?;
+                    (path, n, Dest::HostMemory)
+                };
+                return Ok(r);
+            }
+        }
         let (path, n) = self.dir_path(&self.node_seq(onode, &hops, dest_node))?;
         let r = (path, n, dest);
         self.route_cache.insert(key, r);
