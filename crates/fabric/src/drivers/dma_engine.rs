@@ -347,8 +347,9 @@ impl DmaFunction {
         Ok(last)
     }
 
-    /// The status word the engine wrote back into descriptor `idx` of `dir`'s ring.
-    fn status(&self, sim: &FabricSim, dir: Dir, idx: u32) -> u32 {
+    /// The status word the engine wrote back into descriptor `idx` of `dir`'s ring
+    /// (`STATUS_DONE`, `STATUS_ERR`; 0 while it is not done).
+    pub fn descriptor_status(&self, sim: &FabricSim, dir: Dir, idx: u32) -> u32 {
         let mut b = [0u8; 4];
         let r = &self.rings[dir.engine() as usize];
         sim.host_read(r.base + idx as u64 * DESC + DESC_STATUS, &mut b);
@@ -379,8 +380,8 @@ impl DmaFunction {
     }
 
     /// The buffer for transfers of `size` bytes (allocated anew when a larger one
-    /// is needed).
-    fn buffer(&mut self, sim: &mut FabricSim, size: u64) -> Result<(u64, u64), SimError> {
+    /// is needed): its host address and the function's address for it.
+    pub fn buffer(&mut self, sim: &mut FabricSim, size: u64) -> Result<(u64, u64), SimError> {
         match self.buffer {
             Some((h, d, len)) if size <= len => Ok((h, d)),
             _ => {
@@ -489,7 +490,7 @@ pub fn run(
             let Some(idx) = st[i].waiting else {
                 continue;
             };
-            let status = fns[i].status(sim, dir, idx);
+            let status = fns[i].descriptor_status(sim, dir, idx);
             if status & STATUS_DONE == 0 {
                 continue;
             }

@@ -5,7 +5,7 @@
 use pcielab_device::dma_engine::{reg, STREAM_HASH_START};
 use pcielab_fabric::drivers::dma_engine::{run, Dir, DmaDriverConfig, DmaFunction};
 use pcielab_fabric::kinds::KindRegistry;
-use pcielab_fabric::timed::{FabricSim, SimConfig, TraceKind};
+use pcielab_fabric::timed::{FabricSim, IommuConfig, SimConfig, TraceKind};
 use pcielab_fabric::topology::Topology;
 use pcielab_wire::tlp::{MemOp, TlpHeader, TlpRepr};
 use pcielab_wire::Bdf;
@@ -158,7 +158,10 @@ fn the_reorder_window_takes_completions_out_of_order_and_stalls_when_full() {
         assert_eq!(r.errors, 0);
         // In order at the FPGA application: no gap, and the driver's hash.
         assert_eq!(f[0].read_reg(&mut s, reg::H2D_GAPS).unwrap(), 0);
-        assert_eq!(f[0].read_reg(&mut s, reg::H2D_HASH).unwrap(), f[0].h2d_hash());
+        assert_eq!(
+            f[0].read_reg(&mut s, reg::H2D_HASH).unwrap(),
+            f[0].h2d_hash()
+        );
         // On the wire: a completion for a later request (by address) ahead of one
         // for an earlier request still owed.
         let tr = s.trace().unwrap();
@@ -206,4 +209,274 @@ fn the_reorder_window_takes_completions_out_of_order_and_stalls_when_full() {
     assert!(small_max <= 4 && big_max > 16, "{small_max} {big_max}");
     assert!(small_stalls > 100, "{small_stalls}");
     assert!(small < big / 2.0, "{small} vs {big}");
+}
+
+mod isolation {
+    //! VF isolation through the IOMMU, as property tests over random programs: each VF
+    //! is a guest's, its driver maps its own rings and buffer in the VF's domain, and
+    //! a guest may write any address into its descriptors and anything into its own
+    //! MSI-X table.
+    use super::*;
+    use pcielab_device::dma_engine::{CTRL_ENABLE, STATUS_DONE, STATUS_ERR};
+    use pcielab_fabric::drivers::dma_engine::Vm;
+    use pcielab_fabric::timed::{remappable_msi_address, IommuFaultKind};
+    use pcielab_sim::SimDuration;
+    use proptest::prelude::*;
+
+    const VFS: u16 = 3;
+    const BUF: u64 = 16 * 1024;
+
+    /// Where a descriptor of a VF points.
+    #[derive(Debug, Clone, Copy)]
+    enum Target {
+        /// Its own buffer (mapped in its domain).
+        Own,
+        /// Another VF's buffer, by that VF's address for it.
+        OtherBuffer(u16),
+        /// Host memory no one mapped.
+        Unmapped,
+        /// Another function's registers (a VF's or the PF's BAR 0).
+        OtherRegisters(u16),
+    }
+
+    #[derive(Debug, Clone)]
+    enum Step {
+        Transfer {
+            vf: u16,
+            d2h: bool,
+            target: Target,
+            len: u64,
+        },
+        /// The guest of `vf` points its MSI-X entry at `victim`'s handle, then raises it.
+        ForgeInterrupt { vf: u16, victim: u16 },
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        let target = prop_oneof![
+            Just(Target::Own),
+            (1..=VFS).prop_map(Target::OtherBuffer),
+            Just(Target::Unmapped),
+            (0..=VFS).prop_map(Target::OtherRegisters),
+        ];
+        prop_oneof![
+            3 => (1..=VFS, any::<bool>(), target, 1u64..BUF)
+                .prop_map(|(vf, d2h, target, len)| Step::Transfer { vf, d2h, target, len }),
+            1 => (1..=VFS, 1..=VFS).prop_map(|(vf, victim)| Step::ForgeInterrupt { vf, victim }),
+        ]
+    }
+
+    struct World {
+        s: FabricSim,
+        fns: Vec<DmaFunction>,
+        /// Each VF's buffer: host address, its own (guest) address.
+        bufs: Vec<(u64, u64)>,
+        unmapped: u64,
+    }
+
+    fn world(vm: bool) -> World {
+        let iommu = IommuConfig {
+            interrupt_remapping: true,
+            ..IommuConfig::default()
+        };
+        let cfg = SimConfig {
+            iommu: Some(iommu),
+            ..gen3()
+        };
+        let mut s = sim_with(&format!("vfs = {VFS}\nchunk = 4096"), cfg);
+        let mut fns = Vec::new();
+        let mut bufs = Vec::new();
+        for vf in 1..=VFS {
+            let c = DmaDriverConfig {
+                check: false,
+                // Every guest's memory starts at the same guest-physical address.
+                vm: vm.then_some(Vm {
+                    guest_base: 0x4000_0000,
+                }),
+                ..DmaDriverConfig::default()
+            };
+            let mut f = DmaFunction::open(&mut s, "dma", vf, c).unwrap();
+            let b = f.buffer(&mut s, BUF).unwrap();
+            bufs.push(b);
+            fns.push(f);
+        }
+        let unmapped = s.alloc_dma(BUF);
+        // Known contents everywhere a DMA could land.
+        for (i, &(h, _)) in bufs.iter().enumerate() {
+            s.host_write(h, &vec![0x10 + i as u8; BUF as usize]);
+        }
+        s.host_write(unmapped, &vec![0xee; BUF as usize]);
+        World {
+            s,
+            fns,
+            bufs,
+            unmapped,
+        }
+    }
+
+    fn snapshot(w: &World) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        for &a in w.bufs.iter().map(|(h, _)| h).chain([&w.unmapped]) {
+            let mut b = vec![0u8; BUF as usize];
+            w.s.host_read(a, &mut b);
+            out.push(b);
+        }
+        out
+    }
+
+    fn regs(w: &mut World, f: u16) -> Vec<u64> {
+        let bar = w.s.function_bar("dma", f, 0).unwrap();
+        [reg::CTRL, 0x100, 0x108, 0x140, 0x148]
+            .iter()
+            .map(|&o| match w.s.mmio_read(bar + o, 4).unwrap() {
+                pcielab_fabric::timed::HostRead::Done { data, .. } => {
+                    u32::from_le_bytes(data[..4].try_into().unwrap()) as u64
+                }
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    }
+
+    fn check(w: &mut World, steps: Vec<Step>) -> Result<(), TestCaseError> {
+        let all_regs: Vec<Vec<u64>> = (0..=VFS).map(|f| regs(w, f)).collect();
+        let mut irq_seen = w.s.interrupts().len();
+        // Each VF's own interrupt data (remapped vectors), to tell whose is whose.
+        let mut faults_seen = w.s.iommu_stats().unwrap().1.len();
+        for st in steps {
+            let before = snapshot(w);
+            let h2d_before: Vec<u64> = (0..VFS as usize)
+                .map(|i| w.fns[i].read_reg(&mut w.s, reg::H2D_BYTES).unwrap())
+                .collect();
+            match st {
+                Step::Transfer {
+                    vf,
+                    d2h,
+                    target,
+                    len,
+                } => {
+                    let i = (vf - 1) as usize;
+                    let addr = match target {
+                        Target::Own => w.bufs[i].1,
+                        Target::OtherBuffer(o) => w.bufs[(o - 1) as usize].1,
+                        Target::Unmapped => w.unmapped,
+                        // Another function's: the PF's when the pick is itself.
+                        Target::OtherRegisters(o) => {
+                            let o = if o == vf { 0 } else { o };
+                            w.s.function_bar("dma", o, 0).unwrap()
+                        }
+                    };
+                    let own = addr == w.bufs[i].1 && len <= BUF;
+                    let dir = if d2h { Dir::D2h } else { Dir::H2d };
+                    let idx = w.fns[i].post(&mut w.s, dir, addr, len).unwrap();
+                    w.s.run_for(SimDuration::from_us(60));
+                    let status = w.fns[i].descriptor_status(&w.s, dir, idx);
+                    prop_assert!(status & STATUS_DONE != 0, "{st:?}: not done");
+                    let after = snapshot(w);
+                    let faults = w.s.iommu_stats().unwrap().1[faults_seen..].to_vec();
+                    faults_seen += faults.len();
+                    let me = w.fns[i].bdf();
+                    // Memory: only the VF's own buffer may change, and only by its D2H.
+                    for (k, (b, a)) in before.iter().zip(&after).enumerate() {
+                        let mine = k == i && own && d2h;
+                        prop_assert!(mine || b == a, "{st:?}: region {k} changed");
+                    }
+                    let h2d_now = w.fns[i].read_reg(&mut w.s, reg::H2D_BYTES).unwrap();
+                    if own {
+                        prop_assert!(status & STATUS_ERR == 0, "{st:?}: own buffer failed");
+                        prop_assert!(faults.is_empty(), "{st:?}: {faults:?}");
+                        if !d2h {
+                            prop_assert_eq!(h2d_now - h2d_before[i], len);
+                        }
+                    } else {
+                        // Out of its domain (wherever the same number points for
+                        // another function): a fault of this VF at the IOMMU, nothing
+                        // read; a read ends with the error bit (Unsupported Request).
+                        prop_assert!(!faults.is_empty(), "{st:?}: no fault");
+                        prop_assert!(faults
+                            .iter()
+                            .all(|f| f.requester == me && f.kind == IommuFaultKind::Translation));
+                        prop_assert_eq!(h2d_now, h2d_before[i], "{:?}: bytes read", st);
+                        if !d2h {
+                            prop_assert!(status & STATUS_ERR != 0, "{st:?}: read not failed");
+                        }
+                    }
+                }
+                Step::ForgeInterrupt { vf, victim } => {
+                    let i = (vf - 1) as usize;
+                    let me = w.fns[i].bdf();
+                    let theirs = w.fns[(victim - 1) as usize].bdf();
+                    // The victim's handle for its D2H engine, as its driver made it.
+                    let handle = ((theirs.raw() as u32 * 2 + 1) & 0x7fff) as u16;
+                    let tbl = w.s.function_bar("dma", vf, 2).unwrap();
+                    let a = remappable_msi_address(handle);
+                    let mut e = Vec::new();
+                    e.extend_from_slice(&(a as u32).to_le_bytes());
+                    e.extend_from_slice(&((a >> 32) as u32).to_le_bytes());
+                    e.extend_from_slice(&[0; 8]);
+                    w.s.mmio_write(tbl + 16, &e).unwrap();
+                    let idx = w.fns[i].post(&mut w.s, Dir::D2h, w.bufs[i].1, 64).unwrap();
+                    w.s.run_for(SimDuration::from_us(30));
+                    prop_assert!(
+                        w.fns[i].descriptor_status(&w.s, Dir::D2h, idx) & STATUS_DONE != 0
+                    );
+                    let faults = w.s.iommu_stats().unwrap().1[faults_seen..].to_vec();
+                    faults_seen += faults.len();
+                    if vf != victim {
+                        prop_assert!(
+                            faults
+                                .iter()
+                                .any(|f| f.requester == me && f.kind == IommuFaultKind::Interrupt),
+                            "{st:?}: {faults:?}"
+                        );
+                    }
+                    // Its own entry back, as its driver had it.
+                    let mine = ((me.raw() as u32 * 2 + 1) & 0x7fff) as u16;
+                    let a = remappable_msi_address(mine);
+                    e.clear();
+                    e.extend_from_slice(&(a as u32).to_le_bytes());
+                    e.extend_from_slice(&((a >> 32) as u32).to_le_bytes());
+                    e.extend_from_slice(&[0; 8]);
+                    w.s.mmio_write(tbl + 16, &e).unwrap();
+                }
+            }
+            // Every interrupt delivered came from the function its vector belongs to.
+            for (_, irq) in &w.s.interrupts()[irq_seen..] {
+                let owner = ((irq.data - 0x1_0000) / 2) as u16;
+                prop_assert_eq!(
+                    owner,
+                    irq.from.raw(),
+                    "vector {:#x} from {}",
+                    irq.data,
+                    irq.from
+                );
+            }
+            irq_seen = w.s.interrupts().len();
+        }
+        // No function's registers changed but by its own driver (none wrote them).
+        for f in 0..=VFS {
+            let now = regs(w, f);
+            prop_assert_eq!(&now, &all_regs[f as usize], "function {} registers", f);
+            if f > 0 {
+                prop_assert_eq!(now[0] as u32 & CTRL_ENABLE, CTRL_ENABLE);
+            }
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+        /// Host use (identity-mapped domains).
+        #[test]
+        fn a_vf_reaches_nothing_outside_its_domain(steps in prop::collection::vec(step(), 1..10)) {
+            let mut w = world(false);
+            check(&mut w, steps)?;
+        }
+
+        /// In VMs: every guest uses the same guest-physical addresses, each mapped to
+        /// its own host memory in its VF's domain.
+        #[test]
+        fn guests_with_the_same_addresses_stay_apart(steps in prop::collection::vec(step(), 1..10)) {
+            let mut w = world(true);
+            check(&mut w, steps)?;
+        }
+    }
 }
