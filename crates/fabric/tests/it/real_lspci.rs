@@ -541,3 +541,60 @@ fn lspci_decodes_the_sr_iov_pf_and_lists_its_vfs() {
     );
     let _ = std::fs::remove_file(&path);
 }
+
+/// The real lspci on a `dma-engine` with 10 VFs (seed 003's engine): the PF's SR-IOV
+/// capability with ten VFs enabled and VF Device ID 0031, ARI (function numbers past
+/// 7), and each VF a processing accelerator with its own two MSI-X vectors in BAR 2
+/// and its registers in BAR 0, inside the PF's VF BAR windows.
+#[test]
+fn lspci_lists_the_dma_engines_ten_vfs() {
+    let text = "[[node]]\nname=\"rc\"\nkind=\"root-complex\"\n\
+                [[node]]\nname=\"dma\"\nkind=\"dma-engine\"\nvfs=10\n\
+                [[link]]\nup=\"rc.0\"\ndown=\"dma\"\ngen=3\nwidth=8\n";
+    let (_, fabric, tree) = bring_up(text);
+    let path = dump_to_temp("dma-engine", &fabric.lspci_dump());
+    let vvv = lspci(&path, &["-vvv"]);
+    let bl = blocks(&vvv);
+    let pf = &bl["01:00.0"];
+    let plain = lspci(&path, &[]);
+    assert!(
+        plain.lines().any(|l| l.starts_with("01:00.0 Processing accelerators")),
+        "{plain}"
+    );
+    assert!(
+        pf.contains("Initial VFs: 10, Total VFs: 10, Number of VFs: 10,"),
+        "{pf}"
+    );
+    assert!(pf.contains("VF offset: 1, stride: 1, Device ID: 0031"), "{pf}");
+    assert!(pf.contains("Alternative Routing-ID Interpretation (ARI)"), "{pf}");
+    assert!(pf.contains("MSI-X: Enable+ Count=2"), "{pf}");
+    let short = lspci(&path, &["-n"]);
+    // With ARI, function numbers 8..=10 print as device 1, functions 0..=2.
+    let vfs = [
+        "00.1", "00.2", "00.3", "00.4", "00.5", "00.6", "00.7", "01.0", "01.1", "01.2",
+    ];
+    let pf_entry = tree.get("01:00.0".parse().unwrap()).unwrap();
+    for v in vfs {
+        let want = format!("01:{v} 1200: 1fee:0031 (rev 01)");
+        assert!(short.lines().any(|l| l == want), "{want:?} in\n{short}");
+        let b = &bl[&format!("01:{v}")];
+        assert!(b.contains("MSI-X: Enable+ Count=2 Masked-"), "{b}");
+        assert!(b.contains("Vector table: BAR=2 offset=00000000"), "{b}");
+        assert!(b.contains("Express (v2) Endpoint"), "{b}");
+        let vf = tree.get(format!("01:{v}").parse().unwrap()).unwrap();
+        for bar in &vf.bars {
+            let w = pf_entry
+                .vf_bars
+                .iter()
+                .find(|w| w.index == bar.index)
+                .expect("a VF BAR window");
+            assert!(
+                w.address <= bar.address && bar.address + bar.bar.size() <= w.address + w.bar.size(),
+                "{v} BAR{}",
+                bar.index
+            );
+        }
+    }
+    assert!(!short.contains("01:01.3"), "{short}");
+    let _ = std::fs::remove_file(&path);
+}
