@@ -1512,9 +1512,10 @@ impl Engine {
             // on its link), passes the IOMMU at the root complex: untranslated, the
             // address is an I/O virtual address of the requester's domain. Unmapped,
             // it ends at the root complex, which faults it as any unmapped DMA
-            // (Unsupported Request for a read, dropped for a write); mapped, it goes
-            // on to the peer (P2P by an identity mapping of the peer's BAR). Not
-            // cached: mappings change.
+            // (Unsupported Request for a read, dropped for a write); mapped to
+            // itself, it goes on to the peer (P2P by an identity mapping of the
+            // peer's BAR); mapped elsewhere, to the root complex, which translates
+            // it. Not cached: mappings change.
             let crosses_rc = hops.iter().any(|h| {
                 matches!(
                     self.fabric.functions[h.0 as usize].role,
@@ -1523,11 +1524,12 @@ impl Engine {
             });
             if crosses_rc || dest_node == onode {
                 let bdf = self.fabric.bdf(f);
-                let mapped = self
-                    .iommu
-                    .as_ref()
-                    .is_some_and(|m| m.peek(bdf, NONE, addr).is_some());
-                let r = if mapped {
+                // Mapped to itself: the peer's BAR (P2P). Mapped elsewhere: not the
+                // peer's address at all (a guest's memory, say); the root complex
+                // translates it.
+                let identity =
+                    self.iommu.as_ref().and_then(|m| m.peek(bdf, NONE, addr)) == Some(addr);
+                let r = if identity {
                     let (path, n) = self.dir_path(&self.node_seq(onode, &hops, dest_node))?;
                     (path, n, dest)
                 } else {
@@ -1764,13 +1766,15 @@ impl Engine {
             if self.timed_devices {
                 at = self.device_arrival(dest, kind, len, at);
             }
-            if dest == Dest::HostMemory && !(MSI_RANGE.0..=MSI_RANGE.1).contains(&addr) {
-                let posted = kind == Kind::MWr;
+            if dest == Dest::HostMemory {
+                let msi = (MSI_RANGE.0..=MSI_RANGE.1).contains(&addr);
                 // A translated request (ATS) passes the IOMMU without a lookup.
-                if let (Some(m), false) = (self.iommu.as_mut(), translated) {
+                if let (Some(m), false, false) = (self.iommu.as_mut(), translated, msi) {
                     at += m.lookup_latency(req, pasid, addr, cx.now() + lat);
                 }
-                if posted {
+                // Posted writes take effect in order, an interrupt message too: it
+                // never overtakes a write that waits for its translation.
+                if kind == Kind::MWr {
                     at = at.max(self.rc_posted_last);
                     self.rc_posted_last = at;
                 }
