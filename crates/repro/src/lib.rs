@@ -30,6 +30,7 @@ pub mod gem5;
 pub mod nettlp;
 pub mod pciebench;
 pub mod sim;
+pub mod sriov;
 
 use std::fmt;
 
@@ -347,6 +348,7 @@ pub fn experiments() -> Vec<Experiment> {
     v.extend(nettlp::experiments());
     v.extend(pciebench::experiments());
     v.extend(gem5::experiments());
+    v.extend(sriov::experiments());
     v
 }
 

@@ -558,15 +558,23 @@ fn lspci_lists_the_dma_engines_ten_vfs() {
     let pf = &bl["01:00.0"];
     let plain = lspci(&path, &[]);
     assert!(
-        plain.lines().any(|l| l.starts_with("01:00.0 Processing accelerators")),
+        plain
+            .lines()
+            .any(|l| l.starts_with("01:00.0 Processing accelerators")),
         "{plain}"
     );
     assert!(
         pf.contains("Initial VFs: 10, Total VFs: 10, Number of VFs: 10,"),
         "{pf}"
     );
-    assert!(pf.contains("VF offset: 1, stride: 1, Device ID: 0031"), "{pf}");
-    assert!(pf.contains("Alternative Routing-ID Interpretation (ARI)"), "{pf}");
+    assert!(
+        pf.contains("VF offset: 1, stride: 1, Device ID: 0031"),
+        "{pf}"
+    );
+    assert!(
+        pf.contains("Alternative Routing-ID Interpretation (ARI)"),
+        "{pf}"
+    );
     assert!(pf.contains("MSI-X: Enable+ Count=2"), "{pf}");
     let short = lspci(&path, &["-n"]);
     // With ARI, function numbers 8..=10 print as device 1, functions 0..=2.
@@ -589,7 +597,8 @@ fn lspci_lists_the_dma_engines_ten_vfs() {
                 .find(|w| w.index == bar.index)
                 .expect("a VF BAR window");
             assert!(
-                w.address <= bar.address && bar.address + bar.bar.size() <= w.address + w.bar.size(),
+                w.address <= bar.address
+                    && bar.address + bar.bar.size() <= w.address + w.bar.size(),
                 "{v} BAR{}",
                 bar.index
             );
