@@ -1637,6 +1637,21 @@ impl Fabric {
         Ok((address, data))
     }
 
+    /// How many functions node `node`'s device can have: its own endpoint functions
+    /// plus the TotalVFs of each of them that has an SR-IOV capability (whether or
+    /// not the VFs are enabled now), as [`Fabric::device_functions`] numbers them.
+    pub fn function_capacity(&self, node: NodeId) -> u32 {
+        self.functions
+            .iter()
+            .filter(|f| f.node == node && f.vf.is_none() && f.role == Role::Endpoint)
+            .map(|f| {
+                1 + f.sriov.as_ref().map_or(0, |s| {
+                    u32::from(f.config.read_u16(s.cap + sriov::TOTAL_VFS))
+                })
+            })
+            .sum()
+    }
+
     /// The functions of device (topology node) `node` in the order its model numbers
     /// them ([`pcielab_device::Cx::function`]): its own functions by function number,
     /// then the VFs of each PF in order.

@@ -145,6 +145,30 @@ pub fn host_config(cfg: &SimConfig) -> HostConfig {
     }
 }
 
+/// What the simulator counted about one function of a device model
+/// ([`FabricSim::function_dma_stats`]): its DMA engine's work with tag ranges per
+/// function (`DmaPolicy::tags_per_function`), and its Function Level Resets.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FunctionDmaStats {
+    /// DMA read requests it sent (with tag ranges per function).
+    pub requests: u64,
+    /// Times its next read request waited for room in its reorder window (counted
+    /// once each time the engine looked for work).
+    pub window_stalls: u64,
+    /// Times its next read request waited for one of its tags (counted the same way).
+    pub tag_stalls: u64,
+    /// Completions that reached it whose tag is not one of its requests in flight
+    /// (Unexpected Completions: discarded, logged in its AER registers).
+    pub unexpected_completions: u64,
+    /// Function Level Resets it went through.
+    pub flrs: u64,
+    /// Its DMAs dropped by a Function Level Reset (never finished, no `dma_done`).
+    pub flr_dropped_dmas: u64,
+    /// Completions of its requests from before a Function Level Reset that arrived
+    /// after it: discarded, never delivered.
+    pub flr_late_completions: u64,
+}
+
 /// What the simulator counted about one device model ([`FabricSim::device_stats`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DeviceStats {
@@ -615,6 +639,8 @@ impl FabricSim {
                             funcs: Vec::new(),
                             reorder: Vec::new(),
                             cable: NONE,
+                            part: None,
+                            fn_stats: Vec::new(),
                         })),
                         f,
                     )
@@ -928,19 +954,31 @@ impl FabricSim {
             value: format!("{name}: {e}"),
             allowed: "see pcielab_device::DmaPolicy and DeviceTiming",
         };
+        let functions = self
+            .sim
+            .world()
+            .fabric
+            .function_capacity(crate::topology::NodeId(n));
+        let functions = u16::try_from(functions).unwrap_or(u16::MAX);
         policy
-            .check(ats::ATS_TAG_BASE)
+            .check(ats::ATS_TAG_BASE, functions)
             .map_err(|e| bad("device DMA policy", e))?;
         timing.check().map_err(|e| bad("device timing", e))?;
         match &mut self.sim.world_mut().nodes[n as usize].kind {
             NodeKind::Ep(ep) => {
-                if let Some((first, count)) = policy.tags {
+                if policy.tags.is_some() || policy.tags_per_function.is_some() {
                     if ep.ops.iter().any(|o| o.live) {
                         let e = "its tags cannot change while DMAs are in flight".to_string();
                         return Err(bad("device DMA policy", e));
                     }
+                }
+                if let Some((first, count)) = policy.tags {
                     ep.free_tags = (first..first + count).rev().collect();
                 }
+                ep.part = policy.tags_per_function.map(|k| {
+                    let first = policy.tags.map_or(0, |t| t.0);
+                    Box::new(slot::TagPartition::new(first, k, functions))
+                });
                 ep.model = Some(model);
                 ep.policy = policy;
                 ep.timing = timing;
@@ -969,6 +1007,19 @@ impl FabricSim {
                 held: ep.held.len() as u64,
                 ..ep.stats
             }),
+            _ => None,
+        }
+    }
+
+    /// What the simulator counted about each function of endpoint `name`'s device,
+    /// by function index (as `EpCx::function` numbers them: 0 the PF, then its VFs):
+    /// read requests and stalls with tag ranges per function, Unexpected
+    /// Completions, Function Level Resets. Functions with nothing counted yet may
+    /// be missing at the end of the list.
+    pub fn function_dma_stats(&self, name: &str) -> Option<Vec<FunctionDmaStats>> {
+        let n = self.node(name).ok()?;
+        match &self.sim.world().nodes[n as usize].kind {
+            NodeKind::Ep(ep) => Some(ep.fn_stats.clone()),
             _ => None,
         }
     }
@@ -2317,6 +2368,37 @@ impl FabricSim {
                 .map(|_| ())
                 .map_err(|err| SimError::Route(err.to_string()))
         })
+    }
+
+    /// Sends a successful completion carrying `data` (1..=MPS bytes) with tag `tag`
+    /// from the root complex to function `to`, as if it answered a read request of
+    /// `to` (a misbehaving completer, or a completion that reaches the wrong
+    /// function): the device's DMA engine must match it to a request of `to` or
+    /// treat it as an Unexpected Completion.
+    pub fn inject_host_completion(
+        &mut self,
+        to: Bdf,
+        tag: u16,
+        data: &[u8],
+    ) -> Result<(), SimError> {
+        let len = u32::try_from(data.len())
+            .ok()
+            .filter(|&l| (1..=self.sim.world().cfg.mps as u32).contains(&l))
+            .ok_or_else(|| SimError::Param {
+                what: "injected completion length",
+                value: data.len().to_string(),
+                allowed: "1..=MPS bytes",
+            })?;
+        let host = self.sim.world().host_bdf;
+        self.sim.process(|e, cx| {
+            let req = Tlp {
+                tag,
+                ..Tlp::new(Kind::MRd, to, 0, len)
+            };
+            let poison = poison::Poison::Clean;
+            e.send_completions(Origin::Host, host, &req, CplStatus::Sc, data, poison, cx);
+        });
+        Ok(())
     }
 
     /// Injects a completion from endpoint `name` to the host with tag `tag` (a

@@ -36,5 +36,6 @@ mod raw;
 mod real_lspci;
 mod reset;
 mod sriov;
+mod sriov_dma;
 mod timed;
 mod vdm;
