@@ -72,6 +72,7 @@ impl Engine {
             xlate_wait: 0,
             pasid: pasid.unwrap_or(NONE),
             func,
+            reset: false,
         };
         let oi = match ep.free_ops.pop() {
             Some(i) => {
@@ -117,6 +118,11 @@ impl Engine {
             return;
         };
         let (write, len) = (ep.ops[oi as usize].write, ep.ops[oi as usize].len);
+        if ep.ops[oi as usize].reset {
+            // Its function was reset while it waited for translations.
+            self.finish_dma(node, oi, cx);
+            return;
+        }
         if write {
             self.issue_writes(node, oi, cx);
         } else {
@@ -673,6 +679,13 @@ impl Engine {
             return;
         }
         let wants = ep.policy.per_completion || ep.policy.reorder.is_some();
+        let dead = ep.ops[oi as usize].reset;
+        let poisoned = poisoned && !dead;
+        if dead {
+            // A request from before its function's FLR: the data goes nowhere.
+            let func = ep.ops[oi as usize].func;
+            ep.fn_stats_mut(func).flr_late_completions += u64::from(pieces);
+        }
         let op = &mut ep.ops[oi as usize];
         op.last_progress = now;
         let mut done_req = false;
@@ -851,6 +864,13 @@ impl Engine {
         }
         let name = self.nodes[node as usize].name.clone();
         for (oi, req) in expired.into_iter().zip(oldest) {
+            if matches!(&self.nodes[node as usize].kind, NodeKind::Ep(ep) if ep.ops[oi as usize].reset)
+            {
+                // Dropped by an FLR: its completions can no longer come; its tags are
+                // free again and it ends silently.
+                self.finish_dma(node, oi, cx);
+                continue;
+            }
             let (what, translating) = match &self.nodes[node as usize].kind {
                 NodeKind::Ep(ep) if ep.ops[oi as usize].xlate_wait > 0 => ("ATS translation", true),
                 _ => ("DMA read", false),
@@ -911,7 +931,7 @@ impl Engine {
     }
 
     pub(crate) fn finish_dma(&mut self, node: u32, oi: u32, cx: &mut Context<'_, PackedEv>) {
-        let (id, ok, data, func) = {
+        let (id, ok, data, func, silent) = {
             let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
                 return;
             };
@@ -925,7 +945,7 @@ impl Engine {
             } else {
                 std::mem::take(&mut op.buf)
             };
-            let (id, ok, func) = (op.id, op.ok, op.func);
+            let (id, ok, func, silent) = (op.id, op.ok, op.func, op.reset);
             op.xlate.clear();
             ep.free_ops.push(oi);
             if ep.timeout_armed && !ep.ops.iter().any(|o| o.live && o.awaits_completions()) {
@@ -934,10 +954,14 @@ impl Engine {
                 }
                 ep.timeout_armed = false;
             }
-            (id, ok, data, func)
+            (id, ok, data, func, silent)
         };
         if self.ats_any {
             self.ats_dma_finished(node, cx);
+        }
+        if silent {
+            // Dropped by a Function Level Reset: the model was told then.
+            return;
         }
         self.call_ep_fn(node, func, cx, |m, cx| m.dma_done(id, ok, &data, cx));
     }

@@ -61,6 +61,7 @@ mod endpoint;
 mod engine;
 mod fault;
 mod fc;
+mod flr;
 mod hotplug;
 mod interrupts;
 mod iommu;
@@ -1130,11 +1131,21 @@ impl FabricSim {
         let e = self.sim.world_mut();
         // The write itself; what it releases (pending MSI-X messages, say) goes out as
         // TLPs from `after_config_write`.
+        let mut flr = None;
         if let Ok(r) = e.fabric.route_config(bdf) {
             let all = pcielab_wire::ByteEnables::ALL;
-            e.fabric
-                .config_write_fn(r.target, register & 0xffc, value, all);
+            let scope = e.flr_scope(r.target);
+            if e.fabric
+                .config_write_fn_flr(r.target, register & 0xffc, value, all)
+            {
+                flr = Some(scope);
+            }
         }
+        // A Function Level Reset drops the function's DMAs (see the `flr` module).
+        if let Some(scope) = flr {
+            self.sim.process(|e, cx| e.function_level_reset(scope, cx));
+        }
+        let e = self.sim.world_mut();
         // Bus numbers, BARs, windows or enables may have changed.
         e.invalidate_routes();
         // A root port's interrupt may follow (Root Error Command/Status, Root

@@ -8,16 +8,19 @@
 //! The device is the `sriov-4vf` example (a psmem PF with TotalVFs = 4, all enabled:
 //! function indices 0 the PF, 1..=4 VFs 01:00.1..01:00.4) with a test model attached.
 
+use pcielab_config::caps::{id, pcie_reg, walk};
+use pcielab_config::header::{command, reg};
 use pcielab_device::DmaPolicy;
 use pcielab_fabric::functional::FnId;
 use pcielab_fabric::kinds::KindRegistry;
 use pcielab_fabric::timed::{
-    DmaId, Endpoint, EpCx, FabricSim, FaultKind, FunctionDmaStats, SimConfig, TraceKind,
+    DmaId, Endpoint, EpCx, FabricSim, FaultKind, FunctionDmaStats, HostRead, SimConfig,
+    TraceKind,
 };
 use pcielab_fabric::topology::Topology;
 use pcielab_sim::{SimDuration, SimTime};
 use pcielab_wire::tlp::{MemOp, TlpHeader, TlpRepr};
-use pcielab_wire::Bdf;
+use pcielab_wire::{Bdf, ByteEnables};
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -47,6 +50,13 @@ impl Endpoint for Streams {
             cx.act_as(f);
             cx.dma_read(addr, len);
         }
+    }
+    /// A write of (address, length) to a function's BAR 0: a read DMA of that
+    /// function.
+    fn mem_write(&mut self, _bar: u8, _off: u64, data: &[u8], cx: &mut EpCx<'_>) {
+        let addr = u64::from_le_bytes(data[..8].try_into().unwrap());
+        let len = u64::from_le_bytes(data[8..16].try_into().unwrap());
+        cx.dma_read(addr, len);
     }
     fn dma_done(&mut self, id: DmaId, ok: bool, data: &[u8], cx: &mut EpCx<'_>) {
         let now = cx.now();
@@ -312,4 +322,153 @@ fn a_layout_past_the_tag_space_is_refused() {
     );
     let (mut sim, _) = sim_4vf(cfg());
     streams(&mut sim, tpf(150), &[]).unwrap();
+}
+
+/// The offset of capability `want` (a standard one) of the function at `bdf`.
+fn cap_of(sim: &FabricSim, bdf: Bdf, want: u8) -> u16 {
+    let fab = sim.fabric();
+    let f = fab.function_at(bdf).unwrap();
+    walk(fab.functions[f.0 as usize].config.bytes())
+        .0
+        .iter()
+        .find(|c| !c.extended && c.id == u16::from(want))
+        .map(|c| c.offset)
+        .unwrap()
+}
+
+/// VF 2 is reset (Initiate FLR through a configuration write TLP) while its 16 KiB
+/// read of memory 20 µs away has requests in flight and VF 1 streams 64 KiB: VF 1's
+/// bytes all arrive right; VF 2's DMA is dropped (no `dma_done`), its late
+/// completions are discarded and counted, and its tags come back only when they have
+/// arrived, so a new read of VF 2 started at once waits for them and gets its own
+/// bytes.
+#[test]
+fn flr_of_one_vf_mid_transfer_leaves_the_others_running() {
+    let remote = 1u64 << 36;
+    let cfg = SimConfig {
+        numa_remote_base: Some(remote),
+        numa_penalty: SimDuration::from_us(20),
+        ..cfg()
+    };
+    let (mut sim, bdfs) = sim_4vf(cfg);
+    let local = sim.alloc_dma(65536);
+    let log = streams(&mut sim, tpf(4), &[(1, local, 65536), (2, remote, 16384)]).unwrap();
+    sim.run_for(SimDuration::from_us(2));
+    let vf2 = bdfs[2];
+    let before: Vec<u16> = read_requests(&sim)
+        .iter()
+        .filter(|r| r.0 == vf2)
+        .map(|r| r.1)
+        .collect();
+    assert_eq!(before, [8, 9, 10, 11], "VF 2's reads in flight");
+    let cmd = sim.cfg_read(vf2, reg::COMMAND);
+    assert_ne!(cmd & u32::from(command::BUS_MASTER), 0);
+    let msix = cap_of(&sim, vf2, id::MSIX);
+    assert_ne!(sim.cfg_read(vf2, msix) & 1 << 31, 0, "MSI-X enabled");
+    let devctl = cap_of(&sim, vf2, id::PCIE) + pcie_reg::DEVCTL;
+    let dw = sim.cfg_read(vf2, devctl & !3);
+    let flr = dw | 0x8000 << (8 * (devctl & 3));
+    let flr_at = sim.now().as_ps();
+    let r = sim
+        .config_write(vf2, devctl & !3, flr, ByteEnables::ALL)
+        .unwrap();
+    assert!(matches!(r, HostRead::Done { .. }), "{r:?}");
+    // Its configuration space is back to defaults; it is still VF 2.
+    assert_eq!(sim.cfg_read(vf2, reg::COMMAND) & u32::from(command::BUS_MASTER), 0);
+    assert_eq!(sim.cfg_read(vf2, msix) & 1 << 31, 0, "MSI-X disabled");
+    let f2 = sim.fabric().function_at(vf2).unwrap();
+    assert!(sim.fabric().functions[f2.0 as usize].vf.is_some());
+    assert_eq!(log.borrow().resets, [2]);
+    // The driver enables it again and starts a new read at once.
+    sim.cfg_write(vf2, reg::COMMAND, cmd);
+    let fresh = sim.alloc_dma(4096);
+    let want: Vec<u8> = (0..4096).map(|i| pattern(9, i)).collect();
+    sim.host_write(fresh, &want);
+    let bar = sim.tree().get(vf2).unwrap().bars[0].address;
+    let mut go = fresh.to_le_bytes().to_vec();
+    go.extend(4096u64.to_le_bytes());
+    sim.mmio_write(bar, &go).unwrap();
+    sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+    assert!(sim.errors().is_empty(), "{:?}", sim.errors());
+
+    let log = log.borrow();
+    done_at(&log, 1);
+    let vf2_done: Vec<_> = log.done.iter().filter(|d| d.0 == 2).collect();
+    assert_eq!(vf2_done.len(), 1, "only the new read finishes");
+    assert!(vf2_done[0].2);
+    assert_eq!(vf2_done[0].3, want, "the new read got its own bytes");
+    // From the trace: VF 2's read requests and completions after the FLR.
+    let tr = sim.trace().unwrap();
+    // A completion to VF 2 after the FLR whose data is not a piece of the new read's
+    // bytes answers an old request.
+    let of_new_read = |p: &[u8]| want.windows(p.len()).any(|w| w == p);
+    let mut new_mrd = None;
+    let mut late = 0;
+    for r in &tr.records {
+        if !matches!(r.kind, TraceKind::Tlp { .. }) || r.time_ps <= flr_at {
+            continue;
+        }
+        let Ok(t) = TlpRepr::parse_bytes(tr.bytes(r)) else {
+            continue;
+        };
+        match t.header {
+            TlpHeader::Mem(m) if m.op == MemOp::Read && m.requester_id == vf2 => {
+                new_mrd.get_or_insert(r.time_ps);
+            }
+            TlpHeader::Cpl(c) if c.requester_id == vf2 && !of_new_read(t.payload) => late += 1,
+            _ => {}
+        }
+    }
+    let new_mrd = new_mrd.expect("the new read went out");
+    // The new read waited for the late completions (20 µs away) to free its tags.
+    assert!(
+        new_mrd > flr_at + SimDuration::from_us(15).as_ps(),
+        "new read at {new_mrd} ps, FLR at {flr_at} ps"
+    );
+    let s2 = stats(&sim, 2);
+    assert!(late > 0);
+    assert_eq!(s2.flr_late_completions, late, "{s2:?}");
+    assert_eq!((s2.flrs, s2.flr_dropped_dmas), (1, 1), "{s2:?}");
+    assert!(s2.tag_stalls > 0, "{s2:?}");
+    assert_eq!(stats(&sim, 1).flrs, 0);
+}
+
+/// The functional fabric tells the device model of an FLR too, about the function
+/// that was reset.
+#[test]
+fn the_functional_fabric_calls_function_reset() {
+    let (_, mut fabric, _) = crate::common::bring_up_file("sriov-4vf.toml");
+    let pf = (0..fabric.functions.len() as u32)
+        .map(FnId)
+        .find(|&f| fabric.name(f) == "nic")
+        .unwrap();
+    let vf = fabric.vfs_of(pf)[2];
+    let bdf = fabric.bdf(vf);
+    let node = fabric.functions[vf.0 as usize].node;
+    let log = Rc::new(RefCell::new(Log::default()));
+    fabric.devices[node.0 as usize] = Some(Box::new(Streams {
+        policy: DmaPolicy::DEFAULT,
+        reads: Vec::new(),
+        log: log.clone(),
+    }));
+    let devctl = {
+        let c = walk(fabric.functions[vf.0 as usize].config.bytes())
+            .0
+            .iter()
+            .find(|c| !c.extended && c.id == u16::from(id::PCIE))
+            .unwrap()
+            .offset;
+        c + pcie_reg::DEVCTL
+    };
+    // Another write to Device Control is no reset.
+    fabric
+        .config_write(bdf, devctl & !3, 0, ByteEnables::ALL)
+        .unwrap();
+    assert!(log.borrow().resets.is_empty());
+    fabric
+        .config_write(bdf, devctl & !3, 0x8000 << (8 * (devctl & 3)), ByteEnables::ALL)
+        .unwrap();
+    // VF 3 (index 3: the PF is 0).
+    assert_eq!(log.borrow().resets, [3]);
+    assert_eq!(fabric.vfs_of(pf).len(), 4, "a VF's FLR leaves the VFs");
 }
