@@ -552,6 +552,8 @@ pub struct FabricSim {
     tree: EnumeratedTree,
     node_index: HashMap<String, u32>,
     dma_next: u64,
+    /// Functions assigned to a virtual machine ([`FabricSim::assign_vm`]).
+    vm: std::collections::HashSet<Bdf>,
 }
 
 impl FabricSim {
@@ -895,6 +897,7 @@ impl FabricSim {
             tree,
             node_index,
             dma_next: 0x1_0000_0000,
+            vm: Default::default(),
         };
         // Every endpoint's device model, as its kind built it, runs here.
         for n in 0..fs.sim.world().nodes.len() {
@@ -1730,14 +1733,22 @@ impl FabricSim {
 
     /// Runs until an interrupt arrives after the current count, or `timeout` passes.
     /// With the host model's interrupt cost (`irq_ns`), the time returned is when its
-    /// handler runs (the arrival plus the cost), and the simulation has run to it.
+    /// handler runs (the arrival plus the cost), and the simulation has run to it. An
+    /// interrupt of a function assigned to a virtual machine
+    /// ([`FabricSim::assign_vm`]) pays the injection into the guest (`vm_irq_ns`) on
+    /// top.
     pub fn wait_interrupt(&mut self, timeout: SimDuration) -> Option<(SimTime, Interrupt)> {
         let seen = self.sim.world().interrupts.len();
         let until = self.sim.now() + timeout;
         loop {
             if let Some(&(at, i)) = self.sim.world().interrupts.get(seen) {
                 // The host model's delivery time: the handler runs this much later.
-                let irq = self.sim.world().cfg.host.irq;
+                let host = &self.sim.world().cfg.host;
+                let irq = if self.vm.contains(&i.from) {
+                    host.irq + host.vm_irq
+                } else {
+                    host.irq
+                };
                 if irq > SimDuration::ZERO {
                     let run = (at + irq).saturating_since(self.sim.now());
                     self.run_for(run);
@@ -1953,6 +1964,28 @@ impl FabricSim {
     /// Host-memory writes in arrival order (with `SimConfig::log_writes`).
     pub fn write_log(&self) -> &[(Bdf, u64, u32)] {
         &self.sim.world().write_log
+    }
+
+    /// Maps `[iova, iova + len)` of the DMA of the function whose requester ID is
+    /// `bdf` (any function: a VF's own domain, say) to host physical `phys` in the
+    /// IOMMU (whole pages). Fails when no IOMMU is configured.
+    pub fn iommu_map_function(
+        &mut self,
+        bdf: Bdf,
+        iova: u64,
+        phys: u64,
+        len: u64,
+    ) -> Result<(), SimError> {
+        self.iommu_mut()?.map(bdf, NONE, iova, phys, len);
+        Ok(())
+    }
+
+    /// Removes the mapping of `[iova, iova + len)` of the function whose requester
+    /// ID is `bdf` (whole pages) and its IOTLB entries (no ATS invalidation is sent:
+    /// see [`FabricSim::iommu_unmap`] for that).
+    pub fn iommu_unmap_function(&mut self, bdf: Bdf, iova: u64, len: u64) -> Result<(), SimError> {
+        self.iommu_mut()?.unmap(bdf, NONE, iova, len);
+        Ok(())
     }
 
     /// Maps `[iova, iova + len)` of endpoint `name`'s DMA to host physical `phys` in
@@ -2410,6 +2443,41 @@ impl FabricSim {
             e.send_completions(Origin::Host, host, &req, CplStatus::Sc, data, poison, cx);
         });
         Ok(())
+    }
+
+    /// Assigns the function at `bdf` (a PF or a VF) to a virtual machine, as a
+    /// hypervisor passing it through to a guest does: its DMA is translated by the
+    /// IOMMU through nested page tables, so each of its IOTLB misses costs a nested
+    /// walk (`IommuConfig::nested_walk`, knob `nested_walk_ns`; see the `iommu`
+    /// notes in the crate README), and each of its interrupts pays the injection into
+    /// the guest (`HostCosts::vm_irq`, knob `vm_irq_ns`) on top of `irq_ns` before
+    /// the guest's handler runs ([`FabricSim::wait_interrupt`]). Map its guest
+    /// addresses with [`FabricSim::iommu_map`] as for any function. Needs the IOMMU
+    /// (`iommu = on`): a function is assigned to a VM through it.
+    pub fn assign_vm(&mut self, bdf: Bdf) -> Result<(), SimError> {
+        if self.fabric().function_at(bdf).is_none() {
+            return Err(SimError::Param {
+                what: "VM assignment",
+                value: bdf.to_string(),
+                allowed: "a function that exists",
+            });
+        }
+        let Some(m) = self.sim.world_mut().iommu.as_mut() else {
+            return Err(SimError::Param {
+                what: "VM assignment",
+                value: bdf.to_string(),
+                allowed: "a simulator with the IOMMU (iommu = on)",
+            });
+        };
+        m.vm.insert(bdf);
+        self.vm.insert(bdf);
+        Ok(())
+    }
+
+    /// True if the function at `bdf` is assigned to a virtual machine
+    /// ([`FabricSim::assign_vm`]).
+    pub fn vm_assigned(&self, bdf: Bdf) -> bool {
+        self.vm.contains(&bdf)
     }
 
     /// Injects a completion from endpoint `name` to the host with tag `tag` (a
