@@ -610,7 +610,8 @@ impl Engine {
         pieces: u32,
         cx: &mut Context<'_, PackedEv>,
     ) {
-        let partitioned = matches!(&self.nodes[node as usize].kind, NodeKind::Ep(ep) if ep.part.is_some());
+        let partitioned =
+            matches!(&self.nodes[node as usize].kind, NodeKind::Ep(ep) if ep.part.is_some());
         if partitioned && !self.completion_for_its_function(node, id, tag, pieces, cx) {
             return;
         }

@@ -970,11 +970,10 @@ impl FabricSim {
         timing.check().map_err(|e| bad("device timing", e))?;
         match &mut self.sim.world_mut().nodes[n as usize].kind {
             NodeKind::Ep(ep) => {
-                if policy.tags.is_some() || policy.tags_per_function.is_some() {
-                    if ep.ops.iter().any(|o| o.live) {
-                        let e = "its tags cannot change while DMAs are in flight".to_string();
-                        return Err(bad("device DMA policy", e));
-                    }
+                let retags = policy.tags.is_some() || policy.tags_per_function.is_some();
+                if retags && ep.ops.iter().any(|o| o.live) {
+                    let e = "its tags cannot change while DMAs are in flight".to_string();
+                    return Err(bad("device DMA policy", e));
                 }
                 if let Some((first, count)) = policy.tags {
                     ep.free_tags = (first..first + count).rev().collect();

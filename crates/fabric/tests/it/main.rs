@@ -38,5 +38,5 @@ mod reset;
 mod sriov;
 mod sriov_dma;
 mod timed;
-mod vm;
 mod vdm;
+mod vm;

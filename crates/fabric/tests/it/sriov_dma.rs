@@ -14,8 +14,7 @@ use pcielab_device::DmaPolicy;
 use pcielab_fabric::functional::FnId;
 use pcielab_fabric::kinds::KindRegistry;
 use pcielab_fabric::timed::{
-    DmaId, Endpoint, EpCx, FabricSim, FaultKind, FunctionDmaStats, HostRead, SimConfig,
-    TraceKind,
+    DmaId, Endpoint, EpCx, FabricSim, FaultKind, FunctionDmaStats, HostRead, SimConfig, TraceKind,
 };
 use pcielab_fabric::topology::Topology;
 use pcielab_sim::{SimDuration, SimTime};
@@ -150,9 +149,7 @@ fn cfg() -> SimConfig {
 #[test]
 fn each_vf_uses_its_own_tags_and_requests_go_round_robin() {
     let (mut sim, bdfs) = sim_4vf(cfg());
-    let reads: Vec<(u16, u64, u64)> = (1..=4u16)
-        .map(|f| (f, sim.alloc_dma(4096), 4096))
-        .collect();
+    let reads: Vec<(u16, u64, u64)> = (1..=4u16).map(|f| (f, sim.alloc_dma(4096), 4096)).collect();
     let log = streams(&mut sim, tpf(4), &reads).unwrap();
     sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
     assert!(sim.errors().is_empty(), "{:?}", sim.errors());
@@ -199,9 +196,7 @@ fn each_vf_uses_its_own_tags_and_requests_go_round_robin() {
     // Without the ranges: one queue and one pool for the device; the first DMA's
     // requests all go first, with tags from 0.
     let (mut sim, bdfs) = sim_4vf(cfg());
-    let reads: Vec<(u16, u64, u64)> = (1..=4u16)
-        .map(|f| (f, sim.alloc_dma(4096), 4096))
-        .collect();
+    let reads: Vec<(u16, u64, u64)> = (1..=4u16).map(|f| (f, sim.alloc_dma(4096), 4096)).collect();
     streams(&mut sim, DmaPolicy::DEFAULT, &reads).unwrap();
     sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
     let reqs = read_requests(&sim);
@@ -253,8 +248,14 @@ fn a_vf_with_a_full_window_does_not_stall_another() {
     let log = log.borrow();
     let (vf1, vf2) = (done_at(&log, 1), done_at(&log, 2));
     // VF 2's 16 KiB are in long before VF 1's first completion could be.
-    assert!(vf2 < SimTime::from_ps(SimDuration::from_us(20).as_ps()), "{vf2}");
-    assert!(vf1 > SimTime::from_ps(SimDuration::from_us(20).as_ps()), "{vf1}");
+    assert!(
+        vf2 < SimTime::from_ps(SimDuration::from_us(20).as_ps()),
+        "{vf2}"
+    );
+    assert!(
+        vf1 > SimTime::from_ps(SimDuration::from_us(20).as_ps()),
+        "{vf1}"
+    );
     let s1 = stats(&sim, 1);
     assert!(s1.window_stalls > 0, "{s1:?}");
     assert_eq!((s1.requests, stats(&sim, 2).requests), (16, 64));
@@ -266,7 +267,10 @@ fn a_vf_with_a_full_window_does_not_stall_another() {
     });
     let log = log.borrow();
     let (_, vf2) = (done_at(&log, 1), done_at(&log, 2));
-    assert!(vf2 > SimTime::from_ps(SimDuration::from_us(20).as_ps()), "{vf2}");
+    assert!(
+        vf2 > SimTime::from_ps(SimDuration::from_us(20).as_ps()),
+        "{vf2}"
+    );
 }
 
 #[test]
@@ -374,7 +378,10 @@ fn flr_of_one_vf_mid_transfer_leaves_the_others_running() {
         .unwrap();
     assert!(matches!(r, HostRead::Done { .. }), "{r:?}");
     // Its configuration space is back to defaults; it is still VF 2.
-    assert_eq!(sim.cfg_read(vf2, reg::COMMAND) & u32::from(command::BUS_MASTER), 0);
+    assert_eq!(
+        sim.cfg_read(vf2, reg::COMMAND) & u32::from(command::BUS_MASTER),
+        0
+    );
     assert_eq!(sim.cfg_read(vf2, msix) & 1 << 31, 0, "MSI-X disabled");
     let f2 = sim.fabric().function_at(vf2).unwrap();
     assert!(sim.fabric().functions[f2.0 as usize].vf.is_some());
@@ -466,7 +473,12 @@ fn the_functional_fabric_calls_function_reset() {
         .unwrap();
     assert!(log.borrow().resets.is_empty());
     fabric
-        .config_write(bdf, devctl & !3, 0x8000 << (8 * (devctl & 3)), ByteEnables::ALL)
+        .config_write(
+            bdf,
+            devctl & !3,
+            0x8000 << (8 * (devctl & 3)),
+            ByteEnables::ALL,
+        )
         .unwrap();
     // VF 3 (index 3: the PF is 0).
     assert_eq!(log.borrow().resets, [3]);
