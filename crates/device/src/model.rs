@@ -105,7 +105,10 @@ pub struct DmaPolicy {
     /// in turn, in order within each), and a completion whose tag is not one of the
     /// receiving function's is an Unexpected Completion. The layout must cover
     /// every function the device can have, VFs up to TotalVFs included (see
-    /// [`DmaPolicy::check`]). `None`: one pool and one queue for the whole device.
+    /// [`DmaPolicy::check`]). Reads a model queues in one call are all seen before
+    /// the first request leaves. The timed simulator sends no read bursts for such a
+    /// device (its write bursts are unchanged). `None`: one pool and one queue for
+    /// the whole device.
     pub tags_per_function: Option<u16>,
 }
 

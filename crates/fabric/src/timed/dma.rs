@@ -530,12 +530,13 @@ impl Engine {
             }
         });
         let owner = ep.part.as_ref().and_then(|p| p.owner(tag));
-        let asked_by = ep
-            .tag_map
-            .get(tag as usize)
-            .copied()
-            .flatten()
-            .map(|e| ep.ops[e.0 as usize].func);
+        let entry = ep.tag_map.get(tag as usize).copied().flatten();
+        if entry.is_some_and(|e| ep.ops[e.0 as usize].reset) {
+            // A late completion of a request from before an FLR (its function may be
+            // gone with its PF's): discarded and counted as such.
+            return true;
+        }
+        let asked_by = entry.map(|e| ep.ops[e.0 as usize].func);
         if recv.is_some() && owner == recv && asked_by == recv {
             return true;
         }

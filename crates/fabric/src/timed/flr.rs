@@ -19,6 +19,10 @@
 //!   the function can never receive the old one's data.
 //! * The device model hears of it through `DeviceModel::function_reset`, called about
 //!   that function; the device's other functions keep running.
+//! * After a PF's FLR its VFs no longer exist, and the fabric routes completions only
+//!   to functions that exist: the root complex records the completions of the gone
+//!   VFs' requests as not routable (`FaultKind::NotRoutable`), none reaches the
+//!   device, and those DMAs end silently at the completion timeout.
 
 use super::engine::{Engine, NodeKind};
 use super::packed::PackedEv;

@@ -440,6 +440,45 @@ fn flr_of_one_vf_mid_transfer_leaves_the_others_running() {
     assert_eq!(stats(&sim, 1).flrs, 0);
 }
 
+/// An FLR of the PF (a zero-time `cfg_write`) clears its VF Enable: the VFs go, and
+/// VF 1's read in flight is dropped with them (no `dma_done`); the model hears of the
+/// PF's reset. The completions of VF 1's requests find no function 01:00.1 at the root
+/// complex any more: it records them as not routable (the fabric routes completions
+/// to functions that exist), so none reaches the device.
+#[test]
+fn flr_of_the_pf_drops_its_vfs_dmas() {
+    let remote = 1u64 << 36;
+    let cfg = SimConfig {
+        numa_remote_base: Some(remote),
+        numa_penalty: SimDuration::from_us(20),
+        ..cfg()
+    };
+    let (mut sim, bdfs) = sim_4vf(cfg);
+    let log = streams(&mut sim, tpf(4), &[(1, remote, 4096)]).unwrap();
+    sim.run_for(SimDuration::from_us(2));
+    let pf = bdfs[0];
+    assert_eq!(read_requests(&sim).len(), 4, "VF 1's reads in flight");
+    let devctl = cap_of(&sim, pf, id::PCIE) + pcie_reg::DEVCTL;
+    let dw = sim.cfg_read(pf, devctl & !3);
+    sim.cfg_write(pf, devctl & !3, dw | 0x8000 << (8 * (devctl & 3)));
+    sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+    let f = sim.fabric().function_at(pf).unwrap();
+    assert!(sim.fabric().vfs_of(f).is_empty(), "the VFs went");
+    assert!(!sim.errors().is_empty());
+    for e in sim.errors() {
+        assert!(
+            e.is(FaultKind::NotRoutable) && e.message.contains("01:00.1"),
+            "{e:?}"
+        );
+    }
+    let log = log.borrow();
+    assert!(log.done.is_empty(), "{:?}", log.done);
+    assert_eq!(log.resets, [0]);
+    let (s0, s1) = (stats(&sim, 0), stats(&sim, 1));
+    assert_eq!((s0.flrs, s1.flr_dropped_dmas), (1, 1), "{s0:?} {s1:?}");
+    assert_eq!(s1.flr_late_completions, 0, "{s1:?}");
+}
+
 /// The functional fabric tells the device model of an FLR too, about the function
 /// that was reset.
 #[test]
