@@ -13,7 +13,8 @@ use pcielab_fabric::topology::Topology;
 #[derive(Args, Debug, Clone, Default)]
 pub struct HostArgs {
     /// Host profile (`pcielab host list`): spec (no host effects, the default),
-    /// xeon-e5-haswell and xeon-e3-haswell (pcie-bench's hosts), gem5-table2
+    /// xeon-e5-haswell and xeon-e3-haswell (pcie-bench's hosts), gem5-table2,
+    /// x9drd-e5-2650v2-kvm (the SR-IOV DMA engine paper's KVM host)
     #[arg(help_heading = "Host model", long, value_name = "NAME")]
     pub host: Option<String>,
     /// Root-complex latency (ns) per crossing: a DMA read pays it once (its request
@@ -68,6 +69,14 @@ pub struct HostArgs {
     /// Added latency of a DMA read from the remote node (ns) [default: 60]
     #[arg(help_heading = "Host model", long, value_name = "NS")]
     pub numa_ns: Option<f64>,
+    /// IOTLB miss of a function assigned to a VM, a nested walk (ns; implies the
+    /// IOMMU); 0 = the same as page_walk_ns [default: 0]
+    #[arg(help_heading = "Host model", long, value_name = "NS")]
+    pub nested_walk_ns: Option<f64>,
+    /// Interrupt injection into a VM (ns), on top of irq_ns, for a function assigned
+    /// to one [default: 0]
+    #[arg(help_heading = "Host model", long, value_name = "NS")]
+    pub vm_irq_ns: Option<f64>,
     /// Endpoint completer latency for BAR reads (ns) [default: 0]
     #[arg(help_heading = "Host model", long, value_name = "NS")]
     pub ep_ns: Option<f64>,
@@ -97,6 +106,8 @@ impl HostArgs {
             ("cache", self.cache.clone()),
             ("numa", self.numa.clone()),
             ("numa_ns", f(self.numa_ns)),
+            ("nested_walk_ns", f(self.nested_walk_ns)),
+            ("vm_irq_ns", f(self.vm_irq_ns)),
             ("ep_ns", f(self.ep_ns)),
             ("port_buffer", self.port_buffer.clone()),
         ];

@@ -143,7 +143,13 @@ fn host_list_show_and_knobs() {
     let (rc, out, err) = pcielab(&["host", "list", "--format", "csv"]);
     assert_eq!(rc, 0, "{err}");
     assert!(out.starts_with("name,knobs,description\n"), "{out}");
-    for p in ["spec", "xeon-e5-haswell", "xeon-e3-haswell", "gem5-table2"] {
+    for p in [
+        "spec",
+        "xeon-e5-haswell",
+        "xeon-e3-haswell",
+        "gem5-table2",
+        "x9drd-e5-2650v2-kvm",
+    ] {
         assert!(
             out.lines().any(|l| l.starts_with(&format!("{p},"))),
             "{p}: {out}"
@@ -167,8 +173,12 @@ fn host_list_show_and_knobs() {
     assert!(err.contains("unknown host profile"), "{err}");
     let (rc, out, _) = pcielab(&["host", "knobs"]);
     assert_eq!(rc, 0);
-    assert_eq!(out.lines().count(), 20, "{out}");
+    assert_eq!(out.lines().count(), 22, "{out}");
     assert!(out.contains("--mmio-read-ns"), "{out}");
+    assert!(
+        out.contains("--nested-walk-ns") && out.contains("--vm-irq-ns"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -183,4 +193,18 @@ fn model_nettlp_gives_the_encapsulation_bound() {
     let (rc, _, err) = pcielab(&["model", "nettlp", "--sizes", "8192"]);
     assert_eq!(rc, 2);
     assert!(err.contains("more than a TLP carries"), "{err}");
+}
+
+#[test]
+fn vm_cost_flags_reach_the_host_model() {
+    // Out of range: the host model refuses it, naming the flag.
+    for flag in ["--nested-walk-ns", "--vm-irq-ns"] {
+        let (rc, _, err) = pcielab(&["sim", "--gen", "3", "--lanes", "8", flag, "2e9"]);
+        assert_eq!(rc, 2, "{flag}: {err}");
+        assert!(err.contains(flag) && err.contains("0..=1e9"), "{err}");
+    }
+    // In range: the run goes on (no function is assigned to a VM here, so nothing
+    // changes).
+    let r = dma64(&["--nested-walk-ns", "900", "--vm-irq-ns", "3000"]);
+    assert_eq!(r["dmas"], 5000, "{r}");
 }

@@ -67,9 +67,20 @@ pub enum ReadReply {
 /// use pcielab_device::DmaPolicy;
 /// // Tags 32..48 (say, one function's share of a tag space), completions one by one,
 /// // released in order through a 2 KiB reorder window.
-/// let p = DmaPolicy { tags: Some((32, 16)), per_completion: true, reorder: Some(2048) };
-/// assert!(p.check(768).is_ok());
-/// assert!(DmaPolicy { tags: Some((760, 16)), ..p }.check(768).is_err());
+/// let p = DmaPolicy {
+///     tags: Some((32, 16)),
+///     per_completion: true,
+///     reorder: Some(2048),
+///     ..DmaPolicy::DEFAULT
+/// };
+/// assert!(p.check(768, 1).is_ok());
+/// assert!(DmaPolicy { tags: Some((760, 16)), ..p }.check(768, 1).is_err());
+/// // Tag ranges per function: a PF and up to 63 VFs, 8 tags each from tag 0
+/// // (the PF 0..8, VF 1 8..16, ...): 512 tags in all.
+/// let sriov = DmaPolicy { tags_per_function: Some(8), ..DmaPolicy::DEFAULT };
+/// assert!(sriov.check(768, 64).is_ok());
+/// let e = sriov.check(256, 64).unwrap_err();
+/// assert!(e.contains("64 functions") && e.contains("512") && e.contains("256"), "{e}");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct DmaPolicy {
@@ -83,6 +94,22 @@ pub struct DmaPolicy {
     /// and the engine sends no read request for data more than the window's depth
     /// past the in-order point (a full window stalls). `None`: no window.
     pub reorder: Option<u32>,
+    /// Tag ranges per function (`k` tags each): function `i` (numbered as
+    /// [`Cx::function`] numbers them: 0 the PF, then its VFs) uses tags
+    /// `first + i*k .. first + (i+1)*k`, where `first` is the first tag of `tags`
+    /// (0 without it). The tag then tells which function a completion is for, as
+    /// in SR-IOV DMA engines that redirect completions to PFs and VFs by tag. With
+    /// it the host's engine keeps one read queue and tag pool per function: a
+    /// function out of tags or with a full reorder window does not hold up the
+    /// others, read requests go out round-robin across functions (one per function
+    /// in turn, in order within each), and a completion whose tag is not one of the
+    /// receiving function's is an Unexpected Completion. The layout must cover
+    /// every function the device can have, VFs up to TotalVFs included (see
+    /// [`DmaPolicy::check`]). Reads a model queues in one call are all seen before
+    /// the first request leaves. The timed simulator sends no read bursts for such a
+    /// device (its write bursts are unchanged). `None`: one pool and one queue for
+    /// the whole device.
+    pub tags_per_function: Option<u16>,
 }
 
 impl DmaPolicy {
@@ -91,10 +118,32 @@ impl DmaPolicy {
         tags: None,
         per_completion: false,
         reorder: None,
+        tags_per_function: None,
     };
 
-    /// Checks the policy against a host with `tag_space` tags for device DMA.
-    pub fn check(&self, tag_space: u16) -> Result<(), String> {
+    /// Checks the policy against a host with `tag_space` tags for device DMA, for a
+    /// device that can have `functions` functions (its own, plus TotalVFs of each
+    /// of its PFs): with [`DmaPolicy::tags_per_function`], every function's range
+    /// must fit in the tag space (and in `tags` when it is given).
+    pub fn check(&self, tag_space: u16, functions: u16) -> Result<(), String> {
+        if let Some(k) = self.tags_per_function {
+            let first = self.tags.map_or(0, |t| t.0);
+            let end = u32::from(first) + u32::from(k) * u32::from(functions.max(1));
+            let limit = self
+                .tags
+                .map_or(u32::from(tag_space), |(f, c)| u32::from(f) + u32::from(c))
+                .min(u32::from(tag_space));
+            if k == 0 || end > limit {
+                return Err(format!(
+                    "{functions} functions with {k} tags each need tags {first}..{end}, \
+                     past the {limit} the device may use ({tag_space} host tags{}; at least one tag each)",
+                    match self.tags {
+                        Some((f, c)) => format!(", device tags {f}..{}", u32::from(f) + u32::from(c)),
+                        None => String::new(),
+                    }
+                ));
+            }
+        }
         if let Some((first, count)) = self.tags {
             if count == 0 || u32::from(first) + u32::from(count) > u32::from(tag_space) {
                 return Err(format!(
@@ -622,6 +671,14 @@ pub trait DeviceModel: core::fmt::Debug {
     /// its defaults and its DMAs in flight are gone without [`DeviceModel::dma_done`]. A
     /// model forgets what it had in flight here. Default: nothing.
     fn reset(&mut self, _cx: &mut Cx<'_>) {}
+    /// Host software started a Function Level Reset of function [`Cx::function`]
+    /// (Initiate FLR, Device Control bit 15, written to that PF or VF): the
+    /// function's configuration space is back to its defaults (Bus Master Enable
+    /// clear, MSI-X disabled; a VF stays a VF), and its DMAs in flight are gone
+    /// without [`DeviceModel::dma_done`] (their late completions are discarded and
+    /// counted, never delivered). The device's other functions keep running. A
+    /// model forgets what that function had in flight here. Default: nothing.
+    fn function_reset(&mut self, _cx: &mut Cx<'_>) {}
     /// Host software set (`true`) or cleared Bus Master Enable in the Command register
     /// of the device's function 0 (a reset clears it too, without this call: see
     /// [`DeviceModel::reset`]). While it is clear the function may issue no memory

@@ -967,6 +967,21 @@ impl Fabric {
     /// configuration write that reached it does: the register's write rules apply, a
     /// Function Level Reset runs, and the function's model sees the write.
     pub fn config_write_fn(&mut self, f: FnId, register: u16, value: u32, be: ByteEnables) {
+        self.config_write_fn_flr(f, register, value, be);
+    }
+
+    /// [`Fabric::config_write_fn`], telling whether the write started a Function
+    /// Level Reset of `f`: its configuration space is back to its defaults (a VF
+    /// stays a VF; a PF's VF Enable clears, so its VFs go), and its device model's
+    /// [`DeviceModel::function_reset`] has been called about it.
+    pub fn config_write_fn_flr(
+        &mut self,
+        f: FnId,
+        register: u16,
+        value: u32,
+        be: ByteEnables,
+    ) -> bool {
+        let mut flr = false;
         let func = &mut self.functions[f.0 as usize];
         // SR-IOV: NumVFs is writable only while VF Enable is clear (9.3.3.7: a write
         // while it is set has undefined results; here it is ignored).
@@ -988,11 +1003,17 @@ impl Fabric {
                 if let Some(m) = func.msix.as_mut() {
                     m.reset();
                 }
+                flr = true;
             }
+        }
+        if flr {
+            // Told while the function's index is still what it was.
+            self.call_device(f, |m, cx| m.function_reset(cx));
         }
         if self.functions[f.0 as usize].sriov.is_some() {
             self.sync_vfs(f);
         }
+        flr
     }
 
     /// Makes the VFs of PF `f` what its SR-IOV Control says: when VF Enable is set
@@ -1635,6 +1656,21 @@ impl Fabric {
         }
         table.set_pending(vector as usize, false);
         Ok((address, data))
+    }
+
+    /// How many functions node `node`'s device can have: its own endpoint functions
+    /// plus the TotalVFs of each of them that has an SR-IOV capability (whether or
+    /// not the VFs are enabled now), as [`Fabric::device_functions`] numbers them.
+    pub fn function_capacity(&self, node: NodeId) -> u32 {
+        self.functions
+            .iter()
+            .filter(|f| f.node == node && f.vf.is_none() && f.role == Role::Endpoint)
+            .map(|f| {
+                1 + f.sriov.as_ref().map_or(0, |s| {
+                    u32::from(f.config.read_u16(s.cap + sriov::TOTAL_VFS))
+                })
+            })
+            .sum()
     }
 
     /// The functions of device (topology node) `node` in the order its model numbers

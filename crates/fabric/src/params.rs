@@ -234,6 +234,14 @@ pub struct IommuConfig {
     pub hit_latency: SimDuration,
     /// Added latency of an IOTLB miss (page walk). Default 200 ns.
     pub miss_latency: SimDuration,
+    /// Added latency of an IOTLB miss of a function assigned to a virtual machine
+    /// ([`FabricSim::assign_vm`](crate::timed::FabricSim::assign_vm)): a nested
+    /// (two-dimensional) walk of the guest's I/O page table through the host's.
+    /// Zero (the default) means "the same as `miss_latency`": the simulator does not
+    /// guess the ratio (without paging-structure caches a 4-level nested walk makes
+    /// up to 24 memory references to a native walk's 4, but walk caches hide much of
+    /// that; set it from a measurement).
+    pub nested_walk: SimDuration,
     /// Interrupt remapping (see the module documentation). Default off.
     pub interrupt_remapping: bool,
     /// PASID support: per-process tables for requests with a PASID prefix (see the
@@ -295,6 +303,11 @@ pub struct HostCosts {
     /// From an MSI/MSI-X write reaching the root complex to its handler running
     /// ([`FabricSim::wait_interrupt`](crate::timed::FabricSim::wait_interrupt)).
     pub irq: SimDuration,
+    /// For an interrupt of a function assigned to a virtual machine
+    /// ([`FabricSim::assign_vm`](crate::timed::FabricSim::assign_vm)): the
+    /// hypervisor's injection of it into the guest, on top of `irq`, before the
+    /// guest's handler runs.
+    pub vm_irq: SimDuration,
     /// Driver time per operation (per descriptor, per packet, per request): host
     /// programs charge it with
     /// [`FabricSim::driver_work`](crate::timed::FabricSim::driver_work).

@@ -303,6 +303,16 @@ pub const KNOBS: &[Knob] = &[
         help: "IOTLB miss (page walk) latency",
     },
     Knob {
+        name: "nested_walk_ns",
+        values: "ns (0 = same as page_walk_ns)",
+        help: "IOTLB miss of a function assigned to a VM (nested walk)",
+    },
+    Knob {
+        name: "vm_irq_ns",
+        values: "ns",
+        help: "interrupt injection into a VM, on top of irq_ns",
+    },
+    Knob {
         name: "ep_ns",
         values: "ns",
         help: "endpoint completer latency for BAR reads",
@@ -384,6 +394,13 @@ pub fn apply_knob(cfg: &mut SimConfig, key: &str, value: &str) -> Result<(), Str
                 .get_or_insert_with(IommuConfig::default)
                 .miss_latency = d;
         }
+        "nested_walk_ns" => {
+            let d = ns(key, v)?;
+            cfg.iommu
+                .get_or_insert_with(IommuConfig::default)
+                .nested_walk = d;
+        }
+        "vm_irq_ns" => cfg.host.vm_irq = ns(key, v)?,
         "ep_ns" => cfg.ep_latency = ns(key, v)?,
         "port_buffer" => {
             let bad = || {
@@ -597,12 +614,16 @@ mod tests {
             ("iommu", "on"),
             ("iotlb_entries", "32"),
             ("page_walk_ns", "300"),
+            ("nested_walk_ns", "1100"),
+            ("vm_irq_ns", "2500"),
             ("ep_ns", "10"),
             ("port_buffer", "16/256"),
         ] {
             apply_knob(&mut c, k, v).unwrap();
         }
-        assert_eq!(KNOBS.len(), 20);
+        assert_eq!(KNOBS.len(), 22);
+        assert_eq!(c.iommu.unwrap().nested_walk, SimDuration::from_ns(1100));
+        assert_eq!(c.host.vm_irq, SimDuration::from_ns(2500));
         assert_eq!(c.llc_lines, 24576);
         assert_eq!(c.iommu.unwrap().iotlb_entries, 32);
         assert_eq!(c.port_buffer.hdr, [16; 3]);

@@ -9,10 +9,20 @@ use super::engine::{
 };
 use super::fault::FaultKind;
 use super::packed::PackedEv;
-use crate::functional::Origin;
+use crate::functional::{FnId, Origin};
 use pcielab_sim::{Context, SimTime};
 use pcielab_wire::dma::{split_read, split_write, SplitPolicy};
 use pcielab_wire::CplStatus;
+
+/// What one function's turn in the partitioned read loop did.
+enum Issue {
+    /// It sent a request.
+    Sent,
+    /// It has nothing it can send now.
+    Idle,
+    /// Stop the loop (the DMA failed and was finished).
+    Stop,
+}
 
 impl Engine {
     /// Starts DMA `id` of `node`'s function `func` (its index on the device): `len`
@@ -62,6 +72,7 @@ impl Engine {
             xlate_wait: 0,
             pasid: pasid.unwrap_or(NONE),
             func,
+            reset: false,
         };
         let oi = match ep.free_ops.pop() {
             Some(i) => {
@@ -107,12 +118,36 @@ impl Engine {
             return;
         };
         let (write, len) = (ep.ops[oi as usize].write, ep.ops[oi as usize].len);
+        if ep.ops[oi as usize].reset {
+            // Its function was reset while it waited for translations.
+            self.finish_dma(node, oi, cx);
+            return;
+        }
         if write {
             self.issue_writes(node, oi, cx);
         } else {
             if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
                 ep.ops[oi as usize].buf = vec![0; len as usize];
-                ep.read_queue.push_back(oi);
+                match &mut ep.part {
+                    None => ep.read_queue.push_back(oi),
+                    Some(p) => {
+                        let func = ep.ops[oi as usize].func;
+                        match p.queues.get_mut(func as usize) {
+                            Some(q) => q.push_back(oi),
+                            None => {
+                                // A function past the layout the policy was checked for.
+                                ep.ops[oi as usize].ok = false;
+                                let name = self.nodes[node as usize].name.clone();
+                                self.fault(
+                                    FaultKind::DeviceCommand,
+                                    format!("{name}: DMA read of function {func}, which has no tag range"),
+                                );
+                                self.finish_dma(node, oi, cx);
+                                return;
+                            }
+                        }
+                    }
+                }
             }
             self.arm_dma_timeout(node, cx);
             self.issue_reads(node, cx);
@@ -208,6 +243,10 @@ impl Engine {
         let Some(f) = self.nodes[node as usize].func else {
             return;
         };
+        if matches!(&self.nodes[node as usize].kind, NodeKind::Ep(ep) if ep.part.is_some()) {
+            self.issue_reads_per_function(node, f, cx);
+            return;
+        }
         let (mrrs, mps) = (self.cfg.mrrs as u64, self.cfg.mps);
         let _ = mps;
         loop {
@@ -318,6 +357,221 @@ impl Engine {
         }
     }
 
+    /// `issue_reads` with tag ranges per function (`DmaPolicy::tags_per_function`):
+    /// passes over the functions round-robin from the one whose turn it is, one
+    /// request of each function that can send one (its oldest DMA's next request, a
+    /// tag of its own free, room in that DMA's reorder window), until a pass sends
+    /// nothing. A function out of tags or window room waits alone. No bursts.
+    fn issue_reads_per_function(&mut self, node: u32, f0: FnId, cx: &mut Context<'_, PackedEv>) {
+        let mrrs = self.cfg.mrrs as u32;
+        let nfn = match &mut self.nodes[node as usize].kind {
+            NodeKind::Ep(ep) => match &mut ep.part {
+                Some(p) if p.holds > 0 => return,
+                Some(p) => {
+                    p.calls += 1;
+                    p.queues.len() as u16
+                }
+                None => return,
+            },
+            _ => return,
+        };
+        loop {
+            let mut sent = false;
+            let start = match &self.nodes[node as usize].kind {
+                NodeKind::Ep(ep) => ep.part.as_ref().map_or(0, |p| p.next),
+                _ => return,
+            };
+            for step in 0..nfn {
+                let i = (start + step) % nfn;
+                match self.issue_one_read(node, f0, i, mrrs, cx) {
+                    Issue::Sent => {
+                        sent = true;
+                        if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
+                            if let Some(p) = &mut ep.part {
+                                p.next = (i + 1) % nfn;
+                            }
+                        }
+                    }
+                    Issue::Idle => {}
+                    Issue::Stop => return,
+                }
+            }
+            if !sent {
+                return;
+            }
+        }
+    }
+
+    /// Sends function `i`'s next read request (partitioned engine).
+    fn issue_one_read(
+        &mut self,
+        node: u32,
+        f0: FnId,
+        i: u16,
+        mrrs: u32,
+        cx: &mut Context<'_, PackedEv>,
+    ) -> Issue {
+        let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
+            return Issue::Stop;
+        };
+        let ep = &mut **ep;
+        let Some(p) = ep.part.as_mut() else {
+            return Issue::Stop;
+        };
+        let (oi, tag, a, rem, off) = loop {
+            let Some(&oi) = p.queues[i as usize].front() else {
+                return Issue::Idle;
+            };
+            let op = &ep.ops[oi as usize];
+            if op.issued >= op.len {
+                p.queues[i as usize].pop_front();
+                continue;
+            }
+            let a = op.addr + op.issued;
+            let mut rem = op.len - op.issued;
+            if let Some(w) = ep.policy.reorder {
+                let delivered = ep.reorder.get(oi as usize).map_or(0, |r| r.0);
+                let room = (delivered + u64::from(w)).saturating_sub(op.issued);
+                if room == 0 {
+                    if p.stall_call[i as usize] != p.calls {
+                        p.stall_call[i as usize] = p.calls;
+                        ep.fn_stats_mut(i).window_stalls += 1;
+                        ep.stats.window_stalls += 1;
+                    }
+                    return Issue::Idle;
+                }
+                rem = rem.min(room);
+            }
+            let Some(tag) = p.free[i as usize].pop() else {
+                if p.stall_call[i as usize] != p.calls {
+                    p.stall_call[i as usize] = p.calls;
+                    ep.fn_stats_mut(i).tag_stalls += 1;
+                }
+                return Issue::Idle;
+            };
+            break (oi, tag, a, rem, op.issued);
+        };
+        let ch = match split_read(a, rem, mrrs, SplitPolicy::Aligned) {
+            Ok(mut sp) => sp.next(),
+            Err(_) => None,
+        };
+        let Some(ch) = ch else {
+            p.free[i as usize].push(tag);
+            p.queues[i as usize].pop_front();
+            return Issue::Idle;
+        };
+        let op = &mut ep.ops[oi as usize];
+        op.issued += u64::from(ch.len);
+        op.outstanding += 1;
+        let (outstanding, finished) = (op.outstanding, op.issued >= op.len);
+        if finished {
+            p.queues[i as usize].pop_front();
+        }
+        ep.stats.max_reads_in_flight = ep.stats.max_reads_in_flight.max(outstanding);
+        ep.fn_stats_mut(i).requests += 1;
+        let (f, me) = match i {
+            0 => (f0, ep.bdf),
+            i => match ep.funcs.get(i as usize) {
+                Some(&g) => (g, self.fabric.bdf(g)),
+                None => (f0, ep.bdf),
+            },
+        };
+        let mut t = self.read_request(node, oi, tag, off, ch.len);
+        if t.kind == Kind::Atomic {
+            t.data = self.atomic_operands(node, oi);
+        }
+        if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
+            ep.tag_map[tag as usize] = Some((oi, off, ch.len, 0, t.addr));
+        }
+        if let Err(e) = self.inject_device(node, Origin::Function(f), t, me, cx) {
+            self.fault(
+                FaultKind::NotRoutable,
+                format!("DMA read not routable: {e}"),
+            );
+            if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
+                ep.tag_map[tag as usize] = None;
+                ep.free_tag(tag);
+                ep.ops[oi as usize].ok = false;
+                ep.unqueue(oi);
+            }
+            self.finish_dma(node, oi, cx);
+            return Issue::Stop;
+        }
+        Issue::Sent
+    }
+
+    /// With tag ranges per function: true if completion `id` (carrying `tag`) is for
+    /// a request of the function it reached (its Requester ID); otherwise it is an
+    /// Unexpected Completion of that function (PCIe Base Spec 2.3.2), discarded,
+    /// counted and logged in that function's AER registers, never given to another
+    /// function.
+    fn completion_for_its_function(
+        &mut self,
+        node: u32,
+        id: u32,
+        tag: u16,
+        pieces: u32,
+        cx: &mut Context<'_, PackedEv>,
+    ) -> bool {
+        let to = self.tlps[id as usize].requester;
+        let NodeKind::Ep(ep) = &self.nodes[node as usize].kind else {
+            return false;
+        };
+        let recv_fn = if to == ep.bdf {
+            self.nodes[node as usize].func
+        } else {
+            self.fabric.function_at(to)
+        };
+        let recv = recv_fn.and_then(|g| {
+            if Some(g) == self.nodes[node as usize].func {
+                Some(0)
+            } else {
+                ep.funcs.iter().position(|&x| x == g).map(|i| i as u16)
+            }
+        });
+        let owner = ep.part.as_ref().and_then(|p| p.owner(tag));
+        let entry = ep.tag_map.get(tag as usize).copied().flatten();
+        if entry.is_some_and(|e| ep.ops[e.0 as usize].reset) {
+            // A late completion of a request from before an FLR (its function may be
+            // gone with its PF's): discarded and counted as such.
+            return true;
+        }
+        let asked_by = entry.map(|e| ep.ops[e.0 as usize].func);
+        if recv.is_some() && owner == recv && asked_by == recv {
+            return true;
+        }
+        if asked_by.is_none() && ep.raw_reads.contains_key(&tag) {
+            // A read the device sent as a raw TLP: its own business.
+            return true;
+        }
+        let name = self.nodes[node as usize].name.clone();
+        let who = match recv {
+            Some(i) => format!("function {i}"),
+            None => format!("{to}"),
+        };
+        let range = match (recv, &ep.part) {
+            (Some(i), Some(p)) => format!(
+                " (its tags are {}..{})",
+                p.first + i * p.per,
+                p.first + (i + 1) * p.per
+            ),
+            _ => String::new(),
+        };
+        if let (NodeKind::Ep(ep), Some(i)) = (&mut self.nodes[node as usize].kind, recv) {
+            ep.fn_stats_mut(i).unexpected_completions += 1;
+        }
+        self.fault(
+            FaultKind::UnexpectedCompletion,
+            format!("{name}: unexpected completion for tag {tag} at {who}{range}"),
+        );
+        if let Some(g) = recv_fn.or(self.nodes[node as usize].func) {
+            for _ in 0..pieces {
+                self.signal_error(g, AER_UNEXPECTED_CPL, true, Some(id), cx);
+            }
+        }
+        false
+    }
+
     pub(crate) fn dma_completion(&mut self, node: u32, id: u32, cx: &mut Context<'_, PackedEv>) {
         if (self.ats_any || !self.ats_orphans.is_empty())
             && self.translation_completion(node, id, cx)
@@ -357,6 +611,11 @@ impl Engine {
         pieces: u32,
         cx: &mut Context<'_, PackedEv>,
     ) {
+        let partitioned =
+            matches!(&self.nodes[node as usize].kind, NodeKind::Ep(ep) if ep.part.is_some());
+        if partitioned && !self.completion_for_its_function(node, id, tag, pieces, cx) {
+            return;
+        }
         let now = cx.now();
         let (status, poisoned) = {
             let t = &self.tlps[id as usize];
@@ -422,6 +681,13 @@ impl Engine {
             return;
         }
         let wants = ep.policy.per_completion || ep.policy.reorder.is_some();
+        let dead = ep.ops[oi as usize].reset;
+        let poisoned = poisoned && !dead;
+        if dead {
+            // A request from before its function's FLR: the data goes nowhere.
+            let func = ep.ops[oi as usize].func;
+            ep.fn_stats_mut(func).flr_late_completions += u64::from(pieces);
+        }
         let op = &mut ep.ops[oi as usize];
         op.last_progress = now;
         let mut done_req = false;
@@ -465,13 +731,13 @@ impl Engine {
         };
         if done_req {
             ep.tag_map[tag as usize] = None;
-            ep.free_tags.push(tag);
+            ep.free_tag(tag);
             let op = &mut ep.ops[oi as usize];
             op.outstanding = op.outstanding.saturating_sub(1);
             let all_issued = op.issued >= op.len || !op.ok;
             if op.live && op.outstanding == 0 && all_issued && (op.done_bytes >= op.len || !op.ok) {
                 if !op.ok {
-                    ep.read_queue.retain(|&x| x != oi);
+                    ep.unqueue(oi);
                 }
                 self.finish_dma(node, oi, cx);
             }
@@ -582,17 +848,31 @@ impl Engine {
                     *e = None;
                 }
             }
-            ep.read_queue.retain(|&x| x != oi);
+            ep.unqueue(oi);
         }
         // Tags of timed-out requests return to the pool (late completions are then
         // Unexpected Completions).
-        let mut free: Vec<u16> = (0..tags)
-            .filter(|&t| ep.tag_map.get(t as usize).is_some_and(|e| e.is_none()))
-            .collect();
-        free.reverse();
-        ep.free_tags = free;
+        if let Some(p) = &mut ep.part {
+            let map = &ep.tag_map;
+            for i in 0..p.free.len() as u16 {
+                p.refill(i, |t| map.get(t as usize).is_some_and(|e| e.is_some()));
+            }
+        } else {
+            let mut free: Vec<u16> = (0..tags)
+                .filter(|&t| ep.tag_map.get(t as usize).is_some_and(|e| e.is_none()))
+                .collect();
+            free.reverse();
+            ep.free_tags = free;
+        }
         let name = self.nodes[node as usize].name.clone();
         for (oi, req) in expired.into_iter().zip(oldest) {
+            if matches!(&self.nodes[node as usize].kind, NodeKind::Ep(ep) if ep.ops[oi as usize].reset)
+            {
+                // Dropped by an FLR: its completions can no longer come; its tags are
+                // free again and it ends silently.
+                self.finish_dma(node, oi, cx);
+                continue;
+            }
             let (what, translating) = match &self.nodes[node as usize].kind {
                 NodeKind::Ep(ep) if ep.ops[oi as usize].xlate_wait > 0 => ("ATS translation", true),
                 _ => ("DMA read", false),
@@ -653,7 +933,7 @@ impl Engine {
     }
 
     pub(crate) fn finish_dma(&mut self, node: u32, oi: u32, cx: &mut Context<'_, PackedEv>) {
-        let (id, ok, data, func) = {
+        let (id, ok, data, func, silent) = {
             let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
                 return;
             };
@@ -667,7 +947,7 @@ impl Engine {
             } else {
                 std::mem::take(&mut op.buf)
             };
-            let (id, ok, func) = (op.id, op.ok, op.func);
+            let (id, ok, func, silent) = (op.id, op.ok, op.func, op.reset);
             op.xlate.clear();
             ep.free_ops.push(oi);
             if ep.timeout_armed && !ep.ops.iter().any(|o| o.live && o.awaits_completions()) {
@@ -676,10 +956,14 @@ impl Engine {
                 }
                 ep.timeout_armed = false;
             }
-            (id, ok, data, func)
+            (id, ok, data, func, silent)
         };
         if self.ats_any {
             self.ats_dma_finished(node, cx);
+        }
+        if silent {
+            // Dropped by a Function Level Reset: the model was told then.
+            return;
         }
         self.call_ep_fn(node, func, cx, |m, cx| m.dma_done(id, ok, &data, cx));
     }

@@ -791,6 +791,9 @@ pub(crate) struct DmaOp {
     pub atomic: Option<(AtomicKind, Vec<u8>)>,
     /// The function (its index on the device) whose requester ID the DMA uses.
     pub func: u16,
+    /// Dropped by a Function Level Reset of its function: it ends without
+    /// `dma_done` once nothing of it is in flight (see the `flr` module).
+    pub reset: bool,
 }
 
 impl DmaOp {
@@ -2124,8 +2127,13 @@ impl Engine {
             let p = self.payload(id);
             let n = p.len().min(4);
             dw[..n].copy_from_slice(&p[..n]);
-            self.fabric
-                .config_write_fn(f, reg, u32::from_le_bytes(dw), be);
+            let scope = self.flr_scope(f);
+            if self
+                .fabric
+                .config_write_fn_flr(f, reg, u32::from_le_bytes(dw), be)
+            {
+                self.function_level_reset(scope, cx);
+            }
             self.invalidate_routes();
             self.after_config_write(f, cx);
             self.send_io_completion(origin, completer, t, CplStatus::Sc, None, false, cx);

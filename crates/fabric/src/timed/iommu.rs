@@ -7,6 +7,13 @@
 //! and the fault is recorded. MSI/MSI-X writes (the interrupt address range) pass
 //! untranslated.
 //!
+//! **Virtual machines**: a function assigned to a VM ([`super::FabricSim::assign_vm`])
+//! has its DMA translated through the guest's I/O page table nested in the host's:
+//! its IOTLB misses cost `IommuConfig::nested_walk` (a two-dimensional walk; zero
+//! means the same as `miss_latency`) instead of `miss_latency`, counted in
+//! [`IommuStats::nested_walks`]. Its translations are the ones mapped for its
+//! requester ID (the guest-physical to host-physical composition is the mapping).
+//!
 //! **Interrupt remapping** (`IommuConfig::interrupt_remapping`, as Intel VT-d's): a
 //! write to the interrupt address range is an interrupt request the IOMMU checks
 //! before the host sees it. Only the remappable format passes — address bit 4 set, the
@@ -24,7 +31,7 @@
 use crate::params::IommuConfig;
 use pcielab_sim::{SimDuration, SimTime};
 use pcielab_wire::Bdf;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 impl Default for IommuConfig {
     fn default() -> Self {
@@ -33,6 +40,7 @@ impl Default for IommuConfig {
             iotlb_entries: 64,
             hit_latency: SimDuration::ZERO,
             miss_latency: SimDuration::from_ns(200),
+            nested_walk: SimDuration::ZERO,
             interrupt_remapping: false,
             pasid: false,
         }
@@ -96,6 +104,9 @@ pub struct IommuStats {
     pub faults: u64,
     /// ATS Translation Requests answered (see the `ats` module).
     pub translation_requests: u64,
+    /// IOTLB misses of functions assigned to a virtual machine, which cost a nested
+    /// walk (counted in `misses` too).
+    pub nested_walks: u64,
 }
 
 /// The address space of requests from `bdf` with PASID `pasid` (NONE: without one):
@@ -121,6 +132,8 @@ pub(crate) struct Iommu {
     pub faults: Vec<IommuFault>,
     /// The interrupt remapping table: handle → entry.
     pub irt: HashMap<u16, Irte>,
+    /// Functions assigned to a virtual machine: their IOTLB misses cost a nested walk.
+    pub vm: HashSet<Bdf>,
 }
 
 impl Iommu {
@@ -133,6 +146,7 @@ impl Iommu {
             stats: IommuStats::default(),
             faults: Vec::new(),
             irt: HashMap::new(),
+            vm: HashSet::new(),
         }
     }
 
@@ -233,11 +247,26 @@ impl Iommu {
             return self.cfg.hit_latency.max(wait);
         }
         self.stats.misses += 1;
+        let walk = if !self.vm.is_empty() && self.vm.contains(&bdf) {
+            self.stats.nested_walks += 1;
+            self.nested_walk()
+        } else {
+            self.cfg.miss_latency
+        };
         if self.tables.contains_key(&key) {
-            self.iotlb.push_front((key, now + self.cfg.miss_latency));
+            self.iotlb.push_front((key, now + walk));
             self.iotlb.truncate(self.cfg.iotlb_entries.max(1));
         }
-        self.cfg.miss_latency
+        walk
+    }
+
+    /// The cost of a nested walk: `nested_walk`, or `miss_latency` when it is zero.
+    pub fn nested_walk(&self) -> SimDuration {
+        if self.cfg.nested_walk > SimDuration::ZERO {
+            self.cfg.nested_walk
+        } else {
+            self.cfg.miss_latency
+        }
     }
 
     /// Translates, or records a fault and returns `None`. A request with a PASID

@@ -372,6 +372,13 @@ impl Engine {
             let (first, count) = ep.policy.tags.unwrap_or((0, tags));
             ep.free_tags = (first..first + count).rev().collect();
             ep.read_queue.clear();
+            if let Some(p) = ep.part.as_mut() {
+                for i in 0..p.free.len() as u16 {
+                    p.refill(i, |_| false);
+                    p.queues[i as usize].clear();
+                }
+                p.next = 0;
+            }
             ep.tickets.clear();
             ep.raw_reads.clear();
             ep.intx_sent = false;

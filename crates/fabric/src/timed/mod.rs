@@ -61,6 +61,7 @@ mod endpoint;
 mod engine;
 mod fault;
 mod fc;
+mod flr;
 mod hotplug;
 mod interrupts;
 mod iommu;
@@ -143,6 +144,30 @@ pub fn host_config(cfg: &SimConfig) -> HostConfig {
         mrrs: Some(cfg.mrrs),
         ..HostConfig::default()
     }
+}
+
+/// What the simulator counted about one function of a device model
+/// ([`FabricSim::function_dma_stats`]): its DMA engine's work with tag ranges per
+/// function (`DmaPolicy::tags_per_function`), and its Function Level Resets.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FunctionDmaStats {
+    /// DMA read requests it sent (with tag ranges per function).
+    pub requests: u64,
+    /// Times its next read request waited for room in its reorder window (counted
+    /// once each time the engine looked for work).
+    pub window_stalls: u64,
+    /// Times its next read request waited for one of its tags (counted the same way).
+    pub tag_stalls: u64,
+    /// Completions that reached it whose tag is not one of its requests in flight
+    /// (Unexpected Completions: discarded, logged in its AER registers).
+    pub unexpected_completions: u64,
+    /// Function Level Resets it went through.
+    pub flrs: u64,
+    /// Its DMAs dropped by a Function Level Reset (never finished, no `dma_done`).
+    pub flr_dropped_dmas: u64,
+    /// Completions of its requests from before a Function Level Reset that arrived
+    /// after it: discarded, never delivered.
+    pub flr_late_completions: u64,
 }
 
 /// What the simulator counted about one device model ([`FabricSim::device_stats`]).
@@ -527,6 +552,8 @@ pub struct FabricSim {
     tree: EnumeratedTree,
     node_index: HashMap<String, u32>,
     dma_next: u64,
+    /// Functions assigned to a virtual machine ([`FabricSim::assign_vm`]).
+    vm: std::collections::HashSet<Bdf>,
 }
 
 impl FabricSim {
@@ -615,6 +642,8 @@ impl FabricSim {
                             funcs: Vec::new(),
                             reorder: Vec::new(),
                             cable: NONE,
+                            part: None,
+                            fn_stats: Vec::new(),
                         })),
                         f,
                     )
@@ -868,6 +897,7 @@ impl FabricSim {
             tree,
             node_index,
             dma_next: 0x1_0000_0000,
+            vm: Default::default(),
         };
         // Every endpoint's device model, as its kind built it, runs here.
         for n in 0..fs.sim.world().nodes.len() {
@@ -928,19 +958,30 @@ impl FabricSim {
             value: format!("{name}: {e}"),
             allowed: "see pcielab_device::DmaPolicy and DeviceTiming",
         };
+        let functions = self
+            .sim
+            .world()
+            .fabric
+            .function_capacity(crate::topology::NodeId(n));
+        let functions = u16::try_from(functions).unwrap_or(u16::MAX);
         policy
-            .check(ats::ATS_TAG_BASE)
+            .check(ats::ATS_TAG_BASE, functions)
             .map_err(|e| bad("device DMA policy", e))?;
         timing.check().map_err(|e| bad("device timing", e))?;
         match &mut self.sim.world_mut().nodes[n as usize].kind {
             NodeKind::Ep(ep) => {
+                let retags = policy.tags.is_some() || policy.tags_per_function.is_some();
+                if retags && ep.ops.iter().any(|o| o.live) {
+                    let e = "its tags cannot change while DMAs are in flight".to_string();
+                    return Err(bad("device DMA policy", e));
+                }
                 if let Some((first, count)) = policy.tags {
-                    if ep.ops.iter().any(|o| o.live) {
-                        let e = "its tags cannot change while DMAs are in flight".to_string();
-                        return Err(bad("device DMA policy", e));
-                    }
                     ep.free_tags = (first..first + count).rev().collect();
                 }
+                ep.part = policy.tags_per_function.map(|k| {
+                    let first = policy.tags.map_or(0, |t| t.0);
+                    Box::new(slot::TagPartition::new(first, k, functions))
+                });
                 ep.model = Some(model);
                 ep.policy = policy;
                 ep.timing = timing;
@@ -969,6 +1010,19 @@ impl FabricSim {
                 held: ep.held.len() as u64,
                 ..ep.stats
             }),
+            _ => None,
+        }
+    }
+
+    /// What the simulator counted about each function of endpoint `name`'s device,
+    /// by function index (as `EpCx::function` numbers them: 0 the PF, then its VFs):
+    /// read requests and stalls with tag ranges per function, Unexpected
+    /// Completions, Function Level Resets. Functions with nothing counted yet may
+    /// be missing at the end of the list.
+    pub fn function_dma_stats(&self, name: &str) -> Option<Vec<FunctionDmaStats>> {
+        let n = self.node(name).ok()?;
+        match &self.sim.world().nodes[n as usize].kind {
+            NodeKind::Ep(ep) => Some(ep.fn_stats.clone()),
             _ => None,
         }
     }
@@ -1122,11 +1176,21 @@ impl FabricSim {
         let e = self.sim.world_mut();
         // The write itself; what it releases (pending MSI-X messages, say) goes out as
         // TLPs from `after_config_write`.
+        let mut flr = None;
         if let Ok(r) = e.fabric.route_config(bdf) {
             let all = pcielab_wire::ByteEnables::ALL;
-            e.fabric
-                .config_write_fn(r.target, register & 0xffc, value, all);
+            let scope = e.flr_scope(r.target);
+            if e.fabric
+                .config_write_fn_flr(r.target, register & 0xffc, value, all)
+            {
+                flr = Some(scope);
+            }
         }
+        // A Function Level Reset drops the function's DMAs (see the `flr` module).
+        if let Some(scope) = flr {
+            self.sim.process(|e, cx| e.function_level_reset(scope, cx));
+        }
+        let e = self.sim.world_mut();
         // Bus numbers, BARs, windows or enables may have changed.
         e.invalidate_routes();
         // A root port's interrupt may follow (Root Error Command/Status, Root
@@ -1711,14 +1775,22 @@ impl FabricSim {
 
     /// Runs until an interrupt arrives after the current count, or `timeout` passes.
     /// With the host model's interrupt cost (`irq_ns`), the time returned is when its
-    /// handler runs (the arrival plus the cost), and the simulation has run to it.
+    /// handler runs (the arrival plus the cost), and the simulation has run to it. An
+    /// interrupt of a function assigned to a virtual machine
+    /// ([`FabricSim::assign_vm`]) pays the injection into the guest (`vm_irq_ns`) on
+    /// top.
     pub fn wait_interrupt(&mut self, timeout: SimDuration) -> Option<(SimTime, Interrupt)> {
         let seen = self.sim.world().interrupts.len();
         let until = self.sim.now() + timeout;
         loop {
             if let Some(&(at, i)) = self.sim.world().interrupts.get(seen) {
                 // The host model's delivery time: the handler runs this much later.
-                let irq = self.sim.world().cfg.host.irq;
+                let host = &self.sim.world().cfg.host;
+                let irq = if self.vm.contains(&i.from) {
+                    host.irq + host.vm_irq
+                } else {
+                    host.irq
+                };
                 if irq > SimDuration::ZERO {
                     let run = (at + irq).saturating_since(self.sim.now());
                     self.run_for(run);
@@ -1934,6 +2006,28 @@ impl FabricSim {
     /// Host-memory writes in arrival order (with `SimConfig::log_writes`).
     pub fn write_log(&self) -> &[(Bdf, u64, u32)] {
         &self.sim.world().write_log
+    }
+
+    /// Maps `[iova, iova + len)` of the DMA of the function whose requester ID is
+    /// `bdf` (any function: a VF's own domain, say) to host physical `phys` in the
+    /// IOMMU (whole pages). Fails when no IOMMU is configured.
+    pub fn iommu_map_function(
+        &mut self,
+        bdf: Bdf,
+        iova: u64,
+        phys: u64,
+        len: u64,
+    ) -> Result<(), SimError> {
+        self.iommu_mut()?.map(bdf, NONE, iova, phys, len);
+        Ok(())
+    }
+
+    /// Removes the mapping of `[iova, iova + len)` of the function whose requester
+    /// ID is `bdf` (whole pages) and its IOTLB entries (no ATS invalidation is sent:
+    /// see [`FabricSim::iommu_unmap`] for that).
+    pub fn iommu_unmap_function(&mut self, bdf: Bdf, iova: u64, len: u64) -> Result<(), SimError> {
+        self.iommu_mut()?.unmap(bdf, NONE, iova, len);
+        Ok(())
     }
 
     /// Maps `[iova, iova + len)` of endpoint `name`'s DMA to host physical `phys` in
@@ -2384,6 +2478,72 @@ impl FabricSim {
                 .map(|_| ())
                 .map_err(|err| SimError::Route(err.to_string()))
         })
+    }
+
+    /// Sends a successful completion carrying `data` (1..=MPS bytes) with tag `tag`
+    /// from the root complex to function `to`, as if it answered a read request of
+    /// `to` (a misbehaving completer, or a completion that reaches the wrong
+    /// function): the device's DMA engine must match it to a request of `to` or
+    /// treat it as an Unexpected Completion.
+    pub fn inject_host_completion(
+        &mut self,
+        to: Bdf,
+        tag: u16,
+        data: &[u8],
+    ) -> Result<(), SimError> {
+        let len = u32::try_from(data.len())
+            .ok()
+            .filter(|&l| (1..=self.sim.world().cfg.mps as u32).contains(&l))
+            .ok_or_else(|| SimError::Param {
+                what: "injected completion length",
+                value: data.len().to_string(),
+                allowed: "1..=MPS bytes",
+            })?;
+        let host = self.sim.world().host_bdf;
+        self.sim.process(|e, cx| {
+            let req = Tlp {
+                tag,
+                ..Tlp::new(Kind::MRd, to, 0, len)
+            };
+            let poison = poison::Poison::Clean;
+            e.send_completions(Origin::Host, host, &req, CplStatus::Sc, data, poison, cx);
+        });
+        Ok(())
+    }
+
+    /// Assigns the function at `bdf` (a PF or a VF) to a virtual machine, as a
+    /// hypervisor passing it through to a guest does: its DMA is translated by the
+    /// IOMMU through nested page tables, so each of its IOTLB misses costs a nested
+    /// walk (`IommuConfig::nested_walk`, knob `nested_walk_ns`; see the `iommu`
+    /// notes in the crate README), and each of its interrupts pays the injection into
+    /// the guest (`HostCosts::vm_irq`, knob `vm_irq_ns`) on top of `irq_ns` before
+    /// the guest's handler runs ([`FabricSim::wait_interrupt`]). Map its guest
+    /// addresses with [`FabricSim::iommu_map`] as for any function. Needs the IOMMU
+    /// (`iommu = on`): a function is assigned to a VM through it.
+    pub fn assign_vm(&mut self, bdf: Bdf) -> Result<(), SimError> {
+        if self.fabric().function_at(bdf).is_none() {
+            return Err(SimError::Param {
+                what: "VM assignment",
+                value: bdf.to_string(),
+                allowed: "a function that exists",
+            });
+        }
+        let Some(m) = self.sim.world_mut().iommu.as_mut() else {
+            return Err(SimError::Param {
+                what: "VM assignment",
+                value: bdf.to_string(),
+                allowed: "a simulator with the IOMMU (iommu = on)",
+            });
+        };
+        m.vm.insert(bdf);
+        self.vm.insert(bdf);
+        Ok(())
+    }
+
+    /// True if the function at `bdf` is assigned to a virtual machine
+    /// ([`FabricSim::assign_vm`]).
+    pub fn vm_assigned(&self, bdf: Bdf) -> bool {
+        self.vm.contains(&bdf)
     }
 
     /// Injects a completion from endpoint `name` to the host with tag `tag` (a

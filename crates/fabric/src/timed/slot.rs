@@ -71,6 +71,102 @@ pub(crate) struct EpState {
     pub funcs: Vec<FnId>,
     /// The node at the other end of its Ethernet cable (`NONE`: no cable).
     pub cable: u32,
+    /// Tag ranges per function ([`pcielab_device::DmaPolicy::tags_per_function`]):
+    /// one read queue and tag pool per function. `None`: `free_tags` and
+    /// `read_queue` serve the whole device.
+    pub part: Option<Box<TagPartition>>,
+    /// Counters per function (by index), grown as functions are counted.
+    pub fn_stats: Vec<super::FunctionDmaStats>,
+}
+
+/// The DMA engine's state with tag ranges per function: function `i` owns tags
+/// `first + i*per .. first + (i+1)*per`.
+#[derive(Debug, Default)]
+pub(crate) struct TagPartition {
+    pub first: u16,
+    pub per: u16,
+    /// Free tags of each function (popped from the end).
+    pub free: Vec<Vec<u16>>,
+    /// Read DMAs of each function waiting to send requests, in order.
+    pub queues: Vec<VecDeque<u32>>,
+    /// The function whose turn is next (round-robin).
+    pub next: u16,
+    /// Calls of the issuing loop so far (a function's stall is counted once a call).
+    pub calls: u64,
+    /// The call in which each function's last window stall was counted.
+    pub stall_call: Vec<u64>,
+    /// Calls into the model under way: read requests wait until they return.
+    pub holds: u32,
+}
+
+impl TagPartition {
+    /// The partition of `functions` functions of `per` tags from `first`, every tag
+    /// free.
+    pub fn new(first: u16, per: u16, functions: u16) -> TagPartition {
+        let n = functions.max(1);
+        TagPartition {
+            first,
+            per,
+            free: (0..n)
+                .map(|i| {
+                    let a = first + i * per;
+                    (a..a + per).rev().collect()
+                })
+                .collect(),
+            queues: vec![VecDeque::new(); n as usize],
+            next: 0,
+            calls: 0,
+            stall_call: vec![u64::MAX; n as usize],
+            holds: 0,
+        }
+    }
+
+    /// The function that owns `tag`, if any.
+    #[inline]
+    pub fn owner(&self, tag: u16) -> Option<u16> {
+        let i = tag.checked_sub(self.first)? / self.per;
+        ((i as usize) < self.free.len()).then_some(i)
+    }
+
+    /// Makes every tag of function `i` free except those `held` says are in use.
+    pub fn refill(&mut self, i: u16, held: impl Fn(u16) -> bool) {
+        let a = self.first + i * self.per;
+        self.free[i as usize] = (a..a + self.per).rev().filter(|&t| !held(t)).collect();
+    }
+}
+
+impl EpState {
+    /// Gives `tag` back to its pool (its function's, when partitioned).
+    #[inline]
+    pub fn free_tag(&mut self, tag: u16) {
+        match &mut self.part {
+            None => self.free_tags.push(tag),
+            Some(p) => {
+                if let Some(i) = p.owner(tag) {
+                    p.free[i as usize].push(tag);
+                }
+            }
+        }
+    }
+
+    /// Takes read DMA `oi` out of the read queue(s).
+    pub fn unqueue(&mut self, oi: u32) {
+        self.read_queue.retain(|&x| x != oi);
+        if let Some(p) = &mut self.part {
+            for q in &mut p.queues {
+                q.retain(|&x| x != oi);
+            }
+        }
+    }
+
+    /// Function `i`'s counters (grown on demand).
+    pub fn fn_stats_mut(&mut self, i: u16) -> &mut super::FunctionDmaStats {
+        if self.fn_stats.len() <= i as usize {
+            self.fn_stats
+                .resize(i as usize + 1, super::FunctionDmaStats::default());
+        }
+        &mut self.fn_stats[i as usize]
+    }
 }
 
 impl Engine {
@@ -178,6 +274,10 @@ impl Engine {
             );
             f(&mut **model, &mut ecx)
         };
+        // With tag ranges per function, the engine's arbiter sees every read the call
+        // queued before it sends the first request (so the functions' requests go
+        // out round-robin from the start).
+        let part = self.hold_reads(node, true);
         let mut acting = index;
         for c in cmds.drain(..) {
             match c {
@@ -186,7 +286,29 @@ impl Engine {
             }
         }
         self.cmds = cmds;
+        if part && self.hold_reads(node, false) {
+            self.issue_reads(node, cx);
+        }
         Some(r)
+    }
+
+    /// With tag ranges per function: holds (`true`) or releases one hold of
+    /// `node`'s read requests; true if the engine is partitioned and (on release)
+    /// no hold is left. Without them: false, nothing held.
+    fn hold_reads(&mut self, node: u32, hold: bool) -> bool {
+        let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
+            return false;
+        };
+        let Some(p) = ep.part.as_mut() else {
+            return false;
+        };
+        if hold {
+            p.holds += 1;
+            true
+        } else {
+            p.holds = p.holds.saturating_sub(1);
+            p.holds == 0
+        }
     }
 
     /// Function `index` of `node`'s device.

@@ -37,5 +37,7 @@ mod raw;
 mod real_lspci;
 mod reset;
 mod sriov;
+mod sriov_dma;
 mod timed;
 mod vdm;
+mod vm;
