@@ -36,13 +36,13 @@
 //! ```text
 //!   0x000  u32  ID         bits 0..15: the function's index (0: the PF), bit 16: a VF
 //!   0x004  u32  CTRL       bit 0: enable (doorbells are taken only while set)
-//!                          bit 1: reset this function's engines (write 1; reads 0)
+//!                          bit 1: reset this function's engines and test streams (write 1; reads 0)
 //!                          bit 2: check the H2D pattern (count gaps)
 //!   0x008  u32  QUEUES     engine pairs (read only)
 //!   0x00c  u32  STATUS     bit 0: a transfer is in progress, bit 1: an error was seen
 //!   0x010  u64  H2D_BYTES  0x018 D2H_BYTES (read only)
 //!   0x020  u64  ERRORS     malformed descriptors, bad doorbells, failed DMAs
-//!   0x028  u64  H2D_HASH   hash of every byte taken host to device, in order
+//!   0x028  u64  H2D_HASH   hash of every byte taken host to device, in order, since the last reset
 //!   0x030  u64  H2D_GAPS   pattern words out of sequence (with CTRL bit 2)
 //!   engine e at 0x100 + 0x40 × e: e = 2q is H2D queue q, e = 2q + 1 is D2H queue q
 //!   +0x00  u64  BASE       ring base address (host memory)
@@ -406,6 +406,14 @@ enum Op {
     Status { f: u16 },
 }
 
+impl Op {
+    fn function(&self) -> u16 {
+        match *self {
+            Op::Fetch { f, .. } | Op::Read { f, .. } | Op::Write { f, .. } | Op::Status { f } => f,
+        }
+    }
+}
+
 /// The SR-IOV DMA engine. See the [module documentation](self).
 #[derive(Debug)]
 pub struct DmaEngine {
@@ -676,7 +684,11 @@ impl DmaEngine {
         }
         func.ctrl &= !CTRL_ENABLE;
         func.stats.resets += 1;
+        // The test streams start over; the counters go on.
         func.carry.clear();
+        func.h2d_word = 0;
+        func.d2h_offset = 0;
+        func.stats.h2d_hash = STREAM_HASH_START;
     }
 
     // ---- registers ------------------------------------------------------------------
@@ -915,6 +927,7 @@ impl DeviceModel for DmaEngine {
             tags: self.cfg.tags.map(|n| (0, n)),
             per_completion: false,
             reorder: self.cfg.window,
+            tags_per_function: self.cfg.tags_per_function,
         }
     }
 
@@ -926,6 +939,16 @@ impl DeviceModel for DmaEngine {
                 resets: s.resets + 1,
                 ..s
             };
+        }
+    }
+
+    fn function_reset(&mut self, cx: &mut Cx<'_>) {
+        // A Function Level Reset of one function (its DMAs are gone without
+        // `dma_done`): its engines start over, disabled; the others run on.
+        let f = cx.function();
+        if (f as usize) < self.functions.len() {
+            self.reset_function(f);
+            self.ops.forget(|op| op.function() == f);
         }
     }
 

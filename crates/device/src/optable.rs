@@ -46,6 +46,20 @@ impl<T> OpTable<T> {
         op
     }
 
+    /// Forgets the DMAs for which `gone` is true (their hosts dropped them: no
+    /// `dma_done` will come).
+    pub(crate) fn forget(&mut self, mut gone: impl FnMut(&T) -> bool) {
+        for o in self.ops.iter_mut() {
+            if o.as_ref().is_some_and(&mut gone) {
+                *o = None;
+            }
+        }
+        while let Some(None) = self.ops.front() {
+            self.ops.pop_front();
+            self.base += 1;
+        }
+    }
+
     /// DMAs in flight.
     pub(crate) fn len(&self) -> usize {
         self.ops.iter().filter(|o| o.is_some()).count()

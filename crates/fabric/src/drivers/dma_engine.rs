@@ -16,8 +16,10 @@
 //!
 //! **A VF in a VM** ([`DmaDriverConfig::vm`]): the VF's driver runs in a guest, so
 //! the addresses it writes into descriptors are guest-physical; the IOMMU maps them to
-//! host memory in the VF's own domain (PCI passthrough). What that costs comes from
-//! the host model: IOTLB misses and page walks of the IOMMU.
+//! host memory in the VF's own domain (PCI passthrough, `FabricSim::assign_vm`). What
+//! that costs comes from the host model: IOTLB misses with nested page walks
+//! (`nested_walk_ns`), and interrupts injected into the guest (`vm_irq_ns` on top of
+//! `irq_ns`).
 //!
 //! ```
 //! use pcielab_fabric::{kinds::KindRegistry, topology::Topology};
@@ -206,6 +208,11 @@ impl DmaFunction {
                 "an IOMMU (a VF in a VM is reached through it)",
             ));
         }
+        if cfg.vm.is_some() {
+            // PCI passthrough: the IOMMU translates the VF's DMA with nested walks,
+            // and its interrupts are injected into the guest.
+            sim.assign_vm(bdf)?;
+        }
         let mut d = DmaFunction {
             name: name.to_string(),
             index,
@@ -228,7 +235,7 @@ impl DmaFunction {
                 // A handle per function and engine, unique in the host.
                 let handle = ((bdf.raw() as u32 * 2 + e as u32) & 0x7fff) as u16;
                 let vector = 0x1_0000 + handle as u32;
-                sim.iommu_map_interrupt_rid(bdf, handle, vector)?;
+                sim.iommu_map_interrupt_function(bdf, handle, vector)?;
                 let tbl = sim.function_bar(name, index, 2).ok_or_else(|| {
                     bad("DMA engine function", name.to_string(), "an MSI-X BAR 2")
                 })?;
@@ -251,10 +258,21 @@ impl DmaFunction {
                         ))
                     }
                 };
-                d.irq_data[e as usize] = entries
+                let (addr, data) = *entries
                     .get(e as usize)
-                    .map(|&(_, data)| data)
                     .ok_or_else(|| bad("MSI-X", format!("{name} vector {e}"), "2 vectors"))?;
+                // The vector the host gave the function, written into its table (again:
+                // after a Function Level Reset the table starts over, masked).
+                let tbl = sim.function_bar(name, index, 2).ok_or_else(|| {
+                    bad("DMA engine function", name.to_string(), "an MSI-X BAR 2")
+                })?;
+                let mut entry = Vec::with_capacity(16);
+                entry.extend_from_slice(&(addr as u32).to_le_bytes());
+                entry.extend_from_slice(&((addr >> 32) as u32).to_le_bytes());
+                entry.extend_from_slice(&data.to_le_bytes());
+                entry.extend_from_slice(&0u32.to_le_bytes());
+                sim.mmio_write(tbl + 16 * e as u64, &entry)?;
+                d.irq_data[e as usize] = data;
             }
         }
         for e in 0..2u16 {
@@ -300,7 +318,7 @@ impl DmaFunction {
             None => hpa,
         };
         if sim.config().iommu.is_some() {
-            sim.iommu_map_rid(self.bdf, dev, hpa, pages)?;
+            sim.iommu_map_function(self.bdf, dev, hpa, pages)?;
         }
         Ok((hpa, dev))
     }
@@ -484,8 +502,16 @@ pub fn run(
             else {
                 continue; // not one of ours
             };
-            if host.irq > SimDuration::ZERO {
-                sim.run_for(host.irq);
+            // The handler runs after the interrupt's delivery; in a guest, after its
+            // injection too.
+            let irq = host.irq
+                + if sim.vm_assigned(irq.from) {
+                    host.vm_irq
+                } else {
+                    SimDuration::ZERO
+                };
+            if irq > SimDuration::ZERO {
+                sim.run_for(irq);
             }
             let Some(idx) = st[i].waiting else {
                 continue;

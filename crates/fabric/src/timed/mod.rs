@@ -2044,19 +2044,6 @@ impl FabricSim {
         Ok(())
     }
 
-    /// Like [`FabricSim::iommu_map`], for the function with requester ID `bdf` (a VF,
-    /// say: each function's DMA is translated in the domain of its own ID).
-    pub fn iommu_map_rid(
-        &mut self,
-        bdf: Bdf,
-        iova: u64,
-        phys: u64,
-        len: u64,
-    ) -> Result<(), SimError> {
-        self.iommu_mut()?.map(bdf, NONE, iova, phys, len);
-        Ok(())
-    }
-
     /// Maps `[iova, iova + len)` of the address space of process `pasid` of endpoint
     /// `name` to host physical `phys` (whole pages): the device's requests with that
     /// PASID ([`EpCx::dma_read_pasid`], [`EpCx::dma_write_pasid`]) use this table,
@@ -2190,12 +2177,12 @@ impl FabricSim {
         vector: u32,
     ) -> Result<(), SimError> {
         let source = self.endpoint_bdf(name)?;
-        self.iommu_map_interrupt_rid(source, handle, vector)
+        self.iommu_map_interrupt_function(source, handle, vector)
     }
 
     /// Like [`FabricSim::iommu_map_interrupt`], for the function with requester ID
     /// `source` (a VF, say): only interrupt requests from that ID may use the handle.
-    pub fn iommu_map_interrupt_rid(
+    pub fn iommu_map_interrupt_function(
         &mut self,
         source: Bdf,
         handle: u16,
