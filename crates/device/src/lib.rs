@@ -16,6 +16,7 @@
 //! from scratch, run in the simulator.
 
 mod atomic;
+pub mod d2d;
 mod message;
 mod model;
 pub mod nic;
