@@ -34,11 +34,14 @@
 //! | simple-nic | `ring_entries` | 1..=65536 | 1024 | descriptors per ring (larger indexes refused, counted) |
 //! | simple-nic | `max_frame` | 1..=65536 | 4096 | largest frame, bytes |
 //! | simple-nic | `rx_fifo` | 0..=4096 | 64 | frames kept while no RX buffer is posted (0: dropped at once) |
+//! | d2d-ssd, d2d-nic | `streams`, `clock_mhz`, `datapath_bits`, `tlp_cycles` | see [`d2d`] | 4, 125, 64, 17 | streams, PCIe datapath (seed 004 §IV) |
+//! | d2d-ssd | `media_latency_ns`, `media_mbps`, `inflight`, `seed` | see [`d2d`] | 0, 10240, 2, 0 | media model, chunks in flight, content |
+//! | d2d-nic | `rx_queue`, `eth_gbps`, `tx_frames`, `uoe_mhz`, `uoe_bits`, `cable` | see [`d2d`] | 128 KiB, 10, 4, 160, 64, "" | Rx Queue, MAC, offload engine, cable |
 //!
 //! ```
 //! use pcielab_fabric::kinds::KindRegistry;
 //! let reg = KindRegistry::builtin();
-//! assert_eq!(reg.names(), vec!["root-complex", "switch", "psmem", "nic", "simple-nic"]);
+//! assert_eq!(reg.names(), vec!["root-complex", "switch", "psmem", "nic", "simple-nic", "d2d-ssd", "d2d-nic"]);
 //! ```
 
 use pcielab_config::caps::{CapabilityList, MsiCap, MsixCap, MsixTable, PcieCap, PmCap};
@@ -48,6 +51,8 @@ use pcielab_config::ext_caps::{
 use pcielab_config::header::VfHeader;
 use pcielab_config::{Bar, Ids, Type0, PCIELAB_VENDOR_ID};
 use std::collections::BTreeMap;
+
+pub mod d2d;
 
 /// A value of a kind-specific key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -394,6 +399,10 @@ pub mod device_ids {
     pub const NIC: u16 = 0x0020;
     /// simple-nic (NetTLP's simple NIC; upstream's board is 3776:8022).
     pub const SIMPLE_NIC: u16 = 0x0022;
+    /// The D2D sender of seed 004 (`d2d-ssd`).
+    pub const D2D_SSD: u16 = 0x0030;
+    /// The D2D receiver of seed 004 (`d2d-nic`).
+    pub const D2D_NIC: u16 = 0x0031;
 }
 
 impl KindRegistry {
@@ -673,6 +682,7 @@ impl KindRegistry {
             keys: snic,
             doc: "NetTLP's simple NIC: BAR4 registers, descriptor rings in host memory, MSI-X 0 (TX) and 1 (RX)",
         });
+        d2d::register(&mut r);
         r
     }
 
@@ -708,12 +718,23 @@ fn ethernet_function(
     bars: [Option<Bar>; 6],
     vectors: u16,
 ) -> Result<pcielab_config::ConfigSpace, KindError> {
+    function_with_class(ctx, device_id, 0x02_0000, bars, vectors)
+}
+
+/// [`ethernet_function`] with another class code.
+fn function_with_class(
+    ctx: &EndpointCtx<'_>,
+    device_id: u16,
+    class_code: u32,
+    bars: [Option<Bar>; 6],
+    vectors: u16,
+) -> Result<pcielab_config::ConfigSpace, KindError> {
     let p = ctx.params;
     let ids = Ids {
         vendor_id: p.int("vendor_id").unwrap_or(PCIELAB_VENDOR_ID as i64) as u16,
         device_id: p.int("device_id").unwrap_or(device_id as i64) as u16,
         revision: 1,
-        class_code: 0x02_0000, // network controller, Ethernet
+        class_code,
     };
     let mut cs = Type0 {
         ids,
