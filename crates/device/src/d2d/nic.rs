@@ -93,6 +93,8 @@ struct RxStream {
     /// A frame is being formed.
     calc: bool,
     payload: usize,
+    /// The credit limit the stream started with.
+    first: u64,
 }
 
 /// The D2D receiver (`kind = "d2d-nic"`).
@@ -236,9 +238,14 @@ impl D2dNic {
 
     /// Reset and start (TX_ADDR bit 0): empty the queue, check the registers.
     fn start(&mut self, s: u8, cx: &mut Cx<'_>) {
+        // Grants count from the sender's first limit (CREDITS bits 31:0, as the driver
+        // gave it), else from the Rx base credits.
         let base = {
             let t = &self.streams[s as usize];
-            self.base_credits(t)
+            match t.regs[3] & 0xffff_ffff {
+                0 => self.base_credits(t),
+                n => n.min(self.base_credits(t)),
+            }
         };
         let t = &mut self.streams[s as usize];
         let (regs, uoe) = (t.regs, t.uoe.clone());
@@ -247,6 +254,7 @@ impl D2dNic {
             uoe,
             gen: t.gen + 1,
             granted: base,
+            first: base,
             ..RxStream::default()
         };
         self.txq.retain(|f| f.0 != s);
@@ -360,7 +368,7 @@ impl D2dNic {
     fn grant(&mut self, s: u8, cx: &mut Cx<'_>) {
         let t = &self.streams[s as usize];
         let chunk = (t.regs[2] >> 32).max(1);
-        let want = self.base_credits(t) + t.drained / chunk;
+        let want = t.first + t.drained / chunk;
         let t = &mut self.streams[s as usize];
         if want <= t.granted {
             return;

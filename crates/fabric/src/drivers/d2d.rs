@@ -63,7 +63,8 @@ pub struct StreamSpec {
     pub chunk: u32,
     /// Data rate, bytes/s (0: as fast as credits allow).
     pub rate: u32,
-    /// The sender's first credit limit (`None`: the receiver's Rx base credits).
+    /// The sender's first credit limit (`None`: the receiver's Rx base credits); at
+    /// least [`StreamSpec::least_credits`].
     pub credits: Option<u32>,
     /// How credits come back.
     pub mode: Credits,
@@ -104,6 +105,15 @@ impl StreamSpec {
             check_target: true,
             stall_timeout: SimDuration::from_us(200),
         }
+    }
+}
+
+impl StreamSpec {
+    /// The fewest credits a stream can start with: enough chunks to hold a frame's
+    /// payload wherever chunk and frame boundaries fall.
+    pub fn least_credits(&self) -> u32 {
+        let payload = self.uoe.payload_len().unwrap_or(1) as u64;
+        (payload + self.chunk as u64 - 1).div_ceil(self.chunk.max(1) as u64) as u32
     }
 }
 
@@ -200,6 +210,10 @@ pub enum D2dError {
         /// The counters.
         counters: D2dCounters,
     },
+    /// The sender wrote everything but the receiver never saw some of it: writes to
+    /// an address no device claims (the root complex takes them as host memory), or
+    /// refused by the fabric (each recorded in `FabricSim::errors`).
+    Lost(D2dCounters),
     /// Nothing happened for the stall timeout, for no reason the counters show.
     Stalled(D2dCounters),
 }
@@ -238,6 +252,14 @@ impl std::fmt::Display for D2dError {
                 "{node} stopped the stream: {error:?} ({} bytes sent, {} taken, {} refused)",
                 counters.sent, counters.taken, counters.dropped
             ),
+            D2dError::Lost(c) => write!(
+                f,
+                "{} bytes written never reached the receiver ({} sent, {} taken, {} refused)",
+                c.sent - c.taken - c.dropped,
+                c.sent,
+                c.taken,
+                c.dropped
+            ),
             D2dError::Stalled(c) => write!(f, "the stream made no progress: {c:?}"),
         }
     }
@@ -256,6 +278,7 @@ pub struct D2dStream {
     irq_nic: Option<u32>,
     host_grants: u64,
     started: SimTime,
+    irq_seen: usize,
 }
 
 fn read64(sim: &mut FabricSim, addr: u64) -> Result<u64, D2dError> {
@@ -350,6 +373,22 @@ impl D2dStream {
                 "at most the receiver's Rx Queue (it grants no credit otherwise)",
             ));
         }
+        // The sender must be able to fill a frame while it waits for credits: with
+        // fewer than (payload + chunk − 1) / chunk credits the receiver can hold less
+        // than a frame, wait for more data, and grant nothing (a deadlock).
+        let payload = spec.uoe.payload_len().unwrap_or(1) as u64;
+        let least = (payload + spec.chunk as u64 - 1).div_ceil(spec.chunk as u64);
+        let first = spec.credits.map_or(base_credits, |c| c as u64);
+        if first < least || first > base_credits {
+            return Err(cfg(
+                "credits",
+                first.to_string(),
+                &format!(
+                    "{least}..={base_credits}: enough chunks for a {payload}-byte frame, at most the receiver's Rx Queue"
+                ),
+            ));
+        }
+        write64(sim, rx(reg::CREDITS), first)?;
         let target = spec.target.unwrap_or(rx_addr);
         if spec.check_target && !claimed(sim, target) {
             return Err(D2dError::NoPeer { addr: target });
@@ -357,7 +396,6 @@ impl D2dStream {
         let tx = |r| ssd + reg::stream(s, r);
         write64(sim, tx(reg::TX_ADDR), (target & !7) | CTL_PAUSE)?;
         write64(sim, tx(reg::RATE_GRAN), (spec.chunk as u64) << 32 | spec.rate as u64)?;
-        let first = spec.credits.map_or(base_credits, |c| c as u64);
         write64(sim, tx(reg::CREDITS), first)?;
         write64(sim, tx(reg::BYTE_COUNT), spec.bytes)?;
         let irq_ssd = msix_data(sim, &spec.producer, s);
@@ -370,6 +408,7 @@ impl D2dStream {
             irq_nic,
             host_grants: 0,
             started: SimTime::ZERO,
+            irq_seen: 0,
         })
     }
 
@@ -385,6 +424,7 @@ impl D2dStream {
         write64(sim, self.nic + reg::stream(s, reg::TX_ADDR), rx | CTL_START)?;
         let tx = read64(sim, self.ssd + reg::stream(s, reg::TX_ADDR))? & !7;
         self.started = sim.now();
+        self.irq_seen = sim.interrupts().len();
         write64(sim, self.ssd + reg::stream(s, reg::TX_ADDR), tx | CTL_START)?;
         Ok(())
     }
@@ -424,33 +464,43 @@ impl D2dStream {
         if self.started == SimTime::ZERO {
             self.start(sim)?;
         }
+        let mut last = (u64::MAX, u64::MAX);
         loop {
-            match sim.wait_interrupt(self.spec.stall_timeout) {
-                Some((_, irq)) => {
-                    let from_nic = Some(irq.data) == self.irq_nic;
-                    let from_ssd = Some(irq.data) == self.irq_ssd;
-                    if !from_nic && !from_ssd {
-                        continue;
-                    }
-                    if from_nic && self.spec.mode == Credits::Host {
-                        self.grant(sim)?;
-                    }
-                    let c = self.counters(sim)?;
-                    if let Some(e) = self.verdict(&c, false) {
-                        return Err(e);
-                    }
-                    if c.rx_state == RxState::Done as u32 && c.tx_state == TxState::Done as u32 {
-                        return Ok(c);
-                    }
-                }
-                None => {
-                    let c = self.counters(sim)?;
-                    if c.rx_state == RxState::Done as u32 && c.tx_state == TxState::Done as u32 {
-                        return Ok(c);
-                    }
-                    return Err(self.verdict(&c, true).unwrap_or(D2dError::Stalled(c)));
-                }
+            // Every interrupt since the last look (several can arrive at once).
+            let n = sim.interrupts().len();
+            let mut ours = false;
+            for i in self.irq_seen..n {
+                let data = sim.interrupts()[i].1.data;
+                ours |= Some(data) == self.irq_nic || Some(data) == self.irq_ssd;
             }
+            self.irq_seen = n;
+            if ours {
+                if self.spec.mode == Credits::Host {
+                    self.grant(sim)?;
+                }
+                let c = self.counters(sim)?;
+                if let Some(e) = self.verdict(&c, false) {
+                    return Err(e);
+                }
+                if c.rx_state == RxState::Done as u32 && c.tx_state == TxState::Done as u32 {
+                    return Ok(c);
+                }
+                continue;
+            }
+            if sim.wait_interrupt(self.spec.stall_timeout).is_some() {
+                continue;
+            }
+            let c = self.counters(sim)?;
+            if c.rx_state == RxState::Done as u32 && c.tx_state == TxState::Done as u32 {
+                return Ok(c);
+            }
+            // A stream with peer credits raises no interrupt while it runs: quiet is
+            // only a stall if the counters stood still too.
+            if (c.sent, c.payload_sent) != last {
+                last = (c.sent, c.payload_sent);
+                continue;
+            }
+            return Err(self.verdict(&c, true).unwrap_or(D2dError::Stalled(c)));
         }
     }
 
@@ -490,6 +540,9 @@ impl D2dStream {
         if stalled && c.tx_state == TxState::Stalled as u32 {
             return Some(D2dError::CreditStarved(*c));
         }
+        if stalled && c.tx_state == TxState::Done as u32 && c.sent > c.taken + c.dropped {
+            return Some(D2dError::Lost(*c));
+        }
         None
     }
 
@@ -504,7 +557,8 @@ impl D2dStream {
     }
 }
 
-/// True if a memory BAR of some enumerated function covers `addr`.
+/// True if a memory BAR of some enumerated function covers `addr` (an address no
+/// device claims goes to the root complex, which takes it as host memory).
 fn claimed(sim: &FabricSim, addr: u64) -> bool {
     sim.tree().functions.iter().any(|f| {
         f.bars.iter().any(|b| {
