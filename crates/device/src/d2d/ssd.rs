@@ -59,6 +59,8 @@ struct TxStream {
     waiting: bool,
     paused: bool,
     next_slot: SimTime,
+    /// When the stream was started (TX_ADDR bit 0 taken).
+    started: SimTime,
 }
 
 /// The D2D sender (`kind = "d2d-ssd"`).
@@ -187,6 +189,7 @@ impl D2dSsd {
             gen: t.gen + 1,
             state: TxState::Init as u32,
             next_slot: cx.now(),
+            started: cx.now(),
             ..TxStream::default()
         };
         let chunk = regs[2] >> 32;
@@ -366,7 +369,7 @@ impl DeviceModel for D2dSsd {
                 serde_json::json!({
                     "state": t.state, "error": t.error, "bytes": t.written,
                     "chunks": t.chunks, "stalls": t.stalls, "failed": t.failed,
-                    "credits_used": t.credits_used,
+                    "credits_used": t.credits_used, "started_ps": t.started.as_ps(),
                 })
             })
             .collect();
