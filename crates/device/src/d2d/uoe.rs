@@ -180,6 +180,12 @@ impl Template {
                 b[0x21]
             )));
         }
+        if b[0x14] & 1 != 0 && b[0x10..0x12] != [0x81, 0x00] {
+            return Err(BadTemplate(format!(
+                "VLAN tag protocol ID {:#04x}{:02x}: an 802.1Q tag starts 0x8100",
+                b[0x10], b[0x11]
+            )));
+        }
         let rtp = if self.ctrl() & CTRL_RTP != 0 { 12 } else { 0 };
         let most = IP_MTU - 28 - rtp;
         match (self.ctrl() & 0xffff) as usize {
