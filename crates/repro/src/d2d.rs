@@ -138,7 +138,8 @@ fn packet_1500(c: &SimConfig) -> Result<(Vec<(u64, usize)>, u64, u64), String> {
     let mut sim = new_sim(&prototype(false), c)?;
     let tap = d2d::FrameTap::default();
     let nic = d2d::D2dNic::new(d2d::D2dNicConfig::default()).with_tap(tap.clone());
-    sim.attach("nic", Box::new(nic)).map_err(|e| e.to_string())?;
+    sim.attach("nic", Box::new(nic))
+        .map_err(|e| e.to_string())?;
     let mut spec = StreamSpec::new("ssd", "nic", PAYLOAD_1500);
     spec.chunk = PAYLOAD_1500 as u32;
     spec.uoe.set_payload(PAYLOAD_1500 as u16);
@@ -173,7 +174,9 @@ fn run_latency(o: &Opts) -> Result<Output, Error> {
     let (writes, started, formed) = packet_1500(&c).map_err(&err)?;
     let sizes: Vec<usize> = writes.iter().map(|w| w.1).collect();
     if sizes != [256, 256, 256, 256, 256, 192] {
-        return Err(err(format!("expected five 256-byte writes and a 192-byte fragment, got {sizes:?}")));
+        return Err(err(format!(
+            "expected five 256-byte writes and a 192-byte fragment, got {sizes:?}"
+        )));
     }
     let w256 = ns(writes[1].0 - writes[0].0);
     // The media read ends at start + its time; the first write's datapath time starts
@@ -188,9 +191,21 @@ fn run_latency(o: &Opts) -> Result<Output, Error> {
     lat_inputs.push(input("payload_B", PAYLOAD_1500, "seed 004 §IV-C.1: a 1,500-byte packet after the Ethernet and UDP/IP headers are removed (1500 − 20 − 8)"));
     let mut e2e_inputs = lat_inputs.clone();
     e2e_inputs.extend([
-        input("media_mbps", 64 * 160, "seed 004 §IV-C.1: the emulated SSD's 8-byte AXI stream at 160 MHz"),
-        input("uoe", "64 bits at 160 MHz", "seed 004 §IV-A: the AXI-Stream interface is 64-bit wide and operates at 160 MHz"),
-        input("rx_fsm", "forms a frame once a frame's payload is queued", "seed 004 §III-C (Fetch → Calc)"),
+        input(
+            "media_mbps",
+            64 * 160,
+            "seed 004 §IV-C.1: the emulated SSD's 8-byte AXI stream at 160 MHz",
+        ),
+        input(
+            "uoe",
+            "64 bits at 160 MHz",
+            "seed 004 §IV-A: the AXI-Stream interface is 64-bit wide and operates at 160 MHz",
+        ),
+        input(
+            "rx_fsm",
+            "forms a frame once a frame's payload is queued",
+            "seed 004 §III-C (Fetch → Calc)",
+        ),
     ]);
     let paper_alt = 5.0 * 392.0 + 352.0;
     let rows = vec![
@@ -232,7 +247,9 @@ fn run_cpu(o: &Opts) -> Result<Output, Error> {
     // The storage leg: the sender DMA-writes the packet into host memory and raises
     // its MSI-X vector when done (descriptor-less, a best case for the CPU path).
     let ssd = sim.bar("ssd", 0).ok_or_else(|| err("no ssd BAR".into()))?;
-    let w = |sim: &mut FabricSim, r: u64, v: u64| sim.mmio_write(ssd + d2d::reg::stream(0, r), &v.to_le_bytes());
+    let w = |sim: &mut FabricSim, r: u64, v: u64| {
+        sim.mmio_write(ssd + d2d::reg::stream(0, r), &v.to_le_bytes())
+    };
     let go = (|| {
         w(&mut sim, d2d::reg::RATE_GRAN, packet << 32)?;
         w(&mut sim, d2d::reg::CREDITS, 1)?;
@@ -254,11 +271,31 @@ fn run_cpu(o: &Opts) -> Result<Output, Error> {
     let total = ns(sim.now().as_ps() - started_ps(&sim).map_err(&err)?);
     let h = sim.config().host;
     inputs.extend([
-        input("packet_B", packet, "seed 004 §IV-C.1: Larsen et al.'s 64-byte packet"),
-        input("irq_ns", h.irq.as_ps() / 1000, "host model (no profile: the seed gives no breakdown of the CPU's part)"),
-        input("driver_ns", h.driver_op.as_ps() / 1000, "host model (no profile)"),
-        input("doorbell_ns", h.doorbell.as_ps() / 1000, "host model (no profile)"),
-        input("nic", "pcie-bench's simple NIC, 10GbE", "the NIC issue's device (crates/device/src/nic)"),
+        input(
+            "packet_B",
+            packet,
+            "seed 004 §IV-C.1: Larsen et al.'s 64-byte packet",
+        ),
+        input(
+            "irq_ns",
+            h.irq.as_ps() / 1000,
+            "host model (no profile: the seed gives no breakdown of the CPU's part)",
+        ),
+        input(
+            "driver_ns",
+            h.driver_op.as_ps() / 1000,
+            "host model (no profile)",
+        ),
+        input(
+            "doorbell_ns",
+            h.doorbell.as_ps() / 1000,
+            "host model (no profile)",
+        ),
+        input(
+            "nic",
+            "pcie-bench's simple NIC, 10GbE",
+            "the NIC issue's device (crates/device/src/nic)",
+        ),
     ]);
     let rows = vec![Row::number(spec(D2D, "d2d-e2e-cpu"), total, 0, inputs).with(
         Status::Deviates,
@@ -280,7 +317,14 @@ fn run_throughput(o: &Opts) -> Result<Output, Error> {
     let mut sim = new_sim(&prototype(false), &c).map_err(&err)?;
     let bytes = 2 * 1024 * 1024;
     let mut st = StreamSpec::new("ssd", "nic", bytes);
-    st.uoe = Template::udp([2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1], [10, 0, 0, 1], [10, 0, 0, 2], 5001, 5001);
+    st.uoe = Template::udp(
+        [2, 0, 0, 0, 0, 2],
+        [2, 0, 0, 0, 0, 1],
+        [10, 0, 0, 1],
+        [10, 0, 0, 2],
+        5001,
+        5001,
+    );
     let mut s = D2dStream::open(&mut sim, st).map_err(|e| err(e.to_string()))?;
     let r = s.run(&mut sim).map_err(|e| err(e.to_string()))?;
     let mbps = r.gbps() * 1000.0;

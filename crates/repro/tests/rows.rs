@@ -308,13 +308,25 @@ fn d2d_rows_show_the_prototype() {
     let v = |id: &str| row(id).value.unwrap();
     // 256 B + 17 cycles of header work at 125 MHz on a 64-bit datapath: (32 + 17) × 8 ns.
     assert_eq!(row("d2d-write-256").status, Status::Match);
-    assert!((v("d2d-write-256") - 392.0).abs() < 0.5, "{}", v("d2d-write-256"));
+    assert!(
+        (v("d2d-write-256") - 392.0).abs() < 0.5,
+        "{}",
+        v("d2d-write-256")
+    );
     // Five writes of 392 ns and a 192-byte fragment of 17 + 24 cycles (328 ns): 2,288 ns,
     // below both readings of the paper (2,352 and 2,312); the note names both.
     let p = row("d2d-pcie-1500");
-    assert!((v("d2d-pcie-1500") - 2288.0).abs() < 1.0, "{}", v("d2d-pcie-1500"));
+    assert!(
+        (v("d2d-pcie-1500") - 2288.0).abs() < 1.0,
+        "{}",
+        v("d2d-pcie-1500")
+    );
     assert_eq!(p.status, Status::Deviates);
-    assert!(p.note.contains("6 × 392") && p.note.contains("2312"), "{}", p.note);
+    assert!(
+        p.note.contains("6 × 392") && p.note.contains("2312"),
+        "{}",
+        p.note
+    );
     // End to end: at least media (1,472 B at 10,240 Mb/s: 1,150 ns) + PCIe (2,288 ns) +
     // forming the 1,514-byte frame (190 cycles at 160 MHz: 1,187.5 ns).
     let e2e = v("d2d-e2e-d2d");

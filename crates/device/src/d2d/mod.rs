@@ -357,12 +357,18 @@ mod tests {
         );
         let mut seen = Vec::new();
         let r = regs;
-        write_regs(4, &[1, 2, 3, 4, 5, 6], |o| r[(o / 8) as usize], |o, v, m| {
-            seen.push((o, v, m))
-        });
+        write_regs(
+            4,
+            &[1, 2, 3, 4, 5, 6],
+            |o| r[(o / 8) as usize],
+            |o, v, m| seen.push((o, v, m)),
+        );
         assert_eq!(
             seen,
-            [(0, 0x0403_0201_0000_0000, 0xffff_ffff_0000_0000), (8, 0x0605, 0xffff)]
+            [
+                (0, 0x0403_0201_0000_0000, 0xffff_ffff_0000_0000),
+                (8, 0x0605, 0xffff)
+            ]
         );
         regs[1] = 0x1122_3344_5566_7788;
         let mut b = [0u8; 3];

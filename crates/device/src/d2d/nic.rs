@@ -69,7 +69,10 @@ pub struct FrameTap(pub Arc<Mutex<Vec<TappedFrame>>>);
 impl FrameTap {
     /// Takes the frames kept so far.
     pub fn take(&self) -> Vec<TappedFrame> {
-        self.0.lock().map(|mut v| std::mem::take(&mut *v)).unwrap_or_default()
+        self.0
+            .lock()
+            .map(|mut v| std::mem::take(&mut *v))
+            .unwrap_or_default()
     }
 }
 
@@ -220,7 +223,10 @@ impl D2dNic {
             }
         } else if (reg::UOE_BASE..reg::UOE_BASE + n * reg::UOE_STRIDE).contains(&off) {
             let r = off - reg::UOE_BASE;
-            let (s, w) = ((r / reg::UOE_STRIDE) as usize, (r % reg::UOE_STRIDE) as usize);
+            let (s, w) = (
+                (r / reg::UOE_STRIDE) as usize,
+                (r % reg::UOE_STRIDE) as usize,
+            );
             if w + 8 <= BLOCK {
                 self.streams[s].uoe.bytes[w..w + 8].copy_from_slice(&v.to_le_bytes());
             }
@@ -327,7 +333,10 @@ impl D2dNic {
         let bytes = (t.uoe.header_len() + n) as u64 * 8;
         let cycles = bytes.div_ceil(self.cfg.uoe_bits.max(8) as u64);
         let ps = cycles * 1_000_000 / self.cfg.uoe_mhz.max(1) as u64;
-        cx.timer(SimDuration::from_ps(ps), t.gen << 16 | (s as u64) << 8 | T_CALC);
+        cx.timer(
+            SimDuration::from_ps(ps),
+            t.gen << 16 | (s as u64) << 8 | T_CALC,
+        );
     }
 
     /// Calc done: the frame is formed from the queue's head, the queue space is free
@@ -346,7 +355,9 @@ impl D2dNic {
         t.queue.drain(..n);
         t.drained += n as u64;
         let mut frame = std::mem::take(&mut self.frame);
-        let built = t.uoe.build(&payload, t.frames, now.as_ps() / 1000, &mut frame);
+        let built = t
+            .uoe
+            .build(&payload, t.frames, now.as_ps() / 1000, &mut frame);
         let gen = t.gen;
         if built.is_err() {
             t.dropped += n as u64;
@@ -436,7 +447,11 @@ impl D2dNic {
             return 0;
         };
         let lo = c.read_u32(0x10);
-        let hi = if lo & 0b110 == 0b100 { c.read_u32(0x14) } else { 0 };
+        let hi = if lo & 0b110 == 0b100 {
+            c.read_u32(0x14)
+        } else {
+            0
+        };
         (hi as u64) << 32 | (lo & !0xf) as u64
     }
 }

@@ -1,6 +1,9 @@
 //! The D2D sender: a storage device with the D2D Tx FSM (seed 004, §III-B, Fig. 4).
 
-use super::{media_fill, reg, write_regs, read_bytes, StreamError, TxState, CTL_CLEAR, CTL_PAUSE, CTL_START, ID, WINDOW};
+use super::{
+    media_fill, read_bytes, reg, write_regs, StreamError, TxState, CTL_CLEAR, CTL_PAUSE, CTL_START,
+    ID, WINDOW,
+};
 use crate::model::{Cx, DeviceModel, DmaId, ReadReply};
 use crate::DeviceTiming;
 use pcielab_sim::{SimDuration, SimTime};
@@ -214,7 +217,12 @@ impl D2dSsd {
     fn pump(&mut self, s: u8, cx: &mut Cx<'_>) {
         let inflight = self.cfg.inflight;
         let t = &mut self.streams[s as usize];
-        let live = [TxState::Parse, TxState::Send, TxState::Wait, TxState::Stalled];
+        let live = [
+            TxState::Parse,
+            TxState::Send,
+            TxState::Wait,
+            TxState::Stalled,
+        ];
         if !live.iter().any(|x| *x as u32 == t.state) || t.paused {
             return;
         }

@@ -313,7 +313,11 @@ pub fn parse_with(frame: &[u8], rtp: bool) -> Result<Frame<'_>, BadFrame> {
         what,
     };
     if frame.len() < 14 {
-        return Err(bad("ethernet", 0, format!("{} bytes, less than a header", frame.len())));
+        return Err(bad(
+            "ethernet",
+            0,
+            format!("{} bytes, less than a header", frame.len()),
+        ));
     }
     let mut at = 12;
     let mut vlan = None;
@@ -327,12 +331,22 @@ pub fn parse_with(frame: &[u8], rtp: bool) -> Result<Frame<'_>, BadFrame> {
         at = 16;
     }
     if et != 0x0800 {
-        return Err(bad("ethernet", at, format!("EtherType {et:#06x}, not IPv4")));
+        return Err(bad(
+            "ethernet",
+            at,
+            format!("EtherType {et:#06x}, not IPv4"),
+        ));
     }
     let ip = at + 2;
-    let h = frame.get(ip..ip + 20).ok_or_else(|| bad("ipv4", ip, "header cut short".into()))?;
+    let h = frame
+        .get(ip..ip + 20)
+        .ok_or_else(|| bad("ipv4", ip, "header cut short".into()))?;
     if h[0] != 0x45 {
-        return Err(bad("ipv4", ip, format!("version/IHL {:#04x}, not 0x45", h[0])));
+        return Err(bad(
+            "ipv4",
+            ip,
+            format!("version/IHL {:#04x}, not 0x45", h[0]),
+        ));
     }
     if checksum(&[h]) != 0 {
         return Err(bad("ipv4", ip + 10, "header checksum wrong".into()));
@@ -342,7 +356,10 @@ pub fn parse_with(frame: &[u8], rtp: bool) -> Result<Frame<'_>, BadFrame> {
         return Err(bad(
             "ipv4",
             ip + 2,
-            format!("total length {total} does not fit the frame's {} bytes", frame.len() - ip),
+            format!(
+                "total length {total} does not fit the frame's {} bytes",
+                frame.len() - ip
+            ),
         ));
     }
     if h[9] != 17 {
@@ -394,14 +411,24 @@ mod tests {
     use super::*;
 
     fn t() -> Template {
-        Template::udp([1; 6], [2; 6], [192, 168, 0, 1], [192, 168, 0, 2], 1234, 5678)
+        Template::udp(
+            [1; 6],
+            [2; 6],
+            [192, 168, 0, 1],
+            [192, 168, 0, 2],
+            1234,
+            5678,
+        )
     }
 
     #[test]
     fn ipv4_checksum_by_hand() {
         // RFC 1071's worked example: words 0x0001 0xf203 0xf4f5 0xf6f7 sum to 0xddf2
         // (end-around carries folded), whose complement is 0x220d.
-        assert_eq!(checksum(&[&[0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7]]), 0x220d);
+        assert_eq!(
+            checksum(&[&[0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7]]),
+            0x220d
+        );
     }
 
     #[test]

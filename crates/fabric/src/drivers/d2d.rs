@@ -35,7 +35,9 @@
 
 use crate::timed::{FabricSim, HostRead, SimError};
 use pcielab_device::d2d::uoe::Template;
-use pcielab_device::d2d::{reg, RxState, StreamError, TxState, CTL_CLEAR, CTL_PAUSE, CTL_START, ID};
+use pcielab_device::d2d::{
+    reg, RxState, StreamError, TxState, CTL_CLEAR, CTL_PAUSE, CTL_START, ID,
+};
 use pcielab_sim::{SimDuration, SimTime};
 
 /// How the sender's credit limit grows.
@@ -229,13 +231,23 @@ impl std::fmt::Display for D2dError {
         match self {
             D2dError::Sim(e) => write!(f, "{e}"),
             D2dError::NotD2d { node, id } => {
-                write!(f, "{node}: ID register {id:#010x}, not a D2D device ({ID:#010x})")
+                write!(
+                    f,
+                    "{node}: ID register {id:#010x}, not a D2D device ({ID:#010x})"
+                )
             }
-            D2dError::Config { what, value, allowed } => {
+            D2dError::Config {
+                what,
+                value,
+                allowed,
+            } => {
                 write!(f, "{what} {value} is not allowed; allowed: {allowed}")
             }
             D2dError::NoPeer { addr } => {
-                write!(f, "no device claims address {addr:#x}: the stream would write to nowhere")
+                write!(
+                    f,
+                    "no device claims address {addr:#x}: the stream would write to nowhere"
+                )
             }
             D2dError::PeerReset(c) => write!(
                 f,
@@ -247,7 +259,11 @@ impl std::fmt::Display for D2dError {
                 "the sender starved for credits: {} of {} credits used, {} bytes sent",
                 c.credits_used, c.credit_limit, c.sent
             ),
-            D2dError::Device { node, error, counters } => write!(
+            D2dError::Device {
+                node,
+                error,
+                counters,
+            } => write!(
                 f,
                 "{node} stopped the stream: {error:?} ({} bytes sent, {} taken, {} refused)",
                 counters.sent, counters.taken, counters.dropped
@@ -347,13 +363,21 @@ impl D2dStream {
         if spec.bytes == 0 {
             return Err(cfg("bytes", "0".into(), "at least 1"));
         }
-        spec.uoe
-            .payload_len()
-            .map_err(|e| cfg("offload registers", e.0, "IPv4 (IHL 5) over UDP, a payload the MTU holds"))?;
+        spec.uoe.payload_len().map_err(|e| {
+            cfg(
+                "offload registers",
+                e.0,
+                "IPv4 (IHL 5) over UDP, a payload the MTU holds",
+            )
+        })?;
         // The receiver first: its chunk decides its base credits.
         let rx = |r| nic + reg::stream(s, r);
         write64(sim, rx(reg::TX_ADDR), CTL_CLEAR)?;
-        write64(sim, rx(reg::RATE_GRAN), (spec.chunk as u64) << 32 | spec.rate as u64)?;
+        write64(
+            sim,
+            rx(reg::RATE_GRAN),
+            (spec.chunk as u64) << 32 | spec.rate as u64,
+        )?;
         write64(sim, rx(reg::BYTE_COUNT), spec.bytes)?;
         let credit_addr = match spec.mode {
             Credits::Peer => ssd + reg::stream(s, reg::CREDITS),
@@ -395,7 +419,11 @@ impl D2dStream {
         }
         let tx = |r| ssd + reg::stream(s, r);
         write64(sim, tx(reg::TX_ADDR), (target & !7) | CTL_PAUSE)?;
-        write64(sim, tx(reg::RATE_GRAN), (spec.chunk as u64) << 32 | spec.rate as u64)?;
+        write64(
+            sim,
+            tx(reg::RATE_GRAN),
+            (spec.chunk as u64) << 32 | spec.rate as u64,
+        )?;
         write64(sim, tx(reg::CREDITS), first)?;
         write64(sim, tx(reg::BYTE_COUNT), spec.bytes)?;
         let irq_ssd = msix_data(sim, &spec.producer, s);
@@ -509,7 +537,11 @@ impl D2dStream {
         let s = self.spec.stream;
         let granted = read64(sim, self.nic + reg::status(s, reg::CREDITS_OUT))?;
         sim.driver_work(1);
-        write64(sim, self.ssd + reg::stream(s, reg::CREDITS), granted & 0xffff_ffff)?;
+        write64(
+            sim,
+            self.ssd + reg::stream(s, reg::CREDITS),
+            granted & 0xffff_ffff,
+        )?;
         self.host_grants += 1;
         Ok(())
     }

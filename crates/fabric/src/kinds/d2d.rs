@@ -12,7 +12,12 @@ use pcielab_device::nic::Ethernet;
 use pcielab_sim::SimDuration;
 
 fn int(name: &'static str, min: i64, max: i64, default: i64, doc: &'static str) -> super::KeySpec {
-    key(name, KeyType::Int { min, max }, Some(ParamValue::Int(default)), doc)
+    key(
+        name,
+        KeyType::Int { min, max },
+        Some(ParamValue::Int(default)),
+        doc,
+    )
 }
 
 /// The PCIe datapath keys both kinds share (the paper's NetFPGA: 125 MHz, 64 bits, §IV-C).
@@ -34,7 +39,10 @@ fn datapath_keys() -> Vec<super::KeySpec> {
 fn timing(p: &Params) -> Result<pcielab_device::DeviceTiming, KindError> {
     let bits = p.int("datapath_bits").unwrap_or(64) as u32;
     if bits % 8 != 0 {
-        return Err(KindError::key("datapath_bits", format!("{bits} bits: a multiple of 8")));
+        return Err(KindError::key(
+            "datapath_bits",
+            format!("{bits} bits: a multiple of 8"),
+        ));
     }
     Ok(d2d::pcie_timing(
         p.int("clock_mhz").unwrap_or(125) as u32,
@@ -115,7 +123,10 @@ pub fn nic_config(p: &Params) -> Result<D2dNicConfig, KindError> {
         .map_err(|e| KindError::key("eth_gbps", e))?;
     let uoe_bits = p.int("uoe_bits").unwrap_or(64) as u32;
     if uoe_bits % 8 != 0 {
-        return Err(KindError::key("uoe_bits", format!("{uoe_bits} bits: a multiple of 8")));
+        return Err(KindError::key(
+            "uoe_bits",
+            format!("{uoe_bits} bits: a multiple of 8"),
+        ));
     }
     Ok(D2dNicConfig {
         streams: p.int("streams").unwrap_or(4) as u8,
@@ -159,7 +170,13 @@ fn function(
 /// `d2d-ssd`: class 018000 (mass storage controller, other).
 fn build_ssd(ctx: &EndpointCtx<'_>) -> Result<Device, KindError> {
     let cfg = ssd_config(ctx.params)?;
-    let f = function(ctx, device_ids::D2D_SSD, 0x01_8000, d2d::SSD_BAR_SIZE, cfg.streams)?;
+    let f = function(
+        ctx,
+        device_ids::D2D_SSD,
+        0x01_8000,
+        d2d::SSD_BAR_SIZE,
+        cfg.streams,
+    )?;
     Ok(Device {
         functions: vec![f],
         model: Some(Box::new(D2dSsd::new(cfg))),
@@ -169,7 +186,13 @@ fn build_ssd(ctx: &EndpointCtx<'_>) -> Result<Device, KindError> {
 /// `d2d-nic`: class 020000 (Ethernet controller).
 fn build_nic(ctx: &EndpointCtx<'_>) -> Result<Device, KindError> {
     let cfg = nic_config(ctx.params)?;
-    let f = function(ctx, device_ids::D2D_NIC, 0x02_0000, d2d::NIC_BAR_SIZE, cfg.streams)?;
+    let f = function(
+        ctx,
+        device_ids::D2D_NIC,
+        0x02_0000,
+        d2d::NIC_BAR_SIZE,
+        cfg.streams,
+    )?;
     Ok(Device {
         functions: vec![f],
         model: Some(Box::new(D2dNic::new(cfg))),

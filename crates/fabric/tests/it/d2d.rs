@@ -73,11 +73,19 @@ fn check_frames(frames: &[TappedFrame], bytes: u64, rtp: bool) {
     }
 }
 
-fn run_ok(mut sim: FabricSim, tap: &d2d::FrameTap, spec: StreamSpec) -> (FabricSim, Vec<TappedFrame>) {
+fn run_ok(
+    mut sim: FabricSim,
+    tap: &d2d::FrameTap,
+    spec: StreamSpec,
+) -> (FabricSim, Vec<TappedFrame>) {
     let bytes = spec.bytes;
     let mut s = D2dStream::open(&mut sim, spec).unwrap();
     let c = s.run(&mut sim).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!((c.sent, c.taken, c.payload_sent, c.dropped), (bytes, bytes, bytes, 0), "{c:?}");
+    assert_eq!(
+        (c.sent, c.taken, c.payload_sent, c.dropped),
+        (bytes, bytes, bytes, 0),
+        "{c:?}"
+    );
     (sim, tap.take())
 }
 
@@ -110,7 +118,10 @@ fn rtp_frames_count_their_sequence_and_the_byte_count_ends_the_stream() {
     spec.uoe.set_payload(7 * 188); // MPEG-TS aligned, as the paper's VoD frames
     let (_, frames) = run_ok(sim, &tap, spec);
     assert_eq!(frames.len(), 11);
-    assert_eq!(parse_with(&frames[10].bytes, true).unwrap().payload.len(), 5);
+    assert_eq!(
+        parse_with(&frames[10].bytes, true).unwrap().payload.len(),
+        5
+    );
     check_frames(&frames, 7 * 188 * 10 + 5, true);
 }
 
@@ -151,7 +162,9 @@ fn a_stream_to_an_address_no_device_claims_is_refused_before_it_starts() {
     spec.target = Some(0x7_0000_0000);
     assert_eq!(
         D2dStream::open(&mut sim, spec.clone()).unwrap_err(),
-        D2dError::NoPeer { addr: 0x7_0000_0000 }
+        D2dError::NoPeer {
+            addr: 0x7_0000_0000
+        }
     );
     // Unchecked, the writes go up to the root complex, which takes an address no
     // device claims as host memory: the driver finds the bytes the receiver never
@@ -169,11 +182,20 @@ fn a_stream_to_an_address_no_device_claims_is_refused_before_it_starts() {
     sim.host_read(0x7_0000_0000, &mut landed);
     let mut want = vec![0u8; 4096];
     d2d::media_fill(77, 0, &mut want);
-    assert_eq!(landed, want, "the stray stream's first chunk is in host memory");
+    assert_eq!(
+        landed, want,
+        "the stray stream's first chunk is in host memory"
+    );
     // Too few credits to ever hold a frame are refused too.
     let mut spec = StreamSpec::new("ssd", "nic", 10_000);
     spec.credits = Some(1);
-    assert!(matches!(D2dStream::open(&mut sim, spec), Err(D2dError::Config { what: "credits", .. })));
+    assert!(matches!(
+        D2dStream::open(&mut sim, spec),
+        Err(D2dError::Config {
+            what: "credits",
+            ..
+        })
+    ));
 }
 
 #[test]
@@ -190,7 +212,10 @@ fn withheld_credits_end_in_credit_starvation() {
     let c = s.counters(&mut sim).unwrap();
     assert_eq!(c.tx_state, d2d::TxState::Stalled as u32);
     assert_eq!((c.sent, c.taken), (8192, 8192));
-    assert!(c.granted > c.credit_limit, "the receiver has credits to give: {c:?}");
+    assert!(
+        c.granted > c.credit_limit,
+        "the receiver has credits to give: {c:?}"
+    );
 }
 
 #[test]
@@ -212,7 +237,11 @@ fn a_receiver_reset_mid_stream_is_a_peer_reset_with_every_byte_accounted() {
             assert!(c.sent > 0 && c.sent < 1_000_000, "{c:?}");
             // What the sender wrote went into frames, was refused by the reset stream
             // (counted), or was lost with the link (each write recorded by the fabric).
-            let framed: u64 = tap.take().iter().map(|f| parse_with(&f.bytes, false).unwrap().payload.len() as u64).sum();
+            let framed: u64 = tap
+                .take()
+                .iter()
+                .map(|f| parse_with(&f.bytes, false).unwrap().payload.len() as u64)
+                .sum();
             assert!(framed < c.sent);
             assert!(!sim.errors().is_empty() || c.dropped > 0, "{c:?}");
         }
@@ -225,13 +254,22 @@ fn bad_settings_are_typed_errors() {
     let (mut sim, _tap) = sim(Place::Switch, SimConfig::default());
     let mut spec = StreamSpec::new("ssd", "nic", 1000);
     spec.chunk = 0;
-    assert!(matches!(D2dStream::open(&mut sim, spec.clone()), Err(D2dError::Config { what: "chunk", .. })));
+    assert!(matches!(
+        D2dStream::open(&mut sim, spec.clone()),
+        Err(D2dError::Config { what: "chunk", .. })
+    ));
     spec.chunk = 4096;
     spec.stream = 9;
-    assert!(matches!(D2dStream::open(&mut sim, spec.clone()), Err(D2dError::Config { what: "stream", .. })));
+    assert!(matches!(
+        D2dStream::open(&mut sim, spec.clone()),
+        Err(D2dError::Config { what: "stream", .. })
+    ));
     spec.stream = 0;
     spec.uoe.bytes[0x21] = 6; // TCP: not offloaded
-    assert!(matches!(D2dStream::open(&mut sim, spec.clone()), Err(D2dError::Config { .. })));
+    assert!(matches!(
+        D2dStream::open(&mut sim, spec.clone()),
+        Err(D2dError::Config { .. })
+    ));
     spec.uoe = Template::default();
     spec.producer = "rc".into();
     assert!(D2dStream::open(&mut sim, spec).is_err());
@@ -242,20 +280,46 @@ fn a_receiver_started_with_bad_headers_reports_them() {
     let (mut sim, _tap) = sim(Place::Switch, SimConfig::default());
     let nic = sim.bar("nic", 0).unwrap();
     // Chunk and byte count, but no offload registers: IP_HDR1 reads 0, not 0x45.
-    sim.mmio_write(nic + d2d::reg::stream(1, d2d::reg::RATE_GRAN), &(4096u64 << 32).to_le_bytes()).unwrap();
-    sim.mmio_write(nic + d2d::reg::stream(1, d2d::reg::BYTE_COUNT), &100u64.to_le_bytes()).unwrap();
-    sim.mmio_write(nic + d2d::reg::stream(1, d2d::reg::TX_ADDR), &1u64.to_le_bytes()).unwrap();
+    sim.mmio_write(
+        nic + d2d::reg::stream(1, d2d::reg::RATE_GRAN),
+        &(4096u64 << 32).to_le_bytes(),
+    )
+    .unwrap();
+    sim.mmio_write(
+        nic + d2d::reg::stream(1, d2d::reg::BYTE_COUNT),
+        &100u64.to_le_bytes(),
+    )
+    .unwrap();
+    sim.mmio_write(
+        nic + d2d::reg::stream(1, d2d::reg::TX_ADDR),
+        &1u64.to_le_bytes(),
+    )
+    .unwrap();
     sim.run_for(SimDuration::from_us(2));
-    let st = match sim.mmio_read(nic + d2d::reg::status(1, d2d::reg::STATE), 8).unwrap() {
-        pcielab_fabric::timed::HostRead::Done { data, .. } => u64::from_le_bytes(data[..8].try_into().unwrap()),
+    let st = match sim
+        .mmio_read(nic + d2d::reg::status(1, d2d::reg::STATE), 8)
+        .unwrap()
+    {
+        pcielab_fabric::timed::HostRead::Done { data, .. } => {
+            u64::from_le_bytes(data[..8].try_into().unwrap())
+        }
         r => panic!("{r:?}"),
     };
     assert_eq!(st as u32, RxState::Error as u32);
-    assert_eq!(StreamError::from_code((st >> 32) as u32), Some(StreamError::BadHeaders));
+    assert_eq!(
+        StreamError::from_code((st >> 32) as u32),
+        Some(StreamError::BadHeaders)
+    );
 }
 
 /// Runs one stream in `place` with the property test's knobs; returns the frames.
-fn stream_case(place: Place, acs: bool, split: bool, ber: bool, spec: StreamSpec) -> Vec<TappedFrame> {
+fn stream_case(
+    place: Place,
+    acs: bool,
+    split: bool,
+    ber: bool,
+    spec: StreamSpec,
+) -> Vec<TappedFrame> {
     let cfg = SimConfig {
         acs,
         p2p_split: split.then_some(64),
@@ -266,24 +330,43 @@ fn stream_case(place: Place, acs: bool, split: bool, ber: bool, spec: StreamSpec
     let (sim, tap) = sim(place, cfg);
     let (sim, frames) = run_ok(sim, &tap, spec);
     let counters = sim.counters();
-    let sum = |f: &dyn Fn(&str) -> bool, g: &dyn Fn(&pcielab_fabric::timed::DirCounters) -> u64| -> u64 {
-        counters.iter().filter(|(n, _)| f(n)).map(|(_, c)| g(c)).sum()
-    };
+    let sum =
+        |f: &dyn Fn(&str) -> bool, g: &dyn Fn(&pcielab_fabric::timed::DirCounters) -> u64| -> u64 {
+            counters
+                .iter()
+                .filter(|(n, _)| f(n))
+                .map(|(_, c)| g(c))
+                .sum()
+        };
     // The path really is the one asked for: with ACS (or between root ports) the
     // stream's data crosses the root complex; across a plain switch it does not.
-    let via_rc = sum(&|n| n.starts_with("sw->") || n.starts_with("ssd->rc"), &|c| c.payload_bytes);
+    let via_rc = sum(
+        &|n| n.starts_with("sw->") || n.starts_with("ssd->rc"),
+        &|c| c.payload_bytes,
+    );
     if acs || place == Place::RootPorts {
-        assert!(via_rc >= bytes, "{via_rc} payload bytes went up to the root complex");
+        assert!(
+            via_rc >= bytes,
+            "{via_rc} payload bytes went up to the root complex"
+        );
     } else {
         // Only the host's register reads (8-byte completions) and MSI-X writes (4
         // bytes) go up.
-        let host = sum(&|n| n.starts_with("sw->"), &|c| 8 * c.completions + 4 * c.posted);
-        assert!(via_rc <= host, "{via_rc} payload bytes went up to the root complex");
+        let host = sum(&|n| n.starts_with("sw->"), &|c| {
+            8 * c.completions + 4 * c.posted
+        });
+        assert!(
+            via_rc <= host,
+            "{via_rc} payload bytes went up to the root complex"
+        );
     }
     if ber {
         let replays = sum(&|_| true, &|c| c.replays + c.naks);
         let tlps = sum(&|_| true, &|c| c.tlps);
-        assert!(replays > 0 || tlps < 50, "2 % LCRC errors in {tlps} TLPs and no replay");
+        assert!(
+            replays > 0 || tlps < 50,
+            "2 % LCRC errors in {tlps} TLPs and no replay"
+        );
     }
     frames
 }
@@ -378,15 +461,39 @@ fn tshark_decodes_the_frames_as_udp_and_rtp() {
         .args(["-n", "-r"])
         .arg(&path)
         .args([
-            "-o", "ip.check_checksum:TRUE", "-o", "udp.check_checksum:TRUE",
-            "-d", "udp.port==5004,rtp", "-T", "fields", "-E", "separator=,",
-            "-e", "ip.checksum.status", "-e", "udp.checksum.status", "-e", "udp.dstport",
-            "-e", "rtp.seq", "-e", "rtp.p_type", "-e", "rtp.ssrc", "-e", "udp.length",
+            "-o",
+            "ip.check_checksum:TRUE",
+            "-o",
+            "udp.check_checksum:TRUE",
+            "-d",
+            "udp.port==5004,rtp",
+            "-T",
+            "fields",
+            "-E",
+            "separator=,",
+            "-e",
+            "ip.checksum.status",
+            "-e",
+            "udp.checksum.status",
+            "-e",
+            "udp.dstport",
+            "-e",
+            "rtp.seq",
+            "-e",
+            "rtp.p_type",
+            "-e",
+            "rtp.ssrc",
+            "-e",
+            "udp.length",
         ])
         .output()
         .expect("tshark is needed (apt-get install tshark), or set PCIELAB_SKIP_TSHARK=1");
     let _ = std::fs::remove_dir_all(&dir);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 20, "{text}");
