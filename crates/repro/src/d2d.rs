@@ -134,7 +134,10 @@ fn started_ps(sim: &FabricSim) -> Result<u64, String> {
 
 /// One 1,500-byte packet, D2D: (first-bit times and payload sizes of the sender's
 /// writes, when the sender started, when the receiver formed the frame).
-fn packet_1500(c: &SimConfig) -> Result<(Vec<(u64, usize)>, u64, u64), String> {
+/// The first-bit times (ps) and payload bytes of a sender's writes.
+type Writes = Vec<(u64, usize)>;
+
+fn packet_1500(c: &SimConfig) -> Result<(Writes, u64, u64), String> {
     let mut sim = new_sim(&prototype(false), c)?;
     let tap = d2d::FrameTap::default();
     let nic = d2d::D2dNic::new(d2d::D2dNicConfig::default()).with_tap(tap.clone());

@@ -200,9 +200,9 @@ pub enum D2dError {
     },
     /// The receiver was reset (its stream is idle) while the sender still streamed:
     /// what it refused is in `dropped`.
-    PeerReset(D2dCounters),
+    PeerReset(Box<D2dCounters>),
     /// The sender waited for credits longer than the stall timeout.
-    CreditStarved(D2dCounters),
+    CreditStarved(Box<D2dCounters>),
     /// A device stopped the stream with an error.
     Device {
         /// The node.
@@ -210,14 +210,14 @@ pub enum D2dError {
         /// The error.
         error: StreamError,
         /// The counters.
-        counters: D2dCounters,
+        counters: Box<D2dCounters>,
     },
     /// The sender wrote everything but the receiver never saw some of it: writes to
     /// an address no device claims (the root complex takes them as host memory), or
     /// refused by the fabric (each recorded in `FabricSim::errors`).
-    Lost(D2dCounters),
+    Lost(Box<D2dCounters>),
     /// Nothing happened for the stall timeout, for no reason the counters show.
-    Stalled(D2dCounters),
+    Stalled(Box<D2dCounters>),
 }
 
 impl From<SimError> for D2dError {
@@ -528,7 +528,9 @@ impl D2dStream {
                 last = (c.sent, c.payload_sent);
                 continue;
             }
-            return Err(self.verdict(&c, true).unwrap_or(D2dError::Stalled(c)));
+            return Err(self
+                .verdict(&c, true)
+                .unwrap_or(D2dError::Stalled(Box::new(c))));
         }
     }
 
@@ -550,30 +552,30 @@ impl D2dStream {
     /// timeout).
     fn verdict(&self, c: &D2dCounters, stalled: bool) -> Option<D2dError> {
         let rx_err = StreamError::from_code(c.rx_error);
-        if c.rx_state == RxState::Idle as u32 || rx_err == Some(StreamError::NotRunning) {
-            if c.sent > 0 || c.tx_state != TxState::Done as u32 {
-                return Some(D2dError::PeerReset(*c));
-            }
+        if (c.rx_state == RxState::Idle as u32 || rx_err == Some(StreamError::NotRunning))
+            && (c.sent > 0 || c.tx_state != TxState::Done as u32)
+        {
+            return Some(D2dError::PeerReset(Box::new(*c)));
         }
         if let Some(error) = StreamError::from_code(c.tx_error) {
             return Some(D2dError::Device {
                 node: self.spec.producer.clone(),
                 error,
-                counters: *c,
+                counters: Box::new(*c),
             });
         }
         if let Some(error) = rx_err {
             return Some(D2dError::Device {
                 node: self.spec.consumer.clone(),
                 error,
-                counters: *c,
+                counters: Box::new(*c),
             });
         }
         if stalled && c.tx_state == TxState::Stalled as u32 {
-            return Some(D2dError::CreditStarved(*c));
+            return Some(D2dError::CreditStarved(Box::new(*c)));
         }
         if stalled && c.tx_state == TxState::Done as u32 && c.sent > c.taken + c.dropped {
-            return Some(D2dError::Lost(*c));
+            return Some(D2dError::Lost(Box::new(*c)));
         }
         None
     }
