@@ -25,17 +25,22 @@
 //!   stream s, 48 bytes at 0x100 + 0x30 × s (Table I of the paper):
 //!   +0x00  u64  TX_ADDR      bits 63:3 the address the sender writes the stream to;
 //!                            writing bit 0 resets the stream and (re)starts it with
-//!                            the registers as they are, bit 1 empties the queues,
-//!                            bit 2 pauses it (the paper reserves it for pausing)
+//!                            the registers as they are; bit 1 empties the queues
+//!                            (the receiver's Rx Queue, its bytes counted as
+//!                            refused; the sender keeps none); bit 2 pauses the
+//!                            sender (the paper reserves it for pausing), a write
+//!                            without it resumes
 //!   +0x08  u64  RX_ADDR      (receiver, read only) the bus address of the stream's Rx
 //!                            Queue window: what the driver writes into the sender's
 //!                            TX_ADDR
 //!   +0x10  u64  RATE_GRAN    bits 31:0 data rate, bytes/s (0: no limit);
 //!                            bits 63:32 granularity: bytes per chunk (one credit)
-//!   +0x18  u64  CREDITS      bits 31:0 Tx credit limit (sender: chunks it may have
-//!                            sent in all, counted from the stream's start; a credit
-//!                            grant writes a larger limit); bits 63:32 Rx base credits
-//!                            (receiver, read only: Rx Queue bytes / chunk)
+//!   +0x18  u64  CREDITS      bits 31:0 the credit limit: sender, the chunks it may
+//!                            have sent in all since the stream's start (a credit grant
+//!                            writes a larger limit); receiver, the sender's first
+//!                            limit, from which its grants count (0: its Rx base
+//!                            credits); bits 63:32 Rx base credits (receiver, read
+//!                            only: Rx Queue bytes / chunk)
 //!   +0x20  u64  BYTE_COUNT   bytes the stream carries (D2D Transmit Byte Count)
 //!   +0x28  u64  CREDIT_ADDR  (receiver) where its Rx FSM writes credit grants (the
 //!                            sender's CREDITS register); 0: the host grants them

@@ -1,8 +1,7 @@
 //! The D2D sender: a storage device with the D2D Tx FSM (seed 004, §III-B, Fig. 4).
 
 use super::{
-    media_fill, read_bytes, reg, write_regs, StreamError, TxState, CTL_CLEAR, CTL_PAUSE, CTL_START,
-    ID, WINDOW,
+    media_fill, read_bytes, reg, write_regs, StreamError, TxState, CTL_PAUSE, CTL_START, ID, WINDOW,
 };
 use crate::model::{Cx, DeviceModel, DmaId, ReadReply};
 use crate::DeviceTiming;
@@ -160,7 +159,6 @@ impl D2dSsd {
                         self.pump(s, cx);
                     }
                 }
-                let _ = CTL_CLEAR; // the sender keeps no queue beyond its writes in flight
             }
             reg::RX_ADDR => {}
             reg::CREDITS => {
