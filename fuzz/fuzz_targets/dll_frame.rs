@@ -21,6 +21,9 @@ fuzz_target!(|data: &[u8]| {
         let mut out = vec![0u8; f.buffer_len()];
         f.emit(&mut out).expect("a parsed frame emits");
         let _ = TlpRepr::parse_bytes(f.tlp);
-        assert_eq!(DllFrameRepr::from_bytes(&out).expect("emitted frame parses"), f);
+        assert_eq!(
+            DllFrameRepr::from_bytes(&out).expect("emitted frame parses"),
+            f
+        );
     }
 });

@@ -12,7 +12,10 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(r) = DllpRepr::parse_ignoring_crc(&p) {
         let _ = r.to_string();
         let bytes = r.to_bytes().expect("a parsed DLLP emits");
-        assert_eq!(DllpRepr::from_bytes(&bytes).expect("emitted DLLP parses"), r);
+        assert_eq!(
+            DllpRepr::from_bytes(&bytes).expect("emitted DLLP parses"),
+            r
+        );
         let _ = pcielab_wire::dllp::json::to_json(&r);
     }
 });

@@ -75,7 +75,10 @@ fuzz_target!(|data: &[u8]| {
     assert!(sim.now() < limit, "the simulation did not come to rest");
     if !at_itself {
         let j = sim.model("nic").unwrap().report().unwrap();
-        let (tx, rx) = (j["tx_packets"].as_u64().unwrap(), j["rx_packets"].as_u64().unwrap());
+        let (tx, rx) = (
+            j["tx_packets"].as_u64().unwrap(),
+            j["rx_packets"].as_u64().unwrap(),
+        );
         assert!(rx <= tx, "received {rx} frames, sent {tx}: {j}");
     }
 });

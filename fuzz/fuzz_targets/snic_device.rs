@@ -70,7 +70,14 @@ fuzz_target!(|data: &[u8]| {
     assert!(sim.now() < limit, "the simulation did not come to rest");
     if !at_itself {
         let nic = sim.bdf("nic").unwrap();
-        let irqs = sim.interrupts().iter().filter(|(_, i)| i.from == nic).count() as u64;
-        assert!(irqs <= 2 * doorbells, "{irqs} interrupts for {doorbells} doorbells");
+        let irqs = sim
+            .interrupts()
+            .iter()
+            .filter(|(_, i)| i.from == nic)
+            .count() as u64;
+        assert!(
+            irqs <= 2 * doorbells,
+            "{irqs} interrupts for {doorbells} doorbells"
+        );
     }
 });

@@ -33,6 +33,10 @@ pub const EXAMPLES: &[Example] = &[
         "every generation (Gen1-Gen6) and width (x1-x32); endpoints with less ASPM support"
     ),
     example!(
+        "d2d",
+        "device-to-device streaming (seed 004): a D2D sender and a D2D NIC below one switch"
+    ),
+    example!(
         "design",
         "a root complex, a 4-port switch and one psmem endpoint (the docs' example)"
     ),

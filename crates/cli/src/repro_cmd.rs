@@ -21,7 +21,7 @@ pub struct ReproArgs {
     list: bool,
     /// Output format: table, csv or json. Columns: id, seed, quantity, unit, published,
     /// measured, inputs (what produced `measured`, with the source of each), then
-    /// citation, status (match, shape, deviates, plot-only) and note.
+    /// citation, status (match, shape, deviates, plot-only, not-modelled) and note.
     #[arg(long, value_enum, conflicts_with_all = ["json", "csv"])]
     format: Option<Format>,
     /// Same as --format json.

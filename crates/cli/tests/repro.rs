@@ -67,7 +67,7 @@ fn all_as_csv_has_the_contract_columns() {
         assert_eq!(r.len(), 10, "{r:?}");
         assert!(!r[5].is_empty() && !r[6].is_empty(), "{r:?}");
         assert!(
-            ["match", "shape", "deviates", "plot-only"].contains(&r[8].as_str()),
+            ["match", "shape", "deviates", "plot-only", "not-modelled"].contains(&r[8].as_str()),
             "{r:?}"
         );
     }

@@ -17,6 +17,7 @@
 
 mod atomic;
 pub mod dma_engine;
+pub mod d2d;
 mod message;
 mod model;
 pub mod nic;

@@ -34,11 +34,17 @@
 //! | simple-nic | `ring_entries` | 1..=65536 | 1024 | descriptors per ring (larger indexes refused, counted) |
 //! | simple-nic | `max_frame` | 1..=65536 | 4096 | largest frame, bytes |
 //! | simple-nic | `rx_fifo` | 0..=4096 | 64 | frames kept while no RX buffer is posted (0: dropped at once) |
+//! | d2d-ssd, d2d-nic | `streams`, `clock_mhz`, `datapath_bits`, `tlp_cycles` | see [`d2d`] | 4, 125, 64, 17 | streams, PCIe datapath (seed 004 §IV) |
+//! | d2d-ssd | `media_latency_ns`, `media_mbps`, `inflight`, `seed` | see [`d2d`] | 0, 10240, 2, 0 | media model, chunks in flight, content |
+//! | d2d-nic | `rx_queue`, `eth_gbps`, `tx_frames`, `uoe_mhz`, `uoe_bits`, `cable` | see [`d2d`] | 128 KiB, 10, 4, 160, 64, "" | Rx Queue, MAC, offload engine, cable |
 //!
 //! ```
 //! use pcielab_fabric::kinds::KindRegistry;
 //! let reg = KindRegistry::builtin();
-//! assert_eq!(reg.names(), vec!["root-complex", "switch", "psmem", "nic", "simple-nic", "dma-engine"]);
+//! assert_eq!(
+//!     reg.names(),
+//!     vec!["root-complex", "switch", "psmem", "nic", "simple-nic", "dma-engine", "d2d-ssd", "d2d-nic"]
+//! );
 //! ```
 
 use pcielab_config::caps::{CapabilityList, MsiCap, MsixCap, MsixTable, PcieCap, PmCap};
@@ -50,6 +56,7 @@ use pcielab_config::{Bar, Ids, Type0, PCIELAB_VENDOR_ID};
 use std::collections::BTreeMap;
 
 pub mod dma_engine;
+pub mod d2d;
 
 /// A value of a kind-specific key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -400,6 +407,10 @@ pub mod device_ids {
     pub const DMA_ENGINE: u16 = 0x0030;
     /// The SR-IOV DMA engine's virtual function.
     pub const DMA_ENGINE_VF: u16 = 0x0031;
+    /// The D2D sender of seed 004 (`d2d-ssd`).
+    pub const D2D_SSD: u16 = 0x0040;
+    /// The D2D receiver of seed 004 (`d2d-nic`).
+    pub const D2D_NIC: u16 = 0x0041;
 }
 
 impl KindRegistry {
@@ -680,6 +691,7 @@ impl KindRegistry {
             doc: "NetTLP's simple NIC: BAR4 registers, descriptor rings in host memory, MSI-X 0 (TX) and 1 (RX)",
         });
         dma_engine::register(&mut r);
+        d2d::register(&mut r);
         r
     }
 
@@ -715,12 +727,23 @@ fn ethernet_function(
     bars: [Option<Bar>; 6],
     vectors: u16,
 ) -> Result<pcielab_config::ConfigSpace, KindError> {
+    function_with_class(ctx, device_id, 0x02_0000, bars, vectors)
+}
+
+/// [`ethernet_function`] with another class code.
+fn function_with_class(
+    ctx: &EndpointCtx<'_>,
+    device_id: u16,
+    class_code: u32,
+    bars: [Option<Bar>; 6],
+    vectors: u16,
+) -> Result<pcielab_config::ConfigSpace, KindError> {
     let p = ctx.params;
     let ids = Ids {
         vendor_id: p.int("vendor_id").unwrap_or(PCIELAB_VENDOR_ID as i64) as u16,
         device_id: p.int("device_id").unwrap_or(device_id as i64) as u16,
         revision: 1,
-        class_code: 0x02_0000, // network controller, Ethernet
+        class_code,
     };
     let mut cs = Type0 {
         ids,

@@ -20,7 +20,7 @@
 //! Which keys a node may have depends on its kind; the [`KindRegistry`] lists them with
 //! their types and defaults (see [`crate::kinds`] for the built-in kinds). Every error
 //! names the file, the line, the key and what is allowed, e.g.
-//! `net.toml:7: key "kind": unknown kind "sw"; allowed: root-complex, switch, psmem, nic, simple-nic`.
+//! `net.toml:7: key "kind": unknown kind "sw"; allowed: root-complex, switch, psmem, nic, simple-nic, dma-engine, d2d-ssd, d2d-nic`.
 //!
 //! The loader checks: unknown top-level, node and link keys; wrong value types and
 //! ranges; unknown kinds; duplicate or malformed names; links to missing nodes or
@@ -840,7 +840,7 @@ width = 8
     #[test]
     fn errors_name_file_line_key_and_allowed_values() {
         let rows: &[(&str, &str, &str)] = &[
-            ("kind = \"switch\"", "kind = \"sw\"", "t.toml:8: key \"kind\": unknown kind \"sw\"; allowed: root-complex, switch, psmem, nic, simple-nic"),
+            ("kind = \"switch\"", "kind = \"sw\"", "t.toml:8: key \"kind\": unknown kind \"sw\"; allowed: root-complex, switch, psmem, nic, simple-nic, dma-engine, d2d-ssd, d2d-nic"),
             ("ports = 3", "ports = 3\ncolour = 1", "t.toml:10: key \"colour\": unknown key for kind \"switch\"; allowed: name, kind, ports, hotplug, hotplug_power, max_gen, max_width, mps, aspm, vendor_id, device_id"),
             ("name = \"mem0\"", "name = \"sw0\"", "t.toml:11: key \"name\": duplicate node name \"sw0\" (first defined on line 6)"),
             ("up = \"sw0.1\"", "up = \"rc.0\"", "t.toml:19: key \"up\": port \"rc.0\" is already used by the link on line 13"),

@@ -23,9 +23,10 @@
 //! ```
 //!
 //! The seeds: `000` NetTLP (NSDI 2020), `001` pcie-bench (SIGCOMM 2018, from §5 on),
-//! `002` the gem5 PCIe model paper. See `docs/repro.md` for every row.
+//! `002` the gem5 PCIe model paper, `004` device-to-device streaming (D2D). See `docs/repro.md` for every row.
 #![warn(missing_docs)]
 
+pub mod d2d;
 pub mod gem5;
 pub mod nettlp;
 pub mod pciebench;
@@ -67,6 +68,9 @@ pub enum Status {
     /// The paper publishes only a figure (no value in its text): the row says what the
     /// run gives, and `--plot` draws it.
     PlotOnly,
+    /// pcielab has no model of the quantity (CPU power, utilisation): the row says so
+    /// rather than inventing a number.
+    NotModelled,
 }
 
 impl Status {
@@ -77,6 +81,7 @@ impl Status {
             Status::Shape => "shape",
             Status::Deviates => "deviates",
             Status::PlotOnly => "plot-only",
+            Status::NotModelled => "not-modelled",
         }
     }
 }
@@ -349,6 +354,7 @@ pub fn experiments() -> Vec<Experiment> {
     v.extend(pciebench::experiments());
     v.extend(gem5::experiments());
     v.extend(sriov::experiments());
+    v.extend(d2d::experiments());
     v
 }
 

@@ -2,4 +2,5 @@
 //! simulator, as an operating system's driver would.
 
 pub mod dma_engine;
+pub mod d2d;
 pub mod nic;

@@ -10,6 +10,7 @@ mod bus_master;
 mod chaos;
 mod common;
 mod config;
+mod d2d;
 mod device_api;
 mod dma_engine;
 mod docs;
