@@ -16,8 +16,8 @@
 //! from scratch, run in the simulator.
 
 mod atomic;
-pub mod dma_engine;
 pub mod d2d;
+pub mod dma_engine;
 mod message;
 mod model;
 pub mod nic;

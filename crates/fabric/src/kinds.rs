@@ -55,8 +55,8 @@ use pcielab_config::header::VfHeader;
 use pcielab_config::{Bar, Ids, Type0, PCIELAB_VENDOR_ID};
 use std::collections::BTreeMap;
 
-pub mod dma_engine;
 pub mod d2d;
+pub mod dma_engine;
 
 /// A value of a kind-specific key.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -496,7 +496,7 @@ fn a_vf_reset_mid_transfer_spares_the_other_vf() {
     use pcielab_config::caps::{id, pcie_reg};
     use pcielab_wire::ByteEnables;
     let mut s = sim_with("vfs = 2", gen3());
-    let mut f = vec![
+    let mut f = [
         DmaFunction::open(&mut s, "dma", 1, DmaDriverConfig::default()).unwrap(),
         DmaFunction::open(&mut s, "dma", 2, DmaDriverConfig::default()).unwrap(),
     ];
