@@ -53,6 +53,14 @@ pub const EXAMPLES: &[Example] = &[
         "a psmem SR-IOV PF with four VFs enabled by enumeration (vfs = 4), each its own function"
     ),
     example!(
+        "sriov-dma",
+        "seed 003's SR-IOV DMA engine as the paper tested it: a PF and a VF on Gen3 x8, tags per function"
+    ),
+    example!(
+        "sriov-dma-64vf",
+        "seed 003's SR-IOV DMA engine with 64 VFs (ARI), each its own function, rings and MSI-X"
+    ),
+    example!(
         "wake",
         "two wake-capable (PME) psmem endpoints below a switch"
     ),
