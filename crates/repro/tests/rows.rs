@@ -368,7 +368,11 @@ fn sriov_rows_hold() {
     for id in &ids[..2] {
         assert!((55.0..57.6).contains(&v(id)), "{id}: {}", v(id));
         assert_eq!(row(id).status, Status::Deviates);
-        assert!(row(id).note.contains("µs per 1 MB transfer"), "{}", row(id).note);
+        assert!(
+            row(id).note.contains("µs per 1 MB transfer"),
+            "{}",
+            row(id).note
+        );
     }
     // 128 of 152 bytes against 256 of 280: 0.921 (the fixed cost per transfer,
     // the same at both sizes, moves it a little).
@@ -379,7 +383,10 @@ fn sriov_rows_hold() {
     assert_eq!(row("sriov-cpl-4k").status, Status::Match);
     assert!(v("sriov-vm-h2d") < v("sriov-h2d-1mb"));
     let knee = v("sriov-size-knee");
-    assert!((4.0..=1024.0).contains(&knee) && knee.log2().fract() == 0.0, "{knee}");
+    assert!(
+        (4.0..=1024.0).contains(&knee) && knee.log2().fract() == 0.0,
+        "{knee}"
+    );
     // Every row names its inputs' sources.
     for id in ids {
         assert!(row(id).inputs.iter().all(|i| !i.source.is_empty()), "{id}");
