@@ -329,6 +329,22 @@ fn key(name: &'static str, ty: KeyType, default: Option<ParamValue>, doc: &'stat
     }
 }
 
+/// An integer key in `min..=max` with a default.
+pub(crate) fn int_key(
+    name: &'static str,
+    min: i64,
+    max: i64,
+    default: i64,
+    doc: &'static str,
+) -> KeySpec {
+    key(
+        name,
+        KeyType::Int { min, max },
+        Some(ParamValue::Int(default)),
+        doc,
+    )
+}
+
 /// The values of the `aspm` key: the Active State Power Management states a node's
 /// ports support.
 pub const ASPM_CHOICES: &[&str] = &["none", "l0s", "l1", "l0s-l1"];

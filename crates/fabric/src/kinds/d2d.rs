@@ -11,14 +11,7 @@ use pcielab_device::d2d::{self, D2dNic, D2dNicConfig, D2dSsd, D2dSsdConfig};
 use pcielab_device::nic::Ethernet;
 use pcielab_sim::SimDuration;
 
-fn int(name: &'static str, min: i64, max: i64, default: i64, doc: &'static str) -> super::KeySpec {
-    key(
-        name,
-        KeyType::Int { min, max },
-        Some(ParamValue::Int(default)),
-        doc,
-    )
-}
+use super::int_key as int;
 
 /// The PCIe datapath keys both kinds share (the paper's NetFPGA: 125 MHz, 64 bits, §IV-C).
 fn datapath_keys() -> Vec<super::KeySpec> {

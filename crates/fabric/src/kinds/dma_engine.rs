@@ -7,8 +7,8 @@
 //! device has an ARI capability (the enumerator then enables ARI Forwarding above it).
 
 use super::{
-    common_keys, device_ids, key, msix_bar_size, Device, EndpointCtx, HwFunction, KeyType,
-    KindError, KindRegistry, KindRole, KindSpec, ParamValue, VfTemplate,
+    common_keys, device_ids, int_key, msix_bar_size, Device, EndpointCtx, HwFunction, KindError,
+    KindRegistry, KindRole, KindSpec, VfTemplate,
 };
 use pcielab_config::caps::{CapabilityList, MsixCap, MsixTable, PcieCap, PmCap};
 use pcielab_config::ext_caps::{AerCap, AriCap, DsnCap, SriovCap};
@@ -25,79 +25,62 @@ const CLASS: u32 = 0x12_0000;
 
 pub(super) fn register(r: &mut KindRegistry) {
     let mut keys = vec![
-        key(
+        int_key(
             "vfs",
-            KeyType::Int {
-                min: 0,
-                max: MAX_VFS,
-            },
-            Some(ParamValue::Int(0)),
+            0,
+            MAX_VFS,
+            0,
             "VFs (TotalVFs; host enumeration enables them all, as writing sriov_numvfs does)",
         ),
-        key(
+        int_key(
             "queues",
-            KeyType::Int {
-                min: 1,
-                max: MAX_QUEUES as i64,
-            },
-            Some(ParamValue::Int(1)),
+            1,
+            MAX_QUEUES as i64,
+            1,
             "H2D/D2H engine pairs per function (the paper: 1)",
         ),
-        key(
+        int_key(
             "window",
-            KeyType::Int {
-                min: 0,
-                max: 1 << 24,
-            },
-            Some(ParamValue::Int(16384)),
+            0,
+            1 << 24,
+            16384,
             "reorder window of each H2D transfer, bytes (N requests of MRRS bytes: N × MRRS; 0: none)",
         ),
-        key(
+        int_key(
             "chunk",
-            KeyType::Int {
-                min: 1,
-                max: 1 << 30,
-            },
-            Some(ParamValue::Int(65536)),
+            1,
+            1 << 30,
+            65536,
             "largest piece of a transfer one DMA carries, bytes",
         ),
-        key(
-            "inflight",
-            KeyType::Int { min: 1, max: 64 },
-            Some(ParamValue::Int(4)),
-            "pieces each engine keeps in flight",
-        ),
-        key(
-            "fetch_batch",
-            KeyType::Int { min: 1, max: 64 },
-            Some(ParamValue::Int(8)),
-            "descriptors per descriptor fetch",
-        ),
-        key(
+        int_key("inflight", 1, 64, 4, "pieces each engine keeps in flight"),
+        int_key("fetch_batch", 1, 64, 8, "descriptors per descriptor fetch"),
+        int_key(
             "dma_tags",
-            KeyType::Int { min: 0, max: 768 },
-            Some(ParamValue::Int(0)),
+            0,
+            768,
+            0,
             "tags of the device's read requests, from 0 (0: the host's pool)",
         ),
-        key(
+        int_key(
             "tags_per_function",
-            KeyType::Int { min: 0, max: 768 },
-            Some(ParamValue::Int(0)),
+            0,
+            768,
+            0,
             "tags each function owns (function i: i × k ..), as the paper routes completions by tag (0: one pool)",
         ),
-        key(
+        int_key(
             "clock_mhz",
-            KeyType::Int {
-                min: 0,
-                max: 10_000,
-            },
-            Some(ParamValue::Int(250)),
+            0,
+            10_000,
+            250,
             "core clock, MHz (the Xilinx Gen3 x8 block's user clock: 250; 0: no device time)",
         ),
-        key(
+        int_key(
             "datapath_bits",
-            KeyType::Int { min: 0, max: 4096 },
-            Some(ParamValue::Int(256)),
+            0,
+            4096,
+            256,
             "datapath width, bits (the Xilinx Gen3 x8 block's AXI4-Stream: 256)",
         ),
     ];
