@@ -754,6 +754,21 @@ fn function_with_class(
     bars: [Option<Bar>; 6],
     vectors: u16,
 ) -> Result<pcielab_config::ConfigSpace, KindError> {
+    let (mut cs, _) = type0_header(ctx, device_id, class_code, bars)?;
+    device_caps(ctx, vectors)
+        .install(&mut cs)
+        .map_err(|e| e.to_string())?;
+    Ok(cs)
+}
+
+/// The Type 0 header of a single-function device of `ctx`'s node with `bars`: the
+/// node's `vendor_id`/`device_id` keys, else pcielab's vendor ID and `device_id`.
+fn type0_header(
+    ctx: &EndpointCtx<'_>,
+    device_id: u16,
+    class_code: u32,
+    bars: [Option<Bar>; 6],
+) -> Result<(pcielab_config::ConfigSpace, Ids), KindError> {
     let p = ctx.params;
     let ids = Ids {
         vendor_id: p.int("vendor_id").unwrap_or(PCIELAB_VENDOR_ID as i64) as u16,
@@ -761,7 +776,7 @@ fn function_with_class(
         revision: 1,
         class_code,
     };
-    let mut cs = Type0 {
+    let cs = Type0 {
         ids,
         bars,
         rom_size: None,
@@ -772,21 +787,30 @@ fn function_with_class(
     }
     .build()
     .map_err(|e| e.to_string())?;
+    Ok((cs, ids))
+}
+
+/// An MSI-X capability of `vectors` entries with its table at 0 of BAR 2 and the PBA
+/// after it.
+fn msix_in_bar2(vectors: u16) -> MsixCap {
+    MsixCap {
+        table_size: vectors,
+        table_bir: 2,
+        table_offset: 0,
+        pba_bir: 2,
+        pba_offset: MsixTable::new(vectors).table_bytes(),
+    }
+}
+
+/// The capabilities a device function of pcielab starts with: PM, MSI-X
+/// ([`msix_in_bar2`]), PCI Express (`ctx`'s), AER, DSN.
+fn device_caps(ctx: &EndpointCtx<'_>, vectors: u16) -> CapabilityList {
     CapabilityList::new()
         .with(PmCap { pme: false })
-        .with(MsixCap {
-            table_size: vectors,
-            table_bir: 2,
-            table_offset: 0,
-            pba_bir: 2,
-            pba_offset: MsixTable::new(vectors).table_bytes(),
-        })
+        .with(msix_in_bar2(vectors))
         .with(PcieCap { ..ctx.pcie })
         .with_ext(AerCap::default())
         .with_ext(DsnCap { serial: ctx.serial })
-        .install(&mut cs)
-        .map_err(|e| e.to_string())?;
-    Ok(cs)
 }
 
 /// The settings of a `nic` node.

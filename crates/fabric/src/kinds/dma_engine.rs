@@ -7,13 +7,13 @@
 //! device has an ARI capability (the enumerator then enables ARI Forwarding above it).
 
 use super::{
-    common_keys, device_ids, int_key, msix_bar_size, Device, EndpointCtx, HwFunction, KindError,
-    KindRegistry, KindRole, KindSpec, VfTemplate,
+    common_keys, device_caps, device_ids, int_key, msix_bar_size, msix_in_bar2, type0_header,
+    Device, EndpointCtx, HwFunction, KindError, KindRegistry, KindRole, KindSpec, VfTemplate,
 };
-use pcielab_config::caps::{CapabilityList, MsixCap, MsixTable, PcieCap, PmCap};
-use pcielab_config::ext_caps::{AerCap, AriCap, DsnCap, SriovCap};
+use pcielab_config::caps::{CapabilityList, PcieCap};
+use pcielab_config::ext_caps::{AriCap, SriovCap};
 use pcielab_config::header::VfHeader;
-use pcielab_config::{Bar, Ids, Type0, PCIELAB_VENDOR_ID};
+use pcielab_config::Bar;
 use pcielab_device::dma_engine::{DmaEngine, DmaEngineConfig, BAR_SIZE, MAX_QUEUES};
 use pcielab_device::DeviceTiming;
 
@@ -136,7 +136,6 @@ pub fn config(p: &super::Params) -> Result<DmaEngineConfig, KindError> {
 
 fn build(ctx: &EndpointCtx<'_>) -> Result<Device, KindError> {
     let cfg = config(ctx.params)?;
-    let p = ctx.params;
     let vfs = cfg.functions - 1;
     let vectors = 2 * cfg.queues;
     let mut bars = [None; 6];
@@ -148,36 +147,8 @@ fn build(ctx: &EndpointCtx<'_>) -> Result<Device, KindError> {
         size: msix_bar_size(vectors) as u32,
         prefetchable: false,
     });
-    let ids = Ids {
-        vendor_id: p.int("vendor_id").unwrap_or(PCIELAB_VENDOR_ID as i64) as u16,
-        device_id: p.int("device_id").unwrap_or(device_ids::DMA_ENGINE as i64) as u16,
-        revision: 1,
-        class_code: CLASS,
-    };
-    let mut cs = Type0 {
-        ids,
-        bars,
-        rom_size: None,
-        subsystem_vendor: ids.vendor_id,
-        subsystem_id: ids.device_id,
-        interrupt_pin: 1,
-        multi_function: false,
-    }
-    .build()
-    .map_err(|e| e.to_string())?;
-    let msix = MsixCap {
-        table_size: vectors,
-        table_bir: 2,
-        table_offset: 0,
-        pba_bir: 2,
-        pba_offset: MsixTable::new(vectors).table_bytes(),
-    };
-    let mut list = CapabilityList::new()
-        .with(PmCap { pme: false })
-        .with(msix)
-        .with(PcieCap { ..ctx.pcie })
-        .with_ext(AerCap::default())
-        .with_ext(DsnCap { serial: ctx.serial });
+    let (mut cs, ids) = type0_header(ctx, device_ids::DMA_ENGINE, CLASS, bars)?;
+    let mut list = device_caps(ctx, vectors);
     let mut template = None;
     // More than 8 functions: function numbers past 7 need ARI.
     let ari = cfg.functions > 8;
@@ -200,10 +171,12 @@ fn build(ctx: &EndpointCtx<'_>) -> Result<Device, KindError> {
             subsystem_id: device_ids::DMA_ENGINE_VF,
         }
         .build();
-        let mut vlist = CapabilityList::new().with(msix).with(PcieCap {
-            flr: true,
-            ..ctx.pcie
-        });
+        let mut vlist = CapabilityList::new()
+            .with(msix_in_bar2(vectors))
+            .with(PcieCap {
+                flr: true,
+                ..ctx.pcie
+            });
         if ari {
             vlist = vlist.with_ext(AriCap { next_function: 0 });
         }
