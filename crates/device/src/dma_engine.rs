@@ -29,7 +29,9 @@
 //!   on D2H it produces a stream of 32-bit integers, on H2D it checks that the integers
 //!   it receives follow each other with no gap. Here word `w` of function `f`'s stream
 //!   is [`pattern_word`]`(f, w)`; the H2D side also keeps a 64-bit hash of every byte
-//!   it took, so a test can compare it with what the host sent.
+//!   it took, so a test can compare it with what the host sent. This is the function's
+//!   test mode (`CTRL` bit 2); outside it the application takes H2D data unchecked and
+//!   produces zeros, which costs the simulation nothing per byte.
 //!
 //! # Registers (BAR 0 of each function, 4 KiB, little endian)
 //!
@@ -37,13 +39,15 @@
 //!   0x000  u32  ID         bits 0..15: the function's index (0: the PF), bit 16: a VF
 //!   0x004  u32  CTRL       bit 0: enable (doorbells are taken only while set)
 //!                          bit 1: reset this function's engines and test streams (write 1; reads 0)
-//!                          bit 2: check the H2D pattern (count gaps)
+//!                          bit 2: test mode: D2H carries the test stream, H2D is checked
+//!                          (gaps counted, bytes hashed); without it D2H carries zeros
 //!   0x008  u32  QUEUES     engine pairs (read only)
 //!   0x00c  u32  STATUS     bit 0: a transfer is in progress, bit 1: an error was seen
 //!   0x010  u64  H2D_BYTES  0x018 D2H_BYTES (read only)
 //!   0x020  u64  ERRORS     malformed descriptors, bad doorbells, failed DMAs
-//!   0x028  u64  H2D_HASH   hash of every byte taken host to device, in order, since the last reset
-//!   0x030  u64  H2D_GAPS   pattern words out of sequence (with CTRL bit 2)
+//!   0x028  u64  H2D_HASH   hash of every byte taken host to device in test mode, in order,
+//!                          since the last reset
+//!   0x030  u64  H2D_GAPS   pattern words out of sequence (in test mode)
 //!   engine e at 0x100 + 0x40 × e: e = 2q is H2D queue q, e = 2q + 1 is D2H queue q
 //!   +0x00  u64  BASE       ring base address (host memory)
 //!   +0x08  u32  SIZE       ring entries (1..=65536); writing BASE or SIZE sets the ring up anew
@@ -129,7 +133,7 @@ pub mod reg {
 pub const CTRL_ENABLE: u32 = 1;
 /// CTRL bit: reset the function's engines.
 pub const CTRL_RESET: u32 = 2;
-/// CTRL bit: check the H2D pattern.
+/// CTRL bit: test mode (D2H carries the test stream; H2D is checked and hashed).
 pub const CTRL_CHECK: u32 = 4;
 
 /// Word `w` of function `function`'s test stream (the paper's integers, with the
@@ -590,7 +594,10 @@ impl DmaEngine {
                 let func = &mut self.functions[f as usize];
                 let mut data = cx.buffer(piece as usize);
                 data.resize(piece as usize, 0);
-                fill_pattern(f, func.d2h_offset, &mut data);
+                // The test stream in test mode; zeros otherwise (nothing to check).
+                if func.ctrl & CTRL_CHECK != 0 {
+                    fill_pattern(f, func.d2h_offset, &mut data);
+                }
                 func.d2h_offset += piece;
                 let id = cx.dma_write(addr, data);
                 self.ops.insert(
@@ -806,10 +813,10 @@ impl Function {
     /// Bytes that reached the FPGA application from the host, in order.
     fn take(&mut self, f: u16, data: &[u8]) {
         self.stats.h2d_bytes += data.len() as u64;
-        self.stats.h2d_hash = stream_hash(self.stats.h2d_hash, data);
         if self.ctrl & CTRL_CHECK == 0 {
             return;
         }
+        self.stats.h2d_hash = stream_hash(self.stats.h2d_hash, data);
         let mut rest = data;
         if !self.carry.is_empty() {
             let k = (4 - self.carry.len()).min(rest.len());
@@ -1206,7 +1213,7 @@ mod tests {
         let mut h = Host::new(cfg(1));
         let ring = MEM;
         h.ring(0, 1, ring, 3);
-        h.write(0, reg::CTRL, CTRL_ENABLE as u64, false);
+        h.write(0, reg::CTRL, (CTRL_ENABLE | CTRL_CHECK) as u64, false);
         // Five rounds of two descriptors on a 3-entry ring: indexes wrap.
         let mut tail = 0u64;
         for round in 0..5u64 {
