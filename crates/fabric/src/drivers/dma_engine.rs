@@ -4,7 +4,8 @@
 //! driver enables VFs and sets the payload and read-request sizes, which host
 //! enumeration does here).
 //!
-//! A [`DmaFunction`] sets up its function's rings in host memory, maps what the
+//! A [`DmaFunction`] drives queue pair 0 of its function (the paper's one H2D and one
+//! D2H engine): it sets up the two rings in host memory, maps what the
 //! function may touch when there is an IOMMU (and nothing else), programs the
 //! function's MSI-X table through its BAR (in the remappable format, with its own
 //! handles, when the IOMMU remaps interrupts), and enables it. [`run`] then moves data
@@ -312,8 +313,18 @@ impl DmaFunction {
         let hpa = sim.alloc_dma(pages);
         let dev = match self.cfg.vm {
             Some(vm) => {
+                // The guest's memory is the host's from the first allocation on,
+                // shifted to `guest_base`.
                 let (h0, g0) = *self.gpa_shift.get_or_insert((hpa, vm.guest_base));
-                g0 + (hpa - h0)
+                hpa.checked_sub(h0)
+                    .and_then(|off| g0.checked_add(off))
+                    .ok_or_else(|| {
+                        bad(
+                            "vm guest_base",
+                            format!("{g0:#x} (host memory at {hpa:#x}, first at {h0:#x})"),
+                            "a guest-physical window that holds every allocation",
+                        )
+                    })?
             }
             None => hpa,
         };
