@@ -21,6 +21,7 @@ mod sim_capture;
 mod sim_cmd;
 mod sim_inject;
 mod sim_nic;
+mod sim_sriov;
 mod snic_cmd;
 mod tlp_cmd;
 mod topo_cmd;

@@ -42,6 +42,12 @@ pub enum Workload {
     /// (--gen, --lanes; default Gen3 x8), per frame size of --sizes: the columns of
     /// `pcielab model nic`, measured, with the model's prediction beside them.
     Nic,
+    /// Seed 003's SR-IOV DMA engine (a `dma-engine` node: --device, else the first; or
+    /// one on --gen/--lanes with --vfs VFs): every function (PF and VFs) runs --count
+    /// transfers of each size of --sizes at once, one after the other, set up by its
+    /// driver, started by a doorbell and ended by its interrupt (--op read: host to
+    /// device, write: device to host; --vm: the VFs in VMs through the IOMMU).
+    Sriov,
 }
 
 /// Which NIC `--workload nic` runs.
@@ -120,7 +126,8 @@ Examples:
   pcielab sim --workload mmio-lat --count 100 --aspm l1 --gap-us 20
   pcielab sim --workload dma --device mem1 --fail mem1@20 --recover-us 150 --dpc
   pcielab sim --workload dma --op read --window 1 --iommu --iotlb-entries 8 --ats
-  pcielab sim --workload enumerate --json";
+  pcielab sim --workload enumerate --json
+  pcielab sim --workload sriov --vfs 8 --op write --sizes 64K,1M";
 
 /// Arguments of `pcielab sim`.
 #[derive(Args, Debug)]
@@ -165,12 +172,23 @@ pub struct SimArgs {
     /// --workload nic: also draw measured and predicted bandwidth to this .png or .svg.
     #[arg(help_heading = "NIC (--workload nic)", long, value_name = "FILE")]
     pub(crate) plot: Option<std::path::PathBuf>,
+    /// --workload sriov without a file: the dma-engine's VFs.
+    #[arg(
+        help_heading = "SR-IOV DMA engine (--workload sriov)",
+        long,
+        default_value_t = 4
+    )]
+    pub(crate) vfs: u16,
+    /// --workload sriov: the VFs are used by VMs (guest-physical addresses through the
+    /// IOMMU, nested walks, injected interrupts); implies an IOMMU.
+    #[arg(help_heading = "SR-IOV DMA engine (--workload sriov)", long)]
+    pub(crate) vm: bool,
     /// Endpoint node that runs the DMA stream (default: the first endpoint).
     #[arg(help_heading = "Workload", long)]
     pub(crate) device: Option<String>,
     /// DMA direction.
     #[arg(help_heading = "Workload", long, value_enum, default_value = "read")]
-    op: Op,
+    pub(crate) op: Op,
     /// Bytes per DMA (dma; default 4096) or per MMIO read (mmio-lat; default 4).
     /// For --op rw the Gb/s column counts both directions. Units allowed (4K, 0x1000).
     #[arg(help_heading = "Workload", long, value_parser = crate::units::parse_bytes)]
@@ -185,9 +203,10 @@ pub struct SimArgs {
     /// Outstanding read tags of each DMA engine (1..=768).
     #[arg(help_heading = "Workload", long, default_value_t = 64)]
     tags: u16,
-    /// DMAs (dma; sweep: per size and direction) or MMIO reads (mmio-lat) to run.
+    /// DMAs (dma; sweep: per size and direction) or MMIO reads (mmio-lat) to run;
+    /// transfers per function and size (sriov: default 8).
     #[arg(help_heading = "Workload", long, default_value_t = 200)]
-    count: u64,
+    pub(crate) count: u64,
     /// Address pattern.
     #[arg(help_heading = "Workload", long, value_enum, default_value = "seq")]
     pattern: Pattern,
@@ -1350,6 +1369,9 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
     if a.workload == Workload::Nic {
         return crate::sim_nic::run(a);
     }
+    if a.workload == Workload::Sriov {
+        return crate::sim_sriov::run(a);
+    }
     let reg = KindRegistry::builtin();
     let topo = match (&a.file, &a.example) {
         (_, Some(name)) => Topology::parse(crate::examples::get(name)?.text, &topo_name(a), &reg),
@@ -1554,6 +1576,7 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         Workload::MmioLat => rows = mmio_rows(&ctx, a, &mut cap)?,
         Workload::Enumerate => rows = enumerate_rows(&ctx, &mut cap)?,
         Workload::Nic => unreachable!("--workload nic returns at the start of run"),
+        Workload::Sriov => unreachable!("--workload sriov returns at the start of run"),
         Workload::Inject => {
             let mut sim = ctx.new_sim()?;
             sim.run_for(SimDuration::from_us(2)); // links up
@@ -1690,6 +1713,8 @@ impl SimArgs {
             lanes: self.lanes,
             workload: self.workload,
             nic: self.nic,
+            vfs: self.vfs,
+            vm: self.vm,
             eth: self.eth,
             dpdk: self.dpdk,
             packets: self.packets,
