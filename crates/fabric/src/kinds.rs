@@ -380,24 +380,14 @@ pub fn common_keys(mps: i64, device_id: i64) -> Vec<KeySpec> {
             Some(ParamValue::Str("l0s-l1".into())),
             "ASPM states the ports support (Link Capabilities); software enables them",
         ),
-        key(
+        int_key(
             "vendor_id",
-            KeyType::Int {
-                min: 0,
-                max: 0xfffe,
-            },
-            Some(ParamValue::Int(PCIELAB_VENDOR_ID as i64)),
+            0,
+            0xfffe,
+            PCIELAB_VENDOR_ID as i64,
             "PCI vendor ID",
         ),
-        key(
-            "device_id",
-            KeyType::Int {
-                min: 0,
-                max: 0xffff,
-            },
-            Some(ParamValue::Int(device_id)),
-            "PCI device ID",
-        ),
+        int_key("device_id", 0, 0xffff, device_id, "PCI device ID"),
     ]
 }
 
@@ -438,12 +428,7 @@ impl KindRegistry {
     /// The built-in kinds: `root-complex`, `switch`, `psmem`, `simple-nic`.
     pub fn builtin() -> KindRegistry {
         let mut r = KindRegistry::new();
-        let mut rc = vec![key(
-            "ports",
-            KeyType::Int { min: 1, max: 31 },
-            Some(ParamValue::Int(1)),
-            "number of root ports",
-        )];
+        let mut rc = vec![int_key("ports", 1, 31, 1, "number of root ports")];
         rc.push(key(
             "hotplug",
             KeyType::Bool,
@@ -469,12 +454,7 @@ impl KindRegistry {
             keys: rc,
             doc: "host bridge 00:00.0 and root ports 00:01.0 … on bus 0",
         });
-        let mut sw = vec![key(
-            "ports",
-            KeyType::Int { min: 1, max: 32 },
-            Some(ParamValue::Int(1)),
-            "number of downstream ports",
-        )];
+        let mut sw = vec![int_key("ports", 1, 32, 1, "number of downstream ports")];
         sw.push(key(
             "hotplug",
             KeyType::Bool,
@@ -517,18 +497,8 @@ impl KindRegistry {
                 Some(ParamValue::Bool(true)),
                 "memory BAR is 64-bit",
             ),
-            key(
-                "msix_vectors",
-                KeyType::Int { min: 1, max: 2048 },
-                Some(ParamValue::Int(4)),
-                "MSI-X vectors",
-            ),
-            key(
-                "io_size",
-                KeyType::Int { min: 0, max: 256 },
-                Some(ParamValue::Int(0)),
-                "I/O BAR size (0: none)",
-            ),
+            int_key("msix_vectors", 1, 2048, 4, "MSI-X vectors"),
+            int_key("io_size", 0, 256, 0, "I/O BAR size (0: none)"),
             key(
                 "rom_size",
                 KeyType::Size {
@@ -539,18 +509,8 @@ impl KindRegistry {
                 Some(ParamValue::Int(0)),
                 "expansion ROM size (0: none; else a power of two of at least 2 KiB)",
             ),
-            key(
-                "sriov_vfs",
-                KeyType::Int { min: 0, max: 255 },
-                Some(ParamValue::Int(0)),
-                "SR-IOV TotalVFs (0: no SR-IOV)",
-            ),
-            key(
-                "vfs",
-                KeyType::Int { min: 0, max: 255 },
-                Some(ParamValue::Int(0)),
-                "VFs host enumeration enables (as writing sriov_numvfs does); TotalVFs = vfs unless sriov_vfs is given",
-            ),
+            int_key("sriov_vfs", 0, 255, 0, "SR-IOV TotalVFs (0: no SR-IOV)"),
+            int_key("vfs", 0, 255, 0, "VFs host enumeration enables (as writing sriov_numvfs does); TotalVFs = vfs unless sriov_vfs is given"),
             key(
                 "pme",
                 KeyType::Bool,
@@ -578,18 +538,8 @@ impl KindRegistry {
                 Some(ParamValue::Str("simple".into())),
                 "pcie-bench's NIC variant: simple (a descriptor read per packet, an interrupt per packet) or batched (82599-like)",
             ),
-            key(
-                "queues",
-                KeyType::Int { min: 1, max: pcielab_device::nic::MAX_QUEUES as i64 },
-                Some(ParamValue::Int(1)),
-                "queue pairs (each: a transmit and a receive ring, two MSI-X vectors)",
-            ),
-            key(
-                "eth_gbps",
-                KeyType::Int { min: 0, max: 1600 },
-                Some(ParamValue::Int(40)),
-                "Ethernet line rate, Gb/s (0: the MAC takes frames as fast as PCIe brings them)",
-            ),
+            int_key("queues", 1, pcielab_device::nic::MAX_QUEUES as i64, 1, "queue pairs (each: a transmit and a receive ring, two MSI-X vectors)"),
+            int_key("eth_gbps", 0, 1600, 40, "Ethernet line rate, Gb/s (0: the MAC takes frames as fast as PCIe brings them)"),
             key(
                 "rx",
                 KeyType::Choice(&["off", "line-rate", "saturate", "loopback"]),
@@ -644,25 +594,25 @@ impl KindRegistry {
             ),
         ];
         nic.extend([
-            key(
+            int_key(
                 "clock_mhz",
-                KeyType::Int {
-                    min: 0,
-                    max: 10_000,
-                },
-                Some(ParamValue::Int(0)),
+                0,
+                10_000,
+                0,
                 "the NIC's core clock, MHz (0: it takes no time)",
             ),
-            key(
+            int_key(
                 "datapath_bits",
-                KeyType::Int { min: 0, max: 4096 },
-                Some(ParamValue::Int(0)),
+                0,
+                4096,
+                0,
                 "the width of its datapath, bits (e.g. 256 at 250 MHz)",
             ),
-            key(
+            int_key(
                 "dma_tags",
-                KeyType::Int { min: 0, max: 768 },
-                Some(ParamValue::Int(0)),
+                0,
+                768,
+                0,
                 "tags of its read requests, from 0 (0: the host's pool)",
             ),
         ]);
@@ -680,22 +630,19 @@ impl KindRegistry {
                 Some(ParamValue::Str("loopback".into())),
                 "the MAC side: frames sent come back (loopback) or are dropped, counted (none)",
             ),
-            key(
+            int_key(
                 "ring_entries",
-                KeyType::Int { min: 1, max: 65536 },
-                Some(ParamValue::Int(1024)),
+                1,
+                65536,
+                1024,
                 "descriptors per ring (larger indexes are refused, counted)",
             ),
-            key(
-                "max_frame",
-                KeyType::Int { min: 1, max: 65536 },
-                Some(ParamValue::Int(4096)),
-                "largest frame in bytes",
-            ),
-            key(
+            int_key("max_frame", 1, 65536, 4096, "largest frame in bytes"),
+            int_key(
                 "rx_fifo",
-                KeyType::Int { min: 0, max: 4096 },
-                Some(ParamValue::Int(64)),
+                0,
+                4096,
+                64,
                 "frames kept while no RX buffer is posted (0: dropped at once)",
             ),
         ];
