@@ -2446,14 +2446,7 @@ impl FabricSim {
             .func
             .ok_or(SimError::UnknownNode(name.into()))?;
         let me = self.fabric().bdf(f);
-        let len = u32::try_from(data.len())
-            .ok()
-            .filter(|&l| (1..=self.sim.world().cfg.mps as u32).contains(&l))
-            .ok_or_else(|| SimError::Param {
-                what: "translated write length",
-                value: data.len().to_string(),
-                allowed: "1..=MPS bytes",
-            })?;
+        let len = self.payload_len(data, "translated write length")?;
         self.sim.process(|e, cx| {
             let p = e.alloc_payload(data);
             let t = Tlp {
@@ -2467,6 +2460,19 @@ impl FabricSim {
         })
     }
 
+    /// The length of `data` as one TLP's payload (1..=MPS bytes), or the error naming
+    /// `what`.
+    fn payload_len(&self, data: &[u8], what: &'static str) -> Result<u32, SimError> {
+        u32::try_from(data.len())
+            .ok()
+            .filter(|&l| (1..=self.sim.world().cfg.mps as u32).contains(&l))
+            .ok_or_else(|| SimError::Param {
+                what,
+                value: data.len().to_string(),
+                allowed: "1..=MPS bytes",
+            })
+    }
+
     /// Sends a successful completion carrying `data` (1..=MPS bytes) with tag `tag`
     /// from the root complex to function `to`, as if it answered a read request of
     /// `to` (a misbehaving completer, or a completion that reaches the wrong
@@ -2478,14 +2484,7 @@ impl FabricSim {
         tag: u16,
         data: &[u8],
     ) -> Result<(), SimError> {
-        let len = u32::try_from(data.len())
-            .ok()
-            .filter(|&l| (1..=self.sim.world().cfg.mps as u32).contains(&l))
-            .ok_or_else(|| SimError::Param {
-                what: "injected completion length",
-                value: data.len().to_string(),
-                allowed: "1..=MPS bytes",
-            })?;
+        let len = self.payload_len(data, "injected completion length")?;
         let host = self.sim.world().host_bdf;
         self.sim.process(|e, cx| {
             let req = Tlp {

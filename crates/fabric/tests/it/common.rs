@@ -317,3 +317,18 @@ pub fn fault_text(
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+/// The timed simulator on the `sriov-4vf` example (a psmem PF "nic" with four VFs)
+/// and the BDF of each function by index (0 the PF).
+pub fn sim_sriov_4vf(
+    cfg: pcielab_fabric::timed::SimConfig,
+) -> (pcielab_fabric::timed::FabricSim, Vec<pcielab_wire::Bdf>) {
+    let text = std::fs::read_to_string(examples_dir().join("sriov-4vf.toml")).expect("readable");
+    let reg = pcielab_fabric::kinds::KindRegistry::builtin();
+    let topo = pcielab_fabric::topology::Topology::parse(&text, "sriov-4vf.toml", &reg).unwrap();
+    let sim = pcielab_fabric::timed::FabricSim::new(&topo, &reg, cfg).unwrap();
+    let bdfs: Vec<_> = (0..5)
+        .map(|i| sim.function_bdf("nic", i).unwrap())
+        .collect();
+    (sim, bdfs)
+}

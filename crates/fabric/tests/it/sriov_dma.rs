@@ -12,11 +12,9 @@ use pcielab_config::caps::{id, pcie_reg, walk};
 use pcielab_config::header::{command, reg};
 use pcielab_device::DmaPolicy;
 use pcielab_fabric::functional::FnId;
-use pcielab_fabric::kinds::KindRegistry;
 use pcielab_fabric::timed::{
     DmaId, Endpoint, EpCx, FabricSim, FaultKind, FunctionDmaStats, HostRead, SimConfig, TraceKind,
 };
-use pcielab_fabric::topology::Topology;
 use pcielab_sim::{SimDuration, SimTime};
 use pcielab_wire::tlp::{MemOp, TlpHeader, TlpRepr};
 use pcielab_wire::{Bdf, ByteEnables};
@@ -75,20 +73,20 @@ fn pattern(f: u16, i: u64) -> u8 {
 
 /// The simulator on `sriov-4vf` and the BDF of each function by index (0 the PF).
 fn sim_4vf(cfg: SimConfig) -> (FabricSim, Vec<Bdf>) {
-    let text = std::fs::read_to_string(crate::common::examples_dir().join("sriov-4vf.toml"))
-        .expect("readable");
-    let reg = KindRegistry::builtin();
-    let topo = Topology::parse(&text, "sriov-4vf.toml", &reg).unwrap();
-    let sim = FabricSim::new(&topo, &reg, cfg).unwrap();
-    let fab = sim.fabric();
-    let pf = (0..fab.functions.len() as u32)
-        .map(FnId)
-        .find(|&f| fab.name(f) == "nic")
-        .unwrap();
-    let mut bdfs = vec![fab.bdf(pf)];
-    bdfs.extend(fab.vfs_of(pf).iter().map(|&f| fab.bdf(f)));
+    let (sim, bdfs) = crate::common::sim_sriov_4vf(cfg);
     assert_eq!(bdfs.len(), 5);
     (sim, bdfs)
+}
+
+/// Host memory above `REMOTE` answers 20 µs late (holds a function's reads in flight).
+const REMOTE: u64 = 1 << 36;
+
+fn remote_cfg() -> SimConfig {
+    SimConfig {
+        numa_remote_base: Some(REMOTE),
+        numa_penalty: SimDuration::from_us(20),
+        ..cfg()
+    }
 }
 
 /// Attaches a `Streams` model reading `len` bytes for each `(function, address)`;
@@ -212,13 +210,8 @@ fn each_vf_uses_its_own_tags_and_requests_go_round_robin() {
 /// window is full after two requests until the first completion returns. VF 2 reads
 /// local memory meanwhile.
 fn window_case(policy: DmaPolicy) -> (FabricSim, Rc<RefCell<Log>>) {
-    let remote = 1u64 << 36;
-    let cfg = SimConfig {
-        numa_remote_base: Some(remote),
-        numa_penalty: SimDuration::from_us(20),
-        ..cfg()
-    };
-    let (mut sim, _) = sim_4vf(cfg);
+    let remote = REMOTE;
+    let (mut sim, _) = sim_4vf(remote_cfg());
     let local = sim.alloc_dma(16384);
     let log = streams(&mut sim, policy, &[(1, remote, 4096), (2, local, 16384)]).unwrap();
     sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
@@ -275,13 +268,8 @@ fn a_vf_with_a_full_window_does_not_stall_another() {
 
 #[test]
 fn a_completion_with_another_functions_tag_is_unexpected() {
-    let remote = 1u64 << 36;
-    let cfg = SimConfig {
-        numa_remote_base: Some(remote),
-        numa_penalty: SimDuration::from_us(20),
-        ..cfg()
-    };
-    let (mut sim, bdfs) = sim_4vf(cfg);
+    let remote = REMOTE;
+    let (mut sim, bdfs) = sim_4vf(remote_cfg());
     // VF 2 (tags 8..12) has four reads in flight for 20 µs.
     let log = streams(&mut sim, tpf(4), &[(2, remote, 4096)]).unwrap();
     sim.run_for(SimDuration::from_us(2));
@@ -348,13 +336,8 @@ fn cap_of(sim: &FabricSim, bdf: Bdf, want: u8) -> u16 {
 /// bytes.
 #[test]
 fn flr_of_one_vf_mid_transfer_leaves_the_others_running() {
-    let remote = 1u64 << 36;
-    let cfg = SimConfig {
-        numa_remote_base: Some(remote),
-        numa_penalty: SimDuration::from_us(20),
-        ..cfg()
-    };
-    let (mut sim, bdfs) = sim_4vf(cfg);
+    let remote = REMOTE;
+    let (mut sim, bdfs) = sim_4vf(remote_cfg());
     let local = sim.alloc_dma(65536);
     let log = streams(&mut sim, tpf(4), &[(1, local, 65536), (2, remote, 16384)]).unwrap();
     sim.run_for(SimDuration::from_us(2));
@@ -447,13 +430,8 @@ fn flr_of_one_vf_mid_transfer_leaves_the_others_running() {
 /// to functions that exist), so none reaches the device.
 #[test]
 fn flr_of_the_pf_drops_its_vfs_dmas() {
-    let remote = 1u64 << 36;
-    let cfg = SimConfig {
-        numa_remote_base: Some(remote),
-        numa_penalty: SimDuration::from_us(20),
-        ..cfg()
-    };
-    let (mut sim, bdfs) = sim_4vf(cfg);
+    let remote = REMOTE;
+    let (mut sim, bdfs) = sim_4vf(remote_cfg());
     let log = streams(&mut sim, tpf(4), &[(1, remote, 4096)]).unwrap();
     sim.run_for(SimDuration::from_us(2));
     let pf = bdfs[0];

@@ -4,11 +4,8 @@
 //! (`vm_irq_ns`, on top of `irq_ns`); a function not assigned pays neither. The
 //! device is the `sriov-4vf` example: VF 1 assigned, VF 2 not, in the same run.
 
-use pcielab_fabric::functional::FnId;
 use pcielab_fabric::host::model::apply_knob;
-use pcielab_fabric::kinds::KindRegistry;
 use pcielab_fabric::timed::{DmaId, Endpoint, EpCx, FabricSim, SimConfig};
-use pcielab_fabric::topology::Topology;
 use pcielab_sim::{SimDuration, SimTime};
 use pcielab_wire::Bdf;
 use std::cell::RefCell;
@@ -52,18 +49,7 @@ fn setup(knobs: &[(&str, &str)]) -> (FabricSim, Vec<Bdf>, Reads) {
     for (k, v) in knobs {
         apply_knob(&mut cfg, k, v).unwrap();
     }
-    let text = std::fs::read_to_string(crate::common::examples_dir().join("sriov-4vf.toml"))
-        .expect("readable");
-    let reg = KindRegistry::builtin();
-    let topo = Topology::parse(&text, "sriov-4vf.toml", &reg).unwrap();
-    let mut sim = FabricSim::new(&topo, &reg, cfg).unwrap();
-    let fab = sim.fabric();
-    let pf = (0..fab.functions.len() as u32)
-        .map(FnId)
-        .find(|&f| fab.name(f) == "nic")
-        .unwrap();
-    let mut bdfs = vec![fab.bdf(pf)];
-    bdfs.extend(fab.vfs_of(pf).iter().map(|&f| fab.bdf(f)));
+    let (mut sim, bdfs) = crate::common::sim_sriov_4vf(cfg);
     let reads = Reads::default();
     let probe = Probe {
         started: Vec::new(),
