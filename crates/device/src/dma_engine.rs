@@ -350,8 +350,8 @@ struct Engine {
     fetched: VecDeque<Desc>,
     active: VecDeque<Active>,
     /// H2D pieces finished out of order, waiting for the ones before them:
-    /// (sequence number, data).
-    early: Vec<(u64, Vec<u8>)>,
+    /// (sequence number, length, data in test mode).
+    early: Vec<(u64, u64, Vec<u8>)>,
     /// H2D: sequence number of the next piece to issue and of the next to take.
     next_seq: u64,
     take_seq: u64,
@@ -665,18 +665,26 @@ impl DmaEngine {
         let func = &mut self.functions[f as usize];
         let en = &mut func.engines[e as usize];
         if seq != en.take_seq {
-            en.early.push((seq, data.to_vec()));
+            // Early: kept until the pieces before it are in (its bytes only in test
+            // mode, where they are checked).
+            let keep = if func.ctrl & CTRL_CHECK != 0 {
+                data.to_vec()
+            } else {
+                Vec::new()
+            };
+            en.early.push((seq, data.len() as u64, keep));
             return;
         }
         en.take_seq += 1;
-        let mut ready = Vec::new();
-        while let Some(i) = en.early.iter().position(|(s, _)| *s == en.take_seq) {
-            ready.push(en.early.swap_remove(i).1);
+        func.take(f, data.len() as u64, data);
+        loop {
+            let en = &mut self.functions[f as usize].engines[e as usize];
+            let Some(i) = en.early.iter().position(|x| x.0 == en.take_seq) else {
+                return;
+            };
+            let (_, len, d) = en.early.swap_remove(i);
             en.take_seq += 1;
-        }
-        func.take(f, data);
-        for d in ready {
-            func.take(f, &d);
+            self.functions[f as usize].take(f, len, &d);
         }
     }
 
@@ -810,9 +818,10 @@ impl Function {
         }
     }
 
-    /// Bytes that reached the FPGA application from the host, in order.
-    fn take(&mut self, f: u16, data: &[u8]) {
-        self.stats.h2d_bytes += data.len() as u64;
+    /// `len` bytes reached the FPGA application from the host, in order; `data` holds
+    /// them in test mode (outside it, only the count matters).
+    fn take(&mut self, f: u16, len: u64, data: &[u8]) {
+        self.stats.h2d_bytes += len;
         if self.ctrl & CTRL_CHECK == 0 {
             return;
         }
