@@ -229,25 +229,19 @@ impl DmaFunction {
             d2h_mismatch: 0,
             cfg,
         };
-        // Interrupts: as enumeration programmed the table, or remapped.
+        // Interrupts: the vectors enumeration gave the function, or remapped ones.
         let remap = sim.config().iommu.is_some_and(|m| m.interrupt_remapping);
+        let tbl = sim
+            .function_bar(name, index, 2)
+            .ok_or_else(|| bad("DMA engine function", name.to_string(), "an MSI-X BAR 2"))?;
         for e in 0..2u16 {
-            if remap {
-                // A handle per function and engine, unique in the host.
+            let (addr, data, seen) = if remap {
+                // A handle per function and engine, unique in the host; the interrupt
+                // arrives as the vector the handle maps to.
                 let handle = ((bdf.raw() as u32 * 2 + e as u32) & 0x7fff) as u16;
                 let vector = 0x1_0000 + handle as u32;
                 sim.iommu_map_interrupt_function(bdf, handle, vector)?;
-                let tbl = sim.function_bar(name, index, 2).ok_or_else(|| {
-                    bad("DMA engine function", name.to_string(), "an MSI-X BAR 2")
-                })?;
-                let addr = remappable_msi_address(handle);
-                let mut entry = Vec::with_capacity(16);
-                entry.extend_from_slice(&(addr as u32).to_le_bytes());
-                entry.extend_from_slice(&((addr >> 32) as u32).to_le_bytes());
-                entry.extend_from_slice(&0u32.to_le_bytes());
-                entry.extend_from_slice(&0u32.to_le_bytes());
-                sim.mmio_write(tbl + 16 * e as u64, &entry)?;
-                d.irq_data[e as usize] = vector;
+                (remappable_msi_address(handle), 0, vector)
             } else {
                 let entries = match sim.tree().get(bdf).map(|f| &f.interrupts) {
                     Some(crate::host::enumerate::Interrupts::MsiX { entries }) => entries,
@@ -262,19 +256,17 @@ impl DmaFunction {
                 let (addr, data) = *entries
                     .get(e as usize)
                     .ok_or_else(|| bad("MSI-X", format!("{name} vector {e}"), "2 vectors"))?;
-                // The vector the host gave the function, written into its table (again:
-                // after a Function Level Reset the table starts over, masked).
-                let tbl = sim.function_bar(name, index, 2).ok_or_else(|| {
-                    bad("DMA engine function", name.to_string(), "an MSI-X BAR 2")
-                })?;
-                let mut entry = Vec::with_capacity(16);
-                entry.extend_from_slice(&(addr as u32).to_le_bytes());
-                entry.extend_from_slice(&((addr >> 32) as u32).to_le_bytes());
-                entry.extend_from_slice(&data.to_le_bytes());
-                entry.extend_from_slice(&0u32.to_le_bytes());
-                sim.mmio_write(tbl + 16 * e as u64, &entry)?;
-                d.irq_data[e as usize] = data;
-            }
+                (addr, data, data)
+            };
+            // Written into the function's table by its driver (again: after a Function
+            // Level Reset the table starts over, masked).
+            let mut entry = Vec::with_capacity(16);
+            entry.extend_from_slice(&(addr as u32).to_le_bytes());
+            entry.extend_from_slice(&((addr >> 32) as u32).to_le_bytes());
+            entry.extend_from_slice(&data.to_le_bytes());
+            entry.extend_from_slice(&0u32.to_le_bytes());
+            sim.mmio_write(tbl + 16 * e as u64, &entry)?;
+            d.irq_data[e as usize] = seen;
         }
         for e in 0..2u16 {
             let bytes = d.cfg.ring as u64 * DESC;
