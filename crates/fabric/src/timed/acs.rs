@@ -19,7 +19,8 @@
 //! fabric makes carries its own requester ID), P2P Egress Control, Direct Translated
 //! P2P.
 
-use super::engine::{Engine, Kind};
+use super::engine::Engine;
+use super::tlp::Kind;
 use crate::functional::{FnId, Origin, Role, RouteError};
 use pcielab_config::caps::id;
 

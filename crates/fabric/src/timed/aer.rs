@@ -1,13 +1,12 @@
 //! Advanced Error Reporting: functions log the errors they detect and signal them
 //! with error messages; root ports log the messages they receive.
 
-use super::engine::Detail;
-use super::engine::{
-    err_caps, log_error, set_bits, Engine, ErrorMessage, ErrorSeverity, Kind, Tlp, AER_UNSUPPORTED,
-    NONE,
-};
+use super::engine::{Engine, ErrorMessage};
 use super::fault::FaultKind;
 use super::packed::PackedEv;
+use super::regs::{err_caps, log_error, set_bits, ErrorSeverity, AER_UNSUPPORTED};
+use super::tlp::Detail;
+use super::tlp::{Kind, Tlp, NONE};
 use crate::functional::{FnId, Origin};
 use pcielab_config::ext_caps::{AER_CORR_HEADER_LOG_OVERFLOW, AER_CTL_MHR_ENABLE};
 use pcielab_sim::Context;
@@ -202,7 +201,7 @@ impl Engine {
             return;
         }
         if let Some((bit, h)) = q.pop_front() {
-            super::engine::load_header_log(cs, a, bit, Some(h));
+            super::regs::load_header_log(cs, a, bit, Some(h));
         }
     }
 }

@@ -62,7 +62,7 @@ impl LowPower {
 
 /// The PCI Express capability's offset in function `f`'s configuration space.
 pub(crate) fn pcie_cap(fabric: &crate::functional::Fabric, f: FnId) -> Option<u16> {
-    super::engine::std_cap(fabric, f, caps::id::PCIE)
+    super::regs::std_cap(fabric, f, caps::id::PCIE)
 }
 
 impl Engine {

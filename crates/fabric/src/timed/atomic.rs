@@ -36,10 +36,12 @@
 //! swap value does.
 
 use super::endpoint::ReadReply;
-use super::engine::{err_caps, AtomicKind, Engine, Kind, NodeKind, Tlp, AER_UNSUPPORTED};
+use super::engine::{Engine, NodeKind};
 use super::fault::FaultKind;
 use super::packed::PackedEv;
 use super::poison::Poison;
+use super::regs::{err_caps, AER_UNSUPPORTED};
+use super::tlp::{operand_size, AtomicKind, Kind, Tlp};
 use crate::functional::{FnId, Origin, Role, MSI_RANGE};
 use pcielab_config::caps::{
     pcie_reg, DEVCAP2_ATOMIC_COMPLETER_32, DEVCAP2_ATOMIC_COMPLETER_64, DEVCAP2_ATOMIC_ROUTING,
@@ -48,8 +50,8 @@ use pcielab_config::caps::{
 use pcielab_config::ext_caps::AER_UNCORR_ATOMIC_BLOCKED;
 use pcielab_device::AtomicOp;
 use pcielab_sim::Context;
-use pcielab_wire::tlp::{MemHeader, MemOp, TlpHeader, TlpRepr};
-use pcielab_wire::{ByteEnables, CplStatus, Tag};
+
+use pcielab_wire::CplStatus;
 
 /// The operation of AtomicOp `op`.
 fn code(op: AtomicOp) -> AtomicKind {
@@ -57,15 +59,6 @@ fn code(op: AtomicOp) -> AtomicKind {
         AtomicOp::FetchAdd32(_) | AtomicOp::FetchAdd64(_) => AtomicKind::FetchAdd,
         AtomicOp::Swap32(_) | AtomicOp::Swap64(_) => AtomicKind::Swap,
         _ => AtomicKind::Cas,
-    }
-}
-
-/// The operand size of an AtomicOp with operation `code` and `payload` bytes.
-pub(crate) fn operand_size(code: AtomicKind, payload: u64) -> u64 {
-    if code == AtomicKind::Cas {
-        payload / 2
-    } else {
-        payload
     }
 }
 
@@ -94,23 +87,6 @@ fn result(code: AtomicKind, addr: u64, old: &[u8], payload: &[u8]) -> Option<Vec
             (old == compare).then(|| swap.to_vec())
         }
     }
-}
-
-/// The wire form of AtomicOp request `t` with payload `data`.
-pub(crate) fn request_repr<'a>(t: &Tlp, tag: Tag, data: &'a [u8]) -> TlpRepr<'a> {
-    let op = match t.atomic_kind() {
-        AtomicKind::FetchAdd => MemOp::FetchAdd,
-        AtomicKind::Swap => MemOp::Swap,
-        _ => MemOp::Cas,
-    };
-    // Whole DWs, as for a memory write of the payload's length.
-    let last = if data.len() > 4 {
-        ByteEnables::ALL
-    } else {
-        ByteEnables::NONE
-    };
-    let h = MemHeader::new(op, t.requester, tag, t.addr, ByteEnables::ALL, last, 0);
-    TlpRepr::with_header(TlpHeader::Mem(h), data)
 }
 
 /// The Device Capabilities 2 bit of a completer for operands of `size` bytes (16: only
@@ -160,7 +136,7 @@ impl Engine {
     pub(crate) fn new_atomic(
         &mut self,
         node: u32,
-        id: super::DmaId,
+        id: super::endpoint::DmaId,
         addr: u64,
         op: AtomicOp,
         cx: &mut Context<'_, PackedEv>,
@@ -361,7 +337,7 @@ impl Engine {
     }
 }
 
-impl super::FabricSim {
+impl super::sim::FabricSim {
     /// Lets device `name` issue AtomicOps to host memory, as Linux's
     /// `pci_enable_atomic_ops_to_root(dev, cap_mask)` does: every switch port on the
     /// way must route AtomicOps (and a switch's upstream port must not block them at

@@ -58,15 +58,16 @@
 //! attributes, an Invalidate Queue Depth limit, and ATS for peer-to-peer DMA (the Page
 //! Request Interface is in `pri`).
 
-use super::engine::{Detail, Engine, Kind, NodeKind, Tlp, NONE};
+use super::engine::{Engine, NodeKind};
 use super::fault::FaultKind;
 use super::packed::PackedEv;
 use super::poison::Poison;
+use super::tlp::{Detail, Kind, Tlp, NONE};
 use crate::functional::{FnId, Origin};
 use pcielab_config::ext_caps::ATS_CTL_ENABLE;
 use pcielab_sim::{Context, SimDuration, SimTime};
-use pcielab_wire::tlp::{MsgCode, MsgFields, MsgHeader, MsgRouting, TlpHeader, TlpRepr};
-use pcielab_wire::{Bdf, CplStatus, Tag};
+
+use pcielab_wire::{Bdf, CplStatus};
 use std::collections::VecDeque;
 
 /// The first tag a device uses for Translation Requests (its DMA tags are below 768).
@@ -131,7 +132,7 @@ pub(super) struct Pending {
     /// while the unit waits for a Page Request's answer (see `pri`).
     pub tag: u16,
     /// DMAs waiting for it: (op index, DMA id).
-    pub waiters: Vec<(u32, super::DmaId)>,
+    pub waiters: Vec<(u32, super::endpoint::DmaId)>,
     /// An Invalidate Request overlapping it arrived: ask again.
     pub stale: bool,
     /// Access the waiting DMAs need: read (bit 0), write (bit 1).
@@ -214,53 +215,6 @@ pub(crate) fn ext_cap(e: &Engine, f: FnId, id: u16) -> Option<u16> {
 
 fn ats_cap(e: &Engine, f: FnId) -> Option<u16> {
     ext_cap(e, f, pcielab_config::caps::id::EXT_ATS)
-}
-
-/// The header of an ATS Invalidate Request or Completion for the trace.
-pub(crate) fn message_repr<'a>(t: &Tlp, tag: Tag, data: &'a [u8]) -> TlpRepr<'a> {
-    let mut f = [0u8; 8];
-    f[0..2].copy_from_slice(&t.completer.raw().to_be_bytes());
-    let mut routing = MsgRouting::ById;
-    let (code, data) = match t.kind {
-        Kind::AtsInv => {
-            f[7] = t.itag() & 0x1f;
-            (MsgCode::AtsInvalidateRequest, data)
-        }
-        Kind::AtsInvCpl => {
-            f[3] = 1; // Completion Count: this one completion
-            f[4..8].copy_from_slice(&(1u32 << (t.itag() & 0x1f)).to_be_bytes());
-            (MsgCode::AtsInvalidateCompletion, &[][..])
-        }
-        Kind::PageReq => {
-            // Page address, PRG index (11:3), Last (2), Write (1), Read (0).
-            let (prg, rw) = match t.detail {
-                Detail::PageRequest { prg, rw } => (prg as u64 & 0x1ff, rw as u64 & 3),
-                _ => (0, 0),
-            };
-            f = ((t.addr & !0xfff) | prg << 3 | 1 << 2 | rw).to_be_bytes();
-            routing = MsgRouting::ToRc;
-            (MsgCode::PageRequest, &[][..])
-        }
-        _ => {
-            // PRG Response: response code (15:12) and PRG index (8:0) in bytes 10-11.
-            let v = match t.detail {
-                Detail::PrgResponse { prg, code } => (code as u16 & 0xf) << 12 | (prg & 0x1ff),
-                _ => 0,
-            };
-            f[2..4].copy_from_slice(&v.to_be_bytes());
-            (MsgCode::PrgResponse, &[][..])
-        }
-    };
-    TlpRepr::with_header(
-        TlpHeader::Msg(MsgHeader {
-            requester_id: t.requester,
-            tag,
-            code,
-            routing,
-            fields: MsgFields(f),
-        }),
-        data,
-    )
 }
 
 impl Engine {
@@ -652,7 +606,7 @@ impl Engine {
         &mut self,
         node: u32,
         oi: u32,
-        did: super::DmaId,
+        did: super::endpoint::DmaId,
         got: Option<Option<(u64, u64, u64)>>,
         cx: &mut Context<'_, PackedEv>,
     ) {
@@ -885,7 +839,7 @@ impl Engine {
         let Some(dev) = self.ats.get_mut(&node) else {
             return;
         };
-        let alive = |&(oi, id): &(u32, super::DmaId)| {
+        let alive = |&(oi, id): &(u32, super::endpoint::DmaId)| {
             ep.ops
                 .get(oi as usize)
                 .is_some_and(|op| op.live && op.id == id)

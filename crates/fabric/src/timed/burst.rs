@@ -85,14 +85,13 @@
 //! 3 payload sizes and several latencies, with and without a switch, for writes, reads
 //! and read/write mixes with MRRS 512 and 4096.
 
-use super::engine::Detail;
-use super::engine::{
-    dllp_repr, Dest, Dllp, Engine, Ev, Kind, NodeKind, Tlp, Wire, WireItem, CPL, NONE, NP, P,
-    TAGS_DOWN,
-};
+use super::engine::{dllp_repr, Engine, NodeKind};
+use super::event::{Dllp, Ev, Wire, WireItem};
 use super::fault::FaultKind;
 use super::packed::PackedEv;
 use super::poison::Poison;
+use super::tlp::Detail;
+use super::tlp::{Dest, Kind, Tlp, CPL, NONE, NP, P, TAGS_DOWN};
 use super::trace::TraceKind;
 use crate::functional::{FnId, Origin, MSI_RANGE};
 use crate::phy::LinkTiming;

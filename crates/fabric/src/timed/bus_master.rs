@@ -16,17 +16,16 @@
 //! went down) clears it. The engine keeps the bit cached: per endpoint, and per
 //! upward link direction as the `BME_*` flags, so the hot path tests one byte.
 
-use super::engine::{Dest, Engine, Kind, NodeKind, AER_UNSUPPORTED, NP};
+use super::engine::{Engine, NodeKind, BME_PORT};
 use super::fault::FaultKind;
 use super::packed::PackedEv;
+use super::regs::AER_UNSUPPORTED;
+use super::tlp::{Dest, Kind, NP};
 use crate::functional::{FnId, Role};
 use pcielab_config::header::{command, reg};
 use pcielab_sim::Context;
 use pcielab_wire::CplStatus;
 
-/// The root port or switch downstream port that receives on this (upward) direction
-/// has Bus Master Enable clear.
-pub(crate) const BME_PORT: u8 = 1;
 /// The switch upstream port that transmits on this (upward) direction has Bus Master
 /// Enable clear.
 pub(crate) const BME_USP: u8 = 2;

@@ -2,13 +2,13 @@
 //! completions reassembled, the completion timeout.
 
 use super::endpoint::DmaId;
-use super::engine::Detail;
-use super::engine::{
-    DmaDir, DmaOp, Engine, Ev, Kind, NodeKind, Tlp, AER_COMPLETION_TIMEOUT, AER_MALFORMED,
-    AER_UNEXPECTED_CPL, NONE, TAGS_DOWN,
-};
+use super::engine::{DmaDir, DmaOp, Engine, NodeKind};
+use super::event::Ev;
 use super::fault::FaultKind;
 use super::packed::PackedEv;
+use super::regs::{AER_COMPLETION_TIMEOUT, AER_MALFORMED, AER_UNEXPECTED_CPL};
+use super::tlp::Detail;
+use super::tlp::{Kind, Tlp, NONE, TAGS_DOWN};
 use crate::functional::{FnId, Origin};
 use pcielab_sim::{Context, SimTime};
 use pcielab_wire::dma::{split_read, split_write, SplitPolicy};

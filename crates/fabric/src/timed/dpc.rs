@@ -29,9 +29,10 @@
 //! signalling, and the port's INTx for a switch downstream port.
 
 use super::ats::ext_cap;
-use super::engine::{Engine, ErrorSeverity};
+use super::engine::Engine;
 use super::link_down::HELD_DPC;
 use super::packed::PackedEv;
+use super::regs::ErrorSeverity;
 use crate::functional::{FnId, Role};
 use pcielab_config::caps::id::EXT_DPC;
 use pcielab_config::ext_caps::{
@@ -130,7 +131,7 @@ impl Engine {
         let Some(at) = self.dpc_cap(f) else {
             return false;
         };
-        let aer = super::engine::err_caps(&self.fabric, f).1;
+        let aer = super::regs::err_caps(&self.fabric, f).1;
         let cs = &self.fabric.functions[f.0 as usize].config;
         let (masked, fatal) = match aer {
             Some(a) => (
@@ -159,7 +160,7 @@ impl Engine {
         code: u8,
         cx: &mut Context<'_, PackedEv>,
     ) -> bool {
-        if ing == super::engine::NONE {
+        if ing == super::tlp::NONE {
             return false;
         }
         let Some(f) = self.dirs[ing as usize].rx_func else {
@@ -286,7 +287,7 @@ impl Engine {
     ) {
         if let Some(p) = self.dirs[(d ^ 1) as usize].rx_func {
             let t = self.tlps[id as usize].clone();
-            if t.class() == super::engine::NP {
+            if t.class() == super::tlp::NP {
                 self.port_completes(p, &t, CplStatus::Ur, cx);
             }
             self.signal_error(p, bit, false, Some(id), cx);

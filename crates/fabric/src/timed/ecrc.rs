@@ -34,10 +34,11 @@
 //! Not modelled: ECRC checks by switches on the way (optional), ECRC in TLP prefixes,
 //! and a switch that regenerates ECRC.
 
-use super::engine::{Dest, Engine, Kind, Tlp, NONE};
+use super::engine::Engine;
 use super::fault::FaultKind;
 use super::packed::PackedEv;
 use super::poison::Poison;
+use super::tlp::{Dest, Kind, Tlp, NONE};
 use crate::functional::{FnId, Origin};
 use pcielab_sim::Context;
 use pcielab_wire::CplStatus;
@@ -58,7 +59,7 @@ impl Engine {
     pub(crate) fn enable_ecrc(&mut self) {
         for i in 0..self.fabric.functions.len() {
             let f = FnId(i as u32);
-            if let (_, Some(a)) = super::engine::err_caps(&self.fabric, f) {
+            if let (_, Some(a)) = super::regs::err_caps(&self.fabric, f) {
                 let cs = &mut self.fabric.functions[i].config;
                 let v = cs.read_u32(a + 0x18);
                 cs.hw_write(a + 0x18, 4, v | ECRC_GEN_EN | ECRC_CHECK_EN);
@@ -69,7 +70,7 @@ impl Engine {
 
     /// Re-reads the ECRC enables of function `f` (after a configuration write).
     pub(crate) fn refresh_ecrc(&mut self, f: FnId) {
-        let (_, aer) = super::engine::err_caps(&self.fabric, f);
+        let (_, aer) = super::regs::err_caps(&self.fabric, f);
         let ctl = aer.map_or(0, |a| {
             self.fabric.functions[f.0 as usize]
                 .config
@@ -164,7 +165,7 @@ impl Engine {
         if let Some(f) = receiver {
             self.signal_error(f, AER_ECRC, false, Some(id), cx);
         }
-        if t.class() == super::engine::NP {
+        if t.class() == super::tlp::NP {
             // The completer answers Completer Abort with its own ID.
             let (origin, completer) = match t.dest {
                 Dest::Bar { node, .. } => (self.origin_of(node), self.ep_bdf(node)),

@@ -5,26 +5,26 @@
 //! INTx, MSI/MSI-X), `pm` (PME and PME_Turn_Off), `vendor` (vendor-defined messages)
 //! and the cross-cutting features listed in ARCHITECTURE.md.
 
-use super::bus_master::BME_PORT;
 use super::endpoint::{DmaId, EpCmd, ReadReply, ReadTicket, VendorMessage};
+use super::event::*;
 use super::fault::{FaultKind, SimFault};
 use super::packed::PackedEv;
 use super::poison::Poison;
+use super::regs::*;
 use super::slot::EpState;
+use super::tlp::*;
 use super::trace::{DirCounters, Trace};
-use super::SimConfig;
 use crate::functional::{Fabric, FnId, Interrupt, Origin, Role, RouteError, Target, MSI_RANGE};
 use crate::params::BufferCredits;
+use crate::params::SimConfig;
 use crate::phy::LinkTiming;
-use pcielab_config::ext_caps::{AER_CTL_MHR_ENABLE, AER_CTL_PREFIX_LOG_PRESENT};
 use pcielab_sim::{Context, EventKey, FifoId, Rng, SimDuration, SimTime, World};
-use pcielab_wire::dllp::{FcClass as DFc, FcDllp, FcKind, FcScale};
+use pcielab_wire::dllp::{FcClass as DFc, FcDllp, FcScale};
 use pcielab_wire::dma::{completions, CplPolicy};
 use pcielab_wire::tlp::TlpRepr;
 use pcielab_wire::{Bdf, CplStatus, DllpRepr, SeqNum, Tag};
 use std::collections::{HashMap, HashSet, VecDeque};
 
-pub(crate) const NONE: u32 = u32::MAX;
 /// A transmit-queue entry packs its data credits (low 24 bits) with the number of
 /// TLPs it stands for less one (high 8 bits; see the `burst` module).
 pub(crate) const Q_PIECES_SHIFT: u32 = 24;
@@ -32,588 +32,6 @@ pub(crate) const Q_PIECES_SHIFT: u32 = 24;
 pub(crate) const Q_DATA_MASK: u32 = (1 << Q_PIECES_SHIFT) - 1;
 
 pub(crate) use crate::inthash::{IntBuild, IntMap};
-pub(crate) const MAX_PATH: usize = 8;
-/// A route: the directions a TLP crosses, how many, and its consumer.
-pub(crate) type Route = ([u16; MAX_PATH], u8, Dest);
-/// A `route_last` entry that matches no key.
-pub(crate) const NO_ROUTE: ((u32, u64), Route) = ((NONE, u64::MAX), ([0; MAX_PATH], 0, Dest::Rc));
-/// Flow-control classes: posted, non-posted, completion.
-pub(crate) const P: usize = 0;
-pub(crate) const NP: usize = 1;
-pub(crate) const CPL: usize = 2;
-
-/// What a simulated TLP is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    MRd,
-    MWr,
-    Cpl,
-    CplD,
-    /// An INTx virtual-wire message (Assert_INTx/Deassert_INTx, routing "local,
-    /// terminate at receiver"); the message code is its `Detail::Msg`.
-    Intx,
-    /// An I/O read (IORd): non-posted, 3DW header, at most 4 bytes within one DW
-    /// (`addr`, `len`); answered with a CplD of one DW.
-    IoRd,
-    /// An I/O write (IOWr): non-posted, 3DW header and one DW of data (`len` bytes
-    /// at `addr`, the rest masked off by the byte enables); answered with a Cpl.
-    IoWr,
-    /// A configuration read from the root complex (CfgRd0 on the last link when the
-    /// target sits on the bus right below it, CfgRd1 before): non-posted, 3DW header;
-    /// `completer` is the target function, `addr` the register's byte offset (DW
-    /// aligned), `len` 4 and its `Detail::FirstBe` the First DW Byte Enables. Answered with a
-    /// CplD of one DW, or a Cpl with Unsupported Request where routing ends.
-    CfgRd,
-    /// A configuration write (CfgWr0/CfgWr1), with one DW of data; answered with a Cpl.
-    CfgWr,
-    /// An error message (ERR_COR, ERR_NONFATAL or ERR_FATAL; its code in `Detail::Msg`),
-    /// routed to the root complex: posted, 4DW header, no data; `requester` is the
-    /// function that detected the error.
-    ErrMsg,
-    /// A Vendor_Defined message: posted, 4DW header, `len` bytes of payload (whole
-    /// DWs, none for a Msg). `Detail::Vendor`: the message code (7Eh/7Fh) and routing
-    /// (000b to the root complex, 010b by ID); `completer`: the destination ID
-    /// (the host bridge for the root complex); `addr`: vendor data << 32 | Vendor ID
-    /// << 16 (its low bits zero, so the payload is DW aligned).
-    VendorMsg,
-    /// A power-management message routed to the root complex (PM_PME, code 18h in its
-    /// `Detail::Msg`): posted, 4DW header, no data; `requester` is the function that
-    /// signalled the event.
-    PmMsg,
-    /// A power-management message handled hop by hop (code in `Detail::Msg`):
-    /// PME_Turn_Off (19h, broadcast from the root complex: a switch sends a copy down
-    /// every downstream port) and PME_TO_Ack (1Bh, gathered to the root complex: a
-    /// switch sends one upstream once every downstream port has acknowledged). Posted,
-    /// 4DW header, no data; one link per TLP (`dest` is [`Dest::Hop`]).
-    PmHop,
-    /// An ATS Translation Request (a memory read with AT = 01b) from a device's DMA
-    /// engine to the root complex's translation agent: non-posted, no data; `addr` is
-    /// the untranslated page, `len` 8 (one Translation Completion entry). Routed to
-    /// the root complex whatever its address (see `ats`).
-    TransReq,
-    /// An ATS Invalidate Request (MsgD 01h, routed by ID) from the root complex to a
-    /// device: posted, 4DW header and 8 bytes of data (the untranslated range);
-    /// `completer` is the device, `Detail::Itag` the ITag.
-    AtsInv,
-    /// An ATS Invalidate Completion (Msg 02h, routed by ID) from a device to the root
-    /// complex: posted, 4DW header, no data; `completer` is the host bridge,
-    /// `Detail::Itag` the ITag whose bit the ITag vector sets.
-    AtsInvCpl,
-    /// A Page Request (Msg 04h to the root complex, PRI): posted, 4DW header, no
-    /// data; `addr` the page, `Detail::PageRequest` the PRG index and R, W (see `pri`).
-    PageReq,
-    /// A PRG Response (Msg 05h by ID) from the root complex to a device: posted, 4DW
-    /// header, no data; `completer` the device, `addr` the page, `Detail::PrgResponse` the PRG
-    /// index and response code.
-    PrgResp,
-    /// Bytes a device model built itself ([`EpCx::send_raw`]) that the fabric does
-    /// not carry as one of its own TLPs: Malformed at the receiver, or a valid TLP of
-    /// a kind the simulator does not model (see the `raw` module). The whole TLP is
-    /// the payload (`len` bytes, `hdr_bytes` 0); it crosses one link (`dest` is
-    /// [`Dest::Hop`]) and the receiving port handles it. It takes one posted header
-    /// credit and the data credits of all its bytes (the receiver cannot tell what
-    /// else it would consume).
-    Raw,
-    /// An AtomicOp request (FetchAdd, Swap or CAS; see the `atomic` module) from a
-    /// device's DMA engine: non-posted, routed by address, `len` bytes of operands as
-    /// its payload (CAS: the compare and swap values, twice the operand size), the
-    /// operation in `Detail::Atomic`. Answered with a
-    /// CplD of the target's original value.
-    Atomic,
-}
-
-impl Kind {
-    /// A message (4-DW header, posted).
-    #[inline(always)]
-    pub(crate) fn is_message(self) -> bool {
-        matches!(
-            self,
-            Kind::Intx
-                | Kind::ErrMsg
-                | Kind::VendorMsg
-                | Kind::PmMsg
-                | Kind::PmHop
-                | Kind::AtsInv
-                | Kind::AtsInvCpl
-                | Kind::PageReq
-                | Kind::PrgResp
-        )
-    }
-
-    /// A completion (Cpl or CplD).
-    #[inline(always)]
-    pub(crate) fn is_completion(self) -> bool {
-        matches!(self, Kind::Cpl | Kind::CplD)
-    }
-
-    /// Routed to a function by ID (completions, and the messages the simulator sends
-    /// to the root complex or to a device), rather than by address or hop by hop.
-    #[inline(always)]
-    pub(crate) fn routed_by_id(self) -> bool {
-        matches!(
-            self,
-            Kind::Cpl
-                | Kind::CplD
-                | Kind::ErrMsg
-                | Kind::VendorMsg
-                | Kind::PmMsg
-                | Kind::TransReq
-                | Kind::AtsInv
-                | Kind::AtsInvCpl
-                | Kind::PageReq
-                | Kind::PrgResp
-        )
-    }
-}
-
-/// Who consumes a TLP at its destination.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Dest {
-    HostMemory,
-    /// A memory or I/O request that the port it arrived at may not forward upstream
-    /// (Bus Master Enable clear): the port refuses it after the node's latency (see
-    /// the `bus_master` module).
-    Refused,
-    /// The root complex (completions of host requests).
-    Rc,
-    /// A function's BAR: `func` is the function's index on its device (see
-    /// `EpState::funcs`).
-    Bar {
-        node: u32,
-        func: u16,
-        bar: u8,
-        offset: u64,
-    },
-    /// A device's DMA engine (completions).
-    Dma {
-        node: u32,
-    },
-    /// The receiver of an INTx message (a switch's upstream port or the root complex).
-    Intx {
-        node: u32,
-    },
-    /// The receiver of a hop-by-hop power-management message (see [`Kind::PmHop`]).
-    Hop {
-        node: u32,
-    },
-    /// The node where a configuration request ends: `func` is the target function, or
-    /// NONE when the request cannot go further: then `refuser` answers Unsupported
-    /// Request (NONE: the root complex). `type0_last`: the request is Type 0 on the
-    /// last link of its path.
-    Config {
-        node: u32,
-        func: u32,
-        refuser: u32,
-        type0_last: bool,
-    },
-}
-
-/// One TLP in flight: 96 bytes plus its payload buffer (pooled). `repr(C)` with the
-/// fields in falling alignment, so the layout has no padding whatever the compiler
-/// would do with fields that have niches; the size is asserted in `timed::tests`.
-#[derive(Debug, Clone)]
-#[repr(C)]
-pub(crate) struct Tlp {
-    pub addr: u64,
-    /// Its payload became the host-memory page at this (physical) address, on loan
-    /// to it (see `Engine::host_write`), or `NOT_LENT`.
-    pub lent: u64,
-    pub dest: Dest,
-    /// Bytes requested (MRd) or carried (MWr/CplD, DW-rounded payload length).
-    pub len: u32,
-    /// Index into the payload pool, or NONE.
-    pub data: u32,
-    /// Direction whose receive buffer holds it (credits to return), or NONE.
-    pub ingress: u32,
-    /// (node, dma op) to notify when the last TLP of a DMA write leaves, or NONE.
-    pub dma_last: (u32, u32),
-    /// The PASID of its PASID TLP prefix (one End-End prefix DW on the wire), or NONE.
-    pub pasid: u32,
-    pub requester: Bdf,
-    pub completer: Bdf,
-    pub tag: u16,
-    /// What the kind carries besides address and length (one meaning per variant).
-    pub detail: Detail,
-    pub path: [u16; MAX_PATH],
-    pub kind: Kind,
-    pub hops: u8,
-    pub at: u8,
-    pub refs: u8,
-    pub hdr_bytes: u8,
-    /// EP: the data is poisoned (PCIe Base Spec 2.7.2).
-    pub poisoned: bool,
-    /// TD: the TLP carries an ECRC digest (4 bytes after the data; see `ecrc`).
-    pub td: bool,
-    /// A switch corrupted the data on the way (after the digest was computed).
-    pub corrupted: bool,
-    /// The AT field of a memory request: 0 untranslated, 2 translated (ATS).
-    pub addr_type: u8,
-    /// TLPs this record stands for (burst mode, see the `burst` module): 1, or a
-    /// train of `pieces` memory writes, completions or memory read requests of
-    /// `len / pieces` bytes each at consecutive addresses, sent back to back and
-    /// handled as one unit.
-    pub pieces: u8,
-    /// The tags of a burst's pieces (see `pieces`): 0, every piece has `tag`;
-    /// otherwise the pieces per tag (1 for a burst of read requests, the pieces per
-    /// request for completions that answer several of them), plus `TAGS_DOWN` when
-    /// the tags go down (else up) one by one from `tag`. A completion burst's
-    /// Byte Count is that of each request's first piece.
-    pub tag_span: u8,
-}
-
-/// What a TLP record carries besides its address and length: each kind has its own
-/// variant, so no field holds different things for different kinds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Detail {
-    /// Nothing (memory requests, raw TLPs).
-    None,
-    /// A completion's Byte Count (of a burst of completions: of each request's first
-    /// piece; see [`Tlp::piece_byte_count`]) and Completion Status.
-    Completion {
-        /// Byte Count.
-        byte_count: u16,
-        /// Completion Status.
-        status: CplStatus,
-    },
-    /// A message's code: INTx, error and power-management messages.
-    Msg(u8),
-    /// An LTR message's Snoop and No-Snoop Latency registers.
-    Ltr {
-        /// Snoop Latency.
-        snoop: u16,
-        /// No-Snoop Latency.
-        no_snoop: u16,
-    },
-    /// A vendor-defined message: its code (7Eh Type 0, 7Fh Type 1) and routing (000b
-    /// to the root complex, 010b by ID, 011b broadcast, 100b local).
-    Vendor {
-        /// Message code.
-        code: u8,
-        /// Routing subfield.
-        routing: u8,
-    },
-    /// An I/O or configuration request's First DW Byte Enables.
-    FirstBe(u8),
-    /// An AtomicOp's operation.
-    Atomic(AtomicKind),
-    /// An ATS Invalidate Request's or Invalidation Completion's ITag.
-    Itag(u8),
-    /// A Page Request's PRG index and its R (bit 0) and W (bit 1) bits.
-    PageRequest {
-        /// Page Request Group index.
-        prg: u16,
-        /// R | W << 1.
-        rw: u8,
-    },
-    /// A PRG Response's PRG index and response code.
-    PrgResponse {
-        /// Page Request Group index.
-        prg: u16,
-        /// Response code.
-        code: u8,
-    },
-}
-
-/// An AtomicOp's operation (PCIe Base Spec 6.15).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum AtomicKind {
-    /// FetchAdd.
-    FetchAdd,
-    /// Unconditional Swap.
-    Swap,
-    /// Compare and Swap.
-    Cas,
-}
-
-/// `Tlp::tag_span`: the pieces' tags go down.
-pub(crate) const TAGS_DOWN: u8 = 0x80;
-
-impl Tlp {
-    /// A TLP of `kind` from `requester` (also the completer) for `len` bytes at `addr`,
-    /// with no payload, tag 0, status SC, not yet routed (`inject` fills the path and
-    /// the destination), and the header size of its kind: 4 DW for memory requests
-    /// above 4 GiB and for messages, else 3 DW.
-    pub fn new(kind: Kind, requester: Bdf, addr: u64, len: u32) -> Tlp {
-        let hdr_bytes = match kind {
-            Kind::MRd | Kind::MWr | Kind::Atomic if addr > u32::MAX as u64 => 16,
-            Kind::TransReq if addr > u32::MAX as u64 => 16,
-            k if k.is_message() => 16,
-            Kind::Raw => 0,
-            _ => 12,
-        };
-        Tlp {
-            kind,
-            requester,
-            completer: requester,
-            tag: 0,
-            addr,
-            len,
-            detail: Detail::None,
-            data: NONE,
-            path: [0; MAX_PATH],
-            hops: 0,
-            at: 0,
-            refs: 1,
-            dest: Dest::HostMemory,
-            ingress: NONE,
-            dma_last: (NONE, NONE),
-            hdr_bytes,
-            poisoned: false,
-            td: false,
-            corrupted: false,
-            addr_type: 0,
-            pasid: NONE,
-            pieces: 1,
-            lent: NOT_LENT,
-            tag_span: 0,
-        }
-    }
-    /// The flow-control class: memory writes and every message are posted.
-    #[inline]
-    pub fn class(&self) -> usize {
-        match self.kind {
-            Kind::MRd
-            | Kind::IoRd
-            | Kind::IoWr
-            | Kind::CfgRd
-            | Kind::CfgWr
-            | Kind::TransReq
-            | Kind::Atomic => NP,
-            Kind::Cpl | Kind::CplD => CPL,
-            Kind::MWr | Kind::Raw => P,
-            k => {
-                debug_assert!(k.is_message());
-                P
-            }
-        }
-    }
-    /// Payload on the wire: the whole DWs the bytes `[addr, addr + len)` touch.
-    #[inline(always)]
-    pub fn payload_bytes(&self) -> u32 {
-        match self.kind {
-            // A raw TLP's bytes in whole DWs, as the physical layer frames them.
-            Kind::MWr | Kind::CplD | Kind::IoWr | Kind::CfgWr | Kind::Raw | Kind::Atomic => {
-                self.dw_span() * 4
-            }
-            Kind::VendorMsg if self.len > 0 => self.dw_span() * 4,
-            Kind::AtsInv => 8,
-            _ => 0,
-        }
-    }
-    /// DWs covered by `[addr, addr + len)` (at least 1).
-    #[inline(always)]
-    pub fn dw_span(&self) -> u32 {
-        ((self.addr & 3) as u32 + self.len).div_ceil(4).max(1)
-    }
-    #[inline(always)]
-    pub fn data_credits(&self) -> u64 {
-        self.payload_bytes().div_ceil(16) as u64
-    }
-    /// The tag of piece `i` of a burst (see `tag_span`).
-    #[inline]
-    pub fn piece_tag(&self, i: u32) -> u16 {
-        let per = (self.tag_span & !TAGS_DOWN) as u32;
-        if per == 0 {
-            return self.tag;
-        }
-        let r = (i / per) as u16;
-        if self.tag_span & TAGS_DOWN != 0 {
-            self.tag.wrapping_sub(r)
-        } else {
-            self.tag.wrapping_add(r)
-        }
-    }
-
-    /// The Byte Count of piece `i` of a burst of completions (the bytes its request
-    /// still has to come, this piece's included).
-    #[inline]
-    pub fn piece_byte_count(&self, i: u32) -> u16 {
-        let plen = self.len / self.pieces.max(1) as u32;
-        let per = (self.tag_span & !TAGS_DOWN) as u32;
-        let k = if per == 0 { i } else { i % per };
-        self.byte_count().wrapping_sub((k * plen) as u16)
-    }
-
-    /// A completion's Byte Count (0 for other kinds).
-    #[inline]
-    pub fn byte_count(&self) -> u16 {
-        match self.detail {
-            Detail::Completion { byte_count, .. } => byte_count,
-            _ => 0,
-        }
-    }
-
-    /// A completion's status (Successful Completion for other kinds).
-    #[inline]
-    pub fn status(&self) -> CplStatus {
-        match self.detail {
-            Detail::Completion { status, .. } => status,
-            _ => CplStatus::Sc,
-        }
-    }
-
-    /// Sets a completion's Byte Count, keeping its status.
-    #[inline]
-    pub fn set_byte_count(&mut self, byte_count: u16) {
-        let status = self.status();
-        self.detail = Detail::Completion { byte_count, status };
-    }
-
-    /// A message's code (vendor-defined messages: 7Eh or 7Fh; 0 for other kinds).
-    #[inline]
-    pub fn msg_code(&self) -> u8 {
-        match self.detail {
-            Detail::Msg(c) | Detail::Vendor { code: c, .. } => c,
-            Detail::Ltr { .. } => super::ltr::MSG_LTR,
-            _ => 0,
-        }
-    }
-
-    /// An I/O or configuration request's First DW Byte Enables (all four otherwise).
-    #[inline]
-    pub fn first_be(&self) -> u8 {
-        match self.detail {
-            Detail::FirstBe(b) => b,
-            _ => 0xf,
-        }
-    }
-
-    /// An ATS invalidation message's ITag (0 for other kinds).
-    #[inline]
-    pub fn itag(&self) -> u8 {
-        match self.detail {
-            Detail::Itag(t) => t,
-            _ => 0,
-        }
-    }
-
-    /// An AtomicOp request's operation (FetchAdd for other kinds).
-    #[inline]
-    pub fn atomic_kind(&self) -> AtomicKind {
-        match self.detail {
-            Detail::Atomic(k) => k,
-            _ => AtomicKind::FetchAdd,
-        }
-    }
-
-    /// A vendor-defined message's routing subfield (0 for other kinds).
-    #[inline]
-    pub fn vendor_routing(&self) -> u8 {
-        match self.detail {
-            Detail::Vendor { routing, .. } => routing,
-            _ => 0,
-        }
-    }
-
-    /// Bytes of the TLP (of all its pieces: each has its own header, digest and
-    /// prefix).
-    #[inline]
-    pub fn tlp_bytes(&self) -> u64 {
-        (self.hdr_bytes as u64 + 4 * self.td as u64 + 4 * (self.pasid != NONE) as u64)
-            * self.pieces as u64
-            + self.payload_bytes() as u64
-    }
-}
-
-/// What AER logs of a TLP: its header (Header Log) and its End-End TLP Prefix (TLP
-/// Prefix Log), if it has one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct LoggedHeader {
-    pub header: [u8; 16],
-    pub prefix: Option<[u8; 4]>,
-}
-
-/// A DLLP in the simulator.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Dllp {
-    Ack(u32),
-    Nak(u32),
-    /// The credit counters are cumulative `u64`s; a DLLP carries their low 32 bits
-    /// (the wire carries 8 and 12), which the transmitter widens against its limit
-    /// (see [`widen`]): the events stay small.
-    Fc {
-        kind: FcKind,
-        class: u8,
-        hdr: u32,
-        data: u32,
-    },
-}
-
-/// The cumulative counter whose low 32 bits are `low`, at or above `near` (a counter
-/// only grows, and never by 2^32 between two DLLPs).
-#[inline]
-pub(crate) fn widen(near: u64, low: u32) -> u64 {
-    near + low.wrapping_sub(near as u32) as u64
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Wire {
-    Tlp { id: u32, seq: u32, bad: bool },
-    Dllp { d: Dllp, bad: bool },
-}
-
-/// Events of the timed fabric (the queue stores them packed: see [`PackedEv`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ev {
-    /// The wire of a direction is free again.
-    TxDone(u16),
-    /// Something arrives at the receiver of a direction.
-    Arrive(u16, WireItem),
-    /// The receiver of a direction must send an ACK.
-    AckTimer(u16),
-    /// The receiver of a direction must send UpdateFC for a class.
-    FcTimer(u16, u8),
-    /// The transmitter's replay timer expired.
-    ReplayTimer(u16),
-    /// The periodic UpdateFC of the receiver of a direction is due (a background event).
-    FcRefresh(u16),
-    /// A node finished processing a TLP it forwards.
-    Forward(u32),
-    /// A TLP reached its consumer (after the node's latency).
-    Consume(u32),
-    /// A device timer.
-    EpTimer(u32, u64),
-    /// An Ethernet frame (by its slot in `Engine::eth`) reaches its cable's end.
-    EthFrame(u32),
-    /// An endpoint's completion-timeout sweep.
-    DmaTimeout(u32, u32),
-    /// A host request's completion timeout.
-    HostTimeout(u16),
-    /// The root complex sends a host request it has prepared.
-    HostSend(u32),
-    /// A delayed endpoint completion is ready.
-    EpComplete(u32),
-    /// A function's PME service timeout: it re-sends PM_PME if its PME is still
-    /// asserted (a background event).
-    PmeResend(u32),
-    /// A link (its downward direction) finished training: (direction, training count).
-    LinkTrained(u16, u32),
-}
-
-/// Opaque wire item of an [`Ev::Arrive`].
-///
-/// The flag: the transmitter of the direction frees at the arrival's instant and has
-/// more to send, so the arrival stands for the `TxDone` too (the wire's `TxDone` would
-/// have been scheduled right after the arrival, at the same time: it is delivered right
-/// after it with [`Context::then`], without heap work).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WireItem(pub(crate) Wire, pub(crate) bool);
-
-/// Flow-control state of one class: (header, data) counters.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Credits {
-    pub hdr: u64,
-    pub data: u64,
-}
-
-impl BufferCredits {
-    /// Infinite credits for every class.
-    pub const INFINITE: BufferCredits = BufferCredits {
-        hdr: [0; 3],
-        data: [0; 3],
-    };
-}
-
 #[derive(Debug)]
 pub(crate) struct Dir {
     pub name: String,
@@ -828,36 +246,6 @@ pub struct IntxEvent {
     /// Requester ID of the message that changed it (the endpoint, or the upstream port
     /// of the last switch on the way).
     pub from: Bdf,
-}
-
-/// Severity of an error message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ErrorSeverity {
-    /// ERR_COR (a correctable error, or an Advisory Non-Fatal Error).
-    Correctable,
-    /// ERR_NONFATAL.
-    NonFatal,
-    /// ERR_FATAL.
-    Fatal,
-}
-
-impl ErrorSeverity {
-    /// The message code.
-    pub fn code(self) -> u8 {
-        match self {
-            ErrorSeverity::Correctable => 0x30,
-            ErrorSeverity::NonFatal => 0x31,
-            ErrorSeverity::Fatal => 0x33,
-        }
-    }
-    pub(crate) fn from_code(c: u8) -> Option<ErrorSeverity> {
-        match c {
-            0x30 => Some(ErrorSeverity::Correctable),
-            0x31 => Some(ErrorSeverity::NonFatal),
-            0x33 => Some(ErrorSeverity::Fatal),
-            _ => None,
-        }
-    }
 }
 
 /// An error message as a root port logged it (Root Error Status, Error Source
@@ -1117,9 +505,6 @@ pub(crate) fn dllp_repr(d: Dllp) -> DllpRepr {
     }
 }
 
-/// `Tlp::lent` of a TLP whose payload is its own.
-pub(crate) const NOT_LENT: u64 = u64::MAX;
-
 /// Most spare DMA buffers the engine keeps for [`EpCx::buffer`].
 const SPARE_BUFFERS: usize = 64;
 
@@ -1220,7 +605,7 @@ impl Engine {
         let t = &self.tlps[id as usize];
         // A raw TLP's prefixes (Fmt 100b) come first: the first End-End one is logged.
         let raw_prefixes = if t.kind == Kind::Raw {
-            super::raw::prefix_dws(&raw)
+            super::tlp::prefix_dws(&raw)
         } else {
             0
         };
@@ -1288,11 +673,11 @@ impl Engine {
                 r
             }),
             Kind::AtsInv | Kind::AtsInvCpl | Kind::PageReq | Kind::PrgResp => {
-                Ok(super::ats::message_repr(t, tag, &data))
+                Ok(super::tlp::message_repr(t, tag, &data))
             }
             // Returned as they are above.
             Kind::Raw => return payload.to_vec(),
-            Kind::Atomic => Ok(super::atomic::request_repr(t, tag, &data)),
+            Kind::Atomic => Ok(super::tlp::request_repr(t, tag, &data)),
             Kind::MWr => TlpRepr::mem_write(t.requester, tag, t.addr, &data).map(|mut r| {
                 set_be(&mut r);
                 r
@@ -1351,7 +736,7 @@ impl Engine {
                     code: pcielab_wire::tlp::MsgCode::from_raw(t.msg_code()),
                     routing: match (t.kind, t.msg_code()) {
                         (Kind::Intx, _) => pcielab_wire::tlp::MsgRouting::Local,
-                        (Kind::PmHop, super::ltr::MSG_LTR) => pcielab_wire::tlp::MsgRouting::Local,
+                        (Kind::PmHop, super::tlp::MSG_LTR) => pcielab_wire::tlp::MsgRouting::Local,
                         (Kind::PmHop, MSG_PME_TURN_OFF) => pcielab_wire::tlp::MsgRouting::Broadcast,
                         (Kind::PmHop, _) => pcielab_wire::tlp::MsgRouting::Gathered,
                         _ => pcielab_wire::tlp::MsgRouting::ToRc,
@@ -1748,8 +1133,7 @@ impl Engine {
             let extra = match (dest, kind) {
                 (Dest::HostMemory, Kind::MRd) => self.memory_read_latency(addr, len),
                 (Dest::HostMemory, Kind::Atomic) => {
-                    let size =
-                        super::atomic::operand_size(self.tlps[id as usize].atomic_kind(), len);
+                    let size = super::tlp::operand_size(self.tlps[id as usize].atomic_kind(), len);
                     self.memory_read_latency(addr, size)
                 }
                 (Dest::Rc, Kind::TransReq) => {
@@ -2022,7 +1406,7 @@ impl Engine {
             ) => self.config_request(node, func, refuser, id, &t, cx),
             (Dest::Rc | Dest::Dma { .. }, Kind::VendorMsg) => self.vendor_arrived(id, &t, cx),
             (Dest::Hop { node }, Kind::VendorMsg) => self.vendor_hop_arrived(node, ing, id, &t, cx),
-            (Dest::Hop { node }, Kind::PmHop) if t.msg_code() == super::ltr::MSG_LTR => {
+            (Dest::Hop { node }, Kind::PmHop) if t.msg_code() == super::tlp::MSG_LTR => {
                 let values = match t.detail {
                     Detail::Ltr { snoop, no_snoop } => (snoop, no_snoop),
                     _ => (0, 0),
@@ -2407,231 +1791,6 @@ impl Engine {
     }
 }
 
-/// AER Uncorrectable Error Status bits.
-pub(crate) const AER_UNEXPECTED_CPL: u32 = 1 << 16;
-/// AER Uncorrectable Error Status: Unsupported Request.
-pub(crate) const AER_UNSUPPORTED: u32 = 1 << 20;
-/// AER Uncorrectable Error Status: Completion Timeout.
-pub(crate) const AER_COMPLETION_TIMEOUT: u32 = 1 << 14;
-/// Malformed TLP.
-pub(crate) const AER_MALFORMED: u32 = 1 << 18;
-
-/// Sets an AER Uncorrectable Error Status bit of function `f` (if it has AER).
-/// Offsets of the PCI Express capability and the AER extended capability of `f`.
-pub(crate) fn err_caps(fabric: &Fabric, f: FnId) -> (Option<u16>, Option<u16>) {
-    let Some(func) = fabric.functions.get(f.0 as usize) else {
-        return (None, None);
-    };
-    let caps = pcielab_config::caps::walk(func.config.bytes()).0;
-    let pcie = caps
-        .iter()
-        .find(|c| !c.extended && c.id == pcielab_config::caps::id::PCIE as u16)
-        .map(|c| c.offset);
-    let aer = caps
-        .iter()
-        .find(|c| c.extended && c.id == 1)
-        .map(|c| c.offset);
-    (pcie, aer)
-}
-
-/// Sets `bits` in the `len`-byte register at `off` as the hardware does (status bits
-/// that software clears by writing 1).
-pub(crate) fn set_bits(cs: &mut pcielab_config::ConfigSpace, off: u16, len: usize, bits: u32) {
-    let v = cs.read(off, len);
-    cs.hw_write(off, len, v | bits);
-}
-
-/// The PM capability of function `f` (its offset).
-pub(crate) fn pm_cap(fabric: &Fabric, f: FnId) -> Option<u16> {
-    std_cap(fabric, f, pcielab_config::caps::id::PM)
-}
-
-/// The offset of function `f`'s standard (not extended) capability `id`.
-pub(crate) fn std_cap(fabric: &Fabric, f: FnId, id: u8) -> Option<u16> {
-    let func = fabric.functions.get(f.0 as usize)?;
-    pcielab_config::caps::walk(func.config.bytes())
-        .0
-        .iter()
-        .find(|c| !c.extended && c.id == id as u16)
-        .map(|c| c.offset)
-}
-
-/// PMCSR: PME_Status (RW1CS).
-pub(crate) const PMCSR_PME_STATUS: u32 = 1 << 15;
-/// PMCSR: PME_En (RWS).
-pub(crate) const PMCSR_PME_EN: u32 = 1 << 8;
-/// Root Control: PME Interrupt Enable.
-pub(crate) const RTCTL_PME_IE: u16 = 1 << 3;
-/// Root Status: PME Status (RW1C); bits 15:0 are the PME Requester ID.
-pub(crate) const RTSTA_PME_STATUS: u32 = 1 << 16;
-/// Root Status: PME Pending (RO).
-pub(crate) const RTSTA_PME_PENDING: u32 = 1 << 17;
-/// Message code of PM_PME.
-pub(crate) const MSG_PM_PME: u8 = 0x18;
-pub(crate) const MSG_PME_TURN_OFF: u8 = 0x19;
-pub(crate) const MSG_PME_TO_ACK: u8 = 0x1b;
-
-/// AER Correctable Error Status: Advisory Non-Fatal Error.
-pub(crate) const AER_CORR_ANFE: u32 = 1 << 13;
-/// AER Correctable Error Status: Bad TLP (LCRC or sequence number).
-pub(crate) const AER_CORR_BAD_TLP: u32 = 1 << 6;
-/// AER Correctable Error Status: Bad DLLP (CRC).
-pub(crate) const AER_CORR_BAD_DLLP: u32 = 1 << 7;
-/// AER Correctable Error Status: REPLAY_NUM Rollover.
-pub(crate) const AER_CORR_REPLAY_ROLLOVER: u32 = 1 << 8;
-/// AER Correctable Error Status: Replay Timer Timeout.
-pub(crate) const AER_CORR_REPLAY_TIMEOUT: u32 = 1 << 12;
-
-/// What function `f` records for the uncorrectable error `bit` it detected, and the
-/// message it must send (PCIe Base Spec 6.2.6, the error-logging flow): the AER
-/// Uncorrectable Error Status bit; severity from the Uncorrectable Error Severity
-/// register; for an `advisory` case (an Unexpected Completion or a Completion Timeout at
-/// a requester) of Non-Fatal severity, an Advisory Non-Fatal Error: the Correctable
-/// Error Detected bit of Device Status and the ANFE bit of Correctable Error Status,
-/// signalled with ERR_COR when ANFE is unmasked and Correctable Error Reporting is
-/// enabled; otherwise the Fatal or Non-Fatal Error Detected bit, signalled with
-/// ERR_FATAL/ERR_NONFATAL when the error is unmasked and its reporting enable (Device
-/// Control) or SERR# Enable (Command) is set.
-pub(crate) fn log_error(
-    fabric: &mut Fabric,
-    records: &mut IntMap<u32, VecDeque<(u32, LoggedHeader)>>,
-    f: FnId,
-    bit: u32,
-    advisory: bool,
-    header: Option<LoggedHeader>,
-    overflow: &mut bool,
-) -> Option<ErrorSeverity> {
-    let (pcie, aer) = err_caps(fabric, f);
-    let func = fabric.functions.get_mut(f.0 as usize)?;
-    let cs = &mut func.config;
-    if let Some(a) = aer {
-        // No room to record its header: Header Log Overflow, which the caller signals.
-        *overflow = !record_first_error(cs, a, bit, header, records.entry(f.0).or_default());
-        set_bits(cs, a + 4, 4, bit);
-    }
-    let fatal = match aer {
-        Some(a) => cs.read_u32(a + 0x0c) & bit != 0,
-        None => pcielab_config::ext_caps::AER_UNCORR_SEVERITY_DEFAULT & bit != 0,
-    };
-    let masked = aer.is_some_and(|a| cs.read_u32(a + 8) & bit != 0);
-    let devctl = pcie.map_or(0, |p| {
-        cs.read_u16(p + pcielab_config::caps::pcie_reg::DEVCTL)
-    });
-    let serr = cs.read_u16(pcielab_config::header::reg::COMMAND) & 0x100 != 0;
-    let devsta = pcie.map(|p| p + pcielab_config::caps::pcie_reg::DEVSTA);
-    if bit == AER_UNSUPPORTED {
-        if let Some(d) = devsta {
-            set_bits(cs, d, 2, 8); // Unsupported Request Detected
-        }
-    }
-    if advisory && !fatal {
-        if let Some(d) = devsta {
-            set_bits(cs, d, 2, 1);
-        }
-        if let Some(a) = aer {
-            set_bits(cs, a + 0x10, 4, AER_CORR_ANFE);
-        }
-        let anfe_masked = aer.is_some_and(|a| cs.read_u32(a + 0x14) & AER_CORR_ANFE != 0);
-        return (!anfe_masked && devctl & 1 != 0).then_some(ErrorSeverity::Correctable);
-    }
-    // Device Status "detected" and Device Control "reporting enable" share the bit.
-    let (flag, sev) = if fatal {
-        (4, ErrorSeverity::Fatal)
-    } else {
-        (2, ErrorSeverity::NonFatal)
-    };
-    if let Some(d) = devsta {
-        set_bits(cs, d, 2, flag);
-    }
-    (!masked && (devctl as u32 & flag != 0 || serr)).then_some(sev)
-}
-
-/// Headers a function with Multiple Header Recording enabled keeps behind the one in
-/// its Header Log.
-pub(crate) const AER_HEADER_RECORDS: usize = 4;
-
-/// First Error Pointer and Header Log (PCIe Base Spec 7.8.4.7–7.8.4.8): an unmasked
-/// uncorrectable error `bit` becomes the first error when the Uncorrectable Error
-/// Status bit the pointer names is clear (software has serviced the last first error,
-/// or there was none); its TLP's header is then logged, the byte holding Fmt/Type in
-/// bits 31:24 of the first Header Log DW (a Completion Timeout logs the request that
-/// timed out: functions set Completion Timeout Prefix/Header Log Capable). An error
-/// without a header (a timed-out ATS Translation Request) leaves zeros. A masked error
-/// is recorded in neither. Without Multiple Header Recording, the log stays locked
-/// until the first error's status bit is cleared; with it, an error that comes while
-/// the first is unserviced is recorded behind it (up to [`AER_HEADER_RECORDS`]; see
-/// `Engine::aer_records_written`). Returns false when there was no room to record it
-/// (Header Log Overflow).
-pub(crate) fn record_first_error(
-    cs: &mut pcielab_config::ConfigSpace,
-    aer: u16,
-    bit: u32,
-    header: Option<LoggedHeader>,
-    records: &mut VecDeque<(u32, LoggedHeader)>,
-) -> bool {
-    let status = cs.read_u32(aer + 4);
-    let masked = cs.read_u32(aer + 8) & bit != 0;
-    let ctl = cs.read_u32(aer + 0x18);
-    if masked {
-        return true;
-    }
-    if status & (1 << (ctl & 0x1f)) != 0 {
-        // A first error is unserviced: with Multiple Header Recording this one is
-        // recorded behind it, while there is room (else: Header Log Overflow).
-        if ctl & AER_CTL_MHR_ENABLE == 0 {
-            return true;
-        }
-        if records.len() >= AER_HEADER_RECORDS {
-            return false;
-        }
-        records.push_back((bit, header.unwrap_or(LoggedHeader::ZERO)));
-        return true;
-    }
-    load_header_log(cs, aer, bit, header);
-    true
-}
-
-/// Puts error `bit` with `header` into the First Error Pointer, Header Log and TLP
-/// Prefix Log of the AER capability at `aer`.
-pub(crate) fn load_header_log(
-    cs: &mut pcielab_config::ConfigSpace,
-    aer: u16,
-    bit: u32,
-    header: Option<LoggedHeader>,
-) {
-    let ctl = cs.read_u32(aer + 0x18);
-    let prefix = header.and_then(|h| h.prefix);
-    let present = if prefix.is_some() {
-        AER_CTL_PREFIX_LOG_PRESENT
-    } else {
-        0
-    };
-    cs.hw_write(
-        aer + 0x18,
-        4,
-        (ctl & !(0x1f | AER_CTL_PREFIX_LOG_PRESENT)) | bit.trailing_zeros() | present,
-    );
-    let h = header.map_or([0; 16], |h| h.header);
-    for (i, dw) in h.chunks_exact(4).enumerate() {
-        let v = u32::from_be_bytes([dw[0], dw[1], dw[2], dw[3]]);
-        cs.hw_write(aer + 0x1c + 4 * i as u16, 4, v);
-    }
-    // The TLP Prefix Log: the prefix in its first DW, the rest zero.
-    let p = prefix.map_or(0, u32::from_be_bytes);
-    cs.hw_write(aer + 0x38, 4, p);
-    for o in [0x3c, 0x40, 0x44] {
-        cs.hw_write(aer + o, 4, 0);
-    }
-}
-
-impl LoggedHeader {
-    /// Nothing logged (an error without a TLP).
-    pub(crate) const ZERO: LoggedHeader = LoggedHeader {
-        header: [0; 16],
-        prefix: None,
-    };
-}
-
 impl World for Engine {
     type Event = PackedEv;
     fn handle(&mut self, ev: PackedEv, cx: &mut Context<'_, PackedEv>) {
@@ -2720,3 +1879,7 @@ impl World for Engine {
         }
     }
 }
+
+/// The root port or switch downstream port that receives on this (upward) direction
+/// has Bus Master Enable clear.
+pub(crate) const BME_PORT: u8 = 1;

@@ -11,7 +11,7 @@
 //! [`widen`] turns back into the counter (wider than the spec's 8-bit header and
 //! 12-bit data fields; the arithmetic is the same modular rule).
 
-use super::engine::{widen, Credits};
+use super::event::widen;
 use crate::params::BufferCredits;
 
 /// The transmitter's side of flow control for the three classes.
@@ -98,6 +98,21 @@ impl RxCredits {
     pub fn limits(&self, c: usize) -> (u32, u32) {
         (self.alloc[c].hdr as u32, self.alloc[c].data as u32)
     }
+}
+
+/// Flow-control state of one class: (header, data) counters.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Credits {
+    pub hdr: u64,
+    pub data: u64,
+}
+
+impl BufferCredits {
+    /// Infinite credits for every class.
+    pub const INFINITE: BufferCredits = BufferCredits {
+        hdr: [0; 3],
+        data: [0; 3],
+    };
 }
 
 #[cfg(test)]

@@ -78,7 +78,7 @@ pub(crate) fn interrupt_condition(cs: &pcielab_config::ConfigSpace) -> (bool, u1
 impl Engine {
     /// The PCI Express capability of port `p` if it has a slot.
     fn slot_cap(&self, p: FnId) -> Option<u16> {
-        let at = super::engine::std_cap(&self.fabric, p, pcielab_config::caps::id::PCIE)?;
+        let at = super::regs::std_cap(&self.fabric, p, pcielab_config::caps::id::PCIE)?;
         let cs = &self.fabric.functions[p.0 as usize].config;
         (cs.read_u16(at + 2) & (1 << 8) != 0).then_some(at)
     }

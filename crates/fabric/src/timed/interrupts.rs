@@ -1,12 +1,11 @@
 //! Interrupts: a root port's AER/PME interrupt, INTx virtual wires (switches
 //! aggregate and swizzle them) and MSI/MSI-X writes sent over the links.
 
-use super::engine::{
-    err_caps, Dest, Engine, IntxEvent, Kind, NodeKind, RootIrq, Tlp, NONE, RTCTL_PME_IE,
-    RTSTA_PME_STATUS,
-};
+use super::engine::{Engine, IntxEvent, NodeKind, RootIrq};
 use super::fault::FaultKind;
 use super::packed::PackedEv;
+use super::regs::{err_caps, RTCTL_PME_IE, RTSTA_PME_STATUS};
+use super::tlp::{Dest, Kind, Tlp, NONE};
 use crate::functional::{FnId, Interrupt, Origin, Role};
 use pcielab_sim::Context;
 use pcielab_wire::Bdf;

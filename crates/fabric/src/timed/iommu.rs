@@ -118,7 +118,7 @@ fn space(bdf: Bdf, pasid: u32) -> u64 {
 }
 
 /// No PASID (the engine's marker).
-const NONE: u32 = super::engine::NONE;
+const NONE: u32 = super::tlp::NONE;
 
 #[derive(Debug, Clone)]
 pub(crate) struct Iommu {

@@ -6,7 +6,10 @@
 use super::bus_master::BME_USP;
 use super::dll::RxVerdict;
 use super::engine::*;
+use super::event::*;
 use super::packed::PackedEv;
+use super::regs::*;
+use super::tlp::*;
 use super::trace::TraceKind;
 use pcielab_sim::{Context, SimDuration, SimTime};
 use pcielab_wire::dllp::FcKind;

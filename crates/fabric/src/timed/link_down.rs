@@ -30,8 +30,11 @@
 //! as at power-on. A failure or a removal, but not a link that DPC or software took
 //! down, is a Surprise Down error for the port above (AER uncorrectable bit 5).
 
-use super::engine::{std_cap, Dest, Dllp, Engine, Ev, NodeKind, Route, Tlp, NP};
+use super::engine::{Engine, NodeKind};
+use super::event::{Dllp, Ev};
 use super::packed::PackedEv;
+use super::regs::std_cap;
+use super::tlp::{Dest, Route, Tlp, NP};
 use crate::functional::{FnId, Origin, Role};
 use pcielab_sim::{Context, SimTime};
 use pcielab_wire::dllp::FcKind;
@@ -304,7 +307,7 @@ impl Engine {
         // credits of the new link (its receiver starts from its full buffer).
         for t in self.tlps.iter_mut() {
             if t.ingress == x as u32 {
-                t.ingress = super::engine::NONE;
+                t.ingress = super::tlp::NONE;
             }
         }
         let dir = &mut self.dirs[xi];
@@ -450,7 +453,7 @@ impl Engine {
     /// Sets or clears Data Link Layer Link Active in port `p`'s Link Status; a port
     /// with a slot records the change in Slot Status (see the `hotplug` module).
     fn set_link_active(&mut self, p: FnId, active: bool, cx: &mut Context<'_, PackedEv>) {
-        let Some(pcie) = super::engine::std_cap(&self.fabric, p, pcielab_config::caps::id::PCIE)
+        let Some(pcie) = super::regs::std_cap(&self.fabric, p, pcielab_config::caps::id::PCIE)
         else {
             return;
         };

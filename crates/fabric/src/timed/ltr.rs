@@ -15,14 +15,12 @@
 //! Values are the registers' 16-bit form: Requirement (15), Scale (12:10: 1, 32,
 //! 1024, 32768, 1048576 or 33554432 ns) and Value (9:0); [`ltr_value`] encodes one.
 
-use super::engine::{Engine, Tlp};
+use super::engine::Engine;
 use super::fault::FaultKind;
 use super::packed::PackedEv;
+use super::tlp::{Tlp, MSG_LTR};
 use pcielab_sim::{Context, SimTime};
 use pcielab_wire::Bdf;
-
-/// The LTR message code.
-pub(crate) const MSG_LTR: u8 = 0x10;
 
 /// Device Control 2: LTR Mechanism Enable.
 const DEVCTL2_LTR_ENABLE: u16 = 1 << 10;
@@ -96,7 +94,7 @@ fn stricter(a: u16, b: u16) -> u16 {
 impl Engine {
     /// True if function `f`'s LTR Mechanism Enable is set.
     fn ltr_enabled(&self, f: crate::functional::FnId) -> bool {
-        super::engine::std_cap(&self.fabric, f, pcielab_config::caps::id::PCIE).is_some_and(|p| {
+        super::regs::std_cap(&self.fabric, f, pcielab_config::caps::id::PCIE).is_some_and(|p| {
             self.fabric.functions[f.0 as usize]
                 .config
                 .read_u16(p + pcielab_config::caps::pcie_reg::DEVCTL2)
@@ -126,7 +124,7 @@ impl Engine {
         }
         // A one-link message like the power-management ones.
         let t = Tlp {
-            detail: super::engine::Detail::Ltr {
+            detail: super::tlp::Detail::Ltr {
                 snoop: values.0,
                 no_snoop: values.1,
             },

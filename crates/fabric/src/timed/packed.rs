@@ -12,7 +12,7 @@
 //! Layout: `a` = tag (bits 0–7) | flags (8–15) | direction (16–31) | `x` (32–63);
 //! `b` = a second operand.
 
-use super::engine::{Dllp, Ev, Wire, WireItem};
+use super::event::{Dllp, Ev, Wire, WireItem};
 use pcielab_wire::dllp::FcKind;
 
 /// An [`Ev`] as the event queue stores it (see the module documentation).

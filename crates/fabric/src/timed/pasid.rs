@@ -29,9 +29,10 @@
 //! Not modelled: the Execute and Privileged Mode bits, Global Invalidate, and PASIDs on
 //! completions.
 
-use super::engine::{err_caps, Engine};
+use super::engine::Engine;
 use super::fault::FaultKind;
 use super::packed::PackedEv;
+use super::regs::err_caps;
 use crate::functional::{FnId, Role};
 use pcielab_config::caps::{
     id, pcie_reg, DEVCTL2_ATOMIC_EGRESS_BLOCKING, DEVCTL2_E2E_PREFIX_BLOCKING,

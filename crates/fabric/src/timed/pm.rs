@@ -1,14 +1,16 @@
 //! Power-management messages: PM_PME (a device's wake-up request, the root port's
 //! PME state) and the hop-by-hop PME_Turn_Off/PME_TO_Ack.
 
-use super::engine::Detail;
-use super::engine::{
-    err_caps, pm_cap, set_bits, Dest, Engine, Ev, Kind, NodeKind, PmeMessage, PmeToAck, Tlp,
-    MSG_PME_TO_ACK, MSG_PME_TURN_OFF, MSG_PM_PME, NONE, PMCSR_PME_EN, PMCSR_PME_STATUS,
-    RTSTA_PME_PENDING, RTSTA_PME_STATUS,
-};
+use super::engine::{Engine, NodeKind, PmeMessage, PmeToAck};
+use super::event::Ev;
 use super::fault::FaultKind;
 use super::packed::PackedEv;
+use super::regs::{
+    err_caps, pm_cap, set_bits, PMCSR_PME_EN, PMCSR_PME_STATUS, RTSTA_PME_PENDING, RTSTA_PME_STATUS,
+};
+use super::tlp::Detail;
+use super::tlp::{Dest, Kind, Tlp, NONE};
+use super::tlp::{MSG_PME_TO_ACK, MSG_PME_TURN_OFF, MSG_PM_PME};
 use crate::functional::{FnId, Origin};
 use pcielab_sim::{Context, EventKey, SimDuration};
 use pcielab_wire::Bdf;

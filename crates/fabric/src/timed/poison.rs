@@ -37,9 +37,11 @@
 //! complex and on bridges' secondary sides, and a switch logging poisoned TLPs it
 //! forwards in AER (optional in the spec).
 
-use super::engine::{set_bits, Engine, Kind, Tlp};
+use super::engine::Engine;
 use super::fault::FaultKind;
 use super::packed::PackedEv;
+use super::regs::set_bits;
+use super::tlp::{Kind, Tlp};
 use crate::functional::{FnId, Role};
 use pcielab_config::header::{command, reg, status};
 use pcielab_sim::Context;

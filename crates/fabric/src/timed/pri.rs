@@ -36,9 +36,10 @@
 //! timeout.
 
 use super::ats::{ext_cap, Pending, PAGING};
-use super::engine::{Detail, Engine, Kind, Tlp, NONE};
+use super::engine::Engine;
 use super::fault::FaultKind;
 use super::packed::PackedEv;
+use super::tlp::{Detail, Kind, Tlp, NONE};
 use crate::functional::{FnId, Origin};
 use pcielab_config::ext_caps::{PRI_CTL_ENABLE, PRI_STA_RESPONSE_FAILURE, PRI_STA_STOPPED};
 use pcielab_sim::{Context, SimDuration, SimTime};
@@ -230,7 +231,7 @@ impl Engine {
         code: u8,
         after: SimDuration,
         cx: &mut Context<'_, PackedEv>,
-    ) -> Result<(), super::SimError> {
+    ) -> Result<(), super::error::SimError> {
         let host = self.host_bdf;
         let resp = Tlp {
             completer: dev,
@@ -242,7 +243,7 @@ impl Engine {
         };
         let (path, hops, dest) = self
             .route(Origin::Host, Kind::PrgResp, page, dev)
-            .map_err(|e| super::SimError::Route(format!("PRG Response to {dev}: {e}")))?;
+            .map_err(|e| super::error::SimError::Route(format!("PRG Response to {dev}: {e}")))?;
         let mut resp = Tlp {
             path,
             hops,
@@ -251,7 +252,7 @@ impl Engine {
         };
         self.at_source(Origin::Host, &mut resp, (hops > 0).then_some(path[0]));
         let id = self.alloc_tlp(resp);
-        cx.schedule_in(after + self.cfg.rc_latency, super::engine::Ev::HostSend(id));
+        cx.schedule_in(after + self.cfg.rc_latency, super::event::Ev::HostSend(id));
         Ok(())
     }
 
@@ -309,7 +310,7 @@ impl Engine {
             // No group with that index outstanding: Unexpected PRG Index (status bit 1).
             if let Some(f) = self.nodes[node as usize].func {
                 if let Some(a) = ext_cap(self, f, pcielab_config::caps::id::EXT_PRI) {
-                    super::engine::set_bits(
+                    super::regs::set_bits(
                         &mut self.fabric.functions[f.0 as usize].config,
                         a + 6,
                         2,
@@ -356,7 +357,7 @@ impl Engine {
             dev.prg_free = None;
             if let Some(f) = self.nodes[node as usize].func {
                 if let Some(a) = ext_cap(self, f, pcielab_config::caps::id::EXT_PRI) {
-                    super::engine::set_bits(
+                    super::regs::set_bits(
                         &mut self.fabric.functions[f.0 as usize].config,
                         a + 6,
                         2,

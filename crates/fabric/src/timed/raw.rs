@@ -29,12 +29,12 @@
 //! [`Endpoint::raw_completion`]: super::Endpoint::raw_completion
 
 use super::endpoint::{VdmRoute, VendorMessage};
-use super::engine::{AtomicKind, Detail};
-use super::engine::{
-    Dest, Engine, Kind, NodeKind, Tlp, AER_MALFORMED, AER_UNSUPPORTED, MAX_PATH, NONE, NP, P,
-};
+use super::engine::{Engine, NodeKind};
 use super::fault::FaultKind;
 use super::packed::PackedEv;
+use super::regs::{AER_MALFORMED, AER_UNSUPPORTED};
+use super::tlp::{AtomicKind, Detail};
+use super::tlp::{Dest, Kind, Tlp, MAX_PATH, NONE, NP, P};
 use crate::functional::{FnId, Origin};
 use pcielab_sim::{Context, SimDuration};
 use pcielab_wire::dma::Shape;
@@ -50,11 +50,6 @@ pub(crate) const MAX_RAW_TLP: usize = 16 + 16 + 4096 + 4;
 fn parse(b: &[u8]) -> pcielab_wire::Result<TlpRepr<'_>> {
     let opts = ParseOptions { check_ecrc: false };
     TlpPacket::new_checked(b).and_then(|p| TlpRepr::parse_with(&p, opts))
-}
-
-/// How many prefix DWs (Fmt 100b) `b` starts with.
-pub(crate) fn prefix_dws(b: &[u8]) -> usize {
-    b.chunks_exact(4).take_while(|c| c[0] >> 5 == 0b100).count()
 }
 
 /// What a valid raw TLP becomes.
@@ -171,13 +166,13 @@ impl Engine {
         &mut self,
         node: u32,
         mut t: Tlp,
-        route: super::engine::Route,
+        route: super::tlp::Route,
         cx: &mut Context<'_, PackedEv>,
     ) {
         match (t.kind, route.2) {
             (Kind::MRd, _) => self.expect_raw_completion(node, t.tag, t.len),
             (Kind::Atomic, _) => {
-                let size = super::atomic::operand_size(t.atomic_kind(), t.len as u64);
+                let size = super::tlp::operand_size(t.atomic_kind(), t.len as u64);
                 self.expect_raw_completion(node, t.tag, size as u32);
             }
             (Kind::Cpl | Kind::CplD, Dest::Dma { node: to }) => {

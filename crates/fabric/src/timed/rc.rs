@@ -6,6 +6,8 @@ use super::engine::*;
 use super::fault::FaultKind;
 use super::packed::PackedEv;
 use super::poison::Poison;
+use super::regs::*;
+use super::tlp::*;
 use crate::functional::{Interrupt, Origin, MSI_RANGE};
 use pcielab_sim::{Context, SimDuration};
 use pcielab_wire::CplStatus;

@@ -5,10 +5,12 @@
 //! [`Engine::call_ep_fn`], which applies the commands the model gave afterwards.
 
 use super::endpoint::{Endpoint, EpCmd, EpCx, Incoming};
-use super::engine::{Dest, DmaDir, DmaOp, Engine, Ev, Kind, NodeKind, Tlp};
+use super::engine::{DmaDir, DmaOp, Engine, NodeKind};
+use super::event::Ev;
 use super::fault::FaultKind;
 use super::packed::PackedEv;
 use super::poison::Poison;
+use super::tlp::{Dest, Kind, Tlp};
 use crate::functional::{FnId, Origin, RouteError};
 use pcielab_sim::{Context, EventKey, SimDuration, SimTime};
 use pcielab_wire::{Bdf, CplStatus};
@@ -61,7 +63,7 @@ pub(crate) struct EpState {
     /// The held requests are being offered again (a `Ready` within that is moot).
     pub draining: bool,
     /// Counters for [`super::DeviceStats`].
-    pub stats: super::DeviceStats,
+    pub stats: super::stats::DeviceStats,
     /// With a reorder window, per DMA op (by index): the bytes from its start handed
     /// to the device in order, and the ranges `[start, end)` that arrived past them.
     /// Empty without a window (kept out of `DmaOp`, which every DMA writes).
@@ -76,7 +78,7 @@ pub(crate) struct EpState {
     /// `read_queue` serve the whole device.
     pub part: Option<Box<TagPartition>>,
     /// Counters per function (by index), grown as functions are counted.
-    pub fn_stats: Vec<super::FunctionDmaStats>,
+    pub fn_stats: Vec<super::stats::FunctionDmaStats>,
 }
 
 /// The DMA engine's state with tag ranges per function: function `i` owns tags
@@ -160,10 +162,10 @@ impl EpState {
     }
 
     /// Function `i`'s counters (grown on demand).
-    pub fn fn_stats_mut(&mut self, i: u16) -> &mut super::FunctionDmaStats {
+    pub fn fn_stats_mut(&mut self, i: u16) -> &mut super::stats::FunctionDmaStats {
         if self.fn_stats.len() <= i as usize {
             self.fn_stats
-                .resize(i as usize + 1, super::FunctionDmaStats::default());
+                .resize(i as usize + 1, super::stats::FunctionDmaStats::default());
         }
         &mut self.fn_stats[i as usize]
     }
@@ -181,9 +183,9 @@ impl Engine {
     ) {
         let peer = match &self.nodes[node as usize].kind {
             NodeKind::Ep(ep) => ep.cable,
-            _ => super::engine::NONE,
+            _ => super::tlp::NONE,
         };
-        if peer == super::engine::NONE {
+        if peer == super::tlp::NONE {
             self.eth.dropped += 1;
             if self.eth.dropped == 1 {
                 let name = &self.nodes[node as usize].name;

@@ -1,10 +1,11 @@
 //! Vendor-defined messages: to the root complex, by ID, broadcast and local.
 
 use super::endpoint::{VdmRoute, VendorMessage};
-use super::engine::{
-    Dest, Detail, Engine, Ev, Kind, NodeKind, Tlp, AER_UNSUPPORTED, MAX_PATH, NONE,
-};
+use super::engine::{Engine, NodeKind};
+use super::event::Ev;
 use super::packed::PackedEv;
+use super::regs::AER_UNSUPPORTED;
+use super::tlp::{Dest, Detail, Kind, Tlp, MAX_PATH, NONE};
 use crate::functional::Origin;
 use pcielab_sim::{Context, SimDuration};
 use pcielab_wire::Bdf;

@@ -1,6 +1,7 @@
 //! Host software over the timed simulator's links.
 
-use super::{FabricSim, HostRead};
+use super::engine::HostRead;
+use super::sim::FabricSim;
 use crate::host::HostBus;
 use pcielab_sim::SimTime;
 use pcielab_wire::{Bdf, ByteEnables, CplStatus};
@@ -90,7 +91,7 @@ impl WireBus<'_> {
         self.sim
     }
 
-    fn note(&mut self, r: &Result<HostRead, super::SimError>) {
+    fn note(&mut self, r: &Result<HostRead, super::error::SimError>) {
         match r {
             Ok(HostRead::Failed(CplStatus::Ur)) => self.stats.unsupported += 1,
             Ok(HostRead::Timeout) => self.stats.timeouts += 1,

@@ -236,9 +236,9 @@ impl DmaStream {
             };
             let id = if self.op == DmaOpKind::FetchAdd {
                 if self.size == 4 {
-                    cx.atomic(addr, super::AtomicOp::FetchAdd32(1))
+                    cx.atomic(addr, pcielab_device::AtomicOp::FetchAdd32(1))
                 } else {
-                    cx.atomic(addr, super::AtomicOp::FetchAdd64(1))
+                    cx.atomic(addr, pcielab_device::AtomicOp::FetchAdd64(1))
                 }
             } else if write {
                 let n = self.size as usize;
