@@ -39,7 +39,7 @@ use super::endpoint::ReadReply;
 use super::engine::{Engine, NodeKind};
 use super::fault::FaultKind;
 use super::packed::PackedEv;
-use super::poison::Poison;
+use super::poison::state::Poison;
 use super::regs::{err_caps, AER_UNSUPPORTED};
 use super::tlp::{operand_size, AtomicKind, Kind, Tlp};
 use crate::functional::{FnId, Origin, Role, MSI_RANGE};
@@ -161,7 +161,7 @@ impl Engine {
             self.call_ep(node, cx, |m, cx| m.dma_done(id, false, &[], cx));
             return;
         }
-        let dir = super::engine::DmaDir::Atomic(code(op));
+        let dir = super::slot::state::DmaDir::Atomic(code(op));
         self.new_dma((node, 0), id, dir, (addr, size, None), op.payload(addr), cx);
     }
 

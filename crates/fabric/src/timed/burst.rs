@@ -89,7 +89,7 @@ use super::engine::{dllp_repr, Engine, NodeKind};
 use super::event::{Dllp, Ev, Wire, WireItem};
 use super::fault::FaultKind;
 use super::packed::PackedEv;
-use super::poison::Poison;
+use super::poison::state::Poison;
 use super::tlp::Detail;
 use super::tlp::{Dest, Kind, Tlp, CPL, NONE, NP, P, TAGS_DOWN};
 use super::trace::TraceKind;

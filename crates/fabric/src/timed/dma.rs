@@ -2,11 +2,12 @@
 //! completions reassembled, the completion timeout.
 
 use super::endpoint::DmaId;
-use super::engine::{DmaDir, DmaOp, Engine, NodeKind};
+use super::engine::{Engine, NodeKind};
 use super::event::Ev;
 use super::fault::FaultKind;
 use super::packed::PackedEv;
 use super::regs::{AER_COMPLETION_TIMEOUT, AER_MALFORMED, AER_UNEXPECTED_CPL};
+use super::slot::state::{DmaDir, DmaOp};
 use super::tlp::Detail;
 use super::tlp::{Kind, Tlp, NONE, TAGS_DOWN};
 use crate::functional::{FnId, Origin};

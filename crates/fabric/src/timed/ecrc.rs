@@ -37,7 +37,7 @@
 use super::engine::Engine;
 use super::fault::FaultKind;
 use super::packed::PackedEv;
-use super::poison::Poison;
+use super::poison::state::Poison;
 use super::tlp::{Dest, Kind, Tlp, NONE};
 use crate::functional::{FnId, Origin};
 use pcielab_sim::Context;

@@ -5,13 +5,13 @@
 //! INTx, MSI/MSI-X), `pm` (PME and PME_Turn_Off), `vendor` (vendor-defined messages)
 //! and the cross-cutting features listed in ARCHITECTURE.md.
 
-use super::endpoint::{DmaId, EpCmd, ReadReply, ReadTicket, VendorMessage};
+use super::endpoint::{EpCmd, ReadReply, ReadTicket, VendorMessage};
 use super::event::*;
 use super::fault::{FaultKind, SimFault};
 use super::packed::PackedEv;
-use super::poison::Poison;
+use super::poison::state::Poison;
 use super::regs::*;
-use super::slot::EpState;
+use super::slot::state::EpState;
 use super::tlp::*;
 use super::trace::{DirCounters, Trace};
 use crate::functional::{Fabric, FnId, Interrupt, Origin, Role, RouteError, Target, MSI_RANGE};
@@ -168,58 +168,6 @@ pub(crate) struct Node {
     pub kind: NodeKind,
     /// Functional function of the node (endpoint function 0; switch upstream port).
     pub func: Option<FnId>,
-}
-
-/// What a new DMA does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum DmaDir {
-    Read,
-    /// A write; `poisoned`: its TLPs carry EP.
-    Write {
-        poisoned: bool,
-    },
-    /// An AtomicOp (`atomic::FETCH_ADD`, `SWAP`, `CAS`); its operands come as the data.
-    Atomic(AtomicKind),
-}
-
-#[derive(Debug)]
-pub(crate) struct DmaOp {
-    pub id: DmaId,
-    pub write: bool,
-    pub addr: u64,
-    pub len: u64,
-    pub issued: u64,
-    pub done_bytes: u64,
-    pub buf: Vec<u8>,
-    pub last_progress: SimTime,
-    pub ok: bool,
-    pub live: bool,
-    /// Read requests in flight.
-    pub outstanding: u32,
-    /// A write whose TLPs carry poisoned data.
-    pub poisoned: bool,
-    /// ATS translations the DMA uses: (untranslated base, translated base, size).
-    pub xlate: Vec<(u64, u64, u64)>,
-    /// Translations it still waits for before it starts.
-    pub xlate_wait: u32,
-    /// The PASID its requests carry (a PASID TLP prefix), or NONE.
-    pub pasid: u32,
-    /// An AtomicOp: its operation and operands (see the `atomic` module); the DMA is a
-    /// read of the original value (`len` bytes).
-    pub atomic: Option<(AtomicKind, Vec<u8>)>,
-    /// The function (its index on the device) whose requester ID the DMA uses.
-    pub func: u16,
-    /// Dropped by a Function Level Reset of its function: it ends without
-    /// `dma_done` once nothing of it is in flight (see the `flr` module).
-    pub reset: bool,
-}
-
-impl DmaOp {
-    /// Waits for completions, so the completion timeout applies: a read, or any DMA
-    /// still waiting for ATS translations.
-    pub(crate) fn awaits_completions(&self) -> bool {
-        !self.write || self.xlate_wait > 0
-    }
 }
 
 /// A host (root-complex) request waiting for its completion.
@@ -406,7 +354,7 @@ pub struct Engine {
     /// Some function has an ECRC enable set.
     pub(crate) ecrc_any: bool,
     /// ATS state of devices with ATS enabled, by node (see `ats`).
-    pub(crate) ats: IntMap<u32, super::ats::AtsDevice>,
+    pub(crate) ats: IntMap<u32, super::ats::state::AtsDevice>,
     /// Some device has ATS enabled.
     pub(crate) ats_any: bool,
     /// The most TLPs a burst may stand for (1: burst mode off; see `burst`).
@@ -416,7 +364,7 @@ pub struct Engine {
     /// Most memory read requests of one DMA sent as one burst (1: none).
     pub(crate) rd_burst_max: u32,
     /// Invalidations the root complex sent, in order.
-    pub(crate) ats_invals: Vec<super::ats::AtsInvalidation>,
+    pub(crate) ats_invals: Vec<super::ats::state::AtsInvalidation>,
     /// AER Multiple Header Recording: per function, the errors recorded behind the
     /// one in the Header Log, oldest first (see [`record_first_error`]).
     pub(crate) aer_records: IntMap<u32, VecDeque<(u32, LoggedHeader)>>,
@@ -426,8 +374,8 @@ pub struct Engine {
     pub(crate) ats_orphans: Vec<(u32, u16)>,
     /// Ranges host software maps when a device asks (PRI), and the Page Requests the
     /// host received.
-    pub(crate) on_demand: Vec<super::pri::OnDemand>,
-    pub(crate) page_requests: Vec<super::pri::PageRequestRecord>,
+    pub(crate) on_demand: Vec<super::pri::state::OnDemand>,
+    pub(crate) page_requests: Vec<super::pri::state::PageRequestRecord>,
     pub(crate) llc_fifo: VecDeque<u64>,
     /// Tags the root complex uses for split peer reads (256..512), and their state.
     pub(crate) p2p_tags: Vec<u16>,
@@ -456,12 +404,12 @@ pub struct Engine {
     /// Endpoint nodes that received PME_Turn_Off and have not acknowledged it yet.
     pub(crate) turn_off_held: HashSet<u32>,
     /// Downstream Port Containments, in order (see the `dpc` module).
-    pub(crate) dpc_events: Vec<super::dpc::DpcEvent>,
+    pub(crate) dpc_events: Vec<super::dpc::state::DpcEvent>,
     /// Per switch downstream port (function index): its hot-plug interrupt condition
     /// as last evaluated.
     pub(crate) hotplug_irq: IntMap<u32, bool>,
     /// LTR messages the root ports received (see the `ltr` module).
-    pub(crate) ltr_messages: super::ltr::LtrLog,
+    pub(crate) ltr_messages: super::ltr::state::LtrLog,
     /// Per (switch node, upward direction of a downstream port's link): the last LTR
     /// values received there; per switch: the values it last reported.
     pub(crate) ltr_ports: HashMap<(u32, u32), (u16, u16)>,

@@ -91,8 +91,8 @@ mod workload;
 
 pub use crate::params::{BufferCredits, IommuConfig, SimConfig};
 pub use crate::phy::LinkTiming;
-pub use ats::{AtsInvalidation, AtsStats};
-pub use dpc::{DpcEvent, DpcReason};
+pub use ats::state::{AtsInvalidation, AtsStats};
+pub use dpc::state::{DpcEvent, DpcReason};
 pub use endpoint::{
     DmaId, Endpoint, EpCx, Incoming, PsMem, ReadReply, ReadTicket, VdmRoute, VendorMessage,
 };
@@ -101,11 +101,11 @@ pub use error::SimError;
 pub use event::{Ev, WireItem};
 pub use fault::{FaultKind, SimFault};
 pub use iommu::{remappable_msi_address, IommuFault, IommuFaultKind, IommuStats};
-pub use ltr::{ltr_ns, ltr_value, LtrMessage};
+pub use ltr::state::{ltr_ns, ltr_value, LtrMessage};
 pub use packed::PackedEv;
 pub use pcielab_device::AtomicOp;
 pub use pcielab_device::{DeviceTiming, ReorderWindow};
-pub use pri::PageRequestRecord;
+pub use pri::state::PageRequestRecord;
 pub use regs::ErrorSeverity;
 pub use saved_config::{Recovery, SavedConfig};
 pub use sim::{bytes_per_inflight_tlp, host_config, max_ber, FabricSim, HostTicket};

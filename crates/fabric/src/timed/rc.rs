@@ -5,7 +5,7 @@
 use super::engine::*;
 use super::fault::FaultKind;
 use super::packed::PackedEv;
-use super::poison::Poison;
+use super::poison::state::Poison;
 use super::regs::*;
 use super::tlp::*;
 use crate::functional::{Interrupt, Origin, MSI_RANGE};

@@ -1,8 +1,9 @@
 //! [`FabricSim`], the host program's view of the timed simulator, and its
 //! configuration checks.
 
-use super::ats::{AtsInvalidation, AtsStats};
-use super::dpc::DpcEvent;
+use super::ats::state::AtsInvalidation;
+use super::ats::AtsStats;
+use super::dpc::state::DpcEvent;
 use super::endpoint::{Endpoint, VendorMessage};
 use super::engine;
 use super::engine::{Engine, ErrorMessage, HostRead, IntxEvent, PmeMessage, PmeToAck};
@@ -10,9 +11,9 @@ use super::error::SimError;
 use super::event::Ev;
 use super::fault::SimFault;
 use super::iommu::{IommuFault, IommuStats};
-use super::ltr::LtrMessage;
+use super::ltr::state::LtrMessage;
 use super::packed::PackedEv;
-use super::pri::PageRequestRecord;
+use super::pri::state::PageRequestRecord;
 use super::stats::{DeviceStats, FunctionDmaStats};
 use super::trace::{DirCounters, Trace};
 use super::{aspm, ats, dll, event, fc, hotplug, iommu, link_down, poison, pri, regs, slot, tlp};
@@ -26,7 +27,7 @@ use crate::topology::Topology;
 use engine::{Dir, Node, NodeKind};
 use pcielab_sim::{Rng, SimBuilder, SimDuration, SimTime, Simulation};
 use pcielab_wire::{Bdf, CplStatus};
-use slot::EpState;
+use slot::state::EpState;
 use std::collections::{HashMap, VecDeque};
 use tlp::{Kind, Tlp, NONE};
 
@@ -1955,7 +1956,7 @@ impl FabricSim {
     ) -> Result<(), SimError> {
         let device = self.endpoint_bdf(name)?;
         self.iommu_mut()?;
-        self.sim.world_mut().on_demand.push(pri::OnDemand {
+        self.sim.world_mut().on_demand.push(pri::state::OnDemand {
             device,
             pasid,
             iova: iova & !0xfff,
@@ -2326,7 +2327,7 @@ impl FabricSim {
                 tag,
                 ..Tlp::new(Kind::MRd, to, 0, len)
             };
-            let poison = poison::Poison::Clean;
+            let poison = poison::state::Poison::Clean;
             e.send_completions(Origin::Host, host, &req, CplStatus::Sc, data, poison, cx);
         });
         Ok(())

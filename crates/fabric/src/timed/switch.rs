@@ -6,7 +6,7 @@
 
 use super::engine::*;
 use super::packed::PackedEv;
-use super::poison::Poison;
+use super::poison::state::Poison;
 use super::tlp::*;
 use crate::functional::{FnId, Origin};
 use pcielab_sim::Context;

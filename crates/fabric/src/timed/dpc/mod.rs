@@ -40,46 +40,11 @@ use pcielab_config::ext_caps::{
     DPC_CTL_POISON_BLOCK, DPC_CTL_SW_TRIGGER, DPC_CTL_TRIGGER_MASK, DPC_STA_INT, DPC_STA_TRIGGER,
 };
 use pcielab_config::ConfigSpace;
-use pcielab_sim::{Context, SimTime};
+use pcielab_sim::Context;
 use pcielab_wire::{Bdf, CplStatus};
 
-/// Why DPC triggered (DPC Status: Trigger Reason and Trigger Reason Extension).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DpcReason {
-    /// An unmasked uncorrectable error the port detected (Reason 00b).
-    PortError,
-    /// An ERR_NONFATAL message the port received (Reason 01b).
-    NonFatalMessage,
-    /// An ERR_FATAL message the port received (Reason 10b).
-    FatalMessage,
-    /// DPC Software Trigger (Reason 11b, Extension 01b).
-    Software,
-}
-
-impl DpcReason {
-    /// (Trigger Reason, Trigger Reason Extension) as DPC Status holds them.
-    pub fn bits(self) -> (u16, u16) {
-        match self {
-            DpcReason::PortError => (0, 0),
-            DpcReason::NonFatalMessage => (1, 0),
-            DpcReason::FatalMessage => (2, 0),
-            DpcReason::Software => (3, 1),
-        }
-    }
-}
-
-/// One containment: a port's DPC triggered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DpcEvent {
-    /// When it triggered.
-    pub at: SimTime,
-    /// The Downstream Port.
-    pub port: Bdf,
-    /// Why.
-    pub reason: DpcReason,
-    /// Error Source ID (the requester of the error message; 0 otherwise).
-    pub source: Bdf,
-}
+pub(crate) mod state;
+pub(crate) use state::*;
 
 /// The DPC interrupt condition of a root port's configuration space (DPC Interrupt
 /// Enable and DPC Interrupt Status) and its vector (DPC Interrupt Message Number).

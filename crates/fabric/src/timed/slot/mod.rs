@@ -5,171 +5,19 @@
 //! [`Engine::call_ep_fn`], which applies the commands the model gave afterwards.
 
 use super::endpoint::{Endpoint, EpCmd, EpCx, Incoming};
-use super::engine::{DmaDir, DmaOp, Engine, NodeKind};
+use super::engine::{Engine, NodeKind};
 use super::event::Ev;
 use super::fault::FaultKind;
 use super::packed::PackedEv;
-use super::poison::Poison;
+use super::poison::state::Poison;
+use super::slot::state::DmaDir;
 use super::tlp::{Dest, Kind, Tlp};
 use crate::functional::{FnId, Origin, RouteError};
-use pcielab_sim::{Context, EventKey, SimDuration, SimTime};
+use pcielab_sim::{Context, SimDuration, SimTime};
 use pcielab_wire::{Bdf, CplStatus};
-use std::collections::{HashMap, VecDeque};
 
-/// A DMA read request in flight: (op, offset in op, length, bytes received, the
-/// request's address as sent — translated when the DMA holds an ATS translation).
-pub(crate) type TagEntry = (u32, u64, u32, u32, u64);
-
-#[derive(Debug)]
-pub(crate) struct EpState {
-    /// An Assert_INTx message went out and no Deassert since.
-    pub intx_sent: bool,
-    /// The device model; `None`: BAR accesses go to the functional fabric's model
-    /// (e.g. psmem with its MSI-X table), in zero device time.
-    pub model: Option<Box<dyn Endpoint>>,
-    pub bdf: Bdf,
-    pub free_tags: Vec<u16>,
-    /// tag → the DMA read request it was given to.
-    pub tag_map: Vec<Option<TagEntry>>,
-    pub ops: Vec<DmaOp>,
-    pub free_ops: Vec<u32>,
-    pub read_queue: VecDeque<u32>,
-    /// The model's own state that its context carries (DMA numbers, RNG stream).
-    pub state: pcielab_device::DeviceState,
-    /// ticket → (requester, tag, address, length, request kind, completing function)
-    pub tickets: HashMap<u64, (Bdf, u16, u64, u32, Kind, u16)>,
-    pub up_dir: u16,
-    /// A completion-timeout sweep is pending.
-    pub timeout_armed: bool,
-    /// The pending sweep event (cancelled when no read is left, so an idle device
-    /// keeps no event alive).
-    pub timeout_key: Option<EventKey>,
-    /// Bus Master Enable of function 0 (cached; see the `bus_master` module).
-    pub bus_master: bool,
-    /// tag → bytes still expected, for reads the device sent as raw TLPs (see the
-    /// `raw` module): their completions go to [`Endpoint::raw_completion`].
-    pub raw_reads: HashMap<u16, u32>,
-    /// How the model's DMA engine works (asked when it is attached).
-    pub policy: pcielab_device::DmaPolicy,
-    /// The model's timing (asked when it is attached).
-    pub timing: pcielab_device::DeviceTiming,
-    /// When the device's receive datapath is free again (device timing).
-    pub rx_free: SimTime,
-    /// When its transmit datapath is free again (device timing).
-    pub tx_free: SimTime,
-    /// Requests the model refused ([`Endpoint::accept`]), oldest first: they keep
-    /// their receive-buffer credits until the model takes them.
-    pub held: VecDeque<u32>,
-    /// The held requests are being offered again (a `Ready` within that is moot).
-    pub draining: bool,
-    /// Counters for [`super::DeviceStats`].
-    pub stats: super::stats::DeviceStats,
-    /// With a reorder window, per DMA op (by index): the bytes from its start handed
-    /// to the device in order, and the ranges `[start, end)` that arrived past them.
-    /// Empty without a window (kept out of `DmaOp`, which every DMA writes).
-    pub reorder: Vec<(u64, Vec<(u64, u64)>)>,
-    /// The device's functions by index, as [`EpCx::function`] numbers them: its own
-    /// functions in order (function 0 first), then the VFs of each PF in order.
-    pub funcs: Vec<FnId>,
-    /// The node at the other end of its Ethernet cable (`NONE`: no cable).
-    pub cable: u32,
-    /// Tag ranges per function ([`pcielab_device::DmaPolicy::tags_per_function`]):
-    /// one read queue and tag pool per function. `None`: `free_tags` and
-    /// `read_queue` serve the whole device.
-    pub part: Option<Box<TagPartition>>,
-    /// Counters per function (by index), grown as functions are counted.
-    pub fn_stats: Vec<super::stats::FunctionDmaStats>,
-}
-
-/// The DMA engine's state with tag ranges per function: function `i` owns tags
-/// `first + i*per .. first + (i+1)*per`.
-#[derive(Debug, Default)]
-pub(crate) struct TagPartition {
-    pub first: u16,
-    pub per: u16,
-    /// Free tags of each function (popped from the end).
-    pub free: Vec<Vec<u16>>,
-    /// Read DMAs of each function waiting to send requests, in order.
-    pub queues: Vec<VecDeque<u32>>,
-    /// The function whose turn is next (round-robin).
-    pub next: u16,
-    /// Calls of the issuing loop so far (a function's stall is counted once a call).
-    pub calls: u64,
-    /// The call in which each function's last window stall was counted.
-    pub stall_call: Vec<u64>,
-    /// Calls into the model under way: read requests wait until they return.
-    pub holds: u32,
-}
-
-impl TagPartition {
-    /// The partition of `functions` functions of `per` tags from `first`, every tag
-    /// free.
-    pub fn new(first: u16, per: u16, functions: u16) -> TagPartition {
-        let n = functions.max(1);
-        TagPartition {
-            first,
-            per,
-            free: (0..n)
-                .map(|i| {
-                    let a = first + i * per;
-                    (a..a + per).rev().collect()
-                })
-                .collect(),
-            queues: vec![VecDeque::new(); n as usize],
-            next: 0,
-            calls: 0,
-            stall_call: vec![u64::MAX; n as usize],
-            holds: 0,
-        }
-    }
-
-    /// The function that owns `tag`, if any.
-    #[inline]
-    pub fn owner(&self, tag: u16) -> Option<u16> {
-        let i = tag.checked_sub(self.first)? / self.per;
-        ((i as usize) < self.free.len()).then_some(i)
-    }
-
-    /// Makes every tag of function `i` free except those `held` says are in use.
-    pub fn refill(&mut self, i: u16, held: impl Fn(u16) -> bool) {
-        let a = self.first + i * self.per;
-        self.free[i as usize] = (a..a + self.per).rev().filter(|&t| !held(t)).collect();
-    }
-}
-
-impl EpState {
-    /// Gives `tag` back to its pool (its function's, when partitioned).
-    #[inline]
-    pub fn free_tag(&mut self, tag: u16) {
-        match &mut self.part {
-            None => self.free_tags.push(tag),
-            Some(p) => {
-                if let Some(i) = p.owner(tag) {
-                    p.free[i as usize].push(tag);
-                }
-            }
-        }
-    }
-
-    /// Takes read DMA `oi` out of the read queue(s).
-    pub fn unqueue(&mut self, oi: u32) {
-        self.read_queue.retain(|&x| x != oi);
-        if let Some(p) = &mut self.part {
-            for q in &mut p.queues {
-                q.retain(|&x| x != oi);
-            }
-        }
-    }
-
-    /// Function `i`'s counters (grown on demand).
-    pub fn fn_stats_mut(&mut self, i: u16) -> &mut super::stats::FunctionDmaStats {
-        if self.fn_stats.len() <= i as usize {
-            self.fn_stats
-                .resize(i as usize + 1, super::stats::FunctionDmaStats::default());
-        }
-        &mut self.fn_stats[i as usize]
-    }
-}
+pub(crate) mod state;
+pub(crate) use state::*;
 
 impl Engine {
     /// A frame out of `node`'s MAC: to the device at the other end of its cable, at
