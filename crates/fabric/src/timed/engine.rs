@@ -713,8 +713,9 @@ impl Engine {
                 if by_id {
                     f[0..2].copy_from_slice(&t.completer.raw().to_be_bytes());
                 }
-                f[2..4].copy_from_slice(&((t.addr >> 16) as u16).to_be_bytes());
-                f[4..8].copy_from_slice(&((t.addr >> 32) as u32).to_be_bytes());
+                let (vendor_id, vendor_data) = t.vendor_fields();
+                f[2..4].copy_from_slice(&vendor_id.to_be_bytes());
+                f[4..8].copy_from_slice(&vendor_data.to_be_bytes());
                 Ok(TlpRepr::with_header(
                     pcielab_wire::tlp::TlpHeader::Msg(pcielab_wire::tlp::MsgHeader {
                         requester_id: t.requester,
@@ -1032,7 +1033,7 @@ impl Engine {
         t.at = 0;
         t.dest = Self::fix_dest(dest, t.addr);
         t.refs = 1;
-        t.ingress = NONE;
+        t.ingress = NO_DIR;
         self.alloc_tlp(t)
     }
 
@@ -1062,7 +1063,7 @@ impl Engine {
             self.parity_detected(d);
         }
         let t = &mut self.tlps[id as usize];
-        t.ingress = d as u32;
+        t.ingress = d;
         t.at += 1;
         if self.dirs[d as usize].bme_block & BME_PORT != 0 {
             self.bme_ingress(id);

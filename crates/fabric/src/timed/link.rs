@@ -281,9 +281,9 @@ impl Engine {
                 self.send_tlp(d, seq, id, false, cx);
                 // The TLP leaves the ingress buffer it sat in: return those credits.
                 let ing = self.tlps[id as usize].ingress;
-                if ing != NONE {
-                    self.tlps[id as usize].ingress = NONE;
-                    self.return_credits(ing as u16, c, n, dc, cx);
+                if ing != NO_DIR {
+                    self.tlps[id as usize].ingress = NO_DIR;
+                    self.return_credits(ing, c, n, dc, cx);
                 }
                 let (dn, op) = self.tlps[id as usize].dma_last;
                 if dn != NONE {
@@ -694,10 +694,11 @@ impl Engine {
             let t = &self.tlps[id as usize];
             (t.ingress, t.class(), t.pieces as u64, t.data_credits())
         };
-        if ing != NONE {
-            self.tlps[id as usize].ingress = NONE;
-            self.return_credits(ing as u16, c, n, dc, cx);
+        if ing == NO_DIR {
+            return NONE;
         }
-        ing
+        self.tlps[id as usize].ingress = NO_DIR;
+        self.return_credits(ing, c, n, dc, cx);
+        ing as u32
     }
 }

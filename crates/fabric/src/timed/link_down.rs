@@ -306,8 +306,8 @@ impl Engine {
         // TLPs this direction delivered into a switch's receive buffer no longer hold
         // credits of the new link (its receiver starts from its full buffer).
         for t in self.tlps.iter_mut() {
-            if t.ingress == x as u32 {
-                t.ingress = super::tlp::NONE;
+            if t.ingress == x {
+                t.ingress = super::tlp::NO_DIR;
             }
         }
         let dir = &mut self.dirs[xi];

@@ -61,9 +61,9 @@ impl Engine {
     pub(crate) fn p2p_split(&mut self, id: u32, piece: u32, cx: &mut Context<'_, PackedEv>) {
         let t = self.tlps[id as usize].clone();
         // The original leaves the root port's receive buffer.
-        if t.ingress != NONE {
-            self.tlps[id as usize].ingress = NONE;
-            self.return_credits(t.ingress as u16, t.class(), 1, t.data_credits(), cx);
+        if t.ingress != NO_DIR {
+            self.tlps[id as usize].ingress = NO_DIR;
+            self.return_credits(t.ingress, t.class(), 1, t.data_credits(), cx);
         }
         let host = self.host_bdf;
         let mut off = 0u32;
@@ -86,7 +86,7 @@ impl Engine {
             let mut p = t.clone();
             p.addr = a;
             p.len = n;
-            p.ingress = NONE;
+            p.ingress = NO_DIR;
             p.dma_last = (NONE, NONE);
             if t.kind == Kind::MWr {
                 let data = self

@@ -1247,7 +1247,7 @@ impl FabricSim {
                     },
                     d => d,
                 },
-                ingress: NONE,
+                ingress: super::tlp::NO_DIR,
                 dma_last: (NONE, NONE),
                 hdr_bytes: if addr > u32::MAX as u64 { 16 } else { 12 },
                 poisoned,
@@ -2414,6 +2414,6 @@ mod tests {
         );
         assert!(n <= 160, "{n} bytes per TLP in flight");
         assert_eq!(core::mem::size_of::<super::tlp::Tlp>(), 96);
-        assert!(core::mem::size_of::<super::tlp::Detail>() <= 6);
+        assert!(core::mem::size_of::<super::tlp::Detail>() <= 8);
     }
 }

@@ -19,7 +19,7 @@ impl Engine {
         let node = self.dirs[t.path[t.at as usize - 1] as usize].to;
         if t.kind == Kind::ErrMsg
             && ({
-                let (ing, req, code) = (t.ingress, t.requester, t.msg_code());
+                let (ing, req, code) = (t.ingress_or_none(), t.requester, t.msg_code());
                 self.dpc_message(ing, req, code, cx) || !self.switch_forwards_error(node, ing)
             })
         {

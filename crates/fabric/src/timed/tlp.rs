@@ -8,6 +8,8 @@ use pcielab_wire::tlp::{
 use pcielab_wire::{Bdf, ByteEnables, CplStatus, Tag};
 
 pub(crate) const NONE: u32 = u32::MAX;
+/// No link direction (directions are numbered by `u16`).
+pub(crate) const NO_DIR: u16 = u16::MAX;
 
 pub(crate) const MAX_PATH: usize = 8;
 /// A route: the directions a TLP crosses, how many, and its consumer.
@@ -200,12 +202,12 @@ pub(crate) struct Tlp {
     pub len: u32,
     /// Index into the payload pool, or NONE.
     pub data: u32,
-    /// Direction whose receive buffer holds it (credits to return), or NONE.
-    pub ingress: u32,
     /// (node, dma op) to notify when the last TLP of a DMA write leaves, or NONE.
     pub dma_last: (u32, u32),
     /// The PASID of its PASID TLP prefix (one End-End prefix DW on the wire), or NONE.
     pub pasid: u32,
+    /// Direction whose receive buffer holds it (credits to return), or `NO_DIR`.
+    pub ingress: u16,
     pub requester: Bdf,
     pub completer: Bdf,
     pub tag: u16,
@@ -261,13 +263,15 @@ pub(crate) enum Detail {
         /// No-Snoop Latency.
         no_snoop: u16,
     },
-    /// A vendor-defined message: its code (7Eh Type 0, 7Fh Type 1) and routing (000b
-    /// to the root complex, 010b by ID, 011b broadcast, 100b local).
+    /// A vendor-defined message: its type and routing, and the header's Vendor ID and
+    /// vendor data (bytes 10–15).
     Vendor {
-        /// Message code.
-        code: u8,
-        /// Routing subfield.
-        routing: u8,
+        /// Type 0 or 1 and the routing subfield.
+        form: VdmForm,
+        /// Vendor ID.
+        vendor_id: u16,
+        /// Vendor data (header bytes 12–15, in wire order).
+        data: [u8; 4],
     },
     /// An I/O or configuration request's First DW Byte Enables.
     FirstBe(u8),
@@ -289,6 +293,29 @@ pub(crate) enum Detail {
         /// Response code.
         code: u8,
     },
+}
+
+/// A vendor-defined message's type (Type 0: message code 7Eh, Type 1: 7Fh) and routing
+/// subfield r[2:0] (000b to the root complex, 010b by ID, 011b broadcast, 100b local),
+/// in one byte so that [`Detail`] stays small.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct VdmForm(u8);
+
+impl VdmForm {
+    /// Type 1 (`type1`) or Type 0, with routing subfield `routing` (its low 3 bits).
+    pub fn new(type1: bool, routing: u8) -> VdmForm {
+        VdmForm((type1 as u8) << 7 | (routing & 7))
+    }
+
+    /// The message code: 7Eh (Type 0) or 7Fh (Type 1).
+    pub fn code(self) -> u8 {
+        0x7e | (self.0 >> 7)
+    }
+
+    /// The routing subfield r[2:0].
+    pub fn routing(self) -> u8 {
+        self.0 & 7
+    }
 }
 
 /// An AtomicOp's operation (PCIe Base Spec 6.15).
@@ -332,7 +359,7 @@ impl Tlp {
             at: 0,
             refs: 1,
             dest: Dest::HostMemory,
-            ingress: NONE,
+            ingress: NO_DIR,
             dma_last: (NONE, NONE),
             hdr_bytes,
             poisoned: false,
@@ -440,7 +467,8 @@ impl Tlp {
     #[inline]
     pub fn msg_code(&self) -> u8 {
         match self.detail {
-            Detail::Msg(c) | Detail::Vendor { code: c, .. } => c,
+            Detail::Msg(c) => c,
+            Detail::Vendor { form, .. } => form.code(),
             Detail::Ltr { .. } => MSG_LTR,
             _ => 0,
         }
@@ -477,8 +505,29 @@ impl Tlp {
     #[inline]
     pub fn vendor_routing(&self) -> u8 {
         match self.detail {
-            Detail::Vendor { routing, .. } => routing,
+            Detail::Vendor { form, .. } => form.routing(),
             _ => 0,
+        }
+    }
+
+    /// The direction whose receive buffer holds it, or NONE.
+    #[inline]
+    pub fn ingress_or_none(&self) -> u32 {
+        if self.ingress == NO_DIR {
+            NONE
+        } else {
+            self.ingress as u32
+        }
+    }
+
+    /// A vendor-defined message's Vendor ID and vendor data (zeros for other kinds).
+    #[inline]
+    pub fn vendor_fields(&self) -> (u16, u32) {
+        match self.detail {
+            Detail::Vendor {
+                vendor_id, data, ..
+            } => (vendor_id, u32::from_be_bytes(data)),
+            _ => (0, 0),
         }
     }
 
@@ -582,3 +631,41 @@ pub(crate) const MSG_PM_PME: u8 = 0x18;
 pub(crate) const MSG_PME_TURN_OFF: u8 = 0x19;
 
 pub(crate) const MSG_PME_TO_ACK: u8 = 0x1b;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_vendor_form_keeps_type_and_routing_apart() {
+        for type1 in [false, true] {
+            for routing in 0..8 {
+                let f = VdmForm::new(type1, routing);
+                assert_eq!(f.code(), if type1 { 0x7f } else { 0x7e });
+                assert_eq!(f.routing(), routing);
+            }
+        }
+        // Only r[2:0] is kept.
+        assert_eq!(VdmForm::new(false, 0xfb).routing(), 3);
+    }
+
+    #[test]
+    fn a_vendor_message_carries_its_id_and_data_in_its_detail() {
+        let t = Tlp {
+            detail: Detail::Vendor {
+                form: VdmForm::new(true, 2),
+                vendor_id: 0x1ab4,
+                data: 0xdead_beef_u32.to_be_bytes(),
+            },
+            ..Tlp::new(Kind::VendorMsg, Bdf::new(1, 0, 0).unwrap(), 0, 0)
+        };
+        assert_eq!(t.vendor_fields(), (0x1ab4, 0xdead_beef));
+        assert_eq!((t.msg_code(), t.vendor_routing()), (0x7f, 2));
+        assert_eq!(t.addr, 0, "the address is not used for vendor data");
+        let m = Tlp::new(Kind::MWr, Bdf::new(1, 0, 0).unwrap(), 0x1000, 64);
+        assert_eq!(m.vendor_fields(), (0, 0));
+        assert_eq!(m.ingress_or_none(), NONE);
+        let held = Tlp { ingress: 7, ..m };
+        assert_eq!(held.ingress_or_none(), 7);
+    }
+}

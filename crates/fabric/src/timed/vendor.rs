@@ -5,7 +5,7 @@ use super::engine::{Engine, NodeKind};
 use super::event::Ev;
 use super::packed::PackedEv;
 use super::regs::AER_UNSUPPORTED;
-use super::tlp::{Dest, Detail, Kind, Tlp, MAX_PATH, NONE};
+use super::tlp::{Dest, Detail, Kind, Tlp, VdmForm, MAX_PATH, NONE};
 use crate::functional::Origin;
 use pcielab_sim::{Context, SimDuration};
 use pcielab_wire::Bdf;
@@ -128,8 +128,6 @@ impl Engine {
     /// The TLP of vendor-defined message `msg` from `requester` (`routing`: its r[2:0]),
     /// with its own copy of the payload, not yet routed.
     pub(crate) fn vendor_tlp(&mut self, requester: Bdf, msg: &VendorMessage, routing: u16) -> Tlp {
-        let code = if msg.type1 { 0x7f } else { 0x7e };
-        let addr = (msg.vendor_data as u64) << 32 | (msg.vendor_id as u64) << 16;
         let p = if msg.payload.is_empty() {
             NONE
         } else {
@@ -137,11 +135,12 @@ impl Engine {
         };
         Tlp {
             detail: Detail::Vendor {
-                code,
-                routing: routing as u8,
+                form: VdmForm::new(msg.type1, routing as u8),
+                vendor_id: msg.vendor_id,
+                data: msg.vendor_data.to_be_bytes(),
             },
             data: p,
-            ..Tlp::new(Kind::VendorMsg, requester, addr, msg.payload.len() as u32)
+            ..Tlp::new(Kind::VendorMsg, requester, 0, msg.payload.len() as u32)
         }
     }
 
@@ -193,8 +192,8 @@ impl Engine {
                 4 => VdmRoute::Local,
                 _ => VdmRoute::RootComplex,
             },
-            vendor_id: (t.addr >> 16) as u16,
-            vendor_data: (t.addr >> 32) as u32,
+            vendor_id: t.vendor_fields().0,
+            vendor_data: t.vendor_fields().1,
             payload: payload[..(t.len as usize).min(payload.len())].to_vec(),
         }
     }
