@@ -175,7 +175,7 @@ impl Engine {
                 .unwrap_or_default(),
             _ => Vec::new(),
         };
-        self.alloc_payload(&operands)
+        self.pool.alloc_payload(&operands)
     }
 
     /// AtomicOp `id` reached host memory: the root complex completes it (see the
@@ -183,7 +183,7 @@ impl Engine {
     #[cold]
     #[inline(never)]
     pub(crate) fn host_atomic(&mut self, id: u32, cx: &mut Context<'_, PackedEv>) {
-        let t = self.tlps[id as usize].clone();
+        let t = self.pool.tlps[id as usize].clone();
         let (req, size) = as_read(&t);
         let host = self.host_bdf;
         let rp = self.last_rx_func;
@@ -260,7 +260,7 @@ impl Engine {
         id: u32,
         cx: &mut Context<'_, PackedEv>,
     ) {
-        let t = self.tlps[id as usize].clone();
+        let t = self.pool.tlps[id as usize].clone();
         let (req, size) = as_read(&t);
         let (me, origin) = self.completer_of(node, func);
         let caps = self.pcie_dword(self.fn_of(node, func), pcie_reg::DEVCAP2);
@@ -317,12 +317,12 @@ impl Engine {
         id: u32,
         cx: &mut Context<'_, PackedEv>,
     ) {
-        let t = &self.tlps[id as usize];
+        let t = &self.pool.tlps[id as usize];
         let size = operand_size(t.atomic_kind(), t.len as u64);
         let port = self.dirs[(d ^ 1) as usize].rx_func;
         if let Some(p) = port {
             let who = self.fabric.bdf(p);
-            let t = &self.tlps[id as usize];
+            let t = &self.pool.tlps[id as usize];
             self.fault(
                 FaultKind::Atomic,
                 format!(

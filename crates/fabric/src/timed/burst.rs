@@ -482,7 +482,7 @@ impl Engine {
                     status,
                 },
                 dest: Dest::Rc,
-                data: self.alloc_payload(&data[s..e]),
+                data: self.pool.alloc_payload(&data[s..e]),
                 pieces: (k * per) as u8,
                 tag_span: per as u8 | (req.tag_span & TAGS_DOWN),
                 ..Tlp::new(Kind::Cpl, req.requester, req.addr + (r * plen) as u64, 0)
@@ -500,7 +500,7 @@ impl Engine {
     /// Wire bytes of TLP record `id` on direction `di` (all its pieces).
     #[inline(always)]
     pub(crate) fn wire_bytes(&self, di: usize, id: u32) -> u64 {
-        let t = &self.tlps[id as usize];
+        let t = &self.pool.tlps[id as usize];
         let timing = &self.dirs[di].timing;
         // Framing, sequence number and LCRC per piece.
         let framing = timing.tlp_wire_bytes(0);
@@ -511,7 +511,7 @@ impl Engine {
     /// transmission to its last piece's.
     #[cold]
     pub(crate) fn burst_lead(&self, di: usize, id: u32) -> SimDuration {
-        let n = self.tlps[id as usize].pieces as u64;
+        let n = self.pool.tlps[id as usize].pieces as u64;
         let timing = &self.dirs[di].timing;
         let piece = self.wire_bytes(di, id) / n;
         SimDuration::from_ps(timing.units_to_ps_ceil(timing.units(piece * (n - 1))))
@@ -520,7 +520,7 @@ impl Engine {
     /// The TLPs record `id` stands for, as raw bytes (one unless it is a burst): each
     /// piece its own address, length and, for completions, Byte Count.
     pub(crate) fn piece_bytes(&self, id: u32) -> Vec<Vec<u8>> {
-        let t = &self.tlps[id as usize];
+        let t = &self.pool.tlps[id as usize];
         let payload = self.payload(id);
         let n = t.pieces.max(1) as u32;
         if n == 1 {
@@ -560,7 +560,7 @@ impl Engine {
         now: SimTime,
     ) {
         let di = d as usize;
-        let n = self.tlps[id as usize].pieces as u32;
+        let n = self.pool.tlps[id as usize].pieces as u32;
         let piece_units = {
             let timing = &self.dirs[di].timing;
             timing.units(self.wire_bytes(di, id) / n as u64)

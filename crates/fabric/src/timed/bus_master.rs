@@ -132,7 +132,7 @@ impl Engine {
     #[cold]
     #[inline(never)]
     pub(crate) fn bme_ingress(&mut self, id: u32) {
-        let t = &mut self.tlps[id as usize];
+        let t = &mut self.pool.tlps[id as usize];
         if governed(t.kind) {
             t.dest = Dest::Refused;
             t.hops = t.at;
@@ -158,7 +158,7 @@ impl Engine {
         let Some(usp) = self.nodes[node as usize].func else {
             return false;
         };
-        if !governed(self.tlps[id as usize].kind) {
+        if !governed(self.pool.tlps[id as usize].kind) {
             return false;
         }
         self.refuse(usp, id, cx);
@@ -171,7 +171,7 @@ impl Engine {
     /// logged by the port (advisory for a non-posted request, as for any completer of
     /// an Unsupported Request; each TLP of a burst). The caller frees the TLP.
     fn refuse(&mut self, port: FnId, id: u32, cx: &mut Context<'_, PackedEv>) {
-        let t = self.tlps[id as usize].clone();
+        let t = self.pool.tlps[id as usize].clone();
         let non_posted = t.class() == NP;
         if non_posted {
             self.port_completes(port, &t, CplStatus::Ur, cx);

@@ -204,9 +204,9 @@ impl Engine {
             let s = ch.offset as usize;
             let p = if s == 0 && len as usize == buf.len() {
                 // One TLP (or burst) carries the whole buffer: it becomes the payload.
-                self.adopt_payload(std::mem::take(&mut buf))
+                self.pool.adopt_payload(std::mem::take(&mut buf))
             } else {
-                self.alloc_payload(&buf[s..s + len as usize])
+                self.pool.alloc_payload(&buf[s..s + len as usize])
             };
             let (addr, addr_type) = self.dma_address(node, oi, ch.addr);
             let t = Tlp {
@@ -514,7 +514,7 @@ impl Engine {
         pieces: u32,
         cx: &mut Context<'_, PackedEv>,
     ) -> bool {
-        let to = self.tlps[id as usize].requester;
+        let to = self.pool.tlps[id as usize].requester;
         let NodeKind::Ep(ep) = &self.nodes[node as usize].kind else {
             return false;
         };
@@ -579,7 +579,7 @@ impl Engine {
         {
             return;
         }
-        let t = &self.tlps[id as usize];
+        let t = &self.pool.tlps[id as usize];
         let per = (t.tag_span & !TAGS_DOWN) as u32;
         if per == 0 {
             let (tag, addr, len) = (t.tag, t.addr, t.len);
@@ -590,7 +590,7 @@ impl Engine {
         // request's share in turn, as if its completions had come alone.
         let plen = t.len / t.pieces.max(1) as u32 * per;
         for r in 0..t.pieces as u32 / per {
-            let t = &self.tlps[id as usize];
+            let t = &self.pool.tlps[id as usize];
             let part = (
                 t.piece_tag(r * per),
                 t.addr + (r * plen) as u64,
@@ -619,14 +619,14 @@ impl Engine {
         }
         let now = cx.now();
         let (status, poisoned) = {
-            let t = &self.tlps[id as usize];
+            let t = &self.pool.tlps[id as usize];
             (t.status(), t.poisoned)
         };
-        let pd = self.tlps[id as usize].data;
+        let pd = self.pool.tlps[id as usize].data;
         let payload: &[u8] = if pd == NONE {
             &[]
         } else {
-            let p = &self.payloads[pd as usize];
+            let p = &self.pool.payloads[pd as usize];
             p.get(from as usize..).unwrap_or(&[])
         };
         let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
@@ -887,7 +887,7 @@ impl Engine {
                 // request's header is logged (rebuilt as it was sent).
                 let req = req.filter(|_| !translating).map(|(tag, off, len)| {
                     let t = self.read_request(node, oi, tag, off, len);
-                    self.alloc_tlp(t)
+                    self.pool.alloc(t)
                 });
                 self.signal_error(f, AER_COMPLETION_TIMEOUT, true, req, cx);
                 if let Some(id) = req {

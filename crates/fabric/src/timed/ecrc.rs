@@ -115,16 +115,16 @@ impl Engine {
     #[cold]
     #[inline(never)]
     pub(crate) fn maybe_corrupt_inside(&mut self, id: u32, d: u16) {
-        let t = &self.tlps[id as usize];
+        let t = &self.pool.tlps[id as usize];
         if t.data == NONE || t.corrupted {
             return;
         }
         let p = t.data as usize;
-        if self.payloads[p].is_empty() || !self.err_rng.chance(self.cfg.switch_error_rate) {
+        if self.pool.payloads[p].is_empty() || !self.err_rng.chance(self.cfg.switch_error_rate) {
             return;
         }
-        self.payloads[p][0] ^= 1;
-        self.tlps[id as usize].corrupted = true;
+        self.pool.payloads[p][0] ^= 1;
+        self.pool.tlps[id as usize].corrupted = true;
         self.dirs[d as usize].counters.internal_errors += 1;
     }
 
@@ -135,7 +135,7 @@ impl Engine {
     #[cold]
     #[inline(never)]
     pub(crate) fn ecrc_failed(&mut self, id: u32, cx: &mut Context<'_, PackedEv>) -> bool {
-        let t = self.tlps[id as usize].clone();
+        let t = self.pool.tlps[id as usize].clone();
         if !t.td {
             return false;
         }

@@ -10,6 +10,7 @@ use super::event::*;
 use super::fault::{FaultKind, SimFault};
 use super::packed::PackedEv;
 use super::poison::state::Poison;
+use super::pool::TlpPool;
 use super::regs::*;
 use super::slot::state::EpState;
 use super::tlp::*;
@@ -290,13 +291,8 @@ pub struct Engine {
     pub fabric: Fabric,
     pub(crate) nodes: Vec<Node>,
     pub(crate) dirs: Vec<Dir>,
-    pub(crate) tlps: Vec<Tlp>,
-    pub(crate) free_tlps: Vec<u32>,
-    pub(crate) payloads: Vec<Vec<u8>>,
-    pub(crate) free_payloads: Vec<u32>,
-    /// Buffers of written DMAs' payloads, for [`EpCx::buffer`] (at most
-    /// `SPARE_BUFFERS`).
-    pub(crate) spare_bufs: Vec<Vec<u8>>,
+    /// TLP records and payload buffers in flight.
+    pub(crate) pool: TlpPool,
     pub(crate) pair_dir: HashMap<(u32, u32), u16>,
     pub(crate) route_cache: IntMap<(u32, u64), Route>,
     /// The last route looked up, with its key (consecutive TLPs of a DMA share a page).
@@ -453,88 +449,24 @@ pub(crate) fn dllp_repr(d: Dllp) -> DllpRepr {
     }
 }
 
-/// Most spare DMA buffers the engine keeps for [`EpCx::buffer`].
-const SPARE_BUFFERS: usize = 64;
-
 impl Engine {
     // ---------------------------------------------------------------- TLP pool
-    #[inline]
-    pub(crate) fn alloc_payload(&mut self, bytes: &[u8]) -> u32 {
-        match self.free_payloads.pop() {
-            Some(i) => {
-                let b = &mut self.payloads[i as usize];
-                b.clear();
-                b.extend_from_slice(bytes);
-                i
-            }
-            None => {
-                self.payloads.push(bytes.to_vec());
-                (self.payloads.len() - 1) as u32
-            }
-        }
-    }
-
-    /// Takes `bytes` as a payload without copying them (the slot's previous buffer
-    /// is kept for [`EpCx::buffer`]).
-    #[inline]
-    pub(crate) fn adopt_payload(&mut self, bytes: Vec<u8>) -> u32 {
-        match self.free_payloads.pop() {
-            Some(i) => {
-                let old = std::mem::replace(&mut self.payloads[i as usize], bytes);
-                if self.spare_bufs.len() < SPARE_BUFFERS && old.capacity() > 0 {
-                    self.spare_bufs.push(old);
-                }
-                i
-            }
-            None => {
-                self.payloads.push(bytes);
-                (self.payloads.len() - 1) as u32
-            }
-        }
-    }
-
-    #[inline(always)]
-    pub(crate) fn alloc_tlp(&mut self, t: Tlp) -> u32 {
-        match self.free_tlps.pop() {
-            Some(i) => {
-                self.tlps[i as usize] = t;
-                i
-            }
-            None => {
-                self.tlps.push(t);
-                (self.tlps.len() - 1) as u32
-            }
-        }
-    }
-
+    /// Drops one holder of TLP `id` (see [`TlpPool::release`]), taking back the host
+    /// page lent to it when it goes.
     #[inline]
     pub(crate) fn release(&mut self, id: u32) {
-        let t = &mut self.tlps[id as usize];
-        t.refs = t.refs.saturating_sub(1);
-        if t.refs == 0 {
-            if t.lent != NOT_LENT {
-                let page = std::mem::replace(&mut t.lent, NOT_LENT);
-                self.fabric.host_memory.end_loan(page);
-            }
-            let t = &mut self.tlps[id as usize];
-            if t.data != NONE {
-                self.free_payloads.push(t.data);
-                t.data = NONE;
-            }
-            self.free_tlps.push(id);
+        if let Some(page) = self.pool.release(id) {
+            self.fabric.host_memory.end_loan(page);
         }
     }
 
+    /// The payload of TLP `id`: its buffer, or the host page lent to it.
     pub(crate) fn payload(&self, id: u32) -> &[u8] {
-        let t = &self.tlps[id as usize];
+        let t = &self.pool.tlps[id as usize];
         if t.lent != NOT_LENT {
             return self.loaned_payload(t.lent);
         }
-        if t.data == NONE {
-            &[]
-        } else {
-            &self.payloads[t.data as usize]
-        }
+        self.pool.own_payload(id)
     }
 
     /// The payload of a TLP whose buffer became the host-memory page at `page`.
@@ -550,7 +482,7 @@ impl Engine {
     pub(crate) fn tlp_header(&self, id: u32) -> LoggedHeader {
         // (A burst's first TLP, in burst mode.)
         let raw = self.piece_bytes(id).swap_remove(0);
-        let t = &self.tlps[id as usize];
+        let t = &self.pool.tlps[id as usize];
         // A raw TLP's prefixes (Fmt 100b) come first: the first End-End one is logged.
         let raw_prefixes = if t.kind == Kind::Raw {
             super::tlp::prefix_dws(&raw)
@@ -583,7 +515,7 @@ impl Engine {
 
     /// Raw bytes of a TLP for the trace.
     pub(crate) fn tlp_bytes_raw(&self, id: u32) -> Vec<u8> {
-        Self::tlp_bytes_of(&self.tlps[id as usize], self.payload(id))
+        Self::tlp_bytes_of(&self.pool.tlps[id as usize], self.payload(id))
     }
 
     /// Raw bytes of TLP `t` carrying `payload` (one TLP: `t.pieces` is not looked at).
@@ -1034,7 +966,7 @@ impl Engine {
         t.dest = Self::fix_dest(dest, t.addr);
         t.refs = 1;
         t.ingress = NO_DIR;
-        self.alloc_tlp(t)
+        self.pool.alloc(t)
     }
 
     /// Sends `t` on its route as it is (no poisoning or ECRC marking at the source):
@@ -1059,16 +991,16 @@ impl Engine {
     /// A TLP passed the data-link checks at the receiver of `d`.
     pub(crate) fn accepted(&mut self, d: u16, id: u32, cx: &mut Context<'_, PackedEv>) {
         let node = self.dirs[d as usize].to;
-        if self.tlps[id as usize].poisoned {
+        if self.pool.tlps[id as usize].poisoned {
             self.parity_detected(d);
         }
-        let t = &mut self.tlps[id as usize];
+        let t = &mut self.pool.tlps[id as usize];
         t.ingress = d;
         t.at += 1;
         if self.dirs[d as usize].bme_block & BME_PORT != 0 {
             self.bme_ingress(id);
         }
-        let t = &self.tlps[id as usize];
+        let t = &self.pool.tlps[id as usize];
         let last = t.at >= t.hops;
         let lat = match self.nodes[node as usize].kind {
             NodeKind::Switch => self.cfg.switch_latency,
@@ -1082,7 +1014,8 @@ impl Engine {
             let extra = match (dest, kind) {
                 (Dest::HostMemory, Kind::MRd) => self.memory_read_latency(addr, len),
                 (Dest::HostMemory, Kind::Atomic) => {
-                    let size = super::tlp::operand_size(self.tlps[id as usize].atomic_kind(), len);
+                    let size =
+                        super::tlp::operand_size(self.pool.tlps[id as usize].atomic_kind(), len);
                     self.memory_read_latency(addr, size)
                 }
                 (Dest::Rc, Kind::TransReq) => {
@@ -1153,7 +1086,7 @@ impl Engine {
 
     /// A TLP reached its consumer.
     fn consume(&mut self, id: u32, cx: &mut Context<'_, PackedEv>) {
-        if let Dest::Bar { node, .. } = self.tlps[id as usize].dest {
+        if let Dest::Bar { node, .. } = self.pool.tlps[id as usize].dest {
             if self.device_holds(node, id, cx) {
                 return;
             }
@@ -1171,19 +1104,19 @@ impl Engine {
             None
         };
         // Data corrupted on the way: the ECRC check (if any) fails here.
-        if self.tlps[id as usize].corrupted && self.ecrc_failed(id, cx) {
+        if self.pool.tlps[id as usize].corrupted && self.ecrc_failed(id, cx) {
             self.release(id);
             return;
         }
         if let (Dest::HostMemory, Kind::MWr) = {
-            let t = &self.tlps[id as usize];
+            let t = &self.pool.tlps[id as usize];
             (t.dest, t.kind)
         } {
             self.host_write(id, cx);
             self.release(id);
             return;
         }
-        let t = self.tlps[id as usize].clone();
+        let t = self.pool.tlps[id as usize].clone();
         match (t.dest, t.kind) {
             (Dest::Refused, _) => self.refused_upstream(id, cx),
             (Dest::HostMemory, Kind::MRd) => {
@@ -1634,7 +1567,7 @@ impl Engine {
             }
             let s = ch.offset as usize;
             let e = (s + len as usize).min(data.len());
-            let p = self.alloc_payload(data.get(s..e).unwrap_or(&[]));
+            let p = self.pool.alloc_payload(data.get(s..e).unwrap_or(&[]));
             let mut t = base.clone();
             t.kind = Kind::CplD;
             t.addr = ch.addr;
@@ -1683,7 +1616,7 @@ impl Engine {
             dw[front..front + n].copy_from_slice(&d[..n]);
             t.kind = Kind::CplD;
             t.len = 4;
-            t.data = self.alloc_payload(&dw);
+            t.data = self.pool.alloc_payload(&dw);
             t.poisoned = poisoned;
         }
         if let Err(e) = self.inject(origin, t, req.requester, cx) {
@@ -1811,10 +1744,10 @@ impl World for Engine {
                 }
             }
             Ev::HostSend(id) => {
-                if self.tlps[id as usize].kind == Kind::PrgResp {
+                if self.pool.tlps[id as usize].kind == Kind::PrgResp {
                     self.prg_response_leaves(id, cx.now());
                 }
-                let t = &self.tlps[id as usize];
+                let t = &self.pool.tlps[id as usize];
                 if t.hops > 0 {
                     let d = t.path[0];
                     self.enqueue(d, id, cx);

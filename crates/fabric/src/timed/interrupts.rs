@@ -154,7 +154,9 @@ impl Engine {
         let dest = Dest::Intx {
             node: self.dirs[d as usize].to,
         };
-        let id = self.alloc_tlp(self.one_link_tlp(d, Kind::Intx, requester, code, dest));
+        let id = self
+            .pool
+            .alloc(self.one_link_tlp(d, Kind::Intx, requester, code, dest));
         self.enqueue(d, id, cx);
     }
 
@@ -312,7 +314,7 @@ impl Engine {
         // The message leaves through the device's transmit datapath like its DMA
         // writes, behind them: posted writes stay in order, so an interrupt never
         // overtakes the data (or the status write-back) it announces.
-        let p = self.alloc_payload(&data.to_le_bytes());
+        let p = self.pool.alloc_payload(&data.to_le_bytes());
         let t = Tlp {
             data: p,
             ..Tlp::new(Kind::MWr, me, address, 4)
@@ -391,7 +393,7 @@ impl Engine {
         let Ok((address, data)) = msg else {
             return; // disabled or pending
         };
-        let p = self.alloc_payload(&data.to_le_bytes());
+        let p = self.pool.alloc_payload(&data.to_le_bytes());
         let t = Tlp {
             data: p,
             ..Tlp::new(Kind::MWr, requester, address, 4)

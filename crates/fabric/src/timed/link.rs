@@ -23,7 +23,7 @@ impl Engine {
         {
             return;
         }
-        let t = &self.tlps[id as usize];
+        let t = &self.pool.tlps[id as usize];
         let (class, dc) = (
             t.class(),
             t.data_credits() as u32 | ((t.pieces as u32 - 1) << Q_PIECES_SHIFT),
@@ -48,16 +48,18 @@ impl Engine {
         if self.dirs[d as usize].bme_block & BME_USP != 0 && self.bme_egress(d, id, cx) {
             return true;
         }
-        if self.dirs[d as usize].poison_block && self.tlps[id as usize].poisoned {
+        if self.dirs[d as usize].poison_block && self.pool.tlps[id as usize].poisoned {
             self.poison_egress_blocked(d, id, cx);
             return true;
         }
         let block = self.dirs[d as usize].egress_block;
-        if block & super::pasid::BLOCK_PREFIX != 0 && self.tlps[id as usize].pasid != NONE {
+        if block & super::pasid::BLOCK_PREFIX != 0 && self.pool.tlps[id as usize].pasid != NONE {
             self.prefix_egress_blocked(d, id, cx);
             return true;
         }
-        if block & super::pasid::BLOCK_ATOMIC != 0 && self.tlps[id as usize].kind == Kind::Atomic {
+        if block & super::pasid::BLOCK_ATOMIC != 0
+            && self.pool.tlps[id as usize].kind == Kind::Atomic
+        {
             self.atomic_egress_blocked(d, id, cx);
             return true;
         }
@@ -211,7 +213,7 @@ impl Engine {
         if self.dirs[di].replay.replaying() {
             if let Some((seq, id)) = self.dirs[di].replay.next_replay() {
                 // (A burst is retransmitted as its TLPs.)
-                self.dirs[di].counters.replays += self.tlps[id as usize].pieces.max(1) as u64;
+                self.dirs[di].counters.replays += self.pool.tlps[id as usize].pieces.max(1) as u64;
                 if self.dirs[di].aspm != 0 {
                     self.aspm_wake(d, now.as_ps());
                 }
@@ -250,15 +252,15 @@ impl Engine {
                 };
                 let dc = (packed & Q_DATA_MASK) as u64;
                 let n = 1 + (packed >> Q_PIECES_SHIFT) as u64;
-                let payload = self.tlps[id as usize].payload_bytes() as u64;
+                let payload = self.pool.tlps[id as usize].payload_bytes() as u64;
                 let dir = &mut self.dirs[di];
                 dir.tx_fc.consume(c, n, dc);
                 let seq = dir.replay.push(id, n as u32);
-                self.tlps[id as usize].refs += 1;
+                self.pool.tlps[id as usize].refs += 1;
                 let dir = &mut self.dirs[di];
                 dir.counters.tlps += n;
                 dir.counters.payload_bytes += payload;
-                dir.counters.poisoned += self.tlps[id as usize].poisoned as u64 * n;
+                dir.counters.poisoned += self.pool.tlps[id as usize].poisoned as u64 * n;
                 match c {
                     P => dir.counters.posted += n,
                     NP => dir.counters.non_posted += n,
@@ -280,14 +282,14 @@ impl Engine {
                 // follow-ups below queue here waits its turn).
                 self.send_tlp(d, seq, id, false, cx);
                 // The TLP leaves the ingress buffer it sat in: return those credits.
-                let ing = self.tlps[id as usize].ingress;
+                let ing = self.pool.tlps[id as usize].ingress;
                 if ing != NO_DIR {
-                    self.tlps[id as usize].ingress = NO_DIR;
+                    self.pool.tlps[id as usize].ingress = NO_DIR;
                     self.return_credits(ing, c, n, dc, cx);
                 }
-                let (dn, op) = self.tlps[id as usize].dma_last;
+                let (dn, op) = self.pool.tlps[id as usize].dma_last;
                 if dn != NONE {
-                    self.tlps[id as usize].dma_last = (NONE, NONE);
+                    self.pool.tlps[id as usize].dma_last = (NONE, NONE);
                     self.dma_write_left(dn, op, cx);
                 }
             }
@@ -321,7 +323,7 @@ impl Engine {
         if bad {
             self.dirs[di].counters.corrupted += 1;
         }
-        if self.trace.is_some() && self.tlps[id as usize].pieces > 1 {
+        if self.trace.is_some() && self.pool.tlps[id as usize].pieces > 1 {
             self.trace_burst(d, seq, id, replay, bad, cx.now());
         } else if self.trace.is_some() {
             let raw = self.tlp_bytes_raw(id);
@@ -340,9 +342,9 @@ impl Engine {
         }
         if replay {
             // A new wire copy; a first transmission takes over the queue's reference.
-            self.tlps[id as usize].refs += 1;
+            self.pool.tlps[id as usize].refs += 1;
         }
-        let pieces = self.tlps[id as usize].pieces as u64;
+        let pieces = self.pool.tlps[id as usize].pieces as u64;
         if pieces > 1 {
             self.transmit(d, bytes, Wire::Tlp { id, seq, bad }, cx);
             // Where the burst lies on the wire, for DLLPs that go between its pieces.
@@ -461,7 +463,7 @@ impl Engine {
             }
             Wire::Dllp { d: dl, .. } => self.dllp_arrived(d ^ 1, dl, cx),
             Wire::Tlp { id, seq, bad } => {
-                let n = self.tlps[id as usize].pieces as u32;
+                let n = self.pool.tlps[id as usize].pieces as u32;
                 let dir = &mut self.dirs[di];
                 let verdict = dir.rx_seq.receive(seq, bad, n);
                 if let RxVerdict::Reject { nak } = verdict {
@@ -475,12 +477,12 @@ impl Engine {
                         self.signal_correctable(f, AER_CORR_BAD_TLP, cx);
                     }
                 } else if let RxVerdict::Duplicate { ack } = verdict {
-                    dir.counters.duplicates += self.tlps[id as usize].pieces.max(1) as u64;
+                    dir.counters.duplicates += self.pool.tlps[id as usize].pieces.max(1) as u64;
                     self.release(id);
                     self.queue_dllp(d ^ 1, Dllp::Ack(ack), true, cx);
                 } else {
                     let (c, dc) = {
-                        let t = &self.tlps[id as usize];
+                        let t = &self.pool.tlps[id as usize];
                         (t.class(), t.data_credits())
                     };
                     let dir = &mut self.dirs[di];
@@ -506,7 +508,7 @@ impl Engine {
                 let mut popped = 0usize;
                 while let Some((seq, id)) = self.dirs[di].replay.front() {
                     // The last sequence number of the entry (a burst has several).
-                    let n = self.tlps[id as usize].pieces as u32;
+                    let n = self.pool.tlps[id as usize].pieces as u32;
                     if !super::dll::acked(seq, n, s) {
                         break;
                     }
@@ -691,13 +693,13 @@ impl Engine {
     #[inline]
     pub(crate) fn leave_ingress(&mut self, id: u32, cx: &mut Context<'_, PackedEv>) -> u32 {
         let (ing, c, n, dc) = {
-            let t = &self.tlps[id as usize];
+            let t = &self.pool.tlps[id as usize];
             (t.ingress, t.class(), t.pieces as u64, t.data_credits())
         };
         if ing == NO_DIR {
             return NONE;
         }
-        self.tlps[id as usize].ingress = NO_DIR;
+        self.pool.tlps[id as usize].ingress = NO_DIR;
         self.return_credits(ing, c, n, dc, cx);
         ing as u32
     }

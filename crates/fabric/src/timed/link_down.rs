@@ -305,7 +305,7 @@ impl Engine {
         }
         // TLPs this direction delivered into a switch's receive buffer no longer hold
         // credits of the new link (its receiver starts from its full buffer).
-        for t in self.tlps.iter_mut() {
+        for t in self.pool.tlps.iter_mut() {
             if t.ingress == x {
                 t.ingress = super::tlp::NO_DIR;
             }
@@ -325,10 +325,10 @@ impl Engine {
     /// everything else is discarded.
     pub(crate) fn tlp_at_down_link(&mut self, d: u16, id: u32, cx: &mut Context<'_, PackedEv>) {
         // (Counted in TLPs: a burst is several.)
-        let pieces = self.tlps[id as usize].pieces.max(1) as u64;
+        let pieces = self.pool.tlps[id as usize].pieces.max(1) as u64;
         self.dirs[d as usize].counters.link_down_drops += pieces;
         let port = self.dirs[(d ^ 1) as usize].rx_func;
-        let t: &Tlp = &self.tlps[id as usize];
+        let t: &Tlp = &self.pool.tlps[id as usize];
         if d & 1 == 0 && t.class() == NP {
             if let Some(p) = port {
                 let req = t.clone();

@@ -74,6 +74,7 @@ mod packed;
 mod pasid;
 mod pm;
 pub(crate) mod poison;
+mod pool;
 mod pri;
 mod raw;
 mod rc;

@@ -182,7 +182,7 @@ impl Engine {
         code: u8,
         cx: &mut Context<'_, PackedEv>,
     ) {
-        let id = self.alloc_tlp(self.pm_hop(d, requester, code));
+        let id = self.pool.alloc(self.pm_hop(d, requester, code));
         self.enqueue(d, id, cx);
     }
 

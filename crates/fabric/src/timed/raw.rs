@@ -137,7 +137,7 @@ impl Engine {
                 }
             }
         }
-        let data = self.alloc_payload(&bytes);
+        let data = self.pool.alloc_payload(&bytes);
         let to = self.dirs[up as usize].to;
         let mut path = [0u16; MAX_PATH];
         path[0] = up;
@@ -248,7 +248,7 @@ impl Engine {
                         let n = r.payload.len() as u32;
                         let t = Tlp {
                             detail: Detail::Atomic(code),
-                            data: self.alloc_payload(r.payload),
+                            data: self.pool.alloc_payload(r.payload),
                             ..request(Kind::Atomic, &h, h.address, n)
                         };
                         return Carried::Tlp(t, h.requester_id);
@@ -284,7 +284,7 @@ impl Engine {
                 if write {
                     let s = front as usize;
                     let e = (s + len as usize).min(r.payload.len());
-                    t.data = self.alloc_payload(&r.payload[s.min(e)..e]);
+                    t.data = self.pool.alloc_payload(&r.payload[s.min(e)..e]);
                 }
                 Carried::Tlp(t, h.requester_id)
             }
@@ -313,7 +313,9 @@ impl Engine {
                 t.corrupted = bad_digest;
                 t.dest = Dest::Rc;
                 if kind == Kind::CplD {
-                    t.data = self.alloc_payload(&r.payload[front..front + len as usize]);
+                    t.data = self
+                        .pool
+                        .alloc_payload(&r.payload[front..front + len as usize]);
                 }
                 Carried::Tlp(t, h.requester_id)
             }
@@ -368,7 +370,7 @@ impl Engine {
             return;
         };
         let who = self.fabric.bdf(port);
-        let from = self.tlps[id as usize].requester;
+        let from = self.pool.tlps[id as usize].requester;
         let bytes = self.payload(id).to_vec();
         if let Err(m) = check_rx(&bytes, &self.raw_rules()) {
             self.fault(
@@ -415,7 +417,7 @@ impl Engine {
         cx: &mut Context<'_, PackedEv>,
     ) {
         let (tag, status, len, poisoned) = {
-            let t = &self.tlps[id as usize];
+            let t = &self.pool.tlps[id as usize];
             (t.tag, t.status(), t.len, t.poisoned)
         };
         // A burst of completions (burst mode) reaches the device as its TLPs.

@@ -59,10 +59,10 @@ impl Engine {
     /// NetTLP observed on an Intel root complex: a 512-byte MRd became eight 64-byte
     /// MRds with new tags, and the completions were rebuilt into MPS-sized ones).
     pub(crate) fn p2p_split(&mut self, id: u32, piece: u32, cx: &mut Context<'_, PackedEv>) {
-        let t = self.tlps[id as usize].clone();
+        let t = self.pool.tlps[id as usize].clone();
         // The original leaves the root port's receive buffer.
         if t.ingress != NO_DIR {
-            self.tlps[id as usize].ingress = NO_DIR;
+            self.pool.tlps[id as usize].ingress = NO_DIR;
             self.return_credits(t.ingress, t.class(), 1, t.data_credits(), cx);
         }
         let host = self.host_bdf;
@@ -94,7 +94,7 @@ impl Engine {
                     .get(off as usize..(off + n) as usize)
                     .unwrap_or(&[])
                     .to_vec();
-                p.data = self.alloc_payload(&data);
+                p.data = self.pool.alloc_payload(&data);
             } else {
                 let Some(tag) = self.p2p_tags.pop() else {
                     self.fault(
@@ -125,7 +125,7 @@ impl Engine {
 
     /// A completion for a split peer read came back to the root complex.
     pub(crate) fn p2p_completion(&mut self, id: u32, cx: &mut Context<'_, PackedEv>) {
-        let t = self.tlps[id as usize].clone();
+        let t = self.pool.tlps[id as usize].clone();
         let Some((key, off)) = self.p2p_tag_map.get(&t.tag).copied() else {
             return;
         };
@@ -171,7 +171,7 @@ impl Engine {
     #[inline]
     pub(crate) fn host_write(&mut self, id: u32, cx: &mut Context<'_, PackedEv>) {
         let (addr, len, req, pd, poisoned) = {
-            let t = &self.tlps[id as usize];
+            let t = &self.pool.tlps[id as usize];
             (t.addr, t.len, t.requester, t.data, t.poisoned)
         };
         if poisoned {
@@ -180,7 +180,7 @@ impl Engine {
         let data: &[u8] = if pd == NONE {
             &[]
         } else {
-            &self.payloads[pd as usize]
+            &self.pool.payloads[pd as usize]
         };
         let n = (len as usize).min(data.len());
         if (MSI_RANGE.0..=MSI_RANGE.1).contains(&addr) {
@@ -211,22 +211,22 @@ impl Engine {
             // still hold the TLP for retransmission: the page is then on loan to it
             // until it is released.
             let whole_page = n == 4096 && phys & 0xfff == 0 && !poisoned && pd != NONE;
-            let loan = self.tlps[id as usize].refs > 1;
+            let loan = self.pool.tlps[id as usize].refs > 1;
             if whole_page
                 && self.fabric.host_memory.write_page_from(
                     phys,
-                    &mut self.payloads[pd as usize],
+                    &mut self.pool.payloads[pd as usize],
                     loan,
                 )
             {
                 if loan {
-                    self.tlps[id as usize].lent = phys;
+                    self.pool.tlps[id as usize].lent = phys;
                 }
             } else {
                 let data: &[u8] = if pd == NONE {
                     &[]
                 } else {
-                    &self.payloads[pd as usize]
+                    &self.pool.payloads[pd as usize]
                 };
                 self.fabric.host_memory.write(phys, &data[..n]);
             }
@@ -252,11 +252,14 @@ impl Engine {
     }
 
     pub(crate) fn host_completion(&mut self, id: u32, cx: &mut Context<'_, PackedEv>) {
-        if self.p2p_tag_map.contains_key(&self.tlps[id as usize].tag) {
+        if self
+            .p2p_tag_map
+            .contains_key(&self.pool.tlps[id as usize].tag)
+        {
             self.p2p_completion(id, cx);
             return;
         }
-        let t = self.tlps[id as usize].clone();
+        let t = self.pool.tlps[id as usize].clone();
         let payload = self.payload(id).to_vec();
         let Some(req) = self.host_reqs.get_mut(&t.tag) else {
             self.fault(

@@ -404,7 +404,7 @@ impl FabricSim {
     /// would make it negative).
     pub fn tlps_in_flight(&self) -> i64 {
         let e = self.sim.world();
-        e.tlps.len() as i64 - e.free_tlps.len() as i64
+        e.pool.in_flight()
     }
 
     /// Builds the functional fabric from `topo`, enumerates it like host software,
@@ -626,11 +626,7 @@ impl FabricSim {
             fabric,
             nodes,
             dirs: sim_dirs,
-            tlps: Vec::new(),
-            free_tlps: Vec::new(),
-            payloads: Vec::new(),
-            free_payloads: Vec::new(),
-            spare_bufs: Vec::new(),
+            pool: Default::default(),
             pair_dir,
             route_cache: Default::default(),
             route_last: tlp::NO_ROUTE,
@@ -1186,10 +1182,10 @@ impl FabricSim {
                 ..Tlp::new(kind, host, (register & 0xffc) as u64, 4)
             };
             if kind == Kind::CfgWr {
-                t.data = e.alloc_payload(&value.to_le_bytes());
+                t.data = e.pool.alloc_payload(&value.to_le_bytes());
             }
             e.at_source(Origin::Host, &mut t, (hops > 0).then_some(path[0]));
-            let id = e.alloc_tlp(t);
+            let id = e.pool.alloc(t);
             cx.schedule_in(delay, event::Ev::HostSend(id));
             Ok(())
         });
@@ -1215,7 +1211,7 @@ impl FabricSim {
             let p = if data.is_empty() {
                 NONE
             } else {
-                e.alloc_payload(data)
+                e.pool.alloc_payload(data)
             };
             let (path, hops, dest) = e
                 .route(Origin::Host, kind, addr, host)
@@ -1260,7 +1256,7 @@ impl FabricSim {
                 tag_span: 0,
             };
             e.at_source(Origin::Host, &mut t, (hops > 0).then_some(path[0]));
-            let id = e.alloc_tlp(t);
+            let id = e.pool.alloc(t);
             cx.schedule_in(delay, event::Ev::HostSend(id));
             Ok(())
         });
@@ -1773,7 +1769,9 @@ impl FabricSim {
         self.sim.process(|e, cx| {
             // The root port sends it (its ID is the Requester ID; switches forward it
             // unchanged).
-            let id = e.alloc_tlp(e.pm_hop(down, root_port, tlp::MSG_PME_TURN_OFF));
+            let id = e
+                .pool
+                .alloc(e.pm_hop(down, root_port, tlp::MSG_PME_TURN_OFF));
             cx.schedule_in(delay, event::Ev::HostSend(id));
         });
         let got = self.run_while(t0 + timeout, |s| {
@@ -2284,7 +2282,7 @@ impl FabricSim {
         let me = self.fabric().bdf(f);
         let len = self.payload_len(data, "translated write length")?;
         self.sim.process(|e, cx| {
-            let p = e.alloc_payload(data);
+            let p = e.pool.alloc_payload(data);
             let t = Tlp {
                 data: p,
                 addr_type: 2,

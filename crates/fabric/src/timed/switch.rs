@@ -15,7 +15,7 @@ use pcielab_wire::CplStatus;
 impl Engine {
     /// TLP `id` leaves the switch or root complex it crossed, by its next direction.
     pub(crate) fn forward(&mut self, id: u32, cx: &mut Context<'_, PackedEv>) {
-        let t = &self.tlps[id as usize];
+        let t = &self.pool.tlps[id as usize];
         let node = self.dirs[t.path[t.at as usize - 1] as usize].to;
         if t.kind == Kind::ErrMsg
             && ({
@@ -26,7 +26,7 @@ impl Engine {
             self.discard(id, cx);
             return;
         }
-        let t = &self.tlps[id as usize];
+        let t = &self.pool.tlps[id as usize];
         if let Some(piece) = self.cfg.p2p_split {
             let splittable = matches!(t.kind, Kind::MRd | Kind::MWr)
                 && t.len > piece

@@ -39,7 +39,7 @@ impl Engine {
         } else {
             self.route(origin, Kind::VendorMsg, addr, dest)
                 .map(|(path, hops, d)| {
-                    let id = self.alloc_tlp(Tlp {
+                    let id = self.pool.alloc(Tlp {
                         path,
                         hops,
                         dest: d,
@@ -50,7 +50,7 @@ impl Engine {
         };
         routed.map_err(|e| {
             if p != NONE {
-                self.free_payloads.push(p);
+                self.pool.free_payload(p);
             }
             format!("vendor-defined message to {dest} not routable: {e}")
         })
@@ -122,7 +122,7 @@ impl Engine {
             },
             ..self.vendor_tlp(requester, msg, routing)
         };
-        self.alloc_tlp(t)
+        self.pool.alloc(t)
     }
 
     /// The TLP of vendor-defined message `msg` from `requester` (`routing`: its r[2:0]),
@@ -131,7 +131,7 @@ impl Engine {
         let p = if msg.payload.is_empty() {
             NONE
         } else {
-            self.alloc_payload(&msg.payload)
+            self.pool.alloc_payload(&msg.payload)
         };
         Tlp {
             detail: Detail::Vendor {

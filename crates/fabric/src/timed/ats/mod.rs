@@ -185,7 +185,7 @@ impl Engine {
     /// enabled), else the IOMMU's translation; None (recorded as a fault) when that
     /// fails or when a device without ATS enabled sends a translated request.
     pub(crate) fn dma_target(&mut self, id: u32, now: SimTime) -> Option<u64> {
-        let t = &self.tlps[id as usize];
+        let t = &self.pool.tlps[id as usize];
         let (req, addr, translated) = (t.requester, t.addr, t.addr_type == 2);
         let pasid = t.pasid;
         if self.iommu.is_none() {
@@ -377,7 +377,10 @@ impl Engine {
         id: u32,
         cx: &mut Context<'_, PackedEv>,
     ) -> bool {
-        let (tag, status) = (self.tlps[id as usize].tag, self.tlps[id as usize].status());
+        let (tag, status) = (
+            self.pool.tlps[id as usize].tag,
+            self.pool.tlps[id as usize].status(),
+        );
         if tag < ATS_TAG_BASE {
             return false;
         }
@@ -552,7 +555,7 @@ impl Engine {
         let base = iova & !(size - 1);
         let itag = (self.ats_invals.len() % 32) as u8;
         let data = encode_range(base, size, 0).to_be_bytes();
-        let p = self.alloc_payload(&data);
+        let p = self.pool.alloc_payload(&data);
         let host = self.host_bdf;
         let t = Tlp {
             completer: dest,
@@ -587,7 +590,7 @@ impl Engine {
         cx: &mut Context<'_, PackedEv>,
     ) {
         let (itag, from, sp) = {
-            let t = &self.tlps[id as usize];
+            let t = &self.pool.tlps[id as usize];
             (t.itag() & 0x1f, t.requester, t.pasid)
         };
         let payload = self.payload(id);

@@ -251,7 +251,7 @@ impl Engine {
         cx: &mut Context<'_, PackedEv>,
     ) {
         if let Some(p) = self.dirs[(d ^ 1) as usize].rx_func {
-            let t = self.tlps[id as usize].clone();
+            let t = self.pool.tlps[id as usize].clone();
             if t.class() == super::tlp::NP {
                 self.port_completes(p, &t, CplStatus::Ur, cx);
             }

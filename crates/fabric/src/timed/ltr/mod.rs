@@ -67,7 +67,7 @@ impl Engine {
             },
             ..self.pm_hop(d, me, MSG_LTR)
         };
-        let id = self.alloc_tlp(t);
+        let id = self.pool.alloc(t);
         self.enqueue(d, id, cx);
     }
 

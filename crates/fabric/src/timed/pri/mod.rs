@@ -215,7 +215,7 @@ impl Engine {
             ..resp
         };
         self.at_source(Origin::Host, &mut resp, (hops > 0).then_some(path[0]));
-        let id = self.alloc_tlp(resp);
+        let id = self.pool.alloc(resp);
         cx.schedule_in(after + self.cfg.rc_latency, super::event::Ev::HostSend(id));
         Ok(())
     }
@@ -223,7 +223,7 @@ impl Engine {
     /// PRG Response `id` leaves the root complex: software has mapped the page (on
     /// Success), now.
     pub(crate) fn prg_response_leaves(&mut self, id: u32, now: SimTime) {
-        let t = &self.tlps[id as usize];
+        let t = &self.pool.tlps[id as usize];
         let Detail::PrgResponse { prg, code } = t.detail else {
             return;
         };
@@ -260,7 +260,7 @@ impl Engine {
 
     /// PRG Response `id` reached `node`'s device.
     pub(crate) fn prg_response(&mut self, node: u32, id: u32, cx: &mut Context<'_, PackedEv>) {
-        let Detail::PrgResponse { prg, code } = self.tlps[id as usize].detail else {
+        let Detail::PrgResponse { prg, code } = self.pool.tlps[id as usize].detail else {
             return;
         };
         let Some(dev) = self.ats.get_mut(&node) else {

@@ -120,7 +120,7 @@ impl Engine {
                 &mut cmds,
                 &mut ep.state,
                 config,
-                &mut self.spare_bufs,
+                &mut self.pool.spare_bufs,
             );
             f(&mut **model, &mut ecx)
         };
@@ -250,7 +250,7 @@ impl Engine {
                     } else if data.len() > len as usize {
                         // A device bug: more data than asked. Send it as one CplD; the
                         // requester classifies it as Malformed.
-                        let p = self.alloc_payload(&data);
+                        let p = self.pool.alloc_payload(&data);
                         let mut c = t.clone();
                         c.kind = Kind::CplD;
                         c.len = data.len() as u32;
@@ -332,7 +332,7 @@ impl Engine {
 
     /// What a device model is asked before it takes request `id` to its BAR.
     pub(crate) fn incoming(&self, id: u32) -> Option<Incoming> {
-        let t = &self.tlps[id as usize];
+        let t = &self.pool.tlps[id as usize];
         let Dest::Bar { bar, offset, .. } = t.dest else {
             return None;
         };

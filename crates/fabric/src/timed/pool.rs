@@ -1,0 +1,200 @@
+//! The pool of TLPs in flight: their records and payload buffers, both reused, so that
+//! a simulation in its steady state allocates nothing per TLP.
+//!
+//! ```text
+//!   alloc(t) ──► id (a free record, or a new one)      refs: holders of the TLP
+//!   alloc_payload(bytes) / adopt_payload(vec) ──► the buffer index for Tlp::data
+//!   release(id) ──► refs − 1; at 0 the record and its buffer are free again, and a
+//!                   host page lent to it (Tlp::lent) is handed back to the caller
+//! ```
+//!
+//! A TLP whose payload became a host-memory page (a DMA write the root complex took
+//! without copying) keeps the page's address in `Tlp::lent`; the pool does not own host
+//! memory, so `release` returns that page and the caller ends the loan.
+
+use super::tlp::{Tlp, NONE, NOT_LENT};
+
+/// Most spare DMA buffers the pool keeps for `EpCx::buffer`.
+const SPARE_BUFFERS: usize = 64;
+
+/// TLP records and payload buffers, by index.
+#[derive(Debug, Default)]
+pub(crate) struct TlpPool {
+    /// The records (free ones included).
+    pub tlps: Vec<Tlp>,
+    free_tlps: Vec<u32>,
+    /// The payload buffers (free ones included).
+    pub payloads: Vec<Vec<u8>>,
+    free_payloads: Vec<u32>,
+    /// Buffers of written DMAs' payloads, for `EpCx::buffer` (at most
+    /// `SPARE_BUFFERS`).
+    pub spare_bufs: Vec<Vec<u8>>,
+}
+
+impl TlpPool {
+    /// A copy of `bytes` in a payload buffer; returns its index.
+    #[inline]
+    pub fn alloc_payload(&mut self, bytes: &[u8]) -> u32 {
+        match self.free_payloads.pop() {
+            Some(i) => {
+                let b = &mut self.payloads[i as usize];
+                b.clear();
+                b.extend_from_slice(bytes);
+                i
+            }
+            None => {
+                self.payloads.push(bytes.to_vec());
+                (self.payloads.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Takes `bytes` as a payload without copying them (the slot's previous buffer
+    /// is kept as a spare).
+    #[inline]
+    pub fn adopt_payload(&mut self, bytes: Vec<u8>) -> u32 {
+        match self.free_payloads.pop() {
+            Some(i) => {
+                let old = std::mem::replace(&mut self.payloads[i as usize], bytes);
+                if self.spare_bufs.len() < SPARE_BUFFERS && old.capacity() > 0 {
+                    self.spare_bufs.push(old);
+                }
+                i
+            }
+            None => {
+                self.payloads.push(bytes);
+                (self.payloads.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Frees payload buffer `p` (one no TLP holds).
+    #[inline]
+    pub fn free_payload(&mut self, p: u32) {
+        self.free_payloads.push(p);
+    }
+
+    /// Stores TLP `t`; returns its id.
+    #[inline(always)]
+    pub fn alloc(&mut self, t: Tlp) -> u32 {
+        match self.free_tlps.pop() {
+            Some(i) => {
+                self.tlps[i as usize] = t;
+                i
+            }
+            None => {
+                self.tlps.push(t);
+                (self.tlps.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Drops one holder of TLP `id`. When it was the last, the record and its payload
+    /// buffer are free again, and the host page lent to it, if any, is returned for
+    /// the caller to take back.
+    #[inline]
+    #[must_use = "a lent host page must be handed back"]
+    pub fn release(&mut self, id: u32) -> Option<u64> {
+        let t = &mut self.tlps[id as usize];
+        t.refs = t.refs.saturating_sub(1);
+        if t.refs != 0 {
+            return None;
+        }
+        let lent = (t.lent != NOT_LENT).then(|| std::mem::replace(&mut t.lent, NOT_LENT));
+        if t.data != NONE {
+            self.free_payloads.push(t.data);
+            t.data = NONE;
+        }
+        self.free_tlps.push(id);
+        lent
+    }
+
+    /// The payload buffer of TLP `id` (empty without one; a lent payload lives in host
+    /// memory, not here).
+    #[inline]
+    pub fn own_payload(&self, id: u32) -> &[u8] {
+        match self.tlps[id as usize].data {
+            NONE => &[],
+            d => &self.payloads[d as usize],
+        }
+    }
+
+    /// TLP records in use (negative only if a record was freed twice, a bug).
+    pub fn in_flight(&self) -> i64 {
+        self.tlps.len() as i64 - self.free_tlps.len() as i64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::timed::tlp::Kind;
+    use pcielab_wire::Bdf;
+
+    fn write(len: u32) -> Tlp {
+        Tlp {
+            refs: 1,
+            ..Tlp::new(Kind::MWr, Bdf::new(1, 0, 0).unwrap(), 0x1000, len)
+        }
+    }
+
+    #[test]
+    fn records_and_buffers_are_reused_once_released() {
+        let mut p = TlpPool::default();
+        let d = p.alloc_payload(&[1, 2, 3, 4]);
+        let a = p.alloc(Tlp {
+            data: d,
+            ..write(4)
+        });
+        let b = p.alloc(write(0));
+        assert_eq!((a, b, p.in_flight()), (0, 1, 2));
+        assert_eq!(p.own_payload(a), [1, 2, 3, 4]);
+        assert_eq!(p.own_payload(b), [] as [u8; 0]);
+        assert_eq!(p.release(a), None);
+        assert_eq!(p.in_flight(), 1);
+        // The freed record and buffer come back, the buffer with the new bytes only.
+        let d2 = p.alloc_payload(&[9]);
+        assert_eq!(d2, d);
+        let c = p.alloc(Tlp {
+            data: d2,
+            ..write(1)
+        });
+        assert_eq!(c, a);
+        assert_eq!(p.own_payload(c), [9]);
+        assert_eq!((p.tlps.len(), p.payloads.len()), (2, 1));
+    }
+
+    #[test]
+    fn a_record_is_freed_by_its_last_holder_and_hands_back_its_lent_page() {
+        let mut p = TlpPool::default();
+        let a = p.alloc(Tlp {
+            refs: 2,
+            lent: 0x7000,
+            ..write(64)
+        });
+        assert_eq!(p.release(a), None, "one holder is left");
+        assert_eq!(p.in_flight(), 1);
+        assert_eq!(p.release(a), Some(0x7000));
+        assert_eq!(p.in_flight(), 0);
+        assert_eq!(p.tlps[a as usize].lent, NOT_LENT);
+    }
+
+    #[test]
+    fn adopted_buffers_keep_the_old_one_as_a_spare() {
+        let mut p = TlpPool::default();
+        let d = p.alloc_payload(&[0; 64]);
+        p.free_payload(d);
+        let d2 = p.adopt_payload(vec![5; 8]);
+        assert_eq!(d2, d);
+        assert_eq!(p.payloads[d as usize], [5; 8]);
+        assert_eq!(p.spare_bufs.len(), 1);
+        assert!(p.spare_bufs[0].capacity() >= 64);
+        // At most SPARE_BUFFERS spares are kept.
+        for _ in 0..2 * SPARE_BUFFERS {
+            let i = p.alloc_payload(&[1]);
+            p.free_payload(i);
+            p.adopt_payload(vec![2]);
+        }
+        assert_eq!(p.spare_bufs.len(), SPARE_BUFFERS);
+    }
+}
