@@ -1,9 +1,10 @@
 //! Advanced Error Reporting: functions log the errors they detect and signal them
 //! with error messages; root ports log the messages they receive.
 
-use super::engine::{Engine, ErrorMessage};
+use super::engine::Engine;
 use super::fault::FaultKind;
 use super::packed::PackedEv;
+use super::rc::state::ErrorMessage;
 use super::regs::{err_caps, log_error, set_bits, ErrorSeverity, AER_UNSUPPORTED};
 use super::tlp::Detail;
 use super::tlp::{Kind, Tlp, NONE};

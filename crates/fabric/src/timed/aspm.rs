@@ -88,7 +88,7 @@ impl Engine {
         let below = self.dirs[d & !1].to;
         if matches!(
             self.nodes[below as usize].kind,
-            super::engine::NodeKind::Switch
+            super::node::state::NodeKind::Switch
         ) {
             for c in (0..self.dirs.len()).step_by(2) {
                 if self.dirs[c].from == below && !self.dirs[c].down {

@@ -36,8 +36,9 @@
 //! swap value does.
 
 use super::endpoint::ReadReply;
-use super::engine::{Engine, NodeKind};
+use super::engine::Engine;
 use super::fault::FaultKind;
+use super::node::state::NodeKind;
 use super::packed::PackedEv;
 use super::poison::state::Poison;
 use super::regs::{err_caps, AER_UNSUPPORTED};

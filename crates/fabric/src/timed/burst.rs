@@ -85,9 +85,11 @@
 //! 3 payload sizes and several latencies, with and without a switch, for writes, reads
 //! and read/write mixes with MRRS 512 and 4096.
 
-use super::engine::{dllp_repr, Engine, NodeKind};
+use super::engine::Engine;
 use super::event::{Dllp, Ev, Wire, WireItem};
 use super::fault::FaultKind;
+use super::link::dllp_repr;
+use super::node::state::NodeKind;
 use super::packed::PackedEv;
 use super::poison::state::Poison;
 use super::tlp::Detail;

@@ -16,8 +16,10 @@
 //! went down) clears it. The engine keeps the bit cached: per endpoint, and per
 //! upward link direction as the `BME_*` flags, so the hot path tests one byte.
 
-use super::engine::{Engine, NodeKind, BME_PORT};
+use super::engine::Engine;
 use super::fault::FaultKind;
+use super::link::state::BME_PORT;
+use super::node::state::NodeKind;
 use super::packed::PackedEv;
 use super::regs::AER_UNSUPPORTED;
 use super::tlp::{Dest, Kind, NP};

@@ -2,9 +2,10 @@
 //! completions reassembled, the completion timeout.
 
 use super::endpoint::DmaId;
-use super::engine::{Engine, NodeKind};
+use super::engine::Engine;
 use super::event::Ev;
 use super::fault::FaultKind;
+use super::node::state::NodeKind;
 use super::packed::PackedEv;
 use super::regs::{AER_COMPLETION_TIMEOUT, AER_MALFORMED, AER_UNEXPECTED_CPL};
 use super::slot::state::{DmaDir, DmaOp};

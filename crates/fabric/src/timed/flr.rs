@@ -24,7 +24,8 @@
 //!   VFs' requests as not routable (`FaultKind::NotRoutable`), none reaches the
 //!   device, and those DMAs end silently at the completion timeout.
 
-use super::engine::{Engine, NodeKind};
+use super::engine::Engine;
+use super::node::state::NodeKind;
 use super::packed::PackedEv;
 use crate::functional::FnId;
 use pcielab_sim::Context;

@@ -1,9 +1,11 @@
 //! Interrupts: a root port's AER/PME interrupt, INTx virtual wires (switches
 //! aggregate and swizzle them) and MSI/MSI-X writes sent over the links.
 
-use super::engine::{Engine, IntxEvent, NodeKind, RootIrq};
+use super::engine::Engine;
 use super::fault::FaultKind;
+use super::node::state::NodeKind;
 use super::packed::PackedEv;
+use super::rc::state::{IntxEvent, RootIrq};
 use super::regs::{err_caps, RTCTL_PME_IE, RTSTA_PME_STATUS};
 use super::tlp::{Dest, Kind, Tlp, NONE};
 use crate::functional::{FnId, Interrupt, Origin, Role};

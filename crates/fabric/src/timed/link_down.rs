@@ -30,8 +30,9 @@
 //! as at power-on. A failure or a removal, but not a link that DPC or software took
 //! down, is a Surprise Down error for the port above (AER uncorrectable bit 5).
 
-use super::engine::{Engine, NodeKind};
+use super::engine::Engine;
 use super::event::{Dllp, Ev};
+use super::node::state::NodeKind;
 use super::packed::PackedEv;
 use super::regs::std_cap;
 use super::tlp::{Dest, Route, Tlp, NP};

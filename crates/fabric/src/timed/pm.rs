@@ -1,10 +1,12 @@
 //! Power-management messages: PM_PME (a device's wake-up request, the root port's
 //! PME state) and the hop-by-hop PME_Turn_Off/PME_TO_Ack.
 
-use super::engine::{Engine, NodeKind, PmeMessage, PmeToAck};
+use super::engine::Engine;
 use super::event::Ev;
 use super::fault::FaultKind;
+use super::node::state::NodeKind;
 use super::packed::PackedEv;
+use super::rc::state::{PmeMessage, PmeToAck};
 use super::regs::{
     err_caps, pm_cap, set_bits, PMCSR_PME_EN, PMCSR_PME_STATUS, RTSTA_PME_PENDING, RTSTA_PME_STATUS,
 };

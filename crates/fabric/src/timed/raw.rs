@@ -29,8 +29,9 @@
 //! [`Endpoint::raw_completion`]: super::Endpoint::raw_completion
 
 use super::endpoint::{VdmRoute, VendorMessage};
-use super::engine::{Engine, NodeKind};
+use super::engine::Engine;
 use super::fault::FaultKind;
+use super::node::state::NodeKind;
 use super::packed::PackedEv;
 use super::regs::{AER_MALFORMED, AER_UNSUPPORTED};
 use super::tlp::{AtomicKind, Detail};

@@ -2,8 +2,8 @@
 //! does around a Function Level Reset, a DPC recovery or a link that came back (Linux:
 //! `pci_save_state` / `pci_restore_state`).
 
-use super::engine::HostRead;
 use super::error::SimError;
+use super::rc::state::HostRead;
 use super::sim::FabricSim;
 use pcielab_config::space::Access;
 use pcielab_sim::{SimDuration, SimTime};

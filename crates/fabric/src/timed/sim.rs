@@ -5,8 +5,7 @@ use super::ats::state::AtsInvalidation;
 use super::ats::AtsStats;
 use super::dpc::state::DpcEvent;
 use super::endpoint::{Endpoint, VendorMessage};
-use super::engine;
-use super::engine::{Engine, ErrorMessage, HostRead, IntxEvent, PmeMessage, PmeToAck};
+use super::engine::Engine;
 use super::error::SimError;
 use super::event::Ev;
 use super::fault::SimFault;
@@ -14,9 +13,13 @@ use super::iommu::{IommuFault, IommuStats};
 use super::ltr::state::LtrMessage;
 use super::packed::PackedEv;
 use super::pri::state::PageRequestRecord;
+use super::rc::state::{ErrorMessage, HostRead, IntxEvent, PmeMessage, PmeToAck};
 use super::stats::{DeviceStats, FunctionDmaStats};
 use super::trace::{DirCounters, Trace};
-use super::{aspm, ats, dll, event, fc, hotplug, iommu, link_down, poison, pri, regs, slot, tlp};
+use super::{
+    aspm, ats, dll, event, fc, hotplug, iommu, link, link_down, node, poison, pri, rc, regs, slot,
+    tlp,
+};
 use crate::params::{BufferCredits, SimConfig};
 use crate::phy::LinkTiming;
 
@@ -24,7 +27,8 @@ use crate::functional::{Fabric, FnId, Interrupt, Origin, Role};
 use crate::host::enumerate::{enumerate, EnumeratedTree, HostConfig};
 use crate::kinds::KindRegistry;
 use crate::topology::Topology;
-use engine::{Dir, Node, NodeKind};
+use link::state::Dir;
+use node::state::{Node, NodeKind};
 use pcielab_sim::{Rng, SimBuilder, SimDuration, SimTime, Simulation};
 use pcielab_wire::{Bdf, CplStatus};
 use slot::state::EpState;
@@ -1471,7 +1475,7 @@ impl FabricSim {
         let key = self.sim.schedule_at(now + to, event::Ev::HostTimeout(tag));
         self.sim.world_mut().host_reqs.insert(
             tag,
-            engine::HostReq {
+            rc::state::HostReq {
                 issued: now,
                 len,
                 data: vec![0; len as usize],

@@ -5,6 +5,7 @@
 //! refuses or cannot deliver itself.
 
 use super::engine::*;
+use super::node::state::*;
 use super::packed::PackedEv;
 use super::poison::state::Poison;
 use super::tlp::*;

@@ -1,8 +1,9 @@
 //! Vendor-defined messages: to the root complex, by ID, broadcast and local.
 
 use super::endpoint::{VdmRoute, VendorMessage};
-use super::engine::{Engine, NodeKind};
+use super::engine::Engine;
 use super::event::Ev;
+use super::node::state::NodeKind;
 use super::packed::PackedEv;
 use super::regs::AER_UNSUPPORTED;
 use super::tlp::{Dest, Detail, Kind, Tlp, VdmForm, MAX_PATH, NONE};

@@ -1,6 +1,6 @@
 //! Host software over the timed simulator's links.
 
-use super::engine::HostRead;
+use super::rc::state::HostRead;
 use super::sim::FabricSim;
 use crate::host::HostBus;
 use pcielab_sim::SimTime;

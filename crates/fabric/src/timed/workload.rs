@@ -102,7 +102,7 @@ pub struct DmaStream {
     /// The PASID every DMA carries ([`EpCx::dma_read_pasid`]), or None. Default None.
     pub pasid: Option<u32>,
     issued: u64,
-    inflight: super::engine::IntMap<DmaId, (SimTime, u64)>,
+    inflight: crate::inthash::IntMap<DmaId, (SimTime, u64)>,
     done: u64,
     failed: u64,
     warm_at: Option<SimTime>,

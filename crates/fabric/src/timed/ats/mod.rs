@@ -58,8 +58,9 @@
 //! attributes, an Invalidate Queue Depth limit, and ATS for peer-to-peer DMA (the Page
 //! Request Interface is in `pri`).
 
-use super::engine::{Engine, NodeKind};
+use super::engine::Engine;
 use super::fault::FaultKind;
+use super::node::state::NodeKind;
 use super::packed::PackedEv;
 use super::poison::state::Poison;
 use super::tlp::{Detail, Kind, Tlp, NONE};

@@ -82,7 +82,10 @@ impl Engine {
         cx: &mut Context<'_, PackedEv>,
     ) {
         self.ltr_link.insert(ing, values);
-        if matches!(self.nodes[node as usize].kind, super::engine::NodeKind::Rc) {
+        if matches!(
+            self.nodes[node as usize].kind,
+            super::node::state::NodeKind::Rc
+        ) {
             let root_port = self.dirs[ing as usize]
                 .rx_func
                 .map_or(self.host_bdf, |f| self.fabric.bdf(f));

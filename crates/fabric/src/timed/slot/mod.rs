@@ -5,9 +5,10 @@
 //! [`Engine::call_ep_fn`], which applies the commands the model gave afterwards.
 
 use super::endpoint::{Endpoint, EpCmd, EpCx, Incoming};
-use super::engine::{Engine, NodeKind};
+use super::engine::Engine;
 use super::event::Ev;
 use super::fault::FaultKind;
+use super::node::state::NodeKind;
 use super::packed::PackedEv;
 use super::poison::state::Poison;
 use super::slot::state::DmaDir;

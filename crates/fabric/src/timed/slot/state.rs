@@ -216,3 +216,15 @@ impl DmaOp {
         !self.write || self.xlate_wait > 0
     }
 }
+
+/// Frames on the Ethernet cables between devices, and their counters.
+#[derive(Debug, Default)]
+pub(crate) struct EthCables {
+    /// Frames on their way: (the receiving node, the frame); `None`: a free slot.
+    pub frames: Vec<Option<(u32, Vec<u8>)>>,
+    pub free: Vec<u32>,
+    /// Frames a device took.
+    pub delivered: u64,
+    /// Frames out of a MAC with no cable, or that the receiving device did not take.
+    pub dropped: u64,
+}

@@ -7,12 +7,17 @@ use super::bus_master::BME_USP;
 use super::dll::RxVerdict;
 use super::engine::*;
 use super::event::*;
+use super::link::state::*;
 use super::packed::PackedEv;
 use super::regs::*;
 use super::tlp::*;
-use super::trace::TraceKind;
+use super::trace::{DirCounters, TraceKind};
 use pcielab_sim::{Context, SimDuration, SimTime};
-use pcielab_wire::dllp::FcKind;
+use pcielab_wire::dllp::{FcClass as DFc, FcDllp, FcKind, FcScale};
+use pcielab_wire::DllpRepr;
+use pcielab_wire::SeqNum;
+
+pub(crate) mod state;
 
 impl Engine {
     #[inline]
@@ -702,5 +707,52 @@ impl Engine {
         self.pool.tlps[id as usize].ingress = NO_DIR;
         self.return_credits(ing, c, n, dc, cx);
         ing as u32
+    }
+}
+
+impl Engine {
+    /// Every direction's counters at `now` (ps): a low-power state still going on
+    /// counts as entered, with its residency so far.
+    pub(crate) fn dir_counters(&self, now: u64) -> Vec<(String, DirCounters)> {
+        (0..self.dirs.len())
+            .map(|d| {
+                let mut c = self.dirs[d].counters;
+                let st = self.low_power(d, now);
+                if let Some(l0s_at) = st.l0s {
+                    c.l0s_entries += 1;
+                    c.l0s_ps += st.l1.unwrap_or(now) - l0s_at;
+                }
+                if let Some(l1_at) = st.l1 {
+                    c.l1_entries += 1;
+                    c.l1_ps += now - l1_at;
+                }
+                (self.dirs[d].name.clone(), c)
+            })
+            .collect()
+    }
+}
+
+pub(crate) fn dllp_repr(d: Dllp) -> DllpRepr {
+    match d {
+        Dllp::Ack(s) => DllpRepr::Ack {
+            seq: SeqNum::from_bits_truncate(s as u16),
+        },
+        Dllp::Nak(s) => DllpRepr::Nak {
+            seq: SeqNum::from_bits_truncate(s as u16),
+        },
+        Dllp::Fc {
+            kind,
+            class,
+            hdr,
+            data,
+        } => DllpRepr::Fc(FcDllp {
+            kind,
+            class: [DFc::P, DFc::Np, DFc::Cpl][class as usize % 3],
+            vc: 0,
+            hdr_scale: FcScale::NotActive,
+            hdr_fc: (hdr & 0xff) as u8,
+            data_scale: FcScale::NotActive,
+            data_fc: (data & 0xfff) as u16,
+        }),
     }
 }

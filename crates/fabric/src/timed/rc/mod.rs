@@ -6,11 +6,14 @@ use super::engine::*;
 use super::fault::FaultKind;
 use super::packed::PackedEv;
 use super::poison::state::Poison;
+use super::rc::state::*;
 use super::regs::*;
 use super::tlp::*;
 use crate::functional::{Interrupt, Origin, MSI_RANGE};
 use pcielab_sim::{Context, SimDuration};
 use pcielab_wire::CplStatus;
+
+pub(crate) mod state;
 
 impl Engine {
     /// Host memory latency of a DMA read of `len` bytes at `addr`: the fixed part (or
