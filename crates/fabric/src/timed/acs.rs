@@ -70,7 +70,7 @@ impl Engine {
         if self.acs_control(hops[i]) & bit == 0 {
             return Ok(hops);
         }
-        let up = self.fabric.route_id(origin, self.host_bdf)?.hops;
+        let up = self.fabric.route_id(origin, self.rc.bdf)?.hops;
         let down = if kind.routed_by_id() {
             self.fabric.route_id(Origin::Host, dest_id)?.hops
         } else {

@@ -85,7 +85,7 @@ impl Engine {
     ) {
         let me = self.fabric.bdf(f);
         let node = self.fabric.functions[f.0 as usize].node.0;
-        if node == self.rc_node {
+        if node == self.rc.node {
             self.root_error(f, me, sev.code(), cx);
             return;
         }
@@ -94,7 +94,7 @@ impl Engine {
         if self.nodes[node as usize].func != Some(f) && !self.switch_forwards_error(node, NONE) {
             return;
         }
-        let host = self.host_bdf;
+        let host = self.rc.bdf;
         let t = Tlp {
             detail: Detail::Msg(sev.code()),
             ..Tlp::new(Kind::ErrMsg, me, 0, 0)

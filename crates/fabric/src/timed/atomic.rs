@@ -186,7 +186,7 @@ impl Engine {
     pub(crate) fn host_atomic(&mut self, id: u32, cx: &mut Context<'_, PackedEv>) {
         let t = self.pool.tlps[id as usize].clone();
         let (req, size) = as_read(&t);
-        let host = self.host_bdf;
+        let host = self.rc.bdf;
         let rp = self.last_rx_func;
         let need = completer_bit(size).unwrap_or(0);
         let caps = self.pcie_dword(rp, pcie_reg::DEVCAP2);
@@ -230,7 +230,7 @@ impl Engine {
         self.fabric.host_memory.read(p, &mut old);
         let payload = self.payload(id).to_vec();
         // The completion first: a poisoned target poisons it (the write clears it).
-        let poison = if self.poison_lines.is_empty() {
+        let poison = if self.rc.poison_lines.is_empty() {
             Poison::Clean
         } else {
             Poison::HostLines(p)
@@ -238,7 +238,7 @@ impl Engine {
         self.send_completions(Origin::Host, host, &req, CplStatus::Sc, &old, poison, cx);
         if let Some(new) = result(t.atomic_kind(), t.addr, &old, &payload) {
             self.fabric.host_memory.write(p, &new);
-            if !self.poison_lines.is_empty() {
+            if !self.rc.poison_lines.is_empty() {
                 self.host_written(p, size, false);
             }
             if self.cfg.llc_lines > 0 {

@@ -31,9 +31,9 @@ impl Engine {
             (NONE, r) => Some(FnId(r)),
             (f, _) => Some(FnId(f)),
         };
-        let completer = answerer.map_or(self.host_bdf, |f| self.fabric.bdf(f));
+        let completer = answerer.map_or(self.rc.bdf, |f| self.fabric.bdf(f));
         let origin = match answerer {
-            Some(f) if node != self.rc_node => Origin::Function(f),
+            Some(f) if node != self.rc.node => Origin::Function(f),
             _ => Origin::Host,
         };
         // A poisoned configuration write is discarded: Unsupported Request (2.7.2.2).

@@ -171,14 +171,14 @@ impl Engine {
                 Dest::Bar { node, .. } => (self.origin_of(node), self.ep_bdf(node)),
                 Dest::Config { node, func, .. } if func != NONE => {
                     let f = FnId(func);
-                    let origin = if node == self.rc_node {
+                    let origin = if node == self.rc.node {
                         Origin::Host
                     } else {
                         Origin::Function(f)
                     };
                     (origin, self.fabric.bdf(f))
                 }
-                _ => (Origin::Host, self.host_bdf),
+                _ => (Origin::Host, self.rc.bdf),
             };
             if t.kind == Kind::MRd {
                 self.send_completions(origin, completer, &t, CplStatus::Ca, &[], Poison::Clean, cx);

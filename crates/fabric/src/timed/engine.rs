@@ -12,9 +12,7 @@ use super::link::state::Dir;
 use super::node::state::Node;
 use super::packed::PackedEv;
 use super::pool::TlpPool;
-use super::rc::state::{
-    ErrorMessage, HostRead, HostReq, IntxEvent, P2pRead, PmeMessage, PmeToAck, RootIrq,
-};
+use super::rc::state::{ErrorMessage, HostRead, IntxEvent, PmeMessage, PmeToAck, RootComplex};
 use super::regs::*;
 use super::slot::state::EthCables;
 use super::tlp::*;
@@ -25,7 +23,7 @@ use pcielab_sim::{Context, EventKey, Rng, SimTime, World};
 use pcielab_wire::Bdf;
 use std::collections::{HashMap, HashSet, VecDeque};
 
-pub(crate) use crate::inthash::{IntBuild, IntMap};
+pub(crate) use crate::inthash::IntMap;
 
 /// The timed fabric (a [`World`] of the kernel).
 #[derive(Debug)]
@@ -41,14 +39,9 @@ pub struct Engine {
     pub(crate) route_cache: IntMap<(u32, u64), Route>,
     /// The last route looked up, with its key (consecutive TLPs of a DMA share a page).
     pub(crate) route_last: ((u32, u64), Route),
-    pub(crate) rc_node: u32,
-    pub(crate) host_bdf: Bdf,
-    pub(crate) host_tags: Vec<u16>,
     /// Per node: until when (ps) it is initializing after a reset and answers
     /// configuration requests with CRS (`SimConfig::device_ready_time`).
     pub(crate) ready_at: Vec<u64>,
-    pub(crate) host_reqs: HashMap<u16, HostReq>,
-    pub(crate) host_done: HashMap<u16, HostRead>,
     /// Ethernet frames between devices on cables.
     pub(crate) eth: EthCables,
     /// Interrupts delivered to the host's sink, with their arrival times.
@@ -73,22 +66,12 @@ pub struct Engine {
     /// Errors seen (unexpected completions, malformed TLPs, unroutable requests).
     pub errors: Vec<SimFault>,
     pub(crate) err_rng: Rng,
-    /// Draws of the host model (memory latency tail); separate from `err_rng` so that
-    /// host effects never move error injection.
-    pub(crate) host_rng: Rng,
     /// Function that received the TLP being consumed (for AER logging).
     pub(crate) last_rx_func: Option<FnId>,
     /// Why a raw TLP in flight (its id) is not carried (see the `raw` module).
     pub(crate) raw_why: HashMap<u32, String>,
     /// The IOMMU, when configured.
     pub(crate) iommu: Option<super::iommu::Iommu>,
-    /// Time of the last posted request the root complex consumed (posted requests
-    /// stay in order even when IOMMU latencies differ).
-    pub(crate) rc_posted_last: SimTime,
-    /// Cached host-memory lines (LLC / DDIO model).
-    pub(crate) llc_set: std::collections::HashSet<u64, IntBuild>,
-    /// Poisoned 64-byte lines of host memory (line numbers; see the `poison` module).
-    pub(crate) poison_lines: std::collections::HashSet<u64, IntBuild>,
     /// Per function: ECRC generation (1) and check (2) enabled (see `ecrc`).
     pub(crate) ecrc: Vec<u8>,
     /// Some function has an ECRC enable set.
@@ -103,34 +86,13 @@ pub struct Engine {
     pub(crate) cpl_burst_max: u32,
     /// Most memory read requests of one DMA sent as one burst (1: none).
     pub(crate) rd_burst_max: u32,
-    /// Invalidations the root complex sent, in order.
-    pub(crate) ats_invals: Vec<super::ats::state::AtsInvalidation>,
     /// AER Multiple Header Recording: per function, the errors recorded behind the
     /// one in the Header Log, oldest first (see [`record_first_error`]).
     pub(crate) aer_records: IntMap<u32, VecDeque<(u32, LoggedHeader)>>,
-    /// Devices whose translated requests the IOMMU accepts (ATS was enabled).
-    pub(crate) ats_trusted: Vec<Bdf>,
     /// Translation Requests outstanding when their device turned ATS off: (node, tag).
     pub(crate) ats_orphans: Vec<(u32, u16)>,
-    /// Ranges host software maps when a device asks (PRI), and the Page Requests the
-    /// host received.
-    pub(crate) on_demand: Vec<super::pri::state::OnDemand>,
-    pub(crate) page_requests: Vec<super::pri::state::PageRequestRecord>,
-    pub(crate) llc_fifo: VecDeque<u64>,
-    /// Tags the root complex uses for split peer reads (256..512), and their state.
-    pub(crate) p2p_tags: Vec<u16>,
-    pub(crate) p2p_tag_map: IntMap<u16, (u64, u32)>,
-    pub(crate) p2p_reads: IntMap<u64, P2pRead>,
-    pub(crate) p2p_next: u64,
-    /// Per root port (function index): its AER and PME interrupt conditions as last
-    /// evaluated (an MSI is sent when one becomes true) and whether its virtual INTx
-    /// wire is asserted.
-    pub(crate) root_irq: IntMap<u32, RootIrq>,
     /// PM_PME messages the root ports received.
     pub pme_messages: Vec<(SimTime, PmeMessage)>,
-    /// Per root port (function index): requesters whose PM_PME arrived while PME
-    /// Status was set (delivered one by one as software clears it).
-    pub(crate) pme_queue: IntMap<u32, VecDeque<Bdf>>,
     /// Per function signalling PME: asserted (PME_Status and PME_En) as last
     /// evaluated, and the pending re-send.
     pub(crate) pme_state: IntMap<u32, (bool, Option<EventKey>)>,
@@ -156,6 +118,8 @@ pub struct Engine {
     pub(crate) ltr_sent: IntMap<u32, (u16, u16)>,
     /// Per upward link direction: the last LTR values sent over it (for L1.2).
     pub(crate) ltr_link: IntMap<u32, (u16, u16)>,
+    /// The root complex's state: its host side (requests in flight, memory and its cache, split peer reads), root ports' interrupt and PME state, and the host side of ATS and PRI.
+    pub(crate) rc: RootComplex,
 }
 
 impl Engine {
@@ -265,9 +229,9 @@ impl World for Engine {
             Ev::EthFrame(slot) => self.ethernet_arrive(slot, cx),
             Ev::DmaTimeout(n, _) => self.dma_timeout(n, cx),
             Ev::HostTimeout(tag) => {
-                if self.host_reqs.remove(&tag).is_some() {
-                    self.host_done.insert(tag, HostRead::Timeout);
-                    self.host_tags.push(tag);
+                if self.rc.host_reqs.remove(&tag).is_some() {
+                    self.rc.host_done.insert(tag, HostRead::Timeout);
+                    self.rc.host_tags.push(tag);
                 }
             }
             Ev::HostSend(id) => {

@@ -68,7 +68,7 @@ impl Engine {
         let msi = msix || enabled(pcielab_config::caps::id::MSI, 1);
         let intx_off = cs.read_u16(reg::COMMAND) & 0x400 != 0;
         let pin = cs.read(reg::INT_PIN, 1) as u8;
-        let was = self.root_irq.get(&rp.0).copied().unwrap_or_default();
+        let was = self.rc.root_irq.get(&rp.0).copied().unwrap_or_default();
         let me = self.fabric.bdf(rp);
         // Interrupt Status (Status bit 3) reflects a pending INTx, whatever Interrupt
         // Disable says.
@@ -129,7 +129,7 @@ impl Engine {
                 },
             ));
         }
-        self.root_irq.insert(
+        self.rc.root_irq.insert(
             rp.0,
             RootIrq {
                 aer: aer_cond,
@@ -219,12 +219,12 @@ impl Engine {
             NodeKind::Switch => {
                 let me = self.nodes[node as usize]
                     .func
-                    .map_or(self.host_bdf, |f| self.fabric.bdf(f));
+                    .map_or(self.rc.bdf, |f| self.fabric.bdf(f));
                 let code = if assert { 0x20 } else { 0x24 } + (pin_out - 1);
                 self.send_intx(node, me, code, cx);
             }
             NodeKind::Rc => {
-                let root_port = port.map_or(self.host_bdf, |f| self.fabric.bdf(f));
+                let root_port = port.map_or(self.rc.bdf, |f| self.fabric.bdf(f));
                 self.intx_events.push((
                     cx.now(),
                     IntxEvent {

@@ -438,7 +438,7 @@ impl Engine {
                 continue;
             }
             let onode = match origin {
-                Origin::Host => self.rc_node,
+                Origin::Host => self.rc.node,
                 Origin::Function(f) => self.fabric.functions[f.0 as usize].node.0,
             };
             let r = self.fabric.route_id(origin, self.fabric.bdf(p)).ok()?;

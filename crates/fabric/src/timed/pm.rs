@@ -97,7 +97,7 @@ impl Engine {
     /// Sends PM_PME (Msg, routed to the root complex) from function `f`.
     pub(crate) fn send_pm_pme(&mut self, f: FnId, cx: &mut Context<'_, PackedEv>) {
         let me = self.fabric.bdf(f);
-        let host = self.host_bdf;
+        let host = self.rc.bdf;
         let t = Tlp {
             detail: Detail::Msg(MSG_PM_PME),
             ..Tlp::new(Kind::PmMsg, me, 0, 0)
@@ -138,7 +138,7 @@ impl Engine {
                 (st & RTSTA_PME_PENDING) | RTSTA_PME_STATUS | requester.raw() as u32,
             );
         } else if st & 0xffff != requester.raw() as u32 {
-            let q = self.pme_queue.entry(rp.0).or_default();
+            let q = self.rc.pme_queue.entry(rp.0).or_default();
             if !q.contains(&requester) {
                 q.push_back(requester);
             }
@@ -160,7 +160,7 @@ impl Engine {
         if st & RTSTA_PME_STATUS != 0 {
             return false;
         }
-        let Some(q) = self.pme_queue.get_mut(&rp.0) else {
+        let Some(q) = self.rc.pme_queue.get_mut(&rp.0) else {
             return false;
         };
         let next = q.pop_front();
@@ -267,7 +267,7 @@ impl Engine {
             (NodeKind::Rc, MSG_PME_TO_ACK, true) => {
                 let root_port = self.dirs[ing as usize]
                     .rx_func
-                    .map_or(self.host_bdf, |f| self.fabric.bdf(f));
+                    .map_or(self.rc.bdf, |f| self.fabric.bdf(f));
                 self.pme_to_acks.push((
                     cx.now(),
                     PmeToAck {
@@ -297,7 +297,7 @@ impl Engine {
         };
         let me = self.nodes[node as usize]
             .func
-            .map_or(self.host_bdf, |f| self.fabric.bdf(f));
+            .map_or(self.rc.bdf, |f| self.fabric.bdf(f));
         self.send_pm_hop(d, me, MSG_PME_TO_ACK, cx);
     }
 }

@@ -22,7 +22,7 @@ impl Engine {
         dest_id: Bdf,
     ) -> Result<Route, RouteError> {
         let onode = match origin {
-            Origin::Host => self.rc_node,
+            Origin::Host => self.rc.node,
             Origin::Function(f) => self.fabric.functions[f.0 as usize].node.0,
         };
         let key = match kind {
@@ -70,7 +70,7 @@ impl Engine {
                     }
                 };
                 match r.target {
-                    Target::HostMemory(_) => (r.hops, self.rc_node, Dest::HostMemory),
+                    Target::HostMemory(_) => (r.hops, self.rc.node, Dest::HostMemory),
                     Target::Bar {
                         function,
                         bar,
@@ -132,7 +132,7 @@ impl Engine {
                         up.push(p);
                         bus = self.fabric.functions[p.0 as usize].bus;
                     }
-                    let rc = self.rc_node;
+                    let rc = self.rc.node;
                     let (path, n) = self.dir_path(&self.node_seq(onode, &up, rc))?;
                     (path, n, Dest::HostMemory)
                 };
@@ -196,7 +196,7 @@ impl Engine {
         let (dest_node, func, refuser) = match r {
             Ok(f) => (node_of(f), f.0, NONE),
             Err(e) => match hops.last() {
-                None => (self.rc_node, NONE, NONE),
+                None => (self.rc.node, NONE, NONE),
                 Some(&b) => {
                     let port = matches!(
                         fab.functions[b.0 as usize].role,
@@ -214,7 +214,7 @@ impl Engine {
                 }
             },
         };
-        let mut seq: Vec<u32> = vec![self.rc_node];
+        let mut seq: Vec<u32> = vec![self.rc.node];
         for h in &hops {
             let n = node_of(*h);
             if *seq.last().unwrap_or(&NONE) != n {
@@ -281,7 +281,7 @@ impl Engine {
     pub(crate) fn ep_bdf(&self, node: u32) -> Bdf {
         match &self.nodes[node as usize].kind {
             NodeKind::Ep(ep) => ep.bdf,
-            _ => self.host_bdf,
+            _ => self.rc.bdf,
         }
     }
 

@@ -634,12 +634,7 @@ impl FabricSim {
             pair_dir,
             route_cache: Default::default(),
             route_last: tlp::NO_ROUTE,
-            rc_node,
-            host_bdf,
-            host_tags: (0..256u16).rev().collect(),
             ready_at: vec![0; topo.nodes.len()],
-            host_reqs: HashMap::new(),
-            host_done: HashMap::new(),
             eth: Default::default(),
             interrupts: Vec::new(),
             intx_events: Vec::new(),
@@ -657,13 +652,9 @@ impl FabricSim {
             scratch: Vec::new(),
             errors: Vec::new(),
             err_rng: root_rng.fork(0),
-            host_rng: root_rng.fork(0x4057),
             last_rx_func: None,
             raw_why: HashMap::new(),
             iommu: cfg.iommu.map(iommu::Iommu::new),
-            rc_posted_last: SimTime::ZERO,
-            llc_set: Default::default(),
-            poison_lines: Default::default(),
             ecrc: Vec::new(),
             ecrc_any: false,
             ats: Default::default(),
@@ -671,20 +662,9 @@ impl FabricSim {
             burst_max: 1,
             cpl_burst_max: 1,
             rd_burst_max: 1,
-            ats_invals: Vec::new(),
             aer_records: Default::default(),
-            ats_trusted: Vec::new(),
             ats_orphans: Vec::new(),
-            on_demand: Vec::new(),
-            page_requests: Vec::new(),
-            llc_fifo: VecDeque::new(),
-            p2p_tags: (256..512u16).rev().collect(),
-            p2p_tag_map: Default::default(),
-            p2p_reads: Default::default(),
-            p2p_next: 0,
-            root_irq: Default::default(),
             pme_messages: Vec::new(),
-            pme_queue: Default::default(),
             pme_state: Default::default(),
             vendor_messages: Vec::new(),
             pme_to_acks: Vec::new(),
@@ -696,6 +676,28 @@ impl FabricSim {
             ltr_ports: Default::default(),
             ltr_sent: Default::default(),
             ltr_link: Default::default(),
+            rc: rc::state::RootComplex {
+                node: rc_node,
+                bdf: host_bdf,
+                host_tags: (0..256u16).rev().collect(),
+                host_reqs: HashMap::new(),
+                host_done: HashMap::new(),
+                host_rng: root_rng.fork(0x4057),
+                posted_last: SimTime::ZERO,
+                llc_set: Default::default(),
+                poison_lines: Default::default(),
+                ats_invals: Vec::new(),
+                ats_trusted: Vec::new(),
+                on_demand: Vec::new(),
+                page_requests: Vec::new(),
+                llc_fifo: VecDeque::new(),
+                p2p_tags: (256..512u16).rev().collect(),
+                p2p_tag_map: Default::default(),
+                p2p_reads: Default::default(),
+                p2p_next: 0,
+                root_irq: Default::default(),
+                pme_queue: Default::default(),
+            },
         })
         .seed(seed)
         .capacity(4096)
@@ -1175,7 +1177,7 @@ impl FabricSim {
             let (path, hops, dest) = e
                 .route_cfg(bdf)
                 .map_err(|err| SimError::Route(err.to_string()))?;
-            let host = e.host_bdf;
+            let host = e.rc.bdf;
             let mut t = Tlp {
                 completer: bdf,
                 tag,
@@ -1194,7 +1196,7 @@ impl FabricSim {
             Ok(())
         });
         if let Err(e) = r {
-            self.sim.world_mut().host_tags.push(tag);
+            self.sim.world_mut().rc.host_tags.push(tag);
             return Err(e);
         }
         Ok(self.await_completion(tag, if kind == Kind::CfgRd { 4 } else { 0 }))
@@ -1209,7 +1211,7 @@ impl FabricSim {
         tag: u16,
         poisoned: bool,
     ) -> Result<(), SimError> {
-        let host = self.sim.world().host_bdf;
+        let host = self.sim.world().rc.bdf;
         let delay = self.sim.world().cfg.rc_latency;
         let r: Result<(), SimError> = self.sim.process(|e, cx| {
             let p = if data.is_empty() {
@@ -1280,14 +1282,14 @@ impl FabricSim {
         }
         let t0 = self.sim.now();
         let e = self.sim.world_mut();
-        let cpu = e.cfg.host.mmio_read + e.cfg.mmio_tail.sample(&mut e.host_rng);
+        let cpu = e.cfg.host.mmio_read + e.cfg.mmio_tail.sample(&mut e.rc.host_rng);
         if cpu > SimDuration::ZERO {
             // The CPU side of the load (host model): issue, uncore and retirement.
             self.run_for(cpu);
         }
         let tag = self.host_tag()?;
         if let Err(e) = self.host_tlp(Kind::MRd, addr, len, &[], tag, false) {
-            self.sim.world_mut().host_tags.push(tag);
+            self.sim.world_mut().rc.host_tags.push(tag);
             return Err(e);
         }
         let mut r = self.await_completion(tag, len);
@@ -1333,8 +1335,8 @@ impl FabricSim {
     /// Empties the last-level cache (a cold start).
     pub fn llc_flush(&mut self) {
         let e = self.sim.world_mut();
-        e.llc_set.clear();
-        e.llc_fifo.clear();
+        e.rc.llc_set.clear();
+        e.rc.llc_fifo.clear();
     }
 
     /// An MMIO write (posted): MWr TLPs of at most MPS bytes leave the root complex after
@@ -1396,6 +1398,7 @@ impl FabricSim {
     fn host_tag(&mut self) -> Result<u16, SimError> {
         self.sim
             .world_mut()
+            .rc
             .host_tags
             .pop()
             .ok_or_else(|| SimError::Param {
@@ -1436,7 +1439,7 @@ impl FabricSim {
         }
         let tag = self.host_tag()?;
         if let Err(e) = self.host_tlp(Kind::MRd, addr, len, &[], tag, false) {
-            self.sim.world_mut().host_tags.push(tag);
+            self.sim.world_mut().rc.host_tags.push(tag);
             return Err(e);
         }
         self.expect_completion(tag, len);
@@ -1446,7 +1449,7 @@ impl FabricSim {
     /// True when the read `ticket` ([`FabricSim::mmio_read_start`]) has its result
     /// waiting (a cheap test for [`FabricSim::run_while`]).
     pub fn mmio_read_ready(&self, ticket: HostTicket) -> bool {
-        self.sim.world().host_done.contains_key(&ticket.0)
+        self.sim.world().rc.host_done.contains_key(&ticket.0)
     }
 
     /// Ethernet frames between devices on cables (`cable` key): (delivered, dropped).
@@ -1464,7 +1467,7 @@ impl FabricSim {
     /// The result of a read started with [`FabricSim::mmio_read_start`], once it is
     /// there (taken: a second call gives `None`).
     pub fn mmio_read_poll(&mut self, ticket: HostTicket) -> Option<HostRead> {
-        self.sim.world_mut().host_done.remove(&ticket.0)
+        self.sim.world_mut().rc.host_done.remove(&ticket.0)
     }
 
     /// Registers the host request with `tag` (expecting `len` bytes of completion
@@ -1473,7 +1476,7 @@ impl FabricSim {
         let now = self.sim.now();
         let to = self.sim.world().cfg.completion_timeout;
         let key = self.sim.schedule_at(now + to, event::Ev::HostTimeout(tag));
-        self.sim.world_mut().host_reqs.insert(
+        self.sim.world_mut().rc.host_reqs.insert(
             tag,
             rc::state::HostReq {
                 issued: now,
@@ -1496,7 +1499,7 @@ impl FabricSim {
     /// Waits for the host request with `tag` to finish (or the simulation to run dry).
     fn wait_host(&mut self, tag: u16) -> HostRead {
         loop {
-            if let Some(r) = self.sim.world_mut().host_done.remove(&tag) {
+            if let Some(r) = self.sim.world_mut().rc.host_done.remove(&tag) {
                 return r;
             }
             if self.sim.step().is_none() {
@@ -1522,7 +1525,7 @@ impl FabricSim {
                 allowed: "1..=4 bytes within one DW",
             });
         }
-        let host = self.sim.world().host_bdf;
+        let host = self.sim.world().rc.bdf;
         match self
             .sim
             .world_mut()
@@ -1536,7 +1539,7 @@ impl FabricSim {
         }
         let tag = self.host_tag()?;
         if let Err(e) = self.host_tlp(kind, addr as u64, len, data, tag, false) {
-            self.sim.world_mut().host_tags.push(tag);
+            self.sim.world_mut().rc.host_tags.push(tag);
             return Err(e);
         }
         // The completion carries the whole DW (IORd) or nothing (IOWr).
@@ -1691,7 +1694,7 @@ impl FabricSim {
     /// assert!(sim.send_vendor_message(&VendorMessage::new(VdmRoute::Id(dev), 1, 0, vec![0; 3])).is_err());
     /// ```
     pub fn send_vendor_message(&mut self, msg: &VendorMessage) -> Result<(), SimError> {
-        let host = self.sim.world().host_bdf;
+        let host = self.sim.world().rc.bdf;
         let delay = self.sim.world().cfg.rc_latency;
         self.sim
             .process(|e, cx| e.send_vendor(Origin::Host, host, msg, delay, cx))
@@ -1958,13 +1961,17 @@ impl FabricSim {
     ) -> Result<(), SimError> {
         let device = self.endpoint_bdf(name)?;
         self.iommu_mut()?;
-        self.sim.world_mut().on_demand.push(pri::state::OnDemand {
-            device,
-            pasid,
-            iova: iova & !0xfff,
-            phys: phys & !0xfff,
-            len: len + (iova & 0xfff),
-        });
+        self.sim
+            .world_mut()
+            .rc
+            .on_demand
+            .push(pri::state::OnDemand {
+                device,
+                pasid,
+                iova: iova & !0xfff,
+                phys: phys & !0xfff,
+                len: len + (iova & 0xfff),
+            });
         Ok(())
     }
 
@@ -2087,7 +2094,7 @@ impl FabricSim {
 
     /// The Page Requests the host received (PRI), in order, with their answers.
     pub fn page_requests(&self) -> &[PageRequestRecord] {
-        &self.sim.world().page_requests
+        &self.sim.world().rc.page_requests
     }
 
     /// Host software sends endpoint `name` a PRG Response of its own: group index
@@ -2122,7 +2129,7 @@ impl FabricSim {
     /// The ATS Invalidate Requests the root complex sent, in order, with the time each
     /// completed.
     pub fn ats_invalidations(&self) -> &[AtsInvalidation] {
-        &self.sim.world().ats_invals
+        &self.sim.world().rc.ats_invals
     }
 
     /// The link above node `name` fails (a surprise link down: a cable pulled, a
@@ -2323,7 +2330,7 @@ impl FabricSim {
         data: &[u8],
     ) -> Result<(), SimError> {
         let len = self.payload_len(data, "injected completion length")?;
-        let host = self.sim.world().host_bdf;
+        let host = self.sim.world().rc.bdf;
         self.sim.process(|e, cx| {
             let req = Tlp {
                 tag,
@@ -2379,7 +2386,7 @@ impl FabricSim {
             .func
             .ok_or(SimError::UnknownNode(name.into()))?;
         let me = self.fabric().bdf(f);
-        let host = self.sim.world().host_bdf;
+        let host = self.sim.world().rc.bdf;
         self.sim.process(|e, cx| {
             let t = Tlp {
                 completer: me,

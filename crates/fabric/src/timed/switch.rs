@@ -31,7 +31,7 @@ impl Engine {
         if let Some(piece) = self.cfg.p2p_split {
             let splittable = matches!(t.kind, Kind::MRd | Kind::MWr)
                 && t.len > piece
-                && t.requester != self.host_bdf
+                && t.requester != self.rc.bdf
                 && matches!(self.nodes[node as usize].kind, NodeKind::Rc);
             if splittable {
                 self.p2p_split(id, piece, cx);

@@ -24,7 +24,7 @@ impl Engine {
     ) -> Result<(), String> {
         msg.check(self.cfg.mps as u32)?;
         let (dest, routing) = match msg.route {
-            VdmRoute::RootComplex => (self.host_bdf, 0u16),
+            VdmRoute::RootComplex => (self.rc.bdf, 0u16),
             VdmRoute::Id(b) => (b, 2),
             VdmRoute::Broadcast | VdmRoute::Local => {
                 return self.send_vendor_hop(origin, requester, msg, delay, cx);
@@ -69,7 +69,7 @@ impl Engine {
         cx: &mut Context<'_, PackedEv>,
     ) -> Result<(), String> {
         let dirs: Vec<u16> = match (origin, msg.route) {
-            (Origin::Host, VdmRoute::Broadcast) => self.down_dirs(self.rc_node),
+            (Origin::Host, VdmRoute::Broadcast) => self.down_dirs(self.rc.node),
             (Origin::Function(f), VdmRoute::Local) => {
                 let node = self.fabric.functions[f.0 as usize].node.0;
                 match &self.nodes[node as usize].kind {

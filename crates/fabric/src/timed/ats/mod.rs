@@ -143,8 +143,8 @@ impl Engine {
                 // The IOMMU accepts its translated requests from now on (as a driver
                 // enables the device's ATS and the IOMMU's device TLB together; turning
                 // the device's ATS off later does not revoke it here).
-                if !self.ats_trusted.contains(&bdf) {
-                    self.ats_trusted.push(bdf);
+                if !self.rc.ats_trusted.contains(&bdf) {
+                    self.rc.ats_trusted.push(bdf);
                 }
             }
             (false, Some(_)) => {
@@ -178,7 +178,7 @@ impl Engine {
 
     /// True if `req` is a device with ATS enabled (its translated requests pass).
     fn ats_trusts(&self, req: Bdf) -> bool {
-        self.ats_trusted.contains(&req)
+        self.rc.ats_trusted.contains(&req)
     }
 
     /// The host-memory address a DMA request `id` reaching the root complex uses: its
@@ -323,7 +323,7 @@ impl Engine {
         }
         dev.stats.translation_requests += 1;
         let me = dev.bdf;
-        let host = self.host_bdf;
+        let host = self.rc.bdf;
         let t = Tlp {
             tag,
             pasid,
@@ -341,7 +341,7 @@ impl Engine {
     /// already paid): one entry for the page, or an entry without access when the
     /// page is not mapped; Unsupported Request without an IOMMU.
     pub(crate) fn translation_request(&mut self, t: &Tlp, cx: &mut Context<'_, PackedEv>) {
-        let host = self.host_bdf;
+        let host = self.rc.bdf;
         let Some(m) = self.iommu.as_mut() else {
             self.send_completions(Origin::Host, host, t, CplStatus::Ur, &[], Poison::Clean, cx);
             return;
@@ -554,10 +554,10 @@ impl Engine {
             size *= 2;
         }
         let base = iova & !(size - 1);
-        let itag = (self.ats_invals.len() % 32) as u8;
+        let itag = (self.rc.ats_invals.len() % 32) as u8;
         let data = encode_range(base, size, 0).to_be_bytes();
         let p = self.pool.alloc_payload(&data);
-        let host = self.host_bdf;
+        let host = self.rc.bdf;
         let t = Tlp {
             completer: dest,
             detail: Detail::Itag(itag),
@@ -565,7 +565,7 @@ impl Engine {
             pasid,
             ..Tlp::new(Kind::AtsInv, host, base, 8)
         };
-        self.ats_invals.push(AtsInvalidation {
+        self.rc.ats_invals.push(AtsInvalidation {
             device: dest,
             pasid: (pasid != NONE).then_some(pasid),
             base,
@@ -687,6 +687,7 @@ impl Engine {
         let now = cx.now();
         let itag = t.itag() & 0x1f;
         match self
+            .rc
             .ats_invals
             .iter_mut()
             .find(|v| v.device == t.requester && v.itag == itag && v.completed.is_none())

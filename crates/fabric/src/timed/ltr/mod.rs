@@ -88,7 +88,7 @@ impl Engine {
         ) {
             let root_port = self.dirs[ing as usize]
                 .rx_func
-                .map_or(self.host_bdf, |f| self.fabric.bdf(f));
+                .map_or(self.rc.bdf, |f| self.fabric.bdf(f));
             self.ltr_messages.push((
                 cx.now(),
                 LtrMessage {

@@ -74,8 +74,8 @@ impl Engine {
                 // Posted writes take effect in order, an interrupt message too: it
                 // never overtakes a write that waits for its translation.
                 if kind == Kind::MWr {
-                    at = at.max(self.rc_posted_last);
-                    self.rc_posted_last = at;
+                    at = at.max(self.rc.posted_last);
+                    self.rc.posted_last = at;
                 }
             }
             // Per-node FIFO: a constant latency keeps times in order; a varying one
@@ -150,7 +150,7 @@ impl Engine {
         match (t.dest, t.kind) {
             (Dest::Refused, _) => self.refused_upstream(id, cx),
             (Dest::HostMemory, Kind::MRd) => {
-                let host = self.host_bdf;
+                let host = self.rc.bdf;
                 let phys = self.dma_target(id, cx.now());
                 match phys {
                     Some(p) => {
@@ -159,7 +159,7 @@ impl Engine {
                         self.fabric.host_memory.read(p, &mut buf);
                         // Without poisoned lines (the usual case) the completions
                         // need no line lookups.
-                        let poison = if self.poison_lines.is_empty() {
+                        let poison = if self.rc.poison_lines.is_empty() {
                             Poison::Clean
                         } else {
                             Poison::HostLines(p)

@@ -53,13 +53,14 @@ impl Engine {
     /// Marks the host-memory lines that `[addr, addr + len)` touches as poisoned.
     pub(crate) fn poison_host(&mut self, addr: u64, len: u64) {
         for l in lines(addr, len) {
-            self.poison_lines.insert(l);
+            self.rc.poison_lines.insert(l);
         }
     }
 
     /// True if any line that `[addr, addr + len)` touches is poisoned.
     pub(crate) fn host_poisoned(&self, addr: u64, len: u64) -> bool {
-        !self.poison_lines.is_empty() && lines(addr, len).any(|l| self.poison_lines.contains(&l))
+        !self.rc.poison_lines.is_empty()
+            && lines(addr, len).any(|l| self.rc.poison_lines.contains(&l))
     }
 
     /// A write of `len` bytes reached host memory at `addr`: poisoned data poisons the
@@ -67,11 +68,11 @@ impl Engine {
     pub(crate) fn host_written(&mut self, addr: u64, len: u64, poisoned: bool) {
         if poisoned {
             self.poison_host(addr, len);
-        } else if !self.poison_lines.is_empty() && len > 0 {
+        } else if !self.rc.poison_lines.is_empty() && len > 0 {
             let first = addr.div_ceil(POISON_LINE);
             let end = (addr.saturating_add(len)) / POISON_LINE;
             for l in first..end {
-                self.poison_lines.remove(&l);
+                self.rc.poison_lines.remove(&l);
             }
         }
     }

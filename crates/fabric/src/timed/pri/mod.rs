@@ -141,7 +141,7 @@ impl Engine {
         };
         dev.stats.page_requests += 1;
         let me = dev.bdf;
-        let host = self.host_bdf;
+        let host = self.rc.bdf;
         let t = Tlp {
             completer: host,
             detail: Detail::PageRequest { prg, rw: rw & 3 },
@@ -164,11 +164,11 @@ impl Engine {
         let Detail::PageRequest { prg, rw } = t.detail else {
             return;
         };
-        let known = self.on_demand.iter().any(|r| {
+        let known = self.rc.on_demand.iter().any(|r| {
             r.device == dev && r.pasid == pasid && (r.iova..r.iova + r.len).contains(&page)
         });
         let code = if known { PRG_SUCCESS } else { PRG_INVALID };
-        self.page_requests.push(PageRequestRecord {
+        self.rc.page_requests.push(PageRequestRecord {
             device: dev,
             page,
             pasid: (pasid != NONE).then_some(pasid),
@@ -196,7 +196,7 @@ impl Engine {
         after: SimDuration,
         cx: &mut Context<'_, PackedEv>,
     ) -> Result<(), super::error::SimError> {
-        let host = self.host_bdf;
+        let host = self.rc.bdf;
         let resp = Tlp {
             completer: dev,
             detail: Detail::PrgResponse {
@@ -231,6 +231,7 @@ impl Engine {
         // The request's address space (PRG Responses carry no PASID: PRG Response
         // PASID Required is clear).
         let pasid = self
+            .rc
             .page_requests
             .iter()
             .rev()
@@ -238,6 +239,7 @@ impl Engine {
             .map_or(NONE, |r| r.pasid.unwrap_or(NONE));
         if code == PRG_SUCCESS {
             let r = self
+                .rc
                 .on_demand
                 .iter()
                 .find(|r| {
@@ -249,6 +251,7 @@ impl Engine {
             }
         }
         if let Some(rec) = self
+            .rc
             .page_requests
             .iter_mut()
             .rev()

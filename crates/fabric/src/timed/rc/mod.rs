@@ -26,7 +26,7 @@ impl Engine {
         let mut all_hit = self.cfg.llc_lines > 0 && !thrash;
         if self.cfg.llc_lines > 0 && !thrash {
             for l in first..first + lines {
-                if !self.llc_set.contains(&l) {
+                if !self.rc.llc_set.contains(&l) {
                     all_hit = false;
                     self.llc_insert(l);
                 }
@@ -41,19 +41,19 @@ impl Engine {
             Some(b) if addr >= b => self.cfg.numa_penalty,
             _ => SimDuration::ZERO,
         };
-        let tail = self.cfg.mem_tail.sample(&mut self.host_rng);
+        let tail = self.cfg.mem_tail.sample(&mut self.rc.host_rng);
         base + SimDuration::from_ps(self.cfg.mem_per_line.as_ps() * lines) + remote + tail
     }
 
     /// Puts a line into the LLC (FIFO replacement), as DDIO does for DMA writes.
     pub(crate) fn llc_insert(&mut self, line: u64) {
-        if self.cfg.llc_lines == 0 || !self.llc_set.insert(line) {
+        if self.cfg.llc_lines == 0 || !self.rc.llc_set.insert(line) {
             return;
         }
-        self.llc_fifo.push_back(line);
-        while self.llc_fifo.len() > self.cfg.llc_lines {
-            if let Some(old) = self.llc_fifo.pop_front() {
-                self.llc_set.remove(&old);
+        self.rc.llc_fifo.push_back(line);
+        while self.rc.llc_fifo.len() > self.cfg.llc_lines {
+            if let Some(old) = self.rc.llc_fifo.pop_front() {
+                self.rc.llc_set.remove(&old);
             }
         }
     }
@@ -68,12 +68,12 @@ impl Engine {
             self.pool.tlps[id as usize].ingress = NO_DIR;
             self.return_credits(t.ingress, t.class(), 1, t.data_credits(), cx);
         }
-        let host = self.host_bdf;
+        let host = self.rc.bdf;
         let mut off = 0u32;
-        let key = self.p2p_next;
+        let key = self.rc.p2p_next;
         if t.kind == Kind::MRd {
-            self.p2p_next += 1;
-            self.p2p_reads.insert(
+            self.rc.p2p_next += 1;
+            self.rc.p2p_reads.insert(
                 key,
                 P2pRead {
                     orig: t.clone(),
@@ -99,7 +99,7 @@ impl Engine {
                     .to_vec();
                 p.data = self.pool.alloc_payload(&data);
             } else {
-                let Some(tag) = self.p2p_tags.pop() else {
+                let Some(tag) = self.rc.p2p_tags.pop() else {
                     self.fault(
                         FaultKind::NotRoutable,
                         "root complex: no tag left to split a peer read",
@@ -109,8 +109,8 @@ impl Engine {
                 p.requester = host;
                 p.tag = tag;
                 p.data = NONE;
-                self.p2p_tag_map.insert(tag, (key, off));
-                if let Some(r) = self.p2p_reads.get_mut(&key) {
+                self.rc.p2p_tag_map.insert(tag, (key, off));
+                if let Some(r) = self.rc.p2p_reads.get_mut(&key) {
                     r.pending += n;
                 }
             }
@@ -129,16 +129,16 @@ impl Engine {
     /// A completion for a split peer read came back to the root complex.
     pub(crate) fn p2p_completion(&mut self, id: u32, cx: &mut Context<'_, PackedEv>) {
         let t = self.pool.tlps[id as usize].clone();
-        let Some((key, off)) = self.p2p_tag_map.get(&t.tag).copied() else {
+        let Some((key, off)) = self.rc.p2p_tag_map.get(&t.tag).copied() else {
             return;
         };
         let payload = self.payload(id).to_vec();
         // A piece is done when its last completion (Byte Count = its own length) arrives.
         if t.status() != CplStatus::Sc || t.byte_count() as u32 <= t.len {
-            self.p2p_tag_map.remove(&t.tag);
-            self.p2p_tags.push(t.tag);
+            self.rc.p2p_tag_map.remove(&t.tag);
+            self.rc.p2p_tags.push(t.tag);
         }
-        let Some(r) = self.p2p_reads.get_mut(&key) else {
+        let Some(r) = self.rc.p2p_reads.get_mut(&key) else {
             return;
         };
         r.poisoned |= t.poisoned;
@@ -155,7 +155,7 @@ impl Engine {
             r.pending
         });
         if r.pending == 0 {
-            if let Some(r) = self.p2p_reads.remove(&key) {
+            if let Some(r) = self.rc.p2p_reads.remove(&key) {
                 let status = if t.status() == CplStatus::Sc {
                     CplStatus::Sc
                 } else {
@@ -234,7 +234,7 @@ impl Engine {
                 self.fabric.host_memory.write(phys, &data[..n]);
             }
             // Nothing to track while no line is poisoned (the usual case).
-            if poisoned || !self.poison_lines.is_empty() {
+            if poisoned || !self.rc.poison_lines.is_empty() {
                 self.host_written(phys, n as u64, poisoned);
             }
             if self.cfg.llc_lines > 0 {
@@ -256,6 +256,7 @@ impl Engine {
 
     pub(crate) fn host_completion(&mut self, id: u32, cx: &mut Context<'_, PackedEv>) {
         if self
+            .rc
             .p2p_tag_map
             .contains_key(&self.pool.tlps[id as usize].tag)
         {
@@ -264,7 +265,7 @@ impl Engine {
         }
         let t = self.pool.tlps[id as usize].clone();
         let payload = self.payload(id).to_vec();
-        let Some(req) = self.host_reqs.get_mut(&t.tag) else {
+        let Some(req) = self.rc.host_reqs.get_mut(&t.tag) else {
             self.fault(
                 FaultKind::UnexpectedCompletion,
                 format!("root complex: unexpected completion for tag {}", t.tag),
@@ -275,13 +276,15 @@ impl Engine {
             return;
         };
         if t.status() != CplStatus::Sc {
-            if let Some(r) = self.host_reqs.remove(&t.tag) {
+            if let Some(r) = self.rc.host_reqs.remove(&t.tag) {
                 if let Some(k) = r.timer {
                     cx.cancel(k);
                 }
             }
-            self.host_done.insert(t.tag, HostRead::Failed(t.status()));
-            self.host_tags.push(t.tag);
+            self.rc
+                .host_done
+                .insert(t.tag, HostRead::Failed(t.status()));
+            self.rc.host_tags.push(t.tag);
             return;
         }
         if t.len > req.len - req.got.min(req.len) {
@@ -310,7 +313,7 @@ impl Engine {
             self.poisoned_received(self.last_rx_func, false, "completion", id, cx);
         }
         if finished {
-            if let Some(r) = self.host_reqs.remove(&t.tag) {
+            if let Some(r) = self.rc.host_reqs.remove(&t.tag) {
                 if let Some(k) = r.timer {
                     cx.cancel(k);
                 }
@@ -322,9 +325,9 @@ impl Engine {
                 } else {
                     HostRead::Done { data, issued, done }
                 };
-                self.host_done.insert(t.tag, read);
+                self.rc.host_done.insert(t.tag, read);
             }
-            self.host_tags.push(t.tag);
+            self.rc.host_tags.push(t.tag);
         }
     }
 }

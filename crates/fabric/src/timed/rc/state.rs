@@ -2,10 +2,13 @@
 //! results, the split peer-to-peer reads, root ports' interrupt conditions, and the
 //! messages and interrupts it received.
 
+use crate::inthash::{IntBuild, IntMap};
 use crate::timed::regs::*;
 use crate::timed::tlp::*;
+use pcielab_sim::Rng;
 use pcielab_sim::{EventKey, SimTime};
 use pcielab_wire::{Bdf, CplStatus};
+use std::collections::{HashMap, VecDeque};
 
 /// A host (root-complex) request waiting for its completion.
 #[derive(Debug, Clone)]
@@ -115,4 +118,45 @@ pub(crate) struct P2pRead {
     pub pending: u32,
     /// A completion of a piece was poisoned.
     pub poisoned: bool,
+}
+
+/// The root complex's state: its host side (requests in flight, memory and its cache, split peer reads), root ports' interrupt and PME state, and the host side of ATS and PRI.
+#[derive(Debug)]
+pub(crate) struct RootComplex {
+    pub(crate) node: u32,
+    pub(crate) bdf: Bdf,
+    pub(crate) host_tags: Vec<u16>,
+    pub(crate) host_reqs: HashMap<u16, HostReq>,
+    pub(crate) host_done: HashMap<u16, HostRead>,
+    /// Draws of the host model (memory latency tail); separate from `err_rng` so that
+    /// host effects never move error injection.
+    pub(crate) host_rng: Rng,
+    /// Time of the last posted request the root complex consumed (posted requests
+    /// stay in order even when IOMMU latencies differ).
+    pub(crate) posted_last: SimTime,
+    /// Cached host-memory lines (LLC / DDIO model).
+    pub(crate) llc_set: std::collections::HashSet<u64, IntBuild>,
+    /// Poisoned 64-byte lines of host memory (line numbers; see the `poison` module).
+    pub(crate) poison_lines: std::collections::HashSet<u64, IntBuild>,
+    /// Invalidations the root complex sent, in order.
+    pub(crate) ats_invals: Vec<crate::timed::ats::state::AtsInvalidation>,
+    /// Devices whose translated requests the IOMMU accepts (ATS was enabled).
+    pub(crate) ats_trusted: Vec<Bdf>,
+    /// Ranges host software maps when a device asks (PRI), and the Page Requests the
+    /// host received.
+    pub(crate) on_demand: Vec<crate::timed::pri::state::OnDemand>,
+    pub(crate) page_requests: Vec<crate::timed::pri::state::PageRequestRecord>,
+    pub(crate) llc_fifo: VecDeque<u64>,
+    /// Tags the root complex uses for split peer reads (256..512), and their state.
+    pub(crate) p2p_tags: Vec<u16>,
+    pub(crate) p2p_tag_map: IntMap<u16, (u64, u32)>,
+    pub(crate) p2p_reads: IntMap<u64, P2pRead>,
+    pub(crate) p2p_next: u64,
+    /// Per root port (function index): its AER and PME interrupt conditions as last
+    /// evaluated (an MSI is sent when one becomes true) and whether its virtual INTx
+    /// wire is asserted.
+    pub(crate) root_irq: IntMap<u32, RootIrq>,
+    /// Per root port (function index): requesters whose PM_PME arrived while PME
+    /// Status was set (delivered one by one as software clears it).
+    pub(crate) pme_queue: IntMap<u32, VecDeque<Bdf>>,
 }

@@ -100,7 +100,7 @@ impl Engine {
         let bdf = match (&self.nodes[node as usize].kind, func) {
             (NodeKind::Ep(ep), _) if index == 0 => ep.bdf,
             (_, Some(f)) => self.fabric.bdf(f),
-            (_, None) => self.host_bdf,
+            (_, None) => self.rc.bdf,
         };
         let r = {
             let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
