@@ -14,7 +14,9 @@ use super::packed::PackedEv;
 use super::pool::TlpPool;
 use super::rc::state::{ErrorMessage, HostRead, IntxEvent, PmeMessage, PmeToAck, RootComplex};
 use super::regs::*;
+use super::route::state::Routes;
 use super::slot::state::EthCables;
+use super::switch::state::Switches;
 use super::tlp::*;
 use super::trace::Trace;
 use crate::functional::{Fabric, FnId, Interrupt};
@@ -35,10 +37,6 @@ pub struct Engine {
     pub(crate) dirs: Vec<Dir>,
     /// TLP records and payload buffers in flight.
     pub(crate) pool: TlpPool,
-    pub(crate) pair_dir: HashMap<(u32, u32), u16>,
-    pub(crate) route_cache: IntMap<(u32, u64), Route>,
-    /// The last route looked up, with its key (consecutive TLPs of a DMA share a page).
-    pub(crate) route_last: ((u32, u64), Route),
     /// Per node: until when (ps) it is initializing after a reset and answers
     /// configuration requests with CRS (`SimConfig::device_ready_time`).
     pub(crate) ready_at: Vec<u64>,
@@ -100,26 +98,23 @@ pub struct Engine {
     pub vendor_messages: Vec<(SimTime, Bdf, VendorMessage)>,
     /// PME_TO_Ack messages the root ports received.
     pub pme_to_acks: Vec<(SimTime, PmeToAck)>,
-    /// Per switch node that forwarded PME_Turn_Off: the directions (upstream, from its
-    /// downstream ports) whose PME_TO_Ack it still waits for.
-    pub(crate) turn_off_wait: IntMap<u32, Vec<u16>>,
     /// Endpoint nodes that received PME_Turn_Off and have not acknowledged it yet.
     pub(crate) turn_off_held: HashSet<u32>,
     /// Downstream Port Containments, in order (see the `dpc` module).
     pub(crate) dpc_events: Vec<super::dpc::state::DpcEvent>,
-    /// Per switch downstream port (function index): its hot-plug interrupt condition
-    /// as last evaluated.
-    pub(crate) hotplug_irq: IntMap<u32, bool>,
     /// LTR messages the root ports received (see the `ltr` module).
     pub(crate) ltr_messages: super::ltr::state::LtrLog,
-    /// Per (switch node, upward direction of a downstream port's link): the last LTR
-    /// values received there; per switch: the values it last reported.
-    pub(crate) ltr_ports: HashMap<(u32, u32), (u16, u16)>,
-    pub(crate) ltr_sent: IntMap<u32, (u16, u16)>,
     /// Per upward link direction: the last LTR values sent over it (for L1.2).
     pub(crate) ltr_link: IntMap<u32, (u16, u16)>,
-    /// The root complex's state: its host side (requests in flight, memory and its cache, split peer reads), root ports' interrupt and PME state, and the host side of ATS and PRI.
+    /// The root complex's state: its host side (requests in flight, memory and its cache,
+    /// split peer reads), root ports' interrupt and PME state, and the host side of ATS and
+    /// PRI.
     pub(crate) rc: RootComplex,
+    /// Routing state: the direction between adjacent nodes and the routes computed so far.
+    pub(crate) routes: Routes,
+    /// What switches keep: PME_Turn_Off handshakes, LTR values of their ports, hot-plug
+    /// interrupt conditions.
+    pub(crate) switches: Switches,
 }
 
 impl Engine {

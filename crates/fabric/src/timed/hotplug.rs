@@ -154,7 +154,7 @@ impl Engine {
             return;
         }
         let (cond, vector) = interrupt_condition(&self.fabric.functions[p.0 as usize].config);
-        let was = self.hotplug_irq.insert(p.0, cond).unwrap_or(false);
+        let was = self.switches.hotplug_irq.insert(p.0, cond).unwrap_or(false);
         if cond && !was {
             self.port_msi(p, vector, "hot-plug", cx);
         }

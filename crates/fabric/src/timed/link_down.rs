@@ -396,8 +396,8 @@ impl Engine {
         }
         self.call_ep(node, cx, |m, cx| m.reset(cx));
         // A switch in reset forgets the LTR values it gathered and reported.
-        self.ltr_ports.retain(|k, _| k.0 != node);
-        self.ltr_sent.remove(&node);
+        self.switches.ltr_ports.retain(|k, _| k.0 != node);
+        self.switches.ltr_sent.remove(&node);
         for &f in &funcs {
             self.after_config_write(f, cx);
         }

@@ -235,7 +235,8 @@ impl Engine {
         match (&self.nodes[node as usize].kind, code, upstream) {
             (NodeKind::Switch, MSG_PME_TURN_OFF, false) => {
                 let down = self.down_dirs(node);
-                self.turn_off_wait
+                self.switches
+                    .turn_off_wait
                     .insert(node, down.iter().map(|&d| d ^ 1).collect());
                 if down.is_empty() {
                     self.switch_acks(node, cx);
@@ -255,12 +256,12 @@ impl Engine {
                 }
             }
             (NodeKind::Switch, MSG_PME_TO_ACK, true) => {
-                let Some(w) = self.turn_off_wait.get_mut(&node) else {
+                let Some(w) = self.switches.turn_off_wait.get_mut(&node) else {
                     return; // no PME_Turn_Off outstanding: nothing to gather
                 };
                 w.retain(|&d| d as u32 != ing);
                 if w.is_empty() {
-                    self.turn_off_wait.remove(&node);
+                    self.switches.turn_off_wait.remove(&node);
                     self.switch_acks(node, cx);
                 }
             }

@@ -17,8 +17,8 @@ use super::rc::state::{ErrorMessage, HostRead, IntxEvent, PmeMessage, PmeToAck};
 use super::stats::{DeviceStats, FunctionDmaStats};
 use super::trace::{DirCounters, Trace};
 use super::{
-    aspm, ats, dll, event, fc, hotplug, iommu, link, link_down, node, poison, pri, rc, regs, slot,
-    tlp,
+    aspm, ats, dll, event, fc, hotplug, iommu, link, link_down, node, poison, pri, rc, regs, route,
+    slot, switch, tlp,
 };
 use crate::params::{BufferCredits, SimConfig};
 use crate::phy::LinkTiming;
@@ -631,9 +631,6 @@ impl FabricSim {
             nodes,
             dirs: sim_dirs,
             pool: Default::default(),
-            pair_dir,
-            route_cache: Default::default(),
-            route_last: tlp::NO_ROUTE,
             ready_at: vec![0; topo.nodes.len()],
             eth: Default::default(),
             interrupts: Vec::new(),
@@ -668,13 +665,9 @@ impl FabricSim {
             pme_state: Default::default(),
             vendor_messages: Vec::new(),
             pme_to_acks: Vec::new(),
-            turn_off_wait: Default::default(),
             turn_off_held: Default::default(),
             dpc_events: Vec::new(),
-            hotplug_irq: Default::default(),
             ltr_messages: Vec::new(),
-            ltr_ports: Default::default(),
-            ltr_sent: Default::default(),
             ltr_link: Default::default(),
             rc: rc::state::RootComplex {
                 node: rc_node,
@@ -697,6 +690,17 @@ impl FabricSim {
                 p2p_next: 0,
                 root_irq: Default::default(),
                 pme_queue: Default::default(),
+            },
+            routes: route::state::Routes {
+                pair_dir: pair_dir,
+                route_cache: Default::default(),
+                route_last: tlp::NO_ROUTE,
+            },
+            switches: switch::state::Switches {
+                turn_off_wait: Default::default(),
+                hotplug_irq: Default::default(),
+                ltr_ports: Default::default(),
+                ltr_sent: Default::default(),
             },
         })
         .seed(seed)

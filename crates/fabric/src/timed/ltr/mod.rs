@@ -100,7 +100,7 @@ impl Engine {
             ));
             return;
         }
-        self.ltr_ports.insert((node, ing), values);
+        self.switches.ltr_ports.insert((node, ing), values);
         self.ltr_aggregate(node, cx);
     }
 
@@ -109,6 +109,7 @@ impl Engine {
     pub(crate) fn ltr_aggregate(&mut self, node: u32, cx: &mut Context<'_, PackedEv>) {
         let mut agg = (0u16, 0u16);
         let mut ports: Vec<_> = self
+            .switches
             .ltr_ports
             .iter()
             .filter(|(k, _)| k.0 == node)
@@ -118,10 +119,10 @@ impl Engine {
         for (_, v) in ports {
             agg = (stricter(agg.0, v.0), stricter(agg.1, v.1));
         }
-        if self.ltr_sent.get(&node) == Some(&agg) {
+        if self.switches.ltr_sent.get(&node) == Some(&agg) {
             return;
         }
-        self.ltr_sent.insert(node, agg);
+        self.switches.ltr_sent.insert(node, agg);
         self.send_ltr(node, agg, cx);
     }
 
@@ -130,7 +131,7 @@ impl Engine {
     pub(crate) fn ltr_forget(&mut self, ing: u32, cx: &mut Context<'_, PackedEv>) {
         let node = self.dirs[ing as usize].to;
         self.ltr_link.remove(&ing);
-        if self.ltr_ports.remove(&(node, ing)).is_some() {
+        if self.switches.ltr_ports.remove(&(node, ing)).is_some() {
             self.ltr_aggregate(node, cx);
         }
     }

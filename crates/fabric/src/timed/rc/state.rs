@@ -120,7 +120,8 @@ pub(crate) struct P2pRead {
     pub poisoned: bool,
 }
 
-/// The root complex's state: its host side (requests in flight, memory and its cache, split peer reads), root ports' interrupt and PME state, and the host side of ATS and PRI.
+/// The root complex's state: its host side (requests in flight, memory and its cache, split
+/// peer reads), root ports' interrupt and PME state, and the host side of ATS and PRI.
 #[derive(Debug)]
 pub(crate) struct RootComplex {
     pub(crate) node: u32,

@@ -11,6 +11,8 @@ use crate::functional::{FnId, Origin, Role, RouteError, Target};
 use pcielab_sim::Context;
 use pcielab_wire::Bdf;
 
+pub(crate) mod state;
+
 impl Engine {
     // ---------------------------------------------------------------- routing
     /// Path (directions) from `from_node` for a TLP, via the functional fabric.
@@ -37,11 +39,11 @@ impl Engine {
             Kind::IoRd | Kind::IoWr => (onode, 1u64 << 62 | (addr & 0xffff_fffc)),
             _ => (onode, addr >> 12),
         };
-        if self.route_last.0 == key {
-            return Ok(self.route_last.1);
+        if self.routes.route_last.0 == key {
+            return Ok(self.routes.route_last.1);
         }
-        if let Some(r) = self.route_cache.get(&key) {
-            self.route_last = (key, *r);
+        if let Some(r) = self.routes.route_cache.get(&key) {
+            self.routes.route_last = (key, *r);
             return Ok(*r);
         }
         let (hops, dest_node, dest) = match kind {
@@ -141,8 +143,8 @@ impl Engine {
         }
         let (path, n) = self.dir_path(&self.node_seq(onode, &hops, dest_node))?;
         let r = (path, n, dest);
-        self.route_cache.insert(key, r);
-        self.route_last = (key, r);
+        self.routes.route_cache.insert(key, r);
+        self.routes.route_last = (key, r);
         Ok(r)
     }
 
@@ -168,6 +170,7 @@ impl Engine {
         let mut n = 0u8;
         for w in seq.windows(2) {
             let d = *self
+                .routes
                 .pair_dir
                 .get(&(w[0], w[1]))
                 .ok_or(RouteError::NotRoutable(
@@ -266,8 +269,8 @@ impl Engine {
 
     /// Forgets every cached route (after a configuration write: routing may change).
     pub(crate) fn invalidate_routes(&mut self) {
-        self.route_cache.clear();
-        self.route_last = NO_ROUTE;
+        self.routes.route_cache.clear();
+        self.routes.route_last = NO_ROUTE;
         self.refresh_funcs();
     }
 

@@ -13,6 +13,8 @@ use crate::functional::{FnId, Origin};
 use pcielab_sim::Context;
 use pcielab_wire::CplStatus;
 
+pub(crate) mod state;
+
 impl Engine {
     /// TLP `id` leaves the switch or root complex it crossed, by its next direction.
     pub(crate) fn forward(&mut self, id: u32, cx: &mut Context<'_, PackedEv>) {
