@@ -692,7 +692,7 @@ impl FabricSim {
                 pme_queue: Default::default(),
             },
             routes: route::state::Routes {
-                pair_dir: pair_dir,
+                pair_dir,
                 route_cache: Default::default(),
                 route_last: tlp::NO_ROUTE,
             },
