@@ -89,6 +89,8 @@ mod sim;
 mod slot;
 mod stats;
 mod switch;
+#[cfg(test)]
+mod testkit;
 mod tlp;
 mod trace;
 mod vendor;

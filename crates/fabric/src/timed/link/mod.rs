@@ -756,3 +756,84 @@ pub(crate) fn dllp_repr(d: Dllp) -> DllpRepr {
         }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::params::SimConfig;
+    use crate::timed::testkit::{build, dir, host_write, tlp_times, RC_EP};
+    use crate::timed::tlp::P;
+    use crate::timed::trace::TraceKind;
+    use pcielab_sim::{SimDuration, SimTime};
+
+    const IDLE: SimTime = SimTime::from_ps(1 << 50);
+
+    #[test]
+    fn a_tlp_takes_its_wire_time_and_the_receiver_acknowledges_it() {
+        let mut s = build(RC_EP, SimConfig::default());
+        let (down, up) = (dir(&s, "rc", "ep"), dir(&s, "ep", "rc"));
+        let bar = s.bar("ep", 0).unwrap();
+        let before = s.engine().dirs[down as usize].counters;
+        let acks = s.engine().dirs[up as usize].counters.acks;
+        host_write(&mut s, bar, &[7; 64]);
+        s.run_until_idle(IDLE);
+        let e = s.engine();
+        let d = &e.dirs[down as usize];
+        assert_eq!(d.counters.tlps - before.tlps, 1);
+        assert_eq!(d.counters.payload_bytes - before.payload_bytes, 64);
+        // The direction carried that TLP only (a 3- or 4-DW header and 64 bytes, framed),
+        // for its wire time.
+        let header = if bar > u32::MAX as u64 { 16 } else { 12 };
+        let wire = d.timing.tlp_wire_bytes(header + 64);
+        assert_eq!(d.counters.tlp_bytes - before.tlp_bytes, wire);
+        assert_eq!(d.counters.wire_bytes - before.wire_bytes, wire);
+        let t0 = *tlp_times(&s, down).last().unwrap();
+        let end = d
+            .timing
+            .units_to_ps_ceil(d.timing.ps_to_units(t0) + d.timing.units(wire));
+        assert_eq!(d.counters.busy_ps - before.busy_ps, end - t0);
+        // The receiver acknowledged it once it had it all, and the transmitter's replay
+        // buffer let it go.
+        assert_eq!(e.dirs[up as usize].counters.acks, acks + 1);
+        let tr = e.trace.as_ref().unwrap();
+        let ack_at = tr
+            .records
+            .iter()
+            .filter(|r| r.dir == up && matches!(r.kind, TraceKind::Dllp) && r.time_ps > t0)
+            .map(|r| r.time_ps)
+            .next()
+            .expect("an ACK");
+        assert!(
+            ack_at >= end + d.prop_ps,
+            "ACK at {ack_at} before arrival {end}"
+        );
+        assert!(d.replay.is_empty());
+    }
+
+    #[test]
+    fn a_transmitter_without_credits_holds_its_tlp_until_the_receiver_advertises_more() {
+        let mut s = build(RC_EP, SimConfig::default());
+        let down = dir(&s, "rc", "ep");
+        let bar = s.bar("ep", 0).unwrap();
+        let sent = s.engine().dirs[down as usize].counters.tlps;
+        // The receiver's posted buffer looks full to the transmitter.
+        s.sim.world_mut().dirs[down as usize]
+            .tx_fc
+            .consume(P, 1 << 20, 1 << 20);
+        host_write(&mut s, bar, &[1; 64]);
+        s.run_for(SimDuration::from_us(20));
+        let d = &s.engine().dirs[down as usize];
+        assert_eq!(d.counters.tlps, sent, "sent without credits");
+        assert_eq!(d.q[P].len(), 1, "held in the posted queue");
+        // An UpdateFC that covers it lets it go.
+        s.sim.process(|e, cx| {
+            e.dirs[down as usize]
+                .tx_fc
+                .advertised(P, 1 << 21, 1 << 21, false);
+            e.try_send(down, cx);
+        });
+        s.run_until_idle(IDLE);
+        let d = &s.engine().dirs[down as usize];
+        assert_eq!(d.counters.tlps, sent + 1);
+        assert!(d.q[P].is_empty());
+    }
+}

@@ -331,3 +331,84 @@ impl Engine {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::functional::Origin;
+    use crate::params::SimConfig;
+    use crate::timed::testkit::{build, dir, tlp_times, RC_EP};
+    use crate::timed::tlp::{Kind, Tlp};
+    use pcielab_sim::{SimDuration, SimTime};
+
+    #[test]
+    fn host_memory_answers_a_read_after_its_latency_in_pieces_that_end_on_the_rcb() {
+        let cfg = SimConfig {
+            rcb: 64,
+            mps: 256,
+            rc_latency: SimDuration::from_ns(100),
+            mem_latency: SimDuration::from_ns(80),
+            ..SimConfig::default()
+        };
+        let mut s = build(RC_EP, cfg);
+        let (up, down) = (dir(&s, "ep", "rc"), dir(&s, "rc", "ep"));
+        let base = s.alloc_dma(4096) + 0x20;
+        let cpls = s.engine().dirs[down as usize].counters.completions;
+        let node = s
+            .engine()
+            .nodes
+            .iter()
+            .position(|n| n.name == "ep")
+            .unwrap() as u32;
+        s.sim.process(|e, cx| {
+            let f = e.nodes[node as usize].func.expect("a function");
+            let t = Tlp {
+                tag: 5,
+                ..Tlp::new(Kind::MRd, e.ep_bdf(node), base, 512)
+            };
+            let host = e.rc.bdf;
+            e.inject(Origin::Function(f), t, host, cx)
+                .expect("routable");
+        });
+        s.run_until_idle(SimTime::from_ps(1 << 50));
+        let e = s.engine();
+        let d = &e.dirs[down as usize];
+        let n = (d.counters.completions - cpls) as usize;
+        assert!(n >= 2, "{n} completions");
+        // The request's arrival at the root complex, then its latency and memory's.
+        let t_req = *tlp_times(&s, up).last().unwrap();
+        let u = &e.dirs[up as usize];
+        let hdr = if base > u32::MAX as u64 { 16 } else { 12 };
+        let arrive = u.timing.units_to_ps_ceil(
+            u.timing.ps_to_units(t_req) + u.timing.units(u.timing.tlp_wire_bytes(hdr)),
+        ) + u.prop_ps;
+        let tr = e.trace.as_ref().unwrap();
+        let recs: Vec<_> = tr
+            .records
+            .iter()
+            .filter(|r| r.dir == down && r.time_ps > t_req)
+            .filter(|r| matches!(r.kind, crate::timed::TraceKind::Tlp { .. }))
+            .collect();
+        assert_eq!(recs.len(), n);
+        assert!(
+            recs[0].time_ps >= arrive + 180_000,
+            "{} < {}",
+            recs[0].time_ps,
+            arrive
+        );
+        // 512 bytes in all (more than MPS: so in pieces); every completion but the last
+        // ends on a 64-byte boundary (Lower Address + length), none carries more than
+        // MPS.
+        let mut total = 0;
+        for (i, r) in recs.iter().enumerate() {
+            let b = tr.bytes(r);
+            let len = b.len() - 12;
+            let lower = (b[11] & 0x7f) as usize;
+            assert!(len <= 256);
+            if i + 1 < recs.len() {
+                assert_eq!((lower + len) % 64, 0, "completion {i}: {lower:#x} + {len}");
+            }
+            total += len;
+        }
+        assert_eq!(total, 512);
+    }
+}

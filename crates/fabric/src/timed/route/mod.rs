@@ -367,3 +367,41 @@ impl Engine {
             .map(|d| d as u16)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::functional::Origin;
+    use crate::params::SimConfig;
+    use crate::timed::testkit::{build, dir, RC_SW_EP};
+    use crate::timed::tlp::{Dest, Kind};
+    use pcielab_wire::Bdf;
+
+    #[test]
+    fn a_memory_route_lists_its_directions_and_is_computed_once_per_page() {
+        let mut s = build(RC_SW_EP, SimConfig::default());
+        let (a, b) = (dir(&s, "rc", "sw"), dir(&s, "sw", "ep"));
+        let bar = s.bar("ep", 0).unwrap();
+        let e = s.sim.world_mut();
+        let ep = e.nodes.iter().position(|n| n.name == "ep").unwrap() as u32;
+        let (path, hops, dest) = e
+            .route(Origin::Host, Kind::MWr, bar + 8, Bdf::default())
+            .unwrap();
+        assert_eq!((hops, &path[..2]), (2, &[a, b][..]));
+        assert!(
+            matches!(dest, Dest::Bar { node, bar: 0, .. } if node == ep),
+            "{dest:?}"
+        );
+        // The page's route is cached: another address of that page finds it there, and
+        // a fabric change (new BARs, say) drops the cache.
+        assert_eq!(e.routes.route_cache.len(), 1);
+        e.route(Origin::Host, Kind::MWr, bar + 0x100, Bdf::default())
+            .unwrap();
+        assert_eq!(e.routes.route_cache.len(), 1);
+        e.invalidate_routes();
+        assert!(e.routes.route_cache.is_empty());
+        // An address no one claims has no route.
+        assert!(e
+            .route(Origin::Host, Kind::MWr, 0xdead_0000_0000, Bdf::default())
+            .is_err());
+    }
+}

@@ -228,3 +228,37 @@ pub(crate) struct EthCables {
     /// Frames out of a MAC with no cable, or that the receiving device did not take.
     pub dropped: u64,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_function_owns_its_own_range_of_tags() {
+        let p = TagPartition::new(100, 8, 3);
+        // Function i's free tags are 100 + 8i .. 100 + 8i + 7, lowest taken first.
+        for (i, free) in p.free.iter().enumerate() {
+            let lo = 100 + 8 * i as u16;
+            assert_eq!(free.last(), Some(&lo));
+            assert_eq!(free.len(), 8);
+            assert!(free.iter().all(|&t| (lo..lo + 8).contains(&t)));
+        }
+        assert_eq!(p.owner(99), None);
+        assert_eq!(p.owner(100), Some(0));
+        assert_eq!(p.owner(107), Some(0));
+        assert_eq!(p.owner(108), Some(1));
+        assert_eq!(p.owner(123), Some(2));
+        assert_eq!(p.owner(124), None, "past the last function");
+    }
+
+    #[test]
+    fn a_refill_frees_a_functions_tags_except_those_still_in_use() {
+        let mut p = TagPartition::new(0, 4, 2);
+        p.free[1].clear();
+        p.refill(1, |t| t == 5);
+        assert_eq!(p.free[1], [7, 6, 4]);
+        assert_eq!(p.free[0], [3, 2, 1, 0], "the other function is untouched");
+        // A device with no functions still has one partition.
+        assert_eq!(TagPartition::new(0, 4, 0).free.len(), 1);
+    }
+}
