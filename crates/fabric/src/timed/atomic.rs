@@ -144,6 +144,8 @@ impl Engine {
     ) {
         let size = op.operand_size() as u64;
         let name = self.nodes[node as usize].name.clone();
+        // The AtomicOp Requester Enable of function 0 (a VF's AtomicOps follow its PF's
+        // setting here).
         let ctl2 = self.pcie_dword(self.nodes[node as usize].func, pcie_reg::DEVCTL2);
         let enabled = ctl2 as u16 & DEVCTL2_ATOMIC_REQUESTER != 0;
         let problem = if addr % size != 0 {

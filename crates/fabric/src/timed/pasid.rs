@@ -52,6 +52,8 @@ impl Engine {
     #[inline(never)]
     pub(crate) fn pasid_allowed(&mut self, node: u32, pasid: u32) -> bool {
         let name = &self.nodes[node as usize].name;
+        // Function 0's PASID capability governs every function of the device: VFs must
+        // not implement one and share their PF's configuration (PCIe r5.0 §9.3.7.14).
         let Some(f) = self.nodes[node as usize].func else {
             return false;
         };

@@ -825,3 +825,104 @@ fn a_reset_below_a_link_that_went_down_removes_the_vfs() {
         "{r:?}"
     );
 }
+
+/// With ATS on, the PF (whose ATS capability is enabled) translates through its ATC,
+/// while a VF, which has no ATS capability, sends untranslated requests with its own
+/// requester ID, translated by the IOMMU in its own domain: never through the PF's
+/// ATC, never as a Translation Request of its own.
+#[test]
+fn with_ats_on_a_vf_without_ats_dmas_untranslated_under_its_own_id() {
+    use pcielab_fabric::timed::{DmaId, Endpoint, EpCx, IommuConfig, SimConfig};
+    use pcielab_wire::tlp::{MemOp, TlpHeader};
+    use pcielab_wire::AddressType;
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    const IOVA: u64 = 0x4000_0000;
+    /// (function index, DMA ok, the bytes read).
+    type Done = Vec<(u16, bool, Vec<u8>)>;
+    #[derive(Debug, Default)]
+    struct Reader {
+        done: Rc<RefCell<Done>>,
+        pending: Vec<(DmaId, u16)>,
+    }
+    impl Endpoint for Reader {
+        fn mem_write(&mut self, _bar: u8, _off: u64, _data: &[u8], cx: &mut EpCx<'_>) {
+            // A write to a function's BAR: that function reads 64 bytes at IOVA.
+            let id = cx.dma_read(IOVA, 64);
+            self.pending.push((id, cx.function()));
+        }
+        fn dma_done(&mut self, id: DmaId, ok: bool, data: &[u8], _cx: &mut EpCx<'_>) {
+            let at = self.pending.iter().position(|p| p.0 == id).unwrap();
+            let (_, f) = self.pending.swap_remove(at);
+            self.done.borrow_mut().push((f, ok, data.to_vec()));
+        }
+    }
+    let cfg = SimConfig {
+        trace: true,
+        ats: true,
+        iommu: Some(IommuConfig::default()),
+        ..SimConfig::default()
+    };
+    let (topo, mut sim) = sriov_4vf_sim(cfg);
+    let name = topo
+        .nodes
+        .iter()
+        .find(|n| n.kind == "psmem")
+        .unwrap()
+        .name
+        .clone();
+    let bdfs: Vec<Bdf> = (0..5)
+        .map(|i| sim.function_bdf(&name, i).unwrap())
+        .collect();
+    // Each function's IOVA maps to its own page, filled with its own byte.
+    let base = sim.alloc_dma(5 * 4096);
+    for i in 0..5u16 {
+        let page = base + 4096 * i as u64;
+        sim.host_write(page, &[0x50 + i as u8; 64]);
+        sim.iommu_map_function(bdfs[i as usize], IOVA, page, 4096)
+            .unwrap();
+    }
+    let done = Rc::new(RefCell::new(Vec::new()));
+    sim.attach(
+        &name,
+        Box::new(Reader {
+            done: done.clone(),
+            pending: Vec::new(),
+        }),
+    )
+    .unwrap();
+    for i in [0u16, 2] {
+        let bar = sim.function_bar(&name, i, 0).unwrap();
+        sim.mmio_write(bar, &[1, 0, 0, 0]).unwrap();
+    }
+    sim.run_until_idle(pcielab_sim::SimTime::from_ps(u64::MAX / 2));
+    assert!(sim.errors().is_empty(), "{:?}", sim.errors());
+    let mut got = done.borrow().clone();
+    got.sort_by_key(|d| d.0);
+    assert_eq!(got.len(), 2);
+    for (f, ok, data) in &got {
+        assert!(*ok, "function {f}");
+        assert_eq!(
+            data,
+            &vec![0x50 + *f as u8; 64],
+            "function {f} read its own page"
+        );
+    }
+    // On the wire: the PF asked for a translation and read translated; VF 2 (function
+    // 2) only read, untranslated, under its own ID.
+    let t = sim.trace().unwrap();
+    let reads: Vec<(Bdf, AddressType)> = crate::common::trace_tlps(t)
+        .filter_map(|(_, p)| match p.header {
+            TlpHeader::Mem(m) if m.op == MemOp::Read => Some((m.requester_id, p.at)),
+            _ => None,
+        })
+        .collect();
+    let of =
+        |b: Bdf| -> Vec<AddressType> { reads.iter().filter(|r| r.0 == b).map(|r| r.1).collect() };
+    assert_eq!(
+        of(bdfs[0]),
+        [AddressType::TranslationRequest, AddressType::Translated]
+    );
+    assert_eq!(of(bdfs[2]), [AddressType::Untranslated]);
+    assert_eq!(sim.ats_stats(&name).unwrap().translation_requests, 1);
+}

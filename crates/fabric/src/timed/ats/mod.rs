@@ -231,6 +231,12 @@ impl Engine {
             return false;
         };
         let op = &mut ep.ops[oi as usize];
+        // The ATC is function 0's (the function whose ATS capability is enabled). Other
+        // functions, VFs among them, have no ATS capability: their DMAs go
+        // untranslated, under their own requester IDs, through the IOMMU.
+        if op.func != 0 {
+            return false;
+        }
         let (id, end, sp) = (op.id, op.addr + op.len, op.pasid);
         let mut unit = op.addr & !(dev.stu - 1);
         let mut missing = Vec::new();

@@ -133,6 +133,8 @@ impl Engine {
         rw: u8,
         cx: &mut Context<'_, PackedEv>,
     ) {
+        // Function 0's PRI: VFs must not implement the capability and share their PF's
+        // (PCIe r5.0 §9.3.7.11).
         let Some(f) = self.nodes[node as usize].func else {
             return;
         };
