@@ -189,14 +189,17 @@ pub(crate) enum Dest {
 
 /// One TLP in flight: 96 bytes plus its payload buffer (pooled). `repr(C)` with the
 /// fields in falling alignment, so the layout has no padding whatever the compiler
-/// would do with fields that have niches; the size is asserted in `timed::tests`.
+/// would do with fields that have niches; the size is asserted in `timed::sim::tests`.
 #[derive(Debug, Clone)]
 #[repr(C)]
 pub(crate) struct Tlp {
+    /// The address of a memory, I/O or translation request (the untranslated one
+    /// until an ATS translation applies); 0 for other kinds.
     pub addr: u64,
     /// Its payload became the host-memory page at this (physical) address, on loan
     /// to it (see `Engine::host_write`), or `NOT_LENT`.
     pub lent: u64,
+    /// Who consumes it where its route ends.
     pub dest: Dest,
     /// Bytes requested (MRd) or carried (MWr/CplD, DW-rounded payload length).
     pub len: u32,
@@ -208,16 +211,26 @@ pub(crate) struct Tlp {
     pub pasid: u32,
     /// Direction whose receive buffer holds it (credits to return), or `NO_DIR`.
     pub ingress: u16,
+    /// Requester ID.
     pub requester: Bdf,
+    /// Completer ID of a completion; the target ID of a request or message routed by
+    /// ID (configuration requests, messages by ID).
     pub completer: Bdf,
+    /// Tag (up to 10 bits on the wire).
     pub tag: u16,
     /// What the kind carries besides address and length (one meaning per variant).
     pub detail: Detail,
+    /// The link directions of its route, in order (`hops` of them).
     pub path: [u16; MAX_PATH],
+    /// What it is.
     pub kind: Kind,
+    /// Directions in `path`.
     pub hops: u8,
+    /// Directions of `path` it has crossed so far.
     pub at: u8,
+    /// Holders of the record (queues, the replay buffer); freed at 0 (see `pool`).
     pub refs: u8,
+    /// Header bytes: 12 or 16.
     pub hdr_bytes: u8,
     /// EP: the data is poisoned (PCIe Base Spec 2.7.2).
     pub poisoned: bool,
