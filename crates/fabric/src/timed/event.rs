@@ -32,7 +32,7 @@ pub(crate) enum Wire {
     Dllp { d: Dllp, bad: bool },
 }
 
-/// Events of the timed fabric (the queue stores them packed: see [`PackedEv`]).
+/// Events of the timed fabric (the queue stores them packed: see [`PackedEv`](super::PackedEv)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ev {
     /// The wire of a direction is free again.
@@ -75,6 +75,6 @@ pub enum Ev {
 /// The flag: the transmitter of the direction frees at the arrival's instant and has
 /// more to send, so the arrival stands for the `TxDone` too (the wire's `TxDone` would
 /// have been scheduled right after the arrival, at the same time: it is delivered right
-/// after it with [`Context::then`], without heap work).
+/// after it with [`Context::then`](pcielab_sim::Context::then), without heap work).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WireItem(pub(crate) Wire, pub(crate) bool);

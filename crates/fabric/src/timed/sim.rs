@@ -1891,7 +1891,8 @@ impl FabricSim {
 
     /// Maps `[iova, iova + len)` of the address space of process `pasid` of endpoint
     /// `name` to host physical `phys` (whole pages): the device's requests with that
-    /// PASID ([`EpCx::dma_read_pasid`], [`EpCx::dma_write_pasid`]) use this table,
+    /// PASID ([`EpCx::dma_read_pasid`](super::EpCx::dma_read_pasid),
+    /// [`EpCx::dma_write_pasid`](super::EpCx::dma_write_pasid)) use this table,
     /// those without a PASID the one of [`FabricSim::iommu_map`]. Fails when no
     /// IOMMU is configured, when it has no PASID support (`IommuConfig::pasid`), or
     /// when `pasid` does not fit 20 bits.
