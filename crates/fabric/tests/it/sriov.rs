@@ -30,6 +30,12 @@ fn sriov_4vf_sim(
     (topo, sim)
 }
 
+/// The name of the topology's psmem node (the PF of `sriov-4vf`).
+fn psmem_node(topo: &Topology) -> String {
+    let n = topo.nodes.iter().find(|n| n.kind == "psmem");
+    n.expect("a psmem node").name.clone()
+}
+
 fn pf_of(fabric: &Fabric) -> (FnId, Bdf, u16) {
     let pf = (0..fabric.functions.len() as u32)
         .map(FnId)
@@ -585,13 +591,7 @@ fn each_vf_dmas_with_its_own_requester_id() {
     let (pf, pfb, _) = pf_of(sim.fabric());
     let vfs = sim.fabric().vfs_of(pf).to_vec();
     let vf_bdfs: Vec<Bdf> = vfs.iter().map(|&f| sim.fabric().bdf(f)).collect();
-    let name = topo
-        .nodes
-        .iter()
-        .find(|n| n.kind == "psmem")
-        .unwrap()
-        .name
-        .clone();
+    let name = psmem_node(&topo);
     let done = Rc::new(RefCell::new(Vec::new()));
     sim.attach(
         &name,
@@ -804,13 +804,7 @@ fn a_reset_below_a_link_that_went_down_removes_the_vfs() {
     let (pf, _, _) = pf_of(sim.fabric());
     let vf0 = sim.fabric().bdf(sim.fabric().vfs_of(pf)[0]);
     let vf0_bar = sim.tree().get(vf0).unwrap().bars[0].address;
-    let name = topo
-        .nodes
-        .iter()
-        .find(|n| n.kind == "psmem")
-        .unwrap()
-        .name
-        .clone();
+    let name = psmem_node(&topo);
     sim.run_for(SimDuration::from_us(5));
     sim.link_down(&name).unwrap();
     sim.run_for(SimDuration::from_us(50));
@@ -864,13 +858,7 @@ fn with_ats_on_a_vf_without_ats_dmas_untranslated_under_its_own_id() {
         ..SimConfig::default()
     };
     let (topo, mut sim) = sriov_4vf_sim(cfg);
-    let name = topo
-        .nodes
-        .iter()
-        .find(|n| n.kind == "psmem")
-        .unwrap()
-        .name
-        .clone();
+    let name = psmem_node(&topo);
     let bdfs: Vec<Bdf> = (0..5)
         .map(|i| sim.function_bdf(&name, i).unwrap())
         .collect();
