@@ -264,3 +264,75 @@ impl LoggedHeader {
         prefix: None,
     };
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pcielab_config::caps::CapabilityList;
+    use pcielab_config::ext_caps::AerCap;
+    use pcielab_config::ConfigSpace;
+    use pcielab_wire::ByteEnables;
+
+    const UR: u32 = 1 << 20;
+    const CA: u32 = 1 << 15;
+
+    /// A configuration space with AER; the capability's offset.
+    fn with_aer() -> (ConfigSpace, u16) {
+        let mut cs = ConfigSpace::new();
+        let placed = CapabilityList::new()
+            .with_ext(AerCap::default())
+            .install(&mut cs)
+            .unwrap();
+        (cs, placed[0].offset)
+    }
+
+    fn header(b: u8) -> Option<LoggedHeader> {
+        Some(LoggedHeader {
+            header: [b; 16],
+            prefix: None,
+        })
+    }
+
+    /// As hardware sets it: the error's status bit.
+    fn set_status(cs: &mut ConfigSpace, aer: u16, bit: u32) {
+        let s = cs.read_u32(aer + 4);
+        cs.hw_write(aer + 4, 4, s | bit);
+    }
+
+    #[test]
+    fn the_first_error_locks_the_header_log_until_it_is_serviced() {
+        let (mut cs, aer) = with_aer();
+        let mut q = VecDeque::new();
+        assert!(record_first_error(&mut cs, aer, UR, header(0xaa), &mut q));
+        set_status(&mut cs, aer, UR);
+        assert_eq!(cs.read_u32(aer + 0x18) & 0x1f, 20, "First Error Pointer");
+        assert_eq!(cs.read_u32(aer + 0x1c).to_be_bytes()[0], 0xaa);
+        // A second error, the first unserviced, without Multiple Header Recording:
+        // not recorded, and no overflow.
+        assert!(record_first_error(&mut cs, aer, CA, header(0xbb), &mut q));
+        assert_eq!(cs.read_u32(aer + 0x18) & 0x1f, 20);
+        assert_eq!(cs.read_u32(aer + 0x1c).to_be_bytes()[0], 0xaa);
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn multiple_header_recording_queues_errors_until_it_overflows() {
+        let (mut cs, aer) = with_aer();
+        let ctl = cs.read_u32(aer + 0x18);
+        cs.write(aer + 0x18, ctl | AER_CTL_MHR_ENABLE, ByteEnables::ALL);
+        let mut q = VecDeque::new();
+        assert!(record_first_error(&mut cs, aer, UR, header(1), &mut q));
+        set_status(&mut cs, aer, UR);
+        for i in 0..AER_HEADER_RECORDS as u8 {
+            assert!(record_first_error(&mut cs, aer, CA, header(2 + i), &mut q));
+        }
+        assert_eq!(q.len(), AER_HEADER_RECORDS);
+        assert_eq!(q[0], (CA, header(2).unwrap()));
+        // No room left: Header Log Overflow.
+        assert!(!record_first_error(&mut cs, aer, CA, header(9), &mut q));
+        // A masked error is recorded nowhere.
+        cs.write(aer + 8, CA, ByteEnables::ALL);
+        assert!(record_first_error(&mut cs, aer, CA, header(9), &mut q));
+        assert_eq!(q.len(), AER_HEADER_RECORDS);
+    }
+}

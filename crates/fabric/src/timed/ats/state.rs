@@ -140,3 +140,36 @@ pub(crate) fn decode_range(v: u64) -> (u64, u64, bool, bool) {
     };
     (v & !(size - 1) & !0xfff, size, v & 1 != 0, v & 2 != 0)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// A translated range comes back as it was encoded: base aligned to its size,
+        /// the size (a power of two, at least 4 KiB), R and W.
+        #[test]
+        fn a_range_decodes_to_what_was_encoded(
+            base in any::<u64>(),
+            shift in 12u32..40,
+            rw in 0u64..4,
+        ) {
+            let size = 1u64 << shift;
+            let (b, s, r, w) = decode_range(encode_range(base, size, rw));
+            prop_assert_eq!(s, size);
+            prop_assert_eq!(b, base & !(size - 1));
+            prop_assert_eq!((r, w), (rw & 1 != 0, rw & 2 != 0));
+        }
+    }
+
+    #[test]
+    fn a_new_device_has_every_translation_tag_free_and_an_empty_atc() {
+        let d = AtsDevice::new(Bdf::default(), 8192);
+        assert_eq!(d.free_tags.len(), ATS_TAGS as usize);
+        assert_eq!(d.free_tags.last(), Some(&ATS_TAG_BASE));
+        assert!(d.atc.is_empty() && d.pending.is_empty());
+        // Smaller than a page: still one page.
+        assert_eq!(decode_range(encode_range(0x1234_5000, 1, 3)).1, PAGE);
+    }
+}

@@ -72,3 +72,32 @@ pub(crate) fn stricter(a: u16, b: u16) -> u16 {
 
 /// Records of LTR messages the root complex received (see [`LtrMessage`]).
 pub(crate) type LtrLog = Vec<(SimTime, LtrMessage)>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// An encoded tolerance never exceeds the latency asked for, and loses less
+        /// than one unit of its scale (the smallest scale that fits 10 bits).
+        #[test]
+        fn an_ltr_value_is_the_tolerance_rounded_down(ns in 0u64..(1023 << 25)) {
+            let back = ltr_ns(ltr_value(Some(ns))).unwrap();
+            prop_assert!(back <= ns);
+            let unit = 32u64.pow(((ltr_value(Some(ns)) >> 10) & 7) as u32);
+            prop_assert!(ns - back < unit);
+            prop_assert!(ns < 1024 || ns / unit >= 32, "a smaller scale would fit");
+        }
+
+        /// The stricter of two values is the smaller latency; no requirement loses.
+        #[test]
+        fn the_stricter_value_is_the_smaller_requirement(a in 0u64..1 << 30, b in 0u64..1 << 30) {
+            let (va, vb) = (ltr_value(Some(a)), ltr_value(Some(b)));
+            let s = stricter(va, vb);
+            prop_assert_eq!(ltr_ns(s), ltr_ns(va).min(ltr_ns(vb)));
+            prop_assert_eq!(stricter(va, 0), va);
+            prop_assert_eq!(stricter(0, vb), vb);
+        }
+    }
+}

@@ -36,3 +36,28 @@ pub(crate) fn lines(addr: u64, len: u64) -> impl Iterator<Item = u64> {
     let last = addr.saturating_add(len.max(1) - 1) / POISON_LINE;
     first..=last
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The lines a range touches are exactly those holding one of its bytes.
+        #[test]
+        fn a_range_touches_the_lines_of_its_bytes(addr in 0u64..1 << 20, len in 0u64..1000) {
+            let got: Vec<u64> = lines(addr, len).collect();
+            let mut want: Vec<u64> = (addr..addr + len.max(1)).map(|a| a / POISON_LINE).collect();
+            want.dedup();
+            prop_assert_eq!(got, want);
+        }
+    }
+
+    #[test]
+    fn a_range_at_the_top_of_memory_does_not_wrap() {
+        let top: Vec<u64> = lines(u64::MAX - 10, 100).collect();
+        assert_eq!(top, [u64::MAX / POISON_LINE]);
+        assert_eq!(Poison::all_if(true), Poison::All);
+        assert_eq!(Poison::all_if(false), Poison::Clean);
+    }
+}
