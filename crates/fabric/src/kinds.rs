@@ -288,6 +288,27 @@ pub struct Device {
     pub model: Option<Box<dyn pcielab_device::DeviceModel>>,
 }
 
+impl Device {
+    /// A single-function device: function 0 with configuration space `config`, its
+    /// `bars` and, for an SR-IOV PF, its `vfs`, behind `model`.
+    pub fn single(
+        config: pcielab_config::ConfigSpace,
+        bars: [Option<Bar>; 6],
+        vfs: Option<VfTemplate>,
+        model: impl pcielab_device::DeviceModel + 'static,
+    ) -> Device {
+        Device {
+            functions: vec![HwFunction {
+                devfn: 0,
+                config,
+                bars,
+                vfs,
+            }],
+            model: Some(Box::new(model)),
+        }
+    }
+}
+
 /// Builds the device of an endpoint kind, or says why it cannot.
 pub type EndpointBuilder = fn(&EndpointCtx<'_>) -> Result<Device, KindError>;
 
@@ -610,15 +631,12 @@ fn build_nic(ctx: &EndpointCtx<'_>) -> Result<Device, KindError> {
         prefetchable: false,
     });
     let cs = ethernet_function(ctx, device_ids::NIC, bars, vectors)?;
-    Ok(Device {
-        functions: vec![HwFunction {
-            devfn: 0,
-            config: cs,
-            bars,
-            vfs: None,
-        }],
-        model: Some(Box::new(pcielab_device::nic::Nic::new(cfg))),
-    })
+    Ok(Device::single(
+        cs,
+        bars,
+        None,
+        pcielab_device::nic::Nic::new(cfg),
+    ))
 }
 
 /// The memory of each VF of psmem: VF BAR0/1, 64-bit prefetchable.
@@ -804,15 +822,7 @@ fn build_psmem(ctx: &EndpointCtx<'_>) -> Result<Device, KindError> {
         }
         None => pcielab_device::PsMem::new(layout),
     };
-    Ok(Device {
-        functions: vec![HwFunction {
-            devfn: 0,
-            config: cs,
-            bars,
-            vfs: template,
-        }],
-        model: Some(Box::new(model)),
-    })
+    Ok(Device::single(cs, bars, template, model))
 }
 
 /// The MAC sides of a `simple-nic` node.
@@ -846,15 +856,7 @@ fn build_simple_nic(ctx: &EndpointCtx<'_>) -> Result<Device, KindError> {
         max_frame: p.int("max_frame").unwrap_or(4096) as u32,
         rx_fifo: p.int("rx_fifo").unwrap_or(64) as usize,
     };
-    Ok(Device {
-        functions: vec![HwFunction {
-            devfn: 0,
-            config: cs,
-            bars,
-            vfs: None,
-        }],
-        model: Some(Box::new(SimpleNic::new(params, mac))),
-    })
+    Ok(Device::single(cs, bars, None, SimpleNic::new(params, mac)))
 }
 
 /// The configuration space of a psmem VF (PCIe Base Specification, 9.3.4): the VF

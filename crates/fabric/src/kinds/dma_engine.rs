@@ -8,7 +8,7 @@
 
 use super::{
     common_keys, device_caps, device_ids, int_key, msix_bar_size, msix_in_bar2, type0_header,
-    Device, EndpointCtx, HwFunction, KindError, KindRegistry, KindRole, KindSpec, VfTemplate,
+    Device, EndpointCtx, KindError, KindRegistry, KindRole, KindSpec, VfTemplate,
 };
 use pcielab_config::caps::{CapabilityList, PcieCap};
 use pcielab_config::ext_caps::{AriCap, SriovCap};
@@ -184,13 +184,5 @@ fn build(ctx: &EndpointCtx<'_>) -> Result<Device, KindError> {
         template = Some(VfTemplate { config: vcs, bars });
     }
     list.install(&mut cs).map_err(|e| e.to_string())?;
-    Ok(Device {
-        functions: vec![HwFunction {
-            devfn: 0,
-            config: cs,
-            bars,
-            vfs: template,
-        }],
-        model: Some(Box::new(DmaEngine::new(cfg))),
-    })
+    Ok(Device::single(cs, bars, template, DmaEngine::new(cfg)))
 }
