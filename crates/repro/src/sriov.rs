@@ -12,8 +12,8 @@ use crate::Opts;
 use crate::{input, run_err, Error, Experiment, Figure, Input, Output, Row, Series, Spec, Status};
 use pcielab_fabric::drivers::dma_engine::{run, Dir, DmaDriverConfig, DmaFunction, Vm};
 use pcielab_fabric::kinds::KindRegistry;
-use pcielab_fabric::timed::{FabricSim, IommuConfig, SimConfig, TraceKind};
-use pcielab_wire::tlp::{TlpHeader, TlpRepr};
+use pcielab_fabric::timed::{FabricSim, IommuConfig, SimConfig};
+use pcielab_wire::tlp::TlpHeader;
 
 const SEED: &str = "003 SR-IOV DMA engine";
 
@@ -207,13 +207,7 @@ fn completions_of_4k(o: &Opts) -> Result<(usize, Vec<u32>, Vec<Input>), String> 
     let me = f[0].bdf();
     let mut reads = 0;
     let mut cpls = Vec::new();
-    for r in &tr.records {
-        if !matches!(r.kind, TraceKind::Tlp { replay: false, .. }) {
-            continue;
-        }
-        let Ok(t) = TlpRepr::parse_bytes(tr.bytes(r)) else {
-            continue;
-        };
+    for (_, t) in tr.first_tlps() {
         match t.header {
             TlpHeader::Mem(m)
                 if m.op == pcielab_wire::tlp::MemOp::Read && t.length_dw() as u32 * 4 == 4096 =>

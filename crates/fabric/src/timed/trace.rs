@@ -112,6 +112,22 @@ impl Trace {
             .get(r.start as usize..(r.start + r.len) as usize)
             .unwrap_or(&[])
     }
+    /// The TLPs as first sent (replays left out), decoded by the codec, with their
+    /// records; a TLP whose bytes do not decode (a raw TLP a device built) is left
+    /// out.
+    pub fn first_tlps(
+        &self,
+    ) -> impl Iterator<Item = (&TraceRecord, pcielab_wire::tlp::TlpRepr<'_>)> + '_ {
+        self.records
+            .iter()
+            .filter(|r| matches!(r.kind, TraceKind::Tlp { replay: false, .. }))
+            .filter_map(|r| {
+                pcielab_wire::tlp::TlpRepr::parse_bytes(self.bytes(r))
+                    .ok()
+                    .map(|t| (r, t))
+            })
+    }
+
     /// The name of a record's direction.
     pub fn dir_name(&self, r: &TraceRecord) -> &str {
         self.dir_names.get(r.dir as usize).map_or("?", |s| s)

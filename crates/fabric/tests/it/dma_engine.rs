@@ -5,9 +5,9 @@
 use pcielab_device::dma_engine::{reg, STREAM_HASH_START};
 use pcielab_fabric::drivers::dma_engine::{run, Dir, DmaDriverConfig, DmaFunction};
 use pcielab_fabric::kinds::KindRegistry;
-use pcielab_fabric::timed::{FabricSim, IommuConfig, SimConfig, TraceKind};
+use pcielab_fabric::timed::{FabricSim, IommuConfig, SimConfig};
 use pcielab_fabric::topology::Topology;
-use pcielab_wire::tlp::{MemOp, TlpHeader, TlpRepr};
+use pcielab_wire::tlp::{MemOp, TlpHeader};
 use pcielab_wire::Bdf;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -83,16 +83,11 @@ fn four_vfs_and_the_pf_each_move_their_own_stream_with_their_own_id() {
     let mut readers = BTreeMap::<Bdf, u64>::new();
     let mut writers = BTreeSet::new();
     let mut cpl_to = BTreeSet::new();
-    for r in &tr.records {
+    for (r, t) in tr.first_tlps() {
         // What the device sends (the host's register accesses go the other way).
-        if !matches!(r.kind, TraceKind::Tlp { replay: false, .. })
-            || !tr.dir_name(r).starts_with("dma->")
-        {
+        if !tr.dir_name(r).starts_with("dma->") {
             continue;
         }
-        let Ok(t) = TlpRepr::parse_bytes(tr.bytes(r)) else {
-            continue;
-        };
         match t.header {
             TlpHeader::Mem(m) if m.op == MemOp::Read => {
                 *readers.entry(t.requester_id()).or_default() += 1;
@@ -112,18 +107,11 @@ fn four_vfs_and_the_pf_each_move_their_own_stream_with_their_own_id() {
         }
     }
     // Completions come down to the ID that asked.
-    for r in &tr.records {
-        if !matches!(r.kind, TraceKind::Tlp { replay: false, .. })
-            || tr.dir_name(r).starts_with("dma->")
-        {
-            continue;
-        }
-        if let Ok(TlpRepr {
-            header: TlpHeader::Cpl(c),
-            ..
-        }) = TlpRepr::parse_bytes(tr.bytes(r))
-        {
-            cpl_to.insert(c.requester_id);
+    for (r, t) in tr.first_tlps() {
+        if let TlpHeader::Cpl(c) = t.header {
+            if !tr.dir_name(r).starts_with("dma->") {
+                cpl_to.insert(c.requester_id);
+            }
         }
     }
     let all: BTreeSet<Bdf> = ids.iter().copied().collect();
@@ -174,13 +162,7 @@ fn the_reorder_window_takes_completions_out_of_order_and_stalls_when_full() {
         let tr = s.trace().unwrap();
         let mut reqs = BTreeMap::new(); // tag -> address of the request in flight
         let mut out_of_order = 0;
-        for r in &tr.records {
-            if !matches!(r.kind, TraceKind::Tlp { replay: false, .. }) {
-                continue;
-            }
-            let Ok(t) = TlpRepr::parse_bytes(tr.bytes(r)) else {
-                continue;
-            };
+        for (r, t) in tr.first_tlps() {
             match t.header {
                 TlpHeader::Mem(m) if m.op == MemOp::Read && tr.dir_name(r) == "dma->rc.0" => {
                     reqs.insert(t.tag().value(), (m.address, 0u32));
