@@ -346,6 +346,45 @@ impl core::fmt::Display for WalkError {
     }
 }
 
+/// The offset of the first capability with ID `id` on the PCI (not extended) list of a
+/// dump, or `None` when the list has none before it ends or breaks (a loop, or a
+/// pointer outside 0x40..=0xff): what [`walk`] finds first, without building the
+/// list. Allocates nothing, so it suits paths taken per TLP or per interrupt.
+///
+/// ```
+/// use pcielab_config::caps::{find, id, CapabilityList, MsixCap, PmCap};
+/// use pcielab_config::Type0;
+/// let mut cs = Type0::default().build().unwrap();
+/// CapabilityList::new()
+///     .with(PmCap::default())
+///     .with(MsixCap { table_size: 4, table_bir: 2, table_offset: 0, pba_bir: 2, pba_offset: 0x800 })
+///     .install(&mut cs)
+///     .unwrap();
+/// let at = find(cs.bytes(), id::MSIX).unwrap();
+/// assert_eq!(cs.bytes()[at as usize], id::MSIX);
+/// assert_eq!(find(cs.bytes(), id::MSI), None);
+/// ```
+pub fn find(bytes: &[u8], id: u8) -> Option<u16> {
+    let rd8 = |o: usize| bytes.get(o).copied().unwrap_or(0);
+    let status = rd8(6) as u16 | (rd8(7) as u16) << 8;
+    if status & crate::header::status::CAP_LIST == 0 || bytes.len() <= 0x40 {
+        return None;
+    }
+    // Offsets are DW-aligned: 48 distinct ones fit in 0x40..=0xff, so a list longer
+    // than that has a loop.
+    let mut at = (rd8(0x34) & 0xfc) as usize;
+    for _ in 0..48 {
+        if at < 0x40 {
+            return None;
+        }
+        if rd8(at) == id {
+            return Some(at as u16);
+        }
+        at = (rd8(at + 1) & 0xfc) as usize;
+    }
+    None
+}
+
 /// Walks the PCI and extended capability lists of a dump (64, 256 or 4096 bytes).
 ///
 /// Returns what was found before any error, and the error.
@@ -389,7 +428,8 @@ pub fn walk(bytes: &[u8]) -> (Vec<Found>, Option<WalkError>) {
         }
     }
     if bytes.len() > 0x100 {
-        let mut seen = vec![false; 0x1000];
+        // One bit per DW offset below 4 KiB (on the stack: callers may walk often).
+        let mut seen = [0u64; 16];
         let mut from = 0x100u16;
         let mut at = 0x100usize;
         loop {
@@ -397,7 +437,8 @@ pub fn walk(bytes: &[u8]) -> (Vec<Found>, Option<WalkError>) {
             if hdr == 0 || hdr == 0xffff_ffff {
                 break;
             }
-            if seen[at] {
+            let (word, bit) = (at / 4 / 64, 1u64 << (at / 4 % 64));
+            if seen[word] & bit != 0 {
                 return (
                     found,
                     Some(WalkError::Loop {
@@ -406,7 +447,7 @@ pub fn walk(bytes: &[u8]) -> (Vec<Found>, Option<WalkError>) {
                     }),
                 );
             }
-            seen[at] = true;
+            seen[word] |= bit;
             found.push(Found {
                 id: (hdr & 0xffff) as u16,
                 version: ((hdr >> 16) & 0xf) as u8,
@@ -1161,5 +1202,49 @@ impl Capability for PcieCap {
         }
         cs.define(at + DEVCAP2, 4, 0xffff_ffff, Access::Ro, devcap2);
         cs.define(at + DEVCTL2, 2, devctl2_rw, Access::Rw, 0);
+    }
+}
+
+#[cfg(test)]
+mod find_tests {
+    use super::*;
+
+    proptest::proptest! {
+        /// `find` agrees with the first match of `walk` on any dump, loops and
+        /// out-of-range pointers included (a few seeded bytes make lists likely).
+        #[test]
+        fn find_is_walks_first_match(mut bytes in proptest::collection::vec(proptest::num::u8::ANY, 256),
+                                     start in 0x40u8..=0xff, id in proptest::num::u8::ANY) {
+            bytes[6] |= 0x10; // Capabilities List
+            bytes[0x34] = start;
+            let want = walk(&bytes)
+                .0
+                .into_iter()
+                .find(|c| !c.extended && c.id == id as u16)
+                .map(|c| c.offset);
+            proptest::prop_assert_eq!(find(&bytes, id), want);
+            // Every ID on the list is found where the walk first saw it.
+            for c in walk(&bytes).0.iter().filter(|c| !c.extended) {
+                let first = walk(&bytes).0.into_iter().find(|d| !d.extended && d.id == c.id);
+                proptest::prop_assert_eq!(find(&bytes, c.id as u8), first.map(|d| d.offset));
+            }
+        }
+    }
+
+    #[test]
+    fn a_loop_on_the_extended_list_is_still_reported() {
+        let mut b = vec![0u8; 4096];
+        // 0x100 → 0x140 → 0x100
+        b[0x100..0x104].copy_from_slice(&(0x001u32 | 1 << 16 | 0x140 << 20).to_le_bytes());
+        b[0x140..0x144].copy_from_slice(&(0x002u32 | 1 << 16 | 0x100 << 20).to_le_bytes());
+        let (found, err) = walk(&b);
+        assert_eq!(found.len(), 2);
+        assert_eq!(
+            err,
+            Some(WalkError::Loop {
+                from: 0x140,
+                to: 0x100
+            })
+        );
     }
 }

@@ -1844,11 +1844,7 @@ fn find_ext_cap(cs: &ConfigSpace, id: u16) -> Option<u16> {
 
 /// Finds a PCI capability by walking the list in `cs`.
 fn find_cap(cs: &ConfigSpace, id: u8) -> Option<u16> {
-    pcielab_config::caps::walk(cs.bytes())
-        .0
-        .into_iter()
-        .find(|c| !c.extended && c.id == id as u16)
-        .map(|c| c.offset)
+    pcielab_config::caps::find(cs.bytes(), id)
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 //! 6.1.4.5, 7.7.2). Unmasking a vector (in its Vector Control) or the function (the
 //! Function Mask bit) sends the messages of pending vectors then.
 
-use pcielab_config::caps::{id, walk, MsixTable};
+use pcielab_config::caps::{find, id, MsixTable};
 use pcielab_config::ConfigSpace;
 
 /// One function's MSI-X table and PBA, and where they sit in its BARs.
@@ -122,11 +122,7 @@ impl MsixRegion {
 
 /// The offset of the MSI-X capability in `cs`.
 pub(crate) fn capability(cs: &ConfigSpace) -> Option<u16> {
-    walk(cs.bytes())
-        .0
-        .into_iter()
-        .find(|c| !c.extended && c.id == id::MSIX as u16)
-        .map(|c| c.offset)
+    find(cs.bytes(), id::MSIX)
 }
 
 #[cfg(test)]
