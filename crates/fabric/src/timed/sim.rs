@@ -25,6 +25,7 @@ use crate::phy::LinkTiming;
 
 use crate::functional::{Fabric, FnId, Interrupt, Origin, Role};
 use crate::host::enumerate::{enumerate, EnumeratedTree, HostConfig};
+use crate::inthash::IntMap;
 use crate::kinds::KindRegistry;
 use crate::topology::Topology;
 use link::state::Dir;
@@ -461,7 +462,7 @@ impl FabricSim {
                             ops: Vec::new(),
                             free_ops: Vec::new(),
                             read_queue: VecDeque::new(),
-                            tickets: HashMap::new(),
+                            tickets: IntMap::default(),
                             state: pcielab_device::DeviceState {
                                 next_dma: 0,
                                 rng: root_rng.fork(i as u64 + 1),
@@ -471,7 +472,7 @@ impl FabricSim {
                             timeout_armed: false,
                             timeout_key: None,
                             bus_master: false,
-                            raw_reads: HashMap::new(),
+                            raw_reads: IntMap::default(),
                             policy: pcielab_device::DmaPolicy::DEFAULT,
                             timing: pcielab_device::DeviceTiming::NONE,
                             rx_free: SimTime::ZERO,
@@ -540,7 +541,7 @@ impl FabricSim {
         }
         let host_bdf = Bdf::from_raw(0);
         let mut sim_dirs = Vec::new();
-        let mut pair_dir = HashMap::new();
+        let mut pair_dir = IntMap::default();
         let dummy_fifo = pcielab_sim::EventQueue::<()>::new().new_fifo();
         let mut names = Vec::new();
         for (li, l) in topo.links.iter().enumerate() {
@@ -673,8 +674,8 @@ impl FabricSim {
                 node: rc_node,
                 bdf: host_bdf,
                 host_tags: (0..256u16).rev().collect(),
-                host_reqs: HashMap::new(),
-                host_done: HashMap::new(),
+                host_reqs: IntMap::default(),
+                host_done: IntMap::default(),
                 host_rng: root_rng.fork(0x4057),
                 posted_last: SimTime::ZERO,
                 llc_set: Default::default(),

@@ -8,7 +8,7 @@ use crate::timed::tlp::*;
 use pcielab_sim::Rng;
 use pcielab_sim::{EventKey, SimTime};
 use pcielab_wire::{Bdf, CplStatus};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 /// A host (root-complex) request waiting for its completion.
 #[derive(Debug, Clone)]
@@ -127,8 +127,8 @@ pub(crate) struct RootComplex {
     pub(crate) node: u32,
     pub(crate) bdf: Bdf,
     pub(crate) host_tags: Vec<u16>,
-    pub(crate) host_reqs: HashMap<u16, HostReq>,
-    pub(crate) host_done: HashMap<u16, HostRead>,
+    pub(crate) host_reqs: IntMap<u16, HostReq>,
+    pub(crate) host_done: IntMap<u16, HostRead>,
     /// Draws of the host model (memory latency tail); separate from `err_rng` so that
     /// host effects never move error injection.
     pub(crate) host_rng: Rng,

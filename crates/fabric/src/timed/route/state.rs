@@ -3,12 +3,11 @@
 
 use crate::inthash::IntMap;
 use crate::timed::tlp::Route;
-use std::collections::HashMap;
 
 /// Routing state: the direction between adjacent nodes and the routes computed so far.
 #[derive(Debug)]
 pub(crate) struct Routes {
-    pub(crate) pair_dir: HashMap<(u32, u32), u16>,
+    pub(crate) pair_dir: IntMap<(u32, u32), u16>,
     pub(crate) route_cache: IntMap<(u32, u64), Route>,
     /// The last route looked up, with its key (consecutive TLPs of a DMA share a page).
     pub(crate) route_last: ((u32, u64), Route),

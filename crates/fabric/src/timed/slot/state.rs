@@ -2,11 +2,12 @@
 //! counters.
 
 use crate::functional::FnId;
+use crate::inthash::IntMap;
 use crate::timed::endpoint::{DmaId, Endpoint};
 use crate::timed::tlp::{AtomicKind, Kind};
 use pcielab_sim::{EventKey, SimTime};
 use pcielab_wire::Bdf;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 /// A DMA read request in flight: (op, offset in op, length, bytes received, the
 /// request's address as sent — translated when the DMA holds an ATS translation).
@@ -29,7 +30,7 @@ pub(crate) struct EpState {
     /// The model's own state that its context carries (DMA numbers, RNG stream).
     pub state: pcielab_device::DeviceState,
     /// ticket → (requester, tag, address, length, request kind, completing function)
-    pub tickets: HashMap<u64, (Bdf, u16, u64, u32, Kind, u16)>,
+    pub tickets: IntMap<u64, (Bdf, u16, u64, u32, Kind, u16)>,
     pub up_dir: u16,
     /// A completion-timeout sweep is pending.
     pub timeout_armed: bool,
@@ -40,7 +41,7 @@ pub(crate) struct EpState {
     pub bus_master: bool,
     /// tag → bytes still expected, for reads the device sent as raw TLPs (see the
     /// `raw` module): their completions go to [`Endpoint::raw_completion`].
-    pub raw_reads: HashMap<u16, u32>,
+    pub raw_reads: IntMap<u16, u32>,
     /// How the model's DMA engine works (asked when it is attached).
     pub policy: pcielab_device::DmaPolicy,
     /// The model's timing (asked when it is attached).
