@@ -5,6 +5,8 @@
 //!   schedule(t, e) ──► slab[slot] = e ; heap.push(Entry{t, seq, slot, gen})
 //!   push_fifo(f, t, e) ──► ring[f].push_back((t, seq, e)) ; only the ring's head is in the heap
 //!   pop() ──► min Entry by (t, seq); skip entries whose slot generation moved on (cancelled)
+//!   (entries due over 4 µs after the last delivery wait in a second, far heap; pop takes
+//!    the smaller of the two tops, so long timeouts do not deepen the heap of the rest)
 //!   push_now(t, e) ──► chain.push_back((t, seq, e)) when nothing else is due by t (no heap work)
 //!   reserve_seq() … schedule_reserved(t, seq, e) ──► as if scheduled when seq was taken
 //! ```
@@ -37,6 +39,12 @@ impl FifoId {
 }
 
 const FIFO_FLAG: u32 = 1 << 31;
+
+/// Entries due more than this after the last delivery go to the far heap (see
+/// [`EventQueue`]'s fields): 4 µs, past a link's round trips, ACK and replay timers,
+/// and within a device's memory latency; flow-control refreshes, completion timeouts
+/// and interrupt moderation lie beyond it.
+const FAR_PS: u64 = 4_000_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Entry {
@@ -187,7 +195,15 @@ struct Fifo<E> {
 /// ```
 #[derive(Debug)]
 pub struct EventQueue<E> {
+    /// Entries due within [`FAR_PS`] of the last delivery (when they were pushed).
     heap: Heap,
+    /// Entries due later than that when pushed: timeouts and moderation timers that
+    /// are mostly cancelled or do nothing when they fire. Kept apart so that they do
+    /// not deepen the heap that nearly every event goes through; the next event is
+    /// the smaller of the two heaps' tops, so the order is the same.
+    far: Heap,
+    /// The time of the last event delivered (what [`FAR_PS`] counts from).
+    now: u64,
     slots: Vec<Slot<E>>,
     free: Vec<u32>,
     fifos: Vec<Fifo<E>>,
@@ -220,6 +236,8 @@ impl<E> EventQueue<E> {
     pub fn with_capacity(n: usize) -> EventQueue<E> {
         EventQueue {
             heap: Heap::with_capacity(n),
+            far: Heap::with_capacity(0),
+            now: 0,
             slots: Vec::with_capacity(n),
             free: Vec::with_capacity(n),
             fifos: Vec::new(),
@@ -295,7 +313,7 @@ impl<E> EventQueue<E> {
             }
         };
         let gen = self.slots[slot as usize].gen;
-        self.heap.push(Entry {
+        self.push_entry(Entry {
             time,
             seq,
             slot,
@@ -318,12 +336,14 @@ impl<E> EventQueue<E> {
                 self.free.push(key.slot);
                 self.live -= 1;
                 self.stale += 1;
-                if self.stale > 8 && 2 * self.stale > self.heap.v.len() {
+                if self.stale > 8 && 2 * self.stale > self.heap.v.len() + self.far.v.len() {
                     // Mostly dead entries (e.g. long timeouts re-armed again and again):
                     // drop them so that every heap operation stays short.
                     let slots = &self.slots;
-                    self.heap
-                        .retain(|e| e.slot & FIFO_FLAG != 0 || slots[e.slot as usize].gen == e.gen);
+                    let keep =
+                        |e: &Entry| e.slot & FIFO_FLAG != 0 || slots[e.slot as usize].gen == e.gen;
+                    self.heap.retain(keep);
+                    self.far.retain(keep);
                     self.stale = 0;
                 }
                 true
@@ -382,7 +402,7 @@ impl<E> EventQueue<E> {
     /// Puts the head of stream `fifo` into the heap.
     #[inline(never)]
     fn heap_push_head(&mut self, fifo: FifoId, time: u64, seq: u64) {
-        self.heap.push(Entry {
+        self.push_entry(Entry {
             time,
             seq,
             slot: FIFO_FLAG | fifo.0,
@@ -399,10 +419,7 @@ impl<E> EventQueue<E> {
     #[inline]
     pub fn push_now(&mut self, time: SimTime, event: E) {
         let t = time.as_ps();
-        let nothing_due = match self.heap.peek() {
-            Some(e) => e.time > t,
-            None => true,
-        };
+        let nothing_due = self.top().map_or(true, |(_, e)| e.time > t);
         if nothing_due && self.chain.back().map_or(true, |&(ct, _, _)| ct == t) {
             let seq = self.seq;
             self.seq += 1;
@@ -446,7 +463,7 @@ impl<E> EventQueue<E> {
                 return false;
             }
         }
-        self.heap.peek().map_or(true, |e| e.key() > k)
+        self.top().map_or(true, |(_, e)| e.key() > k)
     }
 
     /// Schedules `event` at `time` with the sequence number `seq` taken earlier with
@@ -470,6 +487,36 @@ impl<E> EventQueue<E> {
         self.push_heap_event(t, seq, event, false);
     }
 
+    /// Puts an entry into the near or the far heap by its time.
+    #[inline]
+    fn push_entry(&mut self, e: Entry) {
+        if e.time > self.now.saturating_add(FAR_PS) {
+            self.far.push(e);
+        } else {
+            self.heap.push(e);
+        }
+    }
+
+    /// The first entry of the two heaps, and whether it is the far heap's.
+    #[inline]
+    fn top(&self) -> Option<(bool, Entry)> {
+        match (self.heap.peek(), self.far.peek()) {
+            (Some(&n), Some(&f)) if f.key() < n.key() => Some((true, f)),
+            (Some(&n), _) => Some((false, n)),
+            (None, Some(&f)) => Some((true, f)),
+            (None, None) => None,
+        }
+    }
+
+    #[inline]
+    fn heap_of(&mut self, far: bool) -> &mut Heap {
+        if far {
+            &mut self.far
+        } else {
+            &mut self.heap
+        }
+    }
+
     fn is_stale(&self, e: &Entry) -> bool {
         e.slot & FIFO_FLAG == 0 && self.slots[e.slot as usize].gen != e.gen
     }
@@ -479,9 +526,9 @@ impl<E> EventQueue<E> {
         if let Some(&(t, _, _)) = self.chain.front() {
             return Some(SimTime::from_ps(t));
         }
-        while let Some(e) = self.heap.peek() {
-            if self.is_stale(e) {
-                self.heap.pop_top();
+        while let Some((far, e)) = self.top() {
+            if self.is_stale(&e) {
+                self.heap_of(far).pop_top();
                 self.stale -= 1;
             } else {
                 return Some(SimTime::from_ps(e.time));
@@ -509,34 +556,38 @@ impl<E> EventQueue<E> {
             return Some((SimTime::from_ps(t), ev));
         }
         loop {
-            let e = *self.heap.peek()?;
+            let (far, e) = self.top()?;
             if e.time > limit {
                 // Everything pending (stale entries included) is later.
                 return None;
             }
+            self.now = e.time;
             if e.slot & FIFO_FLAG != 0 {
                 let f = &mut self.fifos[(e.slot & !FIFO_FLAG) as usize];
                 let Some((t, _, ev)) = f.ring.pop_front() else {
-                    self.heap.pop_top();
+                    self.heap_of(far).pop_top();
                     continue;
                 };
-                match f.ring.front() {
+                let next = f.ring.front().map(|&(nt, nseq, _)| Entry {
+                    time: nt,
+                    seq: nseq,
+                    slot: e.slot,
+                    gen: 0,
+                });
+                match next {
                     // The stream's next event replaces its head in place: one sift
                     // instead of a pop and a push.
-                    Some(&(nt, nseq, _)) => {
-                        self.heap.replace_top(Entry {
-                            time: nt,
-                            seq: nseq,
-                            slot: e.slot,
-                            gen: 0,
-                        });
+                    Some(n) if !far => self.heap.replace_top(n),
+                    Some(n) => {
+                        self.far.pop_top();
+                        self.push_entry(n);
                     }
-                    None => self.heap.pop_top(),
+                    None => self.heap_of(far).pop_top(),
                 }
                 self.live -= 1;
                 return Some((SimTime::from_ps(t), ev));
             }
-            self.heap.pop_top();
+            self.heap_of(far).pop_top();
             let s = &mut self.slots[e.slot as usize];
             if s.gen != e.gen {
                 self.stale -= 1;
@@ -732,7 +783,8 @@ mod tests {
                 assert!(q.cancel(k));
             }
         }
-        assert!(q.heap.v.len() < 200, "{}", q.heap.v.len());
+        let n = q.heap.v.len() + q.far.v.len();
+        assert!(n < 200, "{n}");
         want.sort();
         let out: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
         assert_eq!(out, want);

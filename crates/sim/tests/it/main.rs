@@ -58,6 +58,81 @@ proptest! {
     }
 }
 
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    /// Schedule after a delay from the current time.
+    Heap(u64),
+    /// Push on a FIFO stream, a delay after its last event or the current time.
+    Fifo(u8, u64),
+    Cancel(usize),
+    Pop,
+}
+
+/// Delays around the queue's internal thresholds: a few picoseconds, either side of
+/// 4 µs, and milliseconds (timeouts).
+fn delay() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        0u64..50,
+        3_999_900u64..4_000_100,
+        1_000_000_000u64..1_000_000_100,
+    ]
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        delay().prop_map(Step::Heap),
+        (0u8..3, delay()).prop_map(|(f, d)| Step::Fifo(f, d)),
+        (0usize..64).prop_map(Step::Cancel),
+        Just(Step::Pop),
+        Just(Step::Pop),
+    ]
+}
+
+proptest! {
+    /// Pops interleaved with schedules, FIFO pushes and cancellations, at delays from
+    /// picoseconds to milliseconds: every pop returns the earliest pending event by
+    /// (time, insertion), as a sorted set of the pending events says.
+    #[test]
+    fn interleaved_pops_match_the_pending_set(steps in proptest::collection::vec(step(), 0..300)) {
+        let mut q = EventQueue::new();
+        let fifos = [q.new_fifo(), q.new_fifo(), q.new_fifo()];
+        let mut fifo_time = [0u64; 3];
+        let mut pending = std::collections::BTreeSet::new(); // (time, id)
+        let mut keys = Vec::new();
+        let mut now = 0u64;
+        for (id, s) in steps.into_iter().enumerate() {
+            match s {
+                Step::Heap(d) => {
+                    keys.push((q.schedule(SimTime::from_ps(now + d), id), now + d, id));
+                    pending.insert((now + d, id));
+                }
+                Step::Fifo(f, d) => {
+                    let t = fifo_time[f as usize].max(now) + d;
+                    fifo_time[f as usize] = t;
+                    q.push_fifo(fifos[f as usize], SimTime::from_ps(t), id);
+                    pending.insert((t, id));
+                }
+                Step::Cancel(i) => {
+                    if let Some(&(k, t, kid)) = keys.get(i) {
+                        prop_assert_eq!(q.cancel(k), pending.remove(&(t, kid)));
+                    }
+                }
+                Step::Pop => {
+                    let want = pending.pop_first();
+                    let got = q.pop().map(|(t, id)| (t.as_ps(), id));
+                    prop_assert_eq!(got, want);
+                    if let Some((t, _)) = got {
+                        now = t;
+                    }
+                }
+            }
+            prop_assert_eq!(q.len(), pending.len());
+        }
+        let rest: Vec<_> = std::iter::from_fn(|| q.pop()).map(|(t, id)| (t.as_ps(), id)).collect();
+        prop_assert_eq!(rest, pending.into_iter().collect::<Vec<_>>());
+    }
+}
+
 #[derive(Debug, Default)]
 struct Log {
     seen: Vec<(u64, u32)>,
