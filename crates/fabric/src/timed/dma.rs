@@ -129,7 +129,11 @@ impl Engine {
             self.issue_writes(node, oi, cx);
         } else {
             if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
-                ep.ops[oi as usize].buf = vec![0; len as usize];
+                // A spare buffer when there is one (reads hand theirs back when done).
+                let mut buf = self.pool.spare_bufs.pop().unwrap_or_default();
+                buf.clear();
+                buf.resize(len as usize, 0);
+                ep.ops[oi as usize].buf = buf;
                 match &mut ep.part {
                     None => ep.read_queue.push_back(oi),
                     Some(p) => {
@@ -968,5 +972,6 @@ impl Engine {
             return;
         }
         self.call_ep_fn(node, func, cx, |m, cx| m.dma_done(id, ok, &data, cx));
+        self.pool.keep_spare(data);
     }
 }

@@ -16,6 +16,8 @@ use super::tlp::{Tlp, NONE, NOT_LENT};
 
 /// Most spare DMA buffers the pool keeps for `EpCx::buffer`.
 const SPARE_BUFFERS: usize = 64;
+/// The largest spare buffer kept (bytes of capacity).
+const SPARE_MAX: usize = 64 * 1024;
 
 /// TLP records and payload buffers, by index.
 #[derive(Debug, Default)]
@@ -56,15 +58,23 @@ impl TlpPool {
         match self.free_payloads.pop() {
             Some(i) => {
                 let old = std::mem::replace(&mut self.payloads[i as usize], bytes);
-                if self.spare_bufs.len() < SPARE_BUFFERS && old.capacity() > 0 {
-                    self.spare_bufs.push(old);
-                }
+                self.keep_spare(old);
                 i
             }
             None => {
                 self.payloads.push(bytes);
                 (self.payloads.len() - 1) as u32
             }
+        }
+    }
+
+    /// Keeps `buf` as a spare buffer (for `EpCx::buffer` and DMA reads) unless there
+    /// are enough, it has no allocation, or it is larger than `SPARE_MAX` (a large
+    /// DMA's buffer is not held on to).
+    #[inline]
+    pub fn keep_spare(&mut self, buf: Vec<u8>) {
+        if self.spare_bufs.len() < SPARE_BUFFERS && (1..=SPARE_MAX).contains(&buf.capacity()) {
+            self.spare_bufs.push(buf);
         }
     }
 
@@ -194,6 +204,18 @@ mod tests {
             let i = p.alloc_payload(&[1]);
             p.free_payload(i);
             p.adopt_payload(vec![2]);
+        }
+        assert_eq!(p.spare_bufs.len(), SPARE_BUFFERS);
+    }
+
+    #[test]
+    fn spares_are_bounded_in_size_and_number() {
+        let mut p = TlpPool::default();
+        p.keep_spare(Vec::new());
+        p.keep_spare(Vec::with_capacity(SPARE_MAX + 1));
+        assert!(p.spare_bufs.is_empty(), "no allocation, or too large");
+        for _ in 0..SPARE_BUFFERS + 3 {
+            p.keep_spare(vec![0; 64]);
         }
         assert_eq!(p.spare_bufs.len(), SPARE_BUFFERS);
     }
