@@ -30,7 +30,12 @@ impl<T> OpTable<T> {
             return; // numbers only grow; an older one cannot be new
         };
         let at = at as usize;
-        if at >= self.ops.len() {
+        if at == self.ops.len() {
+            // The usual case: the next number.
+            self.ops.push_back(Some(op));
+            return;
+        }
+        if at > self.ops.len() {
             self.ops.resize_with(at + 1, || None);
         }
         self.ops[at] = Some(op);
@@ -86,5 +91,19 @@ mod tests {
         }
         assert_eq!(t.len(), 0);
         assert_eq!(t.remove(&DmaId(25)), None);
+    }
+
+    #[test]
+    fn numbers_may_skip() {
+        let mut t = OpTable::default();
+        t.insert(DmaId(1), 'a');
+        t.insert(DmaId(5), 'b'); // 2..=4 went to other tables, or were never used
+        t.insert(DmaId(6), 'c');
+        assert_eq!(t.len(), 3);
+        assert_eq!(t.remove(&DmaId(3)), None);
+        assert_eq!(t.remove(&DmaId(5)), Some('b'));
+        assert_eq!(t.remove(&DmaId(1)), Some('a'));
+        assert_eq!(t.remove(&DmaId(6)), Some('c'));
+        assert_eq!(t.len(), 0);
     }
 }
