@@ -4,6 +4,19 @@
 //! received). After the criterion measurements, a longer run of each prints simulated
 //! time / wall time (target: at least 1/20, i.e. a ratio ≥ 0.05). Building the
 //! simulation (topology, enumeration, the driver's set-up) is not timed.
+//!
+//! Instructions per packet, which unlike wall time do not swing with the machine's
+//! load: `NIC_BENCH_ONLY=batched_dpdk NIC_BENCH_PACKETS=N` makes the longer run one
+//! variant of N packets each way, so two runs under callgrind differ by N packets:
+//!
+//! ```text
+//! cargo bench -p pcielab-fabric --bench nic --no-run
+//! B=$(ls -t target/release/deps/nic-* | grep -v '\.d$' | head -1)
+//! for n in 0 6000; do NIC_BENCH_ONLY=batched_dpdk NIC_BENCH_PACKETS=$n \
+//!   valgrind --tool=callgrind --callgrind-out-file=/dev/null $B --bench zzz; done
+//! # (I refs of the second − I refs of the first) / 6000 = instructions per packet
+//! # (the last "I refs" line of each run is the bench's own process)
+//! ```
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use pcielab_fabric::drivers::nic::{NicDriver, NicDriverConfig};
@@ -63,15 +76,22 @@ fn bench(c: &mut Criterion) {
 
 /// Longer runs: simulated time over wall time.
 fn real_time() {
-    let n = 64_000u64;
+    let only = std::env::var("NIC_BENCH_ONLY").ok();
+    let n = std::env::var("NIC_BENCH_PACKETS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64_000u64);
     for (name, model) in VARIANTS {
+        if only.as_deref().is_some_and(|o| o != name) {
+            continue;
+        }
         let (mut sim, mut d) = build(name, model);
         let (e0, t0) = (sim.events(), tlps(&sim));
         let t = Instant::now();
         let r = d.run(&mut sim, n, n).unwrap();
         let wall = t.elapsed().as_secs_f64();
         let simulated = r.elapsed.as_ps() as f64 * 1e-12;
-        let per = |x: u64| x as f64 / n as f64;
+        let per = |x: u64| x as f64 / n.max(1) as f64;
         println!(
             "nic {name}, 100 GbE, 64 B, loopback, {n} packets each way: {:.3} Mpps each way \
              simulated, {:.1} µs simulated in {:.1} ms wall: {:.3} × real time (target ≥ 0.05); \
