@@ -399,7 +399,7 @@ impl<E> EventQueue<E> {
         }
     }
 
-    /// Puts the head of stream `fifo` into the heap.
+    /// Puts the head of stream `fifo` into the near or the far heap.
     #[inline(never)]
     fn heap_push_head(&mut self, fifo: FifoId, time: u64, seq: u64) {
         self.push_entry(Entry {

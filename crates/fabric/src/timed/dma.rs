@@ -129,11 +129,7 @@ impl Engine {
             self.issue_writes(node, oi, cx);
         } else {
             if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
-                // A spare buffer when there is one (reads hand theirs back when done).
-                let mut buf = self.pool.spare_bufs.pop().unwrap_or_default();
-                buf.clear();
-                buf.resize(len as usize, 0);
-                ep.ops[oi as usize].buf = buf;
+                ep.ops[oi as usize].buf = self.pool.zeroed_buffer(len as usize);
                 match &mut ep.part {
                     None => ep.read_queue.push_back(oi),
                     Some(p) => {

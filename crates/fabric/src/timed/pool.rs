@@ -14,7 +14,7 @@
 
 use super::tlp::{Tlp, NONE, NOT_LENT};
 
-/// Most spare DMA buffers the pool keeps for `EpCx::buffer`.
+/// Most spare DMA buffers the pool keeps (for `EpCx::buffer` and DMA reads).
 const SPARE_BUFFERS: usize = 64;
 /// The largest spare buffer kept (bytes of capacity).
 const SPARE_MAX: usize = 64 * 1024;
@@ -28,8 +28,9 @@ pub(crate) struct TlpPool {
     /// The payload buffers (free ones included).
     pub payloads: Vec<Vec<u8>>,
     free_payloads: Vec<u32>,
-    /// Buffers of written DMAs' payloads, for `EpCx::buffer` (at most
-    /// `SPARE_BUFFERS`).
+    /// Buffers of written DMAs' payloads and of finished DMA reads, for
+    /// `EpCx::buffer` and new DMA reads (at most `SPARE_BUFFERS`, each at most
+    /// `SPARE_MAX`).
     pub spare_bufs: Vec<Vec<u8>>,
 }
 
@@ -66,6 +67,16 @@ impl TlpPool {
                 (self.payloads.len() - 1) as u32
             }
         }
+    }
+
+    /// `len` zero bytes, in a spare buffer when there is one (a DMA read's buffer,
+    /// which [`keep_spare`](Self::keep_spare) takes back once the device has seen it).
+    #[inline]
+    pub fn zeroed_buffer(&mut self, len: usize) -> Vec<u8> {
+        let mut buf = self.spare_bufs.pop().unwrap_or_default();
+        buf.clear();
+        buf.resize(len, 0);
+        buf
     }
 
     /// Keeps `buf` as a spare buffer (for `EpCx::buffer` and DMA reads) unless there
@@ -206,6 +217,17 @@ mod tests {
             p.adopt_payload(vec![2]);
         }
         assert_eq!(p.spare_bufs.len(), SPARE_BUFFERS);
+    }
+
+    #[test]
+    fn a_zeroed_buffer_reuses_a_spare_and_holds_only_zeros() {
+        let mut p = TlpPool::default();
+        p.keep_spare(vec![7; 100]);
+        let b = p.zeroed_buffer(40);
+        assert_eq!(b, [0; 40]);
+        assert!(b.capacity() >= 100, "the spare was reused");
+        assert!(p.spare_bufs.is_empty());
+        assert_eq!(p.zeroed_buffer(3), [0; 3]);
     }
 
     #[test]
