@@ -3,7 +3,8 @@
 //! register writes of any size at any offset (ring bases and sizes, doorbells, control,
 //! moderation), descriptors with any address and length (host memory, nowhere, the
 //! NIC's own registers), time passing. The NIC never panics, the simulation comes to
-//! rest, and (unless a descriptor pointed the NIC at its own registers) it never
+//! rest (within 50 ms after the longest interrupt moderation delay the script set:
+//! a pending interrupt may legitimately wait that long), and (unless a descriptor pointed the NIC at its own registers) it never
 //! receives more frames than it sent: on a loopback MAC every received frame is one of
 //! its own.
 #![no_main]
@@ -35,6 +36,11 @@ fuzz_target!(|data: &[u8]| {
     }
     let _ = sim.mmio_write(bar, &1u32.to_le_bytes());
     let mut at_itself = false;
+    // The script's writes to the first registers, to know the longest moderation delay
+    // it set (IRQ_DELAY, a u32 of nanoseconds at 0x0c; the topology sets 5 µs).
+    let mut shadow = [0u8; 0x10];
+    shadow[0x0c..0x10].copy_from_slice(&5000u32.to_le_bytes());
+    let mut longest_delay = 5000u64;
     for c in data.chunks(12) {
         let b = |i: usize| c.get(i).copied().unwrap_or(0);
         let word = |i: usize| u64::from(b(i)) | u64::from(b(i + 1)) << 8;
@@ -44,6 +50,14 @@ fuzz_target!(|data: &[u8]| {
                 let len = [1usize, 2, 4, 8][usize::from(b(2) % 4)];
                 let bytes: Vec<u8> = (0..len).map(|i| b(3 + i)).collect();
                 let _ = sim.mmio_write(bar + off, &bytes);
+                for (i, &v) in bytes.iter().enumerate() {
+                    if let Some(r) = shadow.get_mut(off as usize + i) {
+                        *r = v;
+                    }
+                }
+                let mut delay = [0u8; 4];
+                delay.copy_from_slice(&shadow[0x0c..0x10]);
+                longest_delay = longest_delay.max(u64::from(u32::from_le_bytes(delay)));
             }
             1 => {
                 // A descriptor in one of the four rings.
@@ -70,7 +84,7 @@ fuzz_target!(|data: &[u8]| {
             _ => sim.run_for(SimDuration::from_us(u64::from(b(1)))),
         }
     }
-    let limit = sim.now() + SimDuration::from_us(50_000);
+    let limit = sim.now() + SimDuration::from_us(50_000) + SimDuration::from_ns(longest_delay);
     sim.run_until_idle(limit);
     assert!(sim.now() < limit, "the simulation did not come to rest");
     if !at_itself {
