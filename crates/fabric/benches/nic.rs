@@ -17,6 +17,9 @@
 //! # (I refs of the second − I refs of the first) / 6000 = instructions per packet
 //! # (the last "I refs" line of each run is the bench's own process)
 //! ```
+//!
+//! `scripts/nic-profile.sh VARIANT N` does this and splits the count by part of the
+//! simulator (kernel, link layer, DMA engine, NIC, driver ...).
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use pcielab_fabric::drivers::nic::{NicDriver, NicDriverConfig};
