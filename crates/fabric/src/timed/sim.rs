@@ -493,6 +493,7 @@ impl FabricSim {
             node_index.insert(n.name.clone(), i as u32);
             nodes.push(Node {
                 fifo: pcielab_sim::EventQueue::<()>::new().new_fifo(),
+                read_fifo: pcielab_sim::EventQueue::<()>::new().new_fifo(),
                 name: n.name.clone(),
                 kind,
                 func: f,
@@ -674,6 +675,7 @@ impl FabricSim {
                 node: rc_node,
                 bdf: host_bdf,
                 host_tags: (0..256u16).rev().collect(),
+                host_fifo: pcielab_sim::EventQueue::<()>::new().new_fifo(),
                 host_reqs: IntMap::default(),
                 host_done: IntMap::default(),
                 host_rng: root_rng.fork(0x4057),
@@ -716,9 +718,12 @@ impl FabricSim {
             sim.world_mut().dirs[d].ack_fifo = h;
         }
         for n in 0..sim.world().nodes.len() {
-            let f = sim.new_fifo();
+            let (f, r) = (sim.new_fifo(), sim.new_fifo());
             sim.world_mut().nodes[n].fifo = f;
+            sim.world_mut().nodes[n].read_fifo = r;
         }
+        let f = sim.new_fifo();
+        sim.world_mut().rc.host_fifo = f;
         sim.world_mut().init_aspm();
         sim.world_mut().init_bus_master();
         sim.world_mut().refresh_funcs();
@@ -1197,7 +1202,8 @@ impl FabricSim {
             }
             e.at_source(Origin::Host, &mut t, (hops > 0).then_some(path[0]));
             let id = e.pool.alloc(t);
-            cx.schedule_in(delay, event::Ev::HostSend(id));
+            let at = cx.now() + delay;
+            cx.push_fifo(e.rc.host_fifo, at, event::Ev::HostSend(id));
             Ok(())
         });
         if let Err(e) = r {
@@ -1268,7 +1274,8 @@ impl FabricSim {
             };
             e.at_source(Origin::Host, &mut t, (hops > 0).then_some(path[0]));
             let id = e.pool.alloc(t);
-            cx.schedule_in(delay, event::Ev::HostSend(id));
+            let at = cx.now() + delay;
+            cx.push_fifo(e.rc.host_fifo, at, event::Ev::HostSend(id));
             Ok(())
         });
         r

@@ -78,9 +78,16 @@ impl Engine {
                     self.rc.posted_last = at;
                 }
             }
-            // Per-node FIFO: a constant latency keeps times in order; a varying one
-            // (memory reads, IOTLB misses) falls back to the heap inside push_fifo.
-            let f = self.nodes[node as usize].fifo;
+            // Per-node FIFOs: a constant latency keeps times in order; a varying one
+            // (a latency distribution, IOTLB misses) falls back to the heap inside
+            // push_fifo. Requests with an access latency of their own have a stream
+            // of their own (see `Node::read_fifo`).
+            let n = &self.nodes[node as usize];
+            let f = if extra == SimDuration::ZERO {
+                n.fifo
+            } else {
+                n.read_fifo
+            };
             cx.push_fifo(f, at, Ev::Consume(id));
         } else {
             let mut at = cx.now() + lat;

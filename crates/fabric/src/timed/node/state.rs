@@ -27,6 +27,11 @@ pub(crate) struct Node {
     pub name: String,
     /// FIFO stream of the node's Forward/Consume events.
     pub fifo: FifoId,
+    /// FIFO stream of the Consume events that wait for an access latency on top of
+    /// the node's (memory reads at the root complex, BAR reads at an endpoint): with
+    /// their own stream they stay in order among themselves instead of falling back
+    /// to the heap behind the writes that overtake them.
+    pub read_fifo: FifoId,
     pub kind: NodeKind,
     /// Functional function of the node (endpoint function 0; switch upstream port).
     pub func: Option<FnId>,

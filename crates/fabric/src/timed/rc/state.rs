@@ -6,7 +6,7 @@ use crate::inthash::{IntBuild, IntMap};
 use crate::timed::regs::*;
 use crate::timed::tlp::*;
 use pcielab_sim::Rng;
-use pcielab_sim::{EventKey, SimTime};
+use pcielab_sim::{EventKey, FifoId, SimTime};
 use pcielab_wire::{Bdf, CplStatus};
 use std::collections::VecDeque;
 
@@ -127,6 +127,9 @@ pub(crate) struct RootComplex {
     pub(crate) node: u32,
     pub(crate) bdf: Bdf,
     pub(crate) host_tags: Vec<u16>,
+    /// FIFO stream of the host's requests (MMIO and configuration) leaving after the
+    /// root complex's latency: a constant delay keeps them in order.
+    pub(crate) host_fifo: FifoId,
     pub(crate) host_reqs: IntMap<u16, HostReq>,
     pub(crate) host_done: IntMap<u16, HostRead>,
     /// Draws of the host model (memory latency tail); separate from `err_rng` so that
