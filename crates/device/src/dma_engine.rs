@@ -483,7 +483,9 @@ impl DmaEngine {
         let n = avail.min(batch);
         let first = en.fetch;
         en.fetching = true;
-        let addr = en.base + first as u64 * DESC;
+        // Saturating: a ring or buffer past the top of the address space makes a DMA that
+        // runs past 2^64, which fails (counted) rather than wrapping to low memory.
+        let addr = en.base.saturating_add(first as u64 * DESC);
         let gen = en.gen;
         cx.act_as(f);
         let id = cx.dma_read(addr, n as u64 * DESC);
@@ -573,7 +575,7 @@ impl DmaEngine {
             let piece = chunk.min(a.desc.len - off);
             a.issued += piece;
             a.pending += 1;
-            let (addr, idx) = (a.desc.addr + off, a.desc.idx);
+            let (addr, idx) = (a.desc.addr.saturating_add(off), a.desc.idx);
             en.inflight += 1;
             cx.act_as(f);
             if h2d {
@@ -646,7 +648,9 @@ impl DmaEngine {
             let a = en.active.pop_front().unwrap();
             en.head = (a.desc.idx + 1) % en.size;
             let status = STATUS_DONE | if a.error { STATUS_ERR } else { 0 };
-            let at = en.base + a.desc.idx as u64 * DESC + DESC_STATUS;
+            let at = en
+                .base
+                .saturating_add(a.desc.idx as u64 * DESC + DESC_STATUS);
             func.stats.descriptors += 1;
             cx.act_as(f);
             let mut data = cx.buffer(4);

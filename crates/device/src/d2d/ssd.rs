@@ -285,7 +285,8 @@ impl D2dSsd {
             let mut data = cx.buffer(n as usize);
             data.resize(n as usize, 0);
             media_fill(seed, at, &mut data);
-            let id = cx.dma_write(base + off, data);
+            // (Saturating: a window past 2^64 fails as a bad DMA, never wraps to 0.)
+            let id = cx.dma_write(base.saturating_add(off), data);
             self.dmas.push((id, s, gen, n));
             self.streams[s as usize].writes += 1;
             at += n;

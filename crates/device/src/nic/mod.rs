@@ -304,6 +304,13 @@ struct Ring {
 }
 
 impl Ring {
+    /// The host address of descriptor `idx`. A ring that runs past the top of the
+    /// 64-bit address space saturates there instead of wrapping to low memory: the DMA
+    /// then runs past 2^64 and fails as any DMA to a bad address does (counted).
+    fn desc_addr(&self, idx: u32) -> u64 {
+        self.base.saturating_add(idx as u64 * DESC)
+    }
+
     /// Where descriptor `idx` sits counting from the head (its slot in the queue's
     /// in-order lists).
     fn pos(&self, idx: u32) -> usize {
@@ -497,7 +504,7 @@ impl Nic {
             let first = qu.tx.fetch;
             qu.tx.fetch = (first + n) % qu.tx.size;
             qu.tx_fetching += 1;
-            let addr = qu.tx.base + first as u64 * DESC;
+            let addr = qu.tx.desc_addr(first);
             self.stats.desc_reads += 1;
             self.dma_read(
                 cx,
@@ -699,7 +706,7 @@ impl Nic {
         }
         qu.tx_wb_pending = 0;
         let first = (qu.tx.head + qu.tx.size - n) % qu.tx.size;
-        let addr = qu.tx.base + first as u64 * DESC;
+        let addr = qu.tx.desc_addr(first);
         let mut buf = cx.buffer((n as u64 * DESC) as usize);
         buf.resize((n as u64 * DESC) as usize, 0);
         // Each descriptor comes back with only its status byte set (the driver knows
@@ -723,7 +730,7 @@ impl Nic {
             let idx = qu.rx.fetch;
             qu.rx.fetch = (idx + 1) % qu.rx.size;
             qu.rx_fetching += 1;
-            let addr = qu.rx.base + idx as u64 * DESC;
+            let addr = qu.rx.desc_addr(idx);
             self.stats.desc_reads += 1;
             let gen = qu.rx_gen;
             self.dma_read(cx, addr, DESC, Op::RxFetch { q, gen, idx });
@@ -769,7 +776,7 @@ impl Nic {
         qu.rx_slots.pop_front();
         let idx = qu.rx.head;
         qu.rx.head = (idx + 1) % qu.rx.size;
-        let wb_addr = qu.rx.base + idx as u64 * DESC;
+        let wb_addr = qu.rx.desc_addr(idx);
         let mut status = STATUS_DD;
         let mut out_len = len as u16;
         if buflen == 0 {

@@ -106,6 +106,18 @@ impl Engine {
             self.finish_dma(node, oi, cx);
             return;
         }
+        if addr.checked_add(len - 1).is_none() {
+            // It would run past the top of the 64-bit address space, where no request
+            // can go: it fails at once (the device is told), and the fault log says so.
+            ep.ops[oi as usize].ok = false;
+            let name = self.nodes[node as usize].name.clone();
+            self.fault(
+                FaultKind::Split,
+                format!("{name}: a DMA of {len} bytes at {addr:#x} runs past 2^64"),
+            );
+            self.finish_dma(node, oi, cx);
+            return;
+        }
         // With ATS on, the DMA starts once the device holds its translations (of its
         // PASID's address space when it has one).
         if self.ats_any && self.ats_gate(node, oi, cx) {
@@ -186,6 +198,11 @@ impl Engine {
                 FaultKind::Split,
                 format!("DMA write at {addr:#x} len {len} cannot be split"),
             );
+            // Not lost: the device hears that it failed.
+            if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
+                ep.ops[oi as usize].ok = false;
+            }
+            self.finish_dma(node, oi, cx);
             return;
         };
         if poisoned {
@@ -278,8 +295,14 @@ impl Engine {
                 rem = rem.min(room);
             }
             let Ok(mut sp) = split_read(a, rem, mrrs as u32, SplitPolicy::Aligned) else {
+                // (`new_dma` refuses DMAs past 2^64, so this does not happen; were it
+                // to, the DMA fails rather than waiting forever.)
                 ep.free_tags.push(tag);
                 ep.read_queue.pop_front();
+                op.ok = false;
+                if op.outstanding == 0 {
+                    self.finish_dma(node, oi, cx);
+                }
                 continue;
             };
             let Some(ch) = sp.next() else {
@@ -458,8 +481,16 @@ impl Engine {
             Err(_) => None,
         };
         let Some(ch) = ch else {
+            // (`new_dma` refuses DMAs past 2^64, so this does not happen; were it to,
+            // the DMA fails rather than waiting forever.)
             p.free[i as usize].push(tag);
             p.queues[i as usize].pop_front();
+            let op = &mut ep.ops[oi as usize];
+            op.ok = false;
+            if op.outstanding == 0 {
+                self.finish_dma(node, oi, cx);
+                return Issue::Stop;
+            }
             return Issue::Idle;
         };
         let op = &mut ep.ops[oi as usize];

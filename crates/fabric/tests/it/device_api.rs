@@ -527,3 +527,55 @@ fn msix_cap(sim: &mut FabricSim, bdf: pcielab_wire::Bdf) -> u16 {
     }
     panic!("no MSI-X capability");
 }
+
+/// Starts a read and a write DMA that run past the top of the 64-bit address space.
+#[derive(Debug)]
+struct PastTheTop {
+    seen: Rc<RefCell<Seen>>,
+}
+
+impl Endpoint for PastTheTop {
+    fn start(&mut self, cx: &mut EpCx<'_>) {
+        cx.dma_read(u64::MAX - 15, 64);
+        cx.dma_write(u64::MAX - 7, vec![0xa5; 16]);
+        // Ending exactly at the top is fine.
+        cx.dma_read(u64::MAX - 15, 16);
+    }
+    fn dma_done(&mut self, id: DmaId, ok: bool, data: &[u8], _cx: &mut EpCx<'_>) {
+        self.seen.borrow_mut().done.push((id, ok, data.to_vec()));
+    }
+}
+
+/// A DMA that would run past 2^64 fails: the device hears so (it is not left waiting),
+/// the fault log names the device, the address and the length, and nothing wraps to
+/// low memory.
+#[test]
+fn a_dma_past_the_top_of_the_address_space_fails_and_the_device_hears_it() {
+    let mut sim =
+        FabricSim::new(&one_link(), &KindRegistry::builtin(), SimConfig::default()).unwrap();
+    let seen = Rc::new(RefCell::new(Seen::default()));
+    let mut low = vec![0u8; 64];
+    sim.host_read(0, &mut low);
+    sim.attach("ep", Box::new(PastTheTop { seen: seen.clone() }))
+        .unwrap();
+    let limit = sim.now() + SimDuration::from_ms(1);
+    sim.run_until_idle(limit);
+    assert!(sim.now() < limit, "the simulation did not come to rest");
+    let s = seen.borrow();
+    let oks: Vec<bool> = s.done.iter().map(|d| d.1).collect();
+    assert_eq!(oks.len(), 3, "every DMA ends: {oks:?}");
+    assert_eq!(oks.iter().filter(|ok| !**ok).count(), 2, "{oks:?}");
+    let past: Vec<_> = sim
+        .errors()
+        .iter()
+        .filter(|f| f.message.contains("runs past 2^64"))
+        .collect();
+    assert_eq!(past.len(), 2, "{:?}", sim.errors());
+    assert!(past[0].message.starts_with("ep: "), "{}", past[0].message);
+    assert!(past
+        .iter()
+        .any(|f| f.message.contains("64 bytes at 0xfffffffffffffff0")));
+    let mut after = vec![0u8; 64];
+    sim.host_read(0, &mut after);
+    assert_eq!(after, low);
+}

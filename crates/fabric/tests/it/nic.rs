@@ -307,6 +307,53 @@ fn descriptor_outside_host_memory_faults_and_is_counted() {
     );
 }
 
+/// Rings that run past the top of the 64-bit address space: a descriptor there cannot
+/// be fetched (its DMA would run past 2^64), which the NIC counts; no descriptor address
+/// wraps to low memory, and nothing panics (address arithmetic used to overflow).
+#[test]
+fn rings_past_the_top_of_the_address_space_fail_counted_without_wrapping() {
+    let mut s = sim("model = \"batched\"\neth_gbps = 0\nrx = \"loopback\"\n");
+    let bar = s.bar("nic", 0).unwrap();
+    // Room for 16 descriptors below 2^64; descriptor 16 would wrap to address 0.
+    let top = 0xffff_ffff_ffff_ff00u64;
+    for (base, size) in [(0x100, 0x108), (0x118, 0x120)] {
+        s.mmio_write(bar + base, &top.to_le_bytes()).unwrap();
+        s.mmio_write(bar + size, &64u32.to_le_bytes()).unwrap();
+    }
+    s.mmio_write(bar, &1u32.to_le_bytes()).unwrap();
+    // Where wrapped descriptors would be read: ones that describe a real packet and a
+    // real buffer, so that reading them would show.
+    let buf = s.alloc_dma(0x10000);
+    for i in 0..48u64 {
+        let mut d = [0u8; 16];
+        d[0..8].copy_from_slice(&(buf + i * 1024).to_le_bytes());
+        d[8..10].copy_from_slice(&1000u16.to_le_bytes());
+        d[10] = 1; // end of packet
+        s.host_write(i * 16, &d);
+    }
+    let low = |s: &FabricSim| {
+        let mut m = vec![0u8; 48 * 16];
+        s.host_read(0, &mut m);
+        m
+    };
+    let before = low(&s);
+    // 40 descriptors posted on each ring.
+    s.mmio_write(bar + 0x124, &40u32.to_le_bytes()).unwrap();
+    s.mmio_write(bar + 0x10c, &40u32.to_le_bytes()).unwrap();
+    let limit = s.now() + pcielab_sim::SimDuration::from_ms(10);
+    s.run_until_idle(limit);
+    assert!(s.now() < limit, "the simulation did not come to rest");
+    let j = s.model("nic").unwrap().report().unwrap();
+    assert!(j["dma_errors"].as_u64().unwrap() >= 2, "{j}");
+    assert_eq!(j["tx_packets"].as_u64(), Some(0), "{j}");
+    assert_eq!(j["rx_packets"].as_u64(), Some(0), "{j}");
+    assert_eq!(
+        low(&s),
+        before,
+        "descriptors at address 0 were written back"
+    );
+}
+
 /// The NIC's own DMA engine settings: its tags (`dma_tags`) and its datapath
 /// (`clock_mhz` × `datapath_bits`), which the simulator charges. A 125 MHz × 64-bit
 /// datapath (8 Gb/s) caps what a Gen3 x8 link would otherwise carry.
