@@ -257,7 +257,10 @@ impl Engine {
         if n <= 1 {
             return 1;
         }
-        if self.host_span(f, me, Kind::MWr, (addr, addr + n * mps)) {
+        let Some(end) = addr.checked_add(n * mps) else {
+            return 1; // (the DMA ends at the top of the address space)
+        };
+        if self.host_span(f, me, Kind::MWr, (addr, end)) {
             n as u32
         } else {
             1
@@ -300,7 +303,9 @@ impl Engine {
         while k < n && next(k) == nth(k) {
             k += 1;
         }
-        let end = addr + k * mrrs;
+        let Some(end) = addr.checked_add(k * mrrs) else {
+            return (1, false); // (the DMA ends at the top of the address space)
+        };
         let numa_split = self
             .cfg
             .numa_remote_base

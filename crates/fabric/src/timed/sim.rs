@@ -1339,7 +1339,7 @@ impl FabricSim {
         if e.cfg.llc_lines == 0 || e.cfg.cache == crate::host::model::CacheState::Thrash {
             return;
         }
-        for l in addr / 64..(addr + len.max(1)).div_ceil(64) {
+        for l in addr / 64..addr.saturating_add(len.max(1)).div_ceil(64) {
             e.llc_insert(l);
         }
     }

@@ -581,3 +581,40 @@ fn a_dma_read_through_ats_returns_the_pages_data() {
     assert_eq!(st.translation_requests, 2, "two pages, translated");
     assert_eq!(out.lock().unwrap().as_deref(), Some(&data[..]));
 }
+
+/// DMAs that end exactly at the top of the 64-bit I/O virtual address space: the
+/// device translates the last pages like any others (the ATC walk used to compute the
+/// DMA's end as address + length, which overflows there), and the data lands.
+#[test]
+fn dmas_ending_at_the_top_of_the_address_space_are_translated() {
+    const TOP: u64 = 0u64.wrapping_sub(4 * 4096);
+    let mut s = sim(true, true);
+    s.iommu_map("ep", TOP, PHYS, 4 * 4096).unwrap();
+    s.attach(
+        "ep",
+        Box::new(DmaStream::new(
+            DmaOpKind::Write,
+            4096,
+            1,
+            4,
+            TOP,
+            4 * 4096,
+            AddrPattern::Sequential,
+        )),
+    )
+    .unwrap();
+    s.run_until_idle(END);
+    assert!(s.errors().is_empty(), "{:?}", s.errors());
+    let a = s.ats_stats("ep").unwrap();
+    assert_eq!((a.translation_requests, a.atc_misses, a.denied), (4, 4, 0));
+    // Translated writes only, into the mapped pages.
+    let writes: Vec<_> = on(&s, "ep->sw.0")
+        .iter()
+        .filter_map(|(_, p)| mem(p))
+        .filter(|(read, _, _)| !*read)
+        .collect();
+    assert_eq!(writes.len(), 64, "{writes:?}");
+    assert!(writes
+        .iter()
+        .all(|&(_, a, at)| at == AddressType::Translated && (PHYS..PHYS + 4 * 4096).contains(&a)));
+}

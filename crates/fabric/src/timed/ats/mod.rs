@@ -237,14 +237,16 @@ impl Engine {
         if op.func != 0 {
             return false;
         }
-        let (id, end, sp) = (op.id, op.addr + op.len, op.pasid);
+        // `last`: the DMA's last byte (it has one: empty DMAs end before this), so
+        // that a DMA ending at the top of the address space does not overflow.
+        let (id, last, sp) = (op.id, op.addr + (op.len.max(1) - 1), op.pasid);
         let mut unit = op.addr & !(dev.stu - 1);
         let mut missing = Vec::new();
-        while unit < end {
-            match dev
+        loop {
+            let next = match dev
                 .atc
                 .iter()
-                .position(|&(b, _, s, p)| p == sp && b <= unit && unit < b + s)
+                .position(|&(b, _, s, p)| p == sp && b <= unit && unit - b < s)
             {
                 Some(i) => {
                     dev.stats.atc_hits += 1;
@@ -257,13 +259,18 @@ impl Engine {
                     if !op.xlate.contains(&x) {
                         op.xlate.push(x);
                     }
-                    unit = (e.0 + e.2).max(unit + dev.stu);
+                    let past = e.0.checked_add(e.2);
+                    past.zip(unit.checked_add(dev.stu)).map(|(a, b)| a.max(b))
                 }
                 None => {
                     dev.stats.atc_misses += 1;
                     missing.push(unit);
-                    unit += dev.stu;
+                    unit.checked_add(dev.stu)
                 }
+            };
+            match next {
+                Some(n) if n <= last => unit = n,
+                _ => break,
             }
         }
         if missing.is_empty() {
@@ -533,7 +540,7 @@ impl Engine {
         if op.xlate.is_empty() {
             return (a, 0);
         }
-        match op.xlate.iter().find(|&&(b, _, s)| b <= a && a < b + s) {
+        match op.xlate.iter().find(|&&(b, _, s)| b <= a && a - b < s) {
             Some(&(b, p, _)) => (p + (a - b), 2),
             None => (a, 0),
         }
@@ -556,7 +563,12 @@ impl Engine {
         let (dest, stu) = (dev.bdf, dev.stu);
         let end = iova.saturating_add(len.max(1));
         let mut size = stu;
-        while size < 1 << 62 && (iova & !(size - 1)) + size < end {
+        // (A region that reaches the top of the address space covers the end.)
+        while size < 1 << 62
+            && (iova & !(size - 1))
+                .checked_add(size)
+                .is_some_and(|e| e < end)
+        {
             size *= 2;
         }
         let base = iova & !(size - 1);
@@ -643,10 +655,9 @@ impl Engine {
             ep.ops.iter().any(|op| {
                 op.live
                     && op.pasid == sp
-                    && op
-                        .xlate
-                        .iter()
-                        .any(|&(b, _, s)| b < base.saturating_add(size) && base < b + s)
+                    && op.xlate.iter().any(|&(b, _, s)| {
+                        b < base.saturating_add(size) && base < b.saturating_add(s)
+                    })
             })
         };
         let mut done = Vec::new();

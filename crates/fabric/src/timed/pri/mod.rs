@@ -167,7 +167,7 @@ impl Engine {
             return;
         };
         let known = self.rc.on_demand.iter().any(|r| {
-            r.device == dev && r.pasid == pasid && (r.iova..r.iova + r.len).contains(&page)
+            r.device == dev && r.pasid == pasid && page >= r.iova && page - r.iova < r.len
         });
         let code = if known { PRG_SUCCESS } else { PRG_INVALID };
         self.rc.page_requests.push(PageRequestRecord {
@@ -245,7 +245,7 @@ impl Engine {
                 .on_demand
                 .iter()
                 .find(|r| {
-                    r.device == dev && r.pasid == pasid && (r.iova..r.iova + r.len).contains(&page)
+                    r.device == dev && r.pasid == pasid && page >= r.iova && page - r.iova < r.len
                 })
                 .copied();
             if let (Some(r), Some(m)) = (r, self.iommu.as_mut()) {
