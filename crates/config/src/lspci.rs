@@ -107,7 +107,10 @@ pub fn parse_dump(text: &str) -> Result<Vec<DumpEntry>, DumpError> {
         if t.is_empty() {
             continue;
         }
-        let first = t.split_whitespace().next().unwrap_or("");
+        // The first word and what follows it (leading whitespace, of any width, is
+        // not part of either).
+        let s = t.trim_start();
+        let (first, rest) = s.split_once(char::is_whitespace).unwrap_or((s, ""));
         // A hex line: "xx:" or "xxx:" followed by bytes.
         if let Some(off) = first.strip_suffix(':') {
             if !off.is_empty()
@@ -125,7 +128,7 @@ pub fn parse_dump(text: &str) -> Result<Vec<DumpEntry>, DumpError> {
                         reason: "hex data before any bb:dd.f address line".into(),
                     });
                 };
-                for (at, word) in (offset..).zip(t[first.len()..].split_whitespace()) {
+                for (at, word) in (offset..).zip(rest.split_whitespace()) {
                     let byte = u8::from_str_radix(word, 16)
                         .ok()
                         .filter(|_| word.len() == 2)
@@ -153,7 +156,7 @@ pub fn parse_dump(text: &str) -> Result<Vec<DumpEntry>, DumpError> {
             out.push(DumpEntry {
                 domain,
                 bdf,
-                description: t[first.len()..].trim().to_string(),
+                description: rest.trim().to_string(),
                 bytes: Vec::new(),
             });
         }
@@ -207,9 +210,10 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// Bad input never panics: the reader and the decoder take anything.
+        /// Bad input never panics: the reader and the decoder take anything (lines
+        /// may start with whitespace, some of it wider than a byte).
         #[test]
-        fn reader_and_decoder_never_panic(text in "(([0-9a-f]{1,3}:( [0-9a-fz]{1,3}){0,20})|(0000:)?[0-9a-f]{2}:[0-9a-f]{2}\\.[0-9] x|\\PC{0,20})(\n(([0-9a-f]{1,3}:( [0-9a-f]{2}){0,17})|[0-9a-f]{2}:[0-9a-f]{2}\\.[0-7] y|\\PC{0,10})){0,30}",
+        fn reader_and_decoder_never_panic(text in "[ \t\u{85}\u{a0}\u{2003}]{0,2}(([0-9a-f]{1,3}:( [0-9a-fz]{1,3}){0,20})|(0000:)?[0-9a-f]{2}:[0-9a-f]{2}\\.[0-9] x|\\PC{0,20})(\n[ \t\u{85}\u{a0}\u{2003}]{0,2}(([0-9a-f]{1,3}:( [0-9a-f]{2}){0,17})|[0-9a-f]{2}:[0-9a-f]{2}\\.[0-7] y|\\PC{0,10})){0,30}",
                                          bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..4200)) {
             if let Ok(entries) = parse_dump(&text) {
                 for e in entries {
@@ -220,6 +224,20 @@ mod tests {
             let _ = crate::decode::describe(&bytes);
             let _ = crate::caps::walk(&bytes);
         }
+    }
+
+    /// Leading whitespace of any width before an address line (here U+0085, two bytes
+    /// in UTF-8, which used to make the description's slice panic) is not part of the
+    /// address or the description.
+    #[test]
+    fn leading_whitespace_before_an_address_line() {
+        let d = parse_dump("\u{85}\u{85} 00:00.0 Host bridge: pcielab rc\n00: ee 1f\n").unwrap();
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].bdf, Bdf::new(0, 0, 0).unwrap());
+        assert_eq!(d[0].description, "Host bridge: pcielab rc");
+        assert_eq!(&d[0].bytes[..2], &[0xee, 0x1f]);
+        let d = parse_dump("  01:02.3   Spaced   \n").unwrap();
+        assert_eq!(d[0].description, "Spaced");
     }
 
     #[test]
