@@ -108,14 +108,9 @@ impl Engine {
         }
         if addr.checked_add(len - 1).is_none() {
             // It would run past the top of the 64-bit address space, where no request
-            // can go: it fails at once (the device is told), and the fault log says so.
-            ep.ops[oi as usize].ok = false;
-            let name = self.nodes[node as usize].name.clone();
-            self.fault(
-                FaultKind::Split,
-                format!("{name}: a DMA of {len} bytes at {addr:#x} runs past 2^64"),
-            );
-            self.finish_dma(node, oi, cx);
+            // can go.
+            let why = format!("a DMA of {len} bytes at {addr:#x} runs past 2^64");
+            self.fail_dma(node, oi, FaultKind::Split, why, cx);
             return;
         }
         // With ATS on, the DMA starts once the device holds its translations (of its
@@ -124,6 +119,25 @@ impl Engine {
             return;
         }
         self.dma_go(node, oi, cx);
+    }
+
+    /// DMA `oi` of `node` fails before any request of it goes out: the fault log says
+    /// why (`why`, after the node's name), and the device hears that it failed.
+    fn fail_dma(
+        &mut self,
+        node: u32,
+        oi: u32,
+        kind: FaultKind,
+        why: String,
+        cx: &mut Context<'_, PackedEv>,
+    ) {
+        if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
+            ep.ops[oi as usize].ok = false;
+        }
+        let name = &self.nodes[node as usize].name;
+        let message = format!("{name}: {why}");
+        self.fault(kind, message);
+        self.finish_dma(node, oi, cx);
     }
 
     /// Starts DMA `oi` of `node`: its writes go out, its reads join the read queue.
@@ -150,13 +164,9 @@ impl Engine {
                             Some(q) => q.push_back(oi),
                             None => {
                                 // A function past the layout the policy was checked for.
-                                ep.ops[oi as usize].ok = false;
-                                let name = self.nodes[node as usize].name.clone();
-                                self.fault(
-                                    FaultKind::DeviceCommand,
-                                    format!("{name}: DMA read of function {func}, which has no tag range"),
-                                );
-                                self.finish_dma(node, oi, cx);
+                                let why =
+                                    format!("DMA read of function {func}, which has no tag range");
+                                self.fail_dma(node, oi, FaultKind::DeviceCommand, why, cx);
                                 return;
                             }
                         }
