@@ -38,12 +38,17 @@ fn sim(ats: bool, iommu: bool) -> FabricSim {
 }
 
 fn writes(count: u64) -> Box<DmaStream> {
+    writes_at(IOVA, count)
+}
+
+/// `count` 4 KiB DMA writes, one at a time, over the four pages from `iova`.
+fn writes_at(iova: u64, count: u64) -> Box<DmaStream> {
     Box::new(DmaStream::new(
         DmaOpKind::Write,
         4096,
         1,
         count,
-        IOVA,
+        iova,
         4 * 4096,
         AddrPattern::Sequential,
     ))
@@ -590,19 +595,7 @@ fn dmas_ending_at_the_top_of_the_address_space_are_translated() {
     const TOP: u64 = 0u64.wrapping_sub(4 * 4096);
     let mut s = sim(true, true);
     s.iommu_map("ep", TOP, PHYS, 4 * 4096).unwrap();
-    s.attach(
-        "ep",
-        Box::new(DmaStream::new(
-            DmaOpKind::Write,
-            4096,
-            1,
-            4,
-            TOP,
-            4 * 4096,
-            AddrPattern::Sequential,
-        )),
-    )
-    .unwrap();
+    s.attach("ep", writes_at(TOP, 4)).unwrap();
     s.run_until_idle(END);
     assert!(s.errors().is_empty(), "{:?}", s.errors());
     let a = s.ats_stats("ep").unwrap();
