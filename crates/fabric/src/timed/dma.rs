@@ -121,7 +121,7 @@ impl Engine {
         self.dma_go(node, oi, cx);
     }
 
-    /// DMA `oi` of `node` fails before any request of it goes out: the fault log says
+    /// DMA `oi` of `node` fails before any of its requests goes out: the fault log says
     /// why (`why`, after the node's name), and the device hears that it failed.
     fn fail_dma(
         &mut self,
@@ -204,15 +204,9 @@ impl Engine {
         // Function 0's ID is cached; another function's is looked up.
         let me = if func == 0 { me0 } else { self.fabric.bdf(f) };
         let Ok(split) = split_write(addr, len, self.cfg.mps as u32, SplitPolicy::Aligned) else {
-            self.fault(
-                FaultKind::Split,
-                format!("DMA write at {addr:#x} len {len} cannot be split"),
-            );
             // Not lost: the device hears that it failed.
-            if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
-                ep.ops[oi as usize].ok = false;
-            }
-            self.finish_dma(node, oi, cx);
+            let why = format!("DMA write at {addr:#x} len {len} cannot be split");
+            self.fail_dma(node, oi, FaultKind::Split, why, cx);
             return;
         };
         if poisoned {
