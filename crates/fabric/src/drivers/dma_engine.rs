@@ -43,6 +43,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+use super::{Observer, RunStage};
 use crate::timed::{remappable_msi_address, FabricSim, HostRead, SimError};
 use pcielab_device::dma_engine::{
     fill_pattern, reg, stream_hash, CTRL_CHECK, CTRL_ENABLE, DESC, DESC_STATUS, ENGINE_BASE,
@@ -436,6 +437,24 @@ pub fn run(
     size: u64,
     count: u64,
 ) -> Result<Vec<DmaRun>, SimError> {
+    run_observed(sim, fns, dir, size, count, &mut |_, _| Ok(()))
+}
+
+/// Simulated time [`run_observed`] lets pass at most between two calls of its
+/// observer (20 µs).
+const STEP: SimDuration = SimDuration::from_us(20);
+
+/// [`run`], calling `observe` with [`RunStage::Step`] after each interrupt the
+/// functions' drivers handled, and at least every 20 µs of simulated time while they
+/// wait for one; the caller that set the simulation up calls `Begin` and `End` itself.
+pub fn run_observed(
+    sim: &mut FabricSim,
+    fns: &mut [DmaFunction],
+    dir: Dir,
+    size: u64,
+    count: u64,
+    observe: &mut Observer<'_>,
+) -> Result<Vec<DmaRun>, SimError> {
     if size == 0 || size > 1 << 30 {
         return Err(bad("transfer size", size.to_string(), "1..=1 GiB"));
     }
@@ -479,7 +498,19 @@ pub fn run(
         }
         let from = seen;
         let limit = sim.now() + fns[0].cfg.stall_timeout;
-        if !sim.run_while(limit, |s| s.interrupts().len() > from) {
+        // Up to the limit in steps of at most STEP, the observer called between them.
+        let mut until = sim.now();
+        let came = loop {
+            until = (until + STEP).min(limit);
+            if sim.run_while(until, |s| s.interrupts().len() > from) {
+                break true;
+            }
+            if until >= limit {
+                break false;
+            }
+            observe(sim, RunStage::Step).map_err(SimError::Observer)?;
+        };
+        if !came {
             let waiting: Vec<String> = fns
                 .iter()
                 .zip(&st)
@@ -542,6 +573,7 @@ pub fn run(
             }
         }
         seen = n;
+        observe(sim, RunStage::Step).map_err(SimError::Observer)?;
     }
     Ok(fns
         .iter()

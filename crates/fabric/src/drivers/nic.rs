@@ -31,6 +31,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+use super::{Observer, RunStage};
 use crate::host::enumerate::Interrupts;
 use crate::timed::{DirCounters, FabricSim, HostRead, HostTicket, SimError};
 use pcielab_device::nic::{
@@ -785,6 +786,17 @@ pub fn run_together(
     sim: &mut FabricSim,
     drivers: &mut [(&mut NicDriver, u64, u64)],
 ) -> Result<Vec<NicRun>, SimError> {
+    run_together_observed(sim, drivers, &mut |_, _| Ok(()))
+}
+
+/// [`run_together`], calling `observe` with [`RunStage::Step`] each time the drivers
+/// have handled what the simulation brought them (an interrupt, a poll, a head
+/// read); the caller that set the simulation up calls `Begin` and `End` itself.
+pub fn run_together_observed(
+    sim: &mut FabricSim,
+    drivers: &mut [(&mut NicDriver, u64, u64)],
+    observe: &mut Observer<'_>,
+) -> Result<Vec<NicRun>, SimError> {
     let mut states: Vec<RunState> = drivers
         .iter_mut()
         .map(|(d, tx, rx)| d.begin(sim, *tx, *rx))
@@ -833,6 +845,7 @@ pub fn run_together(
         for ((d, ..), st) in drivers.iter_mut().zip(states.iter_mut()) {
             d.service(sim, st)?;
         }
+        observe(sim, RunStage::Step).map_err(SimError::Observer)?;
     }
     Ok(drivers
         .iter()
@@ -947,20 +960,23 @@ pub fn measure(
     frame: u64,
     packets: u64,
 ) -> Result<NicPoint, SimError> {
+    let topo = measure_topology(link)?;
+    measure_in(&topo, "nic", cfg, variant, frame, packets)
+}
+
+/// The topology of [`measure`]: the root complex and one NIC on a link of `link`'s keys.
+fn measure_topology(link: &str) -> Result<crate::topology::Topology, SimError> {
     let text = format!(
         "[[node]]\nname = \"rc\"\nkind = \"root-complex\"\n\
          [[node]]\nname = \"nic\"\nkind = \"nic\"\n\
          [[link]]\nup = \"rc.0\"\ndown = \"nic\"\n{link}\n"
     );
     let reg = crate::kinds::KindRegistry::builtin();
-    let topo = crate::topology::Topology::parse(&text, "nic-measure.toml", &reg).map_err(|e| {
-        SimError::Param {
-            what: "NIC measurement topology",
-            value: e.to_string(),
-            allowed: "valid link keys",
-        }
-    })?;
-    measure_in(&topo, "nic", cfg, variant, frame, packets)
+    crate::topology::Topology::parse(&text, "nic-measure.toml", &reg).map_err(|e| SimError::Param {
+        what: "NIC measurement topology",
+        value: e.to_string(),
+        allowed: "valid link keys",
+    })
 }
 
 /// [`measure`] on the NIC node `nic` of a topology of one's own (switches, other
@@ -973,6 +989,34 @@ pub fn measure_in(
     variant: NicVariant,
     frame: u64,
     packets: u64,
+) -> Result<NicPoint, SimError> {
+    measure_in_observed(topo, nic, cfg, variant, frame, packets, &mut |_, _| Ok(()))
+}
+
+/// [`measure`], with an observer of its three runs (see [`Observer`]): each begins
+/// with [`RunStage::Begin`] (once the driver has set the NIC up), steps as
+/// [`run_together_observed`]'s do, and ends with [`RunStage::End`].
+pub fn measure_observed(
+    link: &str,
+    cfg: &crate::timed::SimConfig,
+    variant: NicVariant,
+    frame: u64,
+    packets: u64,
+    observe: &mut Observer<'_>,
+) -> Result<NicPoint, SimError> {
+    let topo = measure_topology(link)?;
+    measure_in_observed(&topo, "nic", cfg, variant, frame, packets, observe)
+}
+
+/// [`measure_in`], with an observer of its three runs (see [`measure_observed`]).
+pub fn measure_in_observed(
+    topo: &crate::topology::Topology,
+    nic: &str,
+    cfg: &crate::timed::SimConfig,
+    variant: NicVariant,
+    frame: u64,
+    packets: u64,
+    observe: &mut Observer<'_>,
 ) -> Result<NicPoint, SimError> {
     use crate::kinds::ParamValue;
     let packets = packets.max(1).div_ceil(MEASURE_QUANTUM) * MEASURE_QUANTUM;
@@ -995,7 +1039,12 @@ pub fn measure_in(
             allowed: "a node of kind nic in the topology",
         });
     };
-    let one = |tx: u64, rx: u64| -> Result<NicRun, SimError> {
+    let name = match variant {
+        NicVariant::Simple => "simple NIC",
+        NicVariant::Batched => "batched NIC, Linux driver",
+        NicVariant::Dpdk => "batched NIC, DPDK",
+    };
+    let mut one = |tx: u64, rx: u64| -> Result<NicRun, SimError> {
         let mut t = topo.clone();
         let p = &mut t.nodes[at].params;
         let s = |v: &str| ParamValue::Str(v.to_string());
@@ -1010,7 +1059,16 @@ pub fn measure_in(
         let reg = crate::kinds::KindRegistry::builtin();
         let mut sim = FabricSim::new(&t, &reg, cfg.clone())?;
         let mut d = NicDriver::open(&mut sim, nic, drv.clone())?;
-        d.run(&mut sim, tx, rx)
+        let what = match (tx, rx) {
+            (_, 0) => "transmit only",
+            (0, _) => "receive only",
+            _ => "both ways (MAC loopback)",
+        };
+        let label = format!("{name}, {frame} B frames, {packets} packets {what}");
+        observe(&mut sim, RunStage::Begin(&label)).map_err(SimError::Observer)?;
+        let r = run_together_observed(&mut sim, &mut [(&mut d, tx, rx)], observe)?;
+        observe(&mut sim, RunStage::End).map_err(SimError::Observer)?;
+        Ok(r.into_iter().next().unwrap_or_default())
     };
     let tx = one(packets, 0)?;
     let rx = one(0, packets)?;

@@ -21,6 +21,9 @@ pub enum SimError {
     /// Host software's recovery of a reset component could not proceed (see
     /// [`FabricSim::recover`](super::FabricSim::recover)).
     Recovery(String),
+    /// An observer of a driver's run stopped it (see
+    /// [`drivers::Observer`](crate::drivers::Observer)); its message.
+    Observer(String),
 }
 
 impl core::fmt::Display for SimError {
@@ -35,6 +38,7 @@ impl core::fmt::Display for SimError {
             SimError::UnknownNode(n) => write!(f, "no node named {n:?} in the topology"),
             SimError::Route(e) => write!(f, "{e}"),
             SimError::Recovery(e) => write!(f, "recovery: {e}"),
+            SimError::Observer(e) => write!(f, "{e}"),
         }
     }
 }

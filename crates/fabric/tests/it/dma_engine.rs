@@ -3,9 +3,10 @@
 //! reorder window fills and stalls, and nothing reaches another function.
 
 use pcielab_device::dma_engine::{reg, STREAM_HASH_START};
-use pcielab_fabric::drivers::dma_engine::{run, Dir, DmaDriverConfig, DmaFunction};
+use pcielab_fabric::drivers::dma_engine::{run, run_observed, Dir, DmaDriverConfig, DmaFunction};
+use pcielab_fabric::drivers::RunStage;
 use pcielab_fabric::kinds::KindRegistry;
-use pcielab_fabric::timed::{FabricSim, IommuConfig, SimConfig};
+use pcielab_fabric::timed::{FabricSim, IommuConfig, SimConfig, SimError};
 use pcielab_fabric::topology::Topology;
 use pcielab_wire::tlp::{MemOp, TlpHeader};
 use pcielab_wire::Bdf;
@@ -133,6 +134,51 @@ fn one_mib_transfers_run_near_the_links_limit() {
     // 256 of 256 + 24 bytes (header 16, sequence number and LCRC 6, framing 2): 57.6.
     assert!(d2h > 50.0 && d2h < 57.6, "{d2h}");
     assert!(h2d > 45.0 && h2d < 57.6, "{h2d}");
+}
+
+/// An observer of a run is called between its steps, at least every 20 µs of simulated
+/// time: a 1 MiB transfer at ~57 Gb/s takes ~150 µs, so it is called several times per
+/// transfer, and draining the trace there leaves every record to it exactly once. An
+/// observer's error stops the run with its message.
+#[test]
+fn an_observer_sees_the_run_in_steps_and_can_stop_it() {
+    let traced = SimConfig {
+        trace: true,
+        ..gen3()
+    };
+    let (mut a, mut b) = (sim_with("", traced.clone()), sim_with("", traced));
+    let mut fa = open_all(&mut a, 1, DmaDriverConfig::default());
+    let mut fb = open_all(&mut b, 1, DmaDriverConfig::default());
+    let plain = run(&mut a, &mut fa, Dir::D2h, 1 << 20, 2).unwrap();
+    let whole = a.take_whole_trace().unwrap().records.len();
+    let (mut steps, mut drained) = (0, 0);
+    let observed = run_observed(&mut b, &mut fb, Dir::D2h, 1 << 20, 2, &mut |sim, stage| {
+        assert_eq!(stage, RunStage::Step);
+        steps += 1;
+        drained += sim.take_trace().unwrap().records.len();
+        Ok(())
+    })
+    .unwrap();
+    drained += b.take_whole_trace().unwrap().records.len();
+    assert_eq!(observed, plain);
+    assert!(steps >= 2 * 6, "{steps} steps");
+    assert_eq!(drained, whole);
+    assert!(whole > 2 * 4096, "{whole}");
+    // Stopped at its third step.
+    let mut c = sim_with("", gen3());
+    let mut fc = open_all(&mut c, 1, DmaDriverConfig::default());
+    let mut n = 0;
+    let e = run_observed(&mut c, &mut fc, Dir::D2h, 1 << 20, 2, &mut |_, _| {
+        n += 1;
+        if n == 3 {
+            Err("disk full".into())
+        } else {
+            Ok(())
+        }
+    })
+    .unwrap_err();
+    assert_eq!(e, SimError::Observer("disk full".into()));
+    assert_eq!(n, 3);
 }
 
 /// Completions of the engine's read requests come back out of order across tags
