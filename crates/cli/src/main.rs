@@ -27,7 +27,8 @@ mod tlp_cmd;
 mod topo_cmd;
 mod units;
 
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::io::BufRead;
 use std::process::ExitCode;
 
@@ -237,11 +238,34 @@ fn man_page(dir: Option<&std::path::Path>) -> Result<(), Failure> {
     topo_cmd::write_stdout(&String::from_utf8_lossy(&out))
 }
 
+/// The flags given on the command line of subcommand `sub` (long names; the id of a
+/// positional argument), not those left at their defaults.
+fn given_flags(sub: &str, m: &clap::ArgMatches) -> Vec<String> {
+    let cmd = Cli::command();
+    let Some(c) = cmd.find_subcommand(sub) else {
+        return Vec::new();
+    };
+    c.get_arguments()
+        .filter(|arg| m.value_source(arg.get_id().as_str()) == Some(ValueSource::CommandLine))
+        .map(|arg| {
+            arg.get_long()
+                .map_or_else(|| arg.get_id().to_string(), str::to_string)
+        })
+        .collect()
+}
+
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let matches = match Cli::command().try_get_matches() {
+        Ok(m) => m,
+        Err(e) => return clap_exit(e),
+    };
+    let mut cli = match Cli::from_arg_matches(&matches) {
         Ok(c) => c,
         Err(e) => return clap_exit(e),
     };
+    if let (Command::Sim(a), Some(("sim", m))) = (&mut cli.command, matches.subcommand()) {
+        a.given = given_flags("sim", m);
+    }
     // Not for the servers (adapter, psmem, snic-device): they write to sockets, and a
     // peer that goes away must not end them.
     if !matches!(

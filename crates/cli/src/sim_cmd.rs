@@ -414,16 +414,20 @@ pub struct SimArgs {
     /// pcap, no interface names); read it with `pcielab dump` or Wireshark with
     /// dissector/pcielab.lua. Capturing does not change any result.
     #[arg(help_heading = "Output", long, value_name = "FILE")]
-    pcap: Option<PathBuf>,
+    pub(crate) pcap: Option<PathBuf>,
     /// Largest --pcap file (bytes; 4K, 512M, 1GiB, 0x1000 ...; 0 = no limit): capture
     /// stops at the packet that reaches it, the file stays valid, the run goes on, and
     /// stderr says how many TLPs/DLLPs were left out.
     #[arg(help_heading = "Output", long, value_name = "SIZE", default_value = "1GiB", value_parser = crate::units::parse_bytes)]
-    pcap_max: u64,
+    pub(crate) pcap_max: u64,
     /// Write the simulator's own trace (one line per TLP/DLLP: time in ps, link
     /// direction, kind, bytes in hex) to this file.
     #[arg(help_heading = "Output", long, value_name = "FILE")]
-    trace: Option<PathBuf>,
+    pub(crate) trace: Option<PathBuf>,
+    /// The flags given on the command line (long names), filled in by `main`: a flag
+    /// that the workload does not use is an error, not silently ignored.
+    #[arg(skip)]
+    pub(crate) given: Vec<String>,
 }
 
 /// Parses `--sizes` (see [`crate::units::parse_size_range`]): 1 B to 1 MiB, at most
@@ -828,13 +832,13 @@ fn run_captured(sim: &mut FabricSim, cap: &mut SimCapture, label: &str) -> Resul
 }
 
 /// Starts a captured run: one interface per link direction of `sim`.
-fn begin_run(sim: &FabricSim, cap: &mut SimCapture, label: &str) -> Result<(), Failure> {
+pub(crate) fn begin_run(sim: &FabricSim, cap: &mut SimCapture, label: &str) -> Result<(), Failure> {
     let names = sim.trace().map(|t| t.dir_names.clone()).unwrap_or_default();
     cap.begin_run(label, &names)
 }
 
 /// Ends a captured run: writes what the trace still holds.
-fn end_run(sim: &mut FabricSim, cap: &mut SimCapture) -> Result<(), Failure> {
+pub(crate) fn end_run(sim: &mut FabricSim, cap: &mut SimCapture) -> Result<(), Failure> {
     if let Some(t) = sim.take_whole_trace() {
         cap.records(&t)?;
     }
@@ -1366,6 +1370,7 @@ pub(crate) fn build_config(a: &SimArgs, topo: &Topology) -> Result<SimConfig, Fa
 }
 
 pub fn run(a: &SimArgs) -> Result<(), Failure> {
+    check_flags(a)?;
     if a.workload == Workload::Nic {
         return crate::sim_nic::run(a);
     }
@@ -1412,29 +1417,21 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
             }
             crate::sim_inject::parse_tlps(&a.tlps)?
         }
-        _ if !a.tlps.is_empty() => return Err(fail("--tlp works with --workload inject")),
         _ => Vec::new(),
     };
     if a.peer.is_some() {
-        if a.workload != Workload::Dma {
-            return Err(fail("--peer works with --workload dma"));
-        }
+        // (--peer with another workload: check_flags.)
         if a.iommu {
             return Err(fail(
                 "--peer with --iommu: the IOMMU does not translate peer-to-peer requests",
             ));
         }
     }
-    if a.op == Op::Atomic {
-        if a.workload != Workload::Dma {
-            return Err(fail("--op atomic works with --workload dma"));
-        }
-        if !matches!(a.size, None | Some(4) | Some(8)) {
-            return Err(fail(format!(
-                "--size {}: an atomic counter is 4 or 8 bytes",
-                a.size.unwrap_or(0)
-            )));
-        }
+    if a.op == Op::Atomic && !matches!(a.size, None | Some(4) | Some(8)) {
+        return Err(fail(format!(
+            "--size {}: an atomic counter is 4 or 8 bytes",
+            a.size.unwrap_or(0)
+        )));
     }
     if a.pri && !a.ats {
         return Err(fail(
@@ -1461,9 +1458,6 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
             "--page-fault-us {}: allowed 0..=1000000",
             a.page_fault_us
         )));
-    }
-    if (a.fail.is_some() || a.recover_us.is_some()) && a.workload != Workload::Dma {
-        return Err(fail("--fail and --recover-us work with --workload dma"));
     }
     if a.recover_us.is_some() && a.fail.is_none() {
         return Err(fail("--recover-us needs --fail NODE@US"));
@@ -1771,6 +1765,70 @@ impl SimArgs {
             pcap: self.pcap.clone(),
             pcap_max: self.pcap_max,
             trace: self.trace.clone(),
+            given: self.given.clone(),
         }
     }
+
+    /// Whether `flag` (its long name) was given on the command line.
+    pub(crate) fn given(&self, flag: &str) -> bool {
+        self.given.iter().any(|g| g == flag)
+    }
+}
+
+/// The flags that only some workloads use, each with those workloads; every other
+/// flag (topology, link and fabric, errors, IOMMU, host, output) applies to them all.
+const WORKLOAD_FLAGS: &[(&str, &[Workload])] = {
+    use Workload::*;
+    &[
+        ("nic", &[Nic]),
+        ("eth", &[Nic]),
+        ("dpdk", &[Nic]),
+        ("packets", &[Nic]),
+        ("plot", &[Nic]),
+        ("vfs", &[Sriov]),
+        ("vm", &[Sriov]),
+        ("device", &[Dma, Sweep, Inject, Nic, Sriov]),
+        ("op", &[Dma, Sriov]),
+        ("size", &[Dma, MmioLat]),
+        ("sizes", &[Sweep, Nic, Sriov]),
+        ("window", &[Dma, Sweep]),
+        ("count", &[Dma, MmioLat, Sweep, Sriov]),
+        ("pattern", &[Dma, Sweep]),
+        ("region", &[Dma, Sweep]),
+        ("gap-us", &[MmioLat, Sweep]),
+        ("tlp", &[Inject]),
+        ("peer", &[Dma]),
+        ("fail", &[Dma]),
+        ("recover-us", &[Dma]),
+        ("dpc", &[Dma, Sweep]),
+    ]
+};
+
+fn workload_name(w: Workload) -> String {
+    w.to_possible_value()
+        .map(|v| v.get_name().to_string())
+        .unwrap_or_default()
+}
+
+/// Refuses a flag given for a workload that does not use it (it would be ignored).
+fn check_flags(a: &SimArgs) -> Result<(), Failure> {
+    if a.op == Op::Atomic && a.workload != Workload::Dma {
+        return Err(fail("--op atomic works with --workload dma"));
+    }
+    for (flag, uses) in WORKLOAD_FLAGS {
+        if a.given(flag) && !uses.contains(&a.workload) {
+            let names: Vec<String> = uses.iter().map(|&w| workload_name(w)).collect();
+            return Err(fail(format!(
+                "--{flag} does not apply to --workload {}: it is used by --workload {}",
+                workload_name(a.workload),
+                names.join(", ")
+            )));
+        }
+    }
+    if a.given("pcap-max") && a.pcap.is_none() {
+        return Err(fail(
+            "--pcap-max limits the file of --pcap FILE, which is not given",
+        ));
+    }
+    Ok(())
 }

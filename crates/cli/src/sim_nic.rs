@@ -2,10 +2,14 @@
 //! simulator, per frame size, beside what pcie-bench's model predicts.
 
 use crate::model_cmd::{check_plot_path, parse_sizes, plot, series, Fail, Table};
+use crate::sim_capture::SimCapture;
+use crate::sim_cmd::{begin_run, end_run};
 use crate::sim_cmd::{NicChoice, SimArgs};
 use crate::{fail, Failure};
-use pcielab_fabric::drivers::nic::{measure_in, NicVariant, MEASURE_QUANTUM};
+use pcielab_fabric::drivers::nic::{measure_in, measure_in_observed, NicVariant, MEASURE_QUANTUM};
+use pcielab_fabric::drivers::RunStage;
 use pcielab_fabric::kinds::KindRegistry;
+use pcielab_fabric::timed::FabricSim;
 use pcielab_fabric::topology::Topology;
 use pcielab_model::nic::{evaluate, Batching, NicKind};
 use pcielab_model::plot::Plot;
@@ -77,7 +81,7 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
     }
     // The DMA workloads' default sizes make no sense for Ethernet frames: the NIC
     // default is `model nic`'s.
-    let sizes_arg = if a.sizes == "64:4096:x2" {
+    let sizes_arg = if !a.given("sizes") {
         "64,128,256,512,1024,1518"
     } else {
         a.sizes.as_str()
@@ -101,14 +105,41 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         NicVariant::Dpdk => NicKind::Batched(Batching::DPDK),
     };
     // The simulator's settings: the flags and host layers, as for every workload.
-    let cfg = crate::sim_cmd::build_config(a, &topo)?;
+    let mut cfg = crate::sim_cmd::build_config(a, &topo)?;
+    cfg.trace = a.pcap.is_some() || a.trace.is_some();
     let packets = a.packets.div_ceil(MEASURE_QUANTUM) * MEASURE_QUANTUM;
+    let mut cap = SimCapture::open(
+        a.pcap.as_deref(),
+        a.trace.as_deref(),
+        &format!(
+            "pcielab sim, workload nic ({}), topology {}, NIC {nic:?}, MPS {} MRRS {}, \
+             frame sizes {sizes_arg}, {packets} packets per run",
+            variant_name(variant),
+            topo.file,
+            a.mps,
+            a.mrrs
+        ),
+    )?;
+    if let Some(c) = cap.as_mut() {
+        c.set_pcap_max(a.pcap_max);
+    }
     let mut rows = Vec::with_capacity(sizes.len());
     let mut bar = crate::progress::Progress::new("sizes", sizes.len() as u64);
     for (k, &frame) in sizes.iter().enumerate() {
         bar.set(k as u64);
-        let m = measure_in(&topo, &nic, &cfg, variant, frame, packets)
-            .map_err(|e| fail(e.to_string()))?;
+        let m = match cap.as_mut() {
+            None => measure_in(&topo, &nic, &cfg, variant, frame, packets),
+            Some(c) => measure_in_observed(
+                &topo,
+                &nic,
+                &cfg,
+                variant,
+                frame,
+                packets,
+                &mut capture_to(c),
+            ),
+        }
+        .map_err(|e| fail(e.to_string()))?;
         let p = evaluate(&model, kind, eth, frame).map_err(|e| fail(e.to_string()))?;
         let mpps = |gbps: f64| p.mpps(gbps);
         rows.push(vec![
@@ -145,11 +176,7 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         prec: vec![0, 3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 3, 3, 3, 2, 2],
         rows,
     };
-    let name = match variant {
-        NicVariant::Simple => "simple NIC",
-        NicVariant::Batched => "batched NIC, Linux driver",
-        NicVariant::Dpdk => "batched NIC, DPDK polling",
-    };
+    let name = variant_name(variant);
     let title = format!(
         "{name} {nic:?} of {}, its link Gen{gen} x{lanes}, MPS {} MRRS {}, {packets} packets per run, MAC unthrottled; eth_* at {} GbE; model_*: pcie-bench's model (spec mode) on the NIC's link",
         topo.file, a.mps, a.mrrs, a.eth
@@ -161,6 +188,9 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
     };
     let text = t.render(format, &title);
     print!("{text}");
+    if let Some(c) = cap {
+        eprintln!("{}", c.finish()?);
+    }
     plot(
         &a.plot,
         Plot {
@@ -179,6 +209,32 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         },
     )
     .map_err(from_fail)
+}
+
+fn variant_name(v: NicVariant) -> &'static str {
+    match v {
+        NicVariant::Simple => "simple NIC",
+        NicVariant::Batched => "batched NIC, Linux driver",
+        NicVariant::Dpdk => "batched NIC, DPDK polling",
+    }
+}
+
+/// An observer of a driver's runs that streams their trace into `cap`: one capture
+/// run per driver run, the trace taken at every step so that memory stays bounded.
+pub(crate) fn capture_to(
+    cap: &mut SimCapture,
+) -> impl FnMut(&mut FabricSim, RunStage<'_>) -> Result<(), String> + '_ {
+    move |sim, stage| {
+        match stage {
+            RunStage::Begin(label) => begin_run(sim, cap, label),
+            RunStage::Step => match sim.take_trace() {
+                Some(t) => cap.records(&t),
+                None => Ok(()),
+            },
+            RunStage::End => end_run(sim, cap),
+        }
+        .map_err(|Failure(m)| m)
+    }
 }
 
 /// The NIC node: `--device`, or the topology's first `nic`.

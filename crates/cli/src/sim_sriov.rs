@@ -2,11 +2,14 @@
 //! drivers in the timed simulator, every function streaming at once, per transfer size.
 
 use crate::model_cmd::{parse_sizes, Fail, Table};
+use crate::sim_capture::SimCapture;
 use crate::sim_cmd::{Op, SimArgs};
+use crate::sim_nic::capture_to;
 use crate::{fail, Failure};
 use pcielab_fabric::drivers::dma_engine::{
-    run as run_transfers, Dir, DmaDriverConfig, DmaFunction, Vm,
+    run as run_transfers, run_observed, Dir, DmaDriverConfig, DmaFunction, Vm,
 };
+use pcielab_fabric::drivers::RunStage;
 use pcielab_fabric::kinds::KindRegistry;
 use pcielab_fabric::timed::{FabricSim, IommuConfig};
 use pcielab_fabric::topology::Topology;
@@ -74,7 +77,7 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         }
     };
     // Transfer sizes: the DMA workloads' default makes no sense here.
-    let sizes_arg = if a.sizes == "64:4096:x2" {
+    let sizes_arg = if !a.given("sizes") {
         "64K,256K,1M"
     } else {
         a.sizes.as_str()
@@ -88,7 +91,7 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
             "--sizes: transfer size {s} is not allowed; allowed: 1 byte ..= 64 MiB"
         )));
     }
-    let count = if a.count == 200 { 8 } else { a.count };
+    let count = if a.given("count") { a.count } else { 8 };
     if count == 0 || count > 100_000 {
         return Err(fail(format!(
             "--count {count}: allowed 1..=100000 transfers"
@@ -97,6 +100,19 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
     let mut cfg = crate::sim_cmd::build_config(a, &topo)?;
     if a.vm && cfg.iommu.is_none() {
         cfg.iommu = Some(IommuConfig::default());
+    }
+    cfg.trace = a.pcap.is_some() || a.trace.is_some();
+    let mut cap = SimCapture::open(
+        a.pcap.as_deref(),
+        a.trace.as_deref(),
+        &format!(
+            "pcielab sim, workload sriov, topology {}, DMA engine {node:?}, MPS {} MRRS {}, \
+             transfer sizes {sizes_arg}, {count} transfers per function and size",
+            topo.file, a.mps, a.mrrs
+        ),
+    )?;
+    if let Some(c) = cap.as_mut() {
+        c.set_pcap_max(a.pcap_max);
     }
     let mut rows = Vec::with_capacity(sizes.len());
     let mut functions = 0;
@@ -119,8 +135,28 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
             i += 1;
         }
         functions = fns.len();
-        let r =
-            run_transfers(&mut sim, &mut fns, dir, size, count).map_err(|e| fail(e.to_string()))?;
+        let r = match cap.as_mut() {
+            None => run_transfers(&mut sim, &mut fns, dir, size, count),
+            Some(c) => {
+                let label = format!(
+                    "{} functions, {count} {} transfers of {size} B each",
+                    fns.len(),
+                    if dir == Dir::H2d {
+                        "host-to-device"
+                    } else {
+                        "device-to-host"
+                    }
+                );
+                let mut observe = capture_to(c);
+                observe(&mut sim, RunStage::Begin(&label)).map_err(fail)?;
+                let r = run_observed(&mut sim, &mut fns, dir, size, count, &mut observe);
+                if r.is_ok() {
+                    observe(&mut sim, RunStage::End).map_err(fail)?;
+                }
+                r
+            }
+        }
+        .map_err(|e| fail(e.to_string()))?;
         let gbps: Vec<f64> = r.iter().map(|x| x.gbps).collect();
         // Together: every byte over the time until the last function finished.
         let end = r.iter().map(|x| x.elapsed).max().unwrap_or_default();
@@ -156,6 +192,9 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         crate::format::Format::Json => crate::model_cmd::Format::Json,
     };
     print!("{}", t.render(format, &title));
+    if let Some(c) = cap {
+        eprintln!("{}", c.finish()?);
+    }
     Ok(())
 }
 

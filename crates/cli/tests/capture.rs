@@ -10,7 +10,7 @@ use common::{example, pcielab};
 
 use pcielab_capture::{CaptureWriter, Format};
 use pcielab_wire::json::tlp_from_json;
-use pcielab_wire::tlp::TlpRepr;
+use pcielab_wire::tlp::{TlpKind, TlpPacket, TlpRepr};
 use pcielab_wire::{Bdf, CplStatus, Tag};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -1650,4 +1650,163 @@ fn tshark_info_without_a_tree_matches_dump() {
         n,
         &["-r", p, "-o", "gui.column.format:\"Info\",\"%i\""],
     );
+}
+
+/// A record of a text trace: (direction, is a TLP, bytes).
+type Record = (String, bool, Vec<u8>);
+
+/// The text trace of a capture split into its runs: (label, records of the run).
+fn trace_runs(path: &Path) -> Vec<(String, Vec<Record>)> {
+    let mut runs: Vec<(String, Vec<Record>)> = Vec::new();
+    for l in std::fs::read_to_string(path).unwrap().lines() {
+        if let Some(head) = l.strip_prefix("# run ") {
+            runs.push((head.to_string(), Vec::new()));
+            continue;
+        }
+        let f: Vec<&str> = l.split(' ').collect();
+        let hex = f.last().unwrap();
+        let bytes = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect();
+        let run = runs
+            .last_mut()
+            .expect("a record before the first run header");
+        run.1.push((f[1].to_string(), f[2] == "TLP", bytes));
+    }
+    runs
+}
+
+/// Records in a pcap/pcapng file.
+fn pcap_records(path: &Path) -> usize {
+    let data = std::fs::read(path).unwrap();
+    let mut r = pcielab_capture::reader::Reader::new(&data).unwrap();
+    let mut n = 0;
+    while let Some(rec) = r.next_record() {
+        rec.unwrap();
+        n += 1;
+    }
+    n
+}
+
+/// The memory requests of a run's records on direction `dir`: (kind, address, bytes,
+/// payload).
+fn mem_requests(records: &[Record], dir: &str) -> Vec<(TlpKind, u64, usize, Vec<u8>)> {
+    records
+        .iter()
+        .filter(|(d, tlp, _)| *tlp && d == dir)
+        .filter_map(|(_, _, b)| {
+            let t = TlpPacket::new_checked(b.as_slice()).unwrap();
+            let kind = t.kind().unwrap();
+            matches!(kind, TlpKind::MRd | TlpKind::MWr).then(|| {
+                let bytes = t.length_dw() as usize * 4;
+                (kind, t.address(), bytes, t.payload().to_vec())
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn nic_workload_capture_holds_every_run_and_changes_no_result() {
+    let pcap = tmp("nic-workload.pcapng");
+    let trace = tmp("nic-workload.txt");
+    let base = [
+        "sim",
+        "--workload",
+        "nic",
+        "--nic",
+        "batched",
+        "--sizes",
+        "64",
+        "--packets",
+        "160",
+        "--json",
+    ];
+    let (rc, without, err) = pcielab(&base);
+    assert_eq!(rc, 0, "{err}");
+    let mut args = base.to_vec();
+    let (p, t) = (pcap.to_str().unwrap(), trace.to_str().unwrap());
+    args.extend(["--pcap", p, "--trace", t]);
+    let (rc, with, err) = pcielab(&args);
+    assert_eq!(rc, 0, "{err}");
+    assert_eq!(with, without, "capturing changed the results");
+    assert!(
+        err.contains("captured") && err.contains("of 3 run(s)"),
+        "{err}"
+    );
+    let runs = trace_runs(&trace);
+    let labels: Vec<&str> = runs.iter().map(|r| r.0.as_str()).collect();
+    assert_eq!(runs.len(), 3, "{labels:?}");
+    assert!(labels[0].contains("transmit only"), "{labels:?}");
+    assert!(labels[1].contains("receive only"), "{labels:?}");
+    assert!(labels[2].contains("both ways"), "{labels:?}");
+    let records: usize = runs.iter().map(|r| r.1.len()).sum();
+    assert_eq!(pcap_records(&pcap), records);
+    // 64-byte frames are 60 bytes of data without the FCS: transmitting, the NIC reads
+    // each frame's 60 bytes (one MRd of 15 DW each); receiving, it writes them.
+    let frame_reads = |r: &[Record]| {
+        mem_requests(r, "nic->rc.0")
+            .iter()
+            .filter(|m| m.0 == TlpKind::MRd && m.2 == 60)
+            .count()
+    };
+    let frame_writes = |r: &[Record]| -> Vec<Vec<u8>> {
+        mem_requests(r, "nic->rc.0")
+            .into_iter()
+            .filter(|m| m.0 == TlpKind::MWr && m.2 == 60)
+            .map(|m| m.3)
+            .collect()
+    };
+    assert_eq!(
+        (frame_reads(&runs[0].1), frame_writes(&runs[0].1).len()),
+        (160, 0)
+    );
+    assert_eq!(
+        (frame_reads(&runs[1].1), frame_writes(&runs[1].1).len()),
+        (0, 160)
+    );
+    // Both ways, the MAC loops every frame back: the driver numbered its frames
+    // 0..160 in their first 8 bytes, and each comes back to host memory once.
+    assert_eq!(frame_reads(&runs[2].1), 160);
+    let mut numbers: Vec<u64> = frame_writes(&runs[2].1)
+        .iter()
+        .map(|p| u64::from_le_bytes(p[..8].try_into().unwrap()))
+        .collect();
+    numbers.sort_unstable();
+    assert_eq!(numbers, (0..160).collect::<Vec<u64>>());
+}
+
+#[test]
+fn sriov_workload_capture_holds_every_transfers_bytes() {
+    let pcap = tmp("sriov-workload.pcapng");
+    let base = [
+        "sim",
+        "--workload",
+        "sriov",
+        "--vfs",
+        "1",
+        "--op",
+        "write",
+        "--sizes",
+        "64K",
+        "--count",
+        "2",
+        "--json",
+    ];
+    let (rc, without, err) = pcielab(&base);
+    assert_eq!(rc, 0, "{err}");
+    let mut args = base.to_vec();
+    args.extend(["--pcap", pcap.to_str().unwrap()]);
+    let (rc, with, err) = pcielab(&args);
+    assert_eq!(rc, 0, "{err}");
+    assert_eq!(with, without, "capturing changed the results");
+    assert!(err.contains("of 1 run(s)"), "{err}");
+    // 2 functions × 2 transfers × 64 KiB device to host: 512 whole-MPS MWrs of 256
+    // bytes each, and nothing else of that size goes up.
+    let dump = dump_json(&pcap);
+    let full = dump
+        .iter()
+        .filter(|o| o["kind"] == "MWr" && o["interface"] == "dma->rc.0" && o["length_dw"] == 64)
+        .count();
+    assert_eq!(full, 2 * 2 * 65536 / 256, "{:?}", dump.first());
 }

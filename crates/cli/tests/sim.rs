@@ -207,7 +207,7 @@ fn bad_input_exits_2_with_one_line() {
         ),
         (
             vec!["sim", &f, "--peer", "mem1"],
-            "--peer works with --workload dma",
+            "--peer does not apply to --workload sweep: it is used by --workload dma",
         ),
         (
             vec!["sim", &f, "--workload", "inject"],
@@ -219,7 +219,7 @@ fn bad_input_exits_2_with_one_line() {
         ),
         (
             vec!["sim", &f, "--tlp", "00"],
-            "--tlp works with --workload inject",
+            "--tlp does not apply to --workload sweep: it is used by --workload inject",
         ),
         (
             vec!["sim", &f, "--workload", "inject", "--tlp", "00", "--csv"],
@@ -1285,5 +1285,109 @@ fn sriov_workload_shares_the_link_among_its_functions() {
     assert!(
         err.contains("--op rw") && err.contains("one direction"),
         "{err}"
+    );
+}
+
+/// A flag that the chosen workload does not use is refused (it would be silently
+/// ignored), naming the flag and the workloads that use it; given where they apply, the
+/// same flags are taken.
+#[test]
+fn flags_the_workload_does_not_use_are_refused() {
+    for (args, what) in [
+        (
+            vec!["--workload", "nic", "--op", "write"],
+            "--op does not apply to --workload nic: it is used by --workload dma, sriov",
+        ),
+        (
+            vec!["--workload", "nic", "--window", "4"],
+            "--window does not apply to --workload nic",
+        ),
+        (
+            vec!["--workload", "nic", "--count", "4"],
+            "--count does not apply to --workload nic",
+        ),
+        (
+            vec!["--workload", "nic", "--vfs", "2"],
+            "--vfs does not apply to --workload nic: it is used by --workload sriov",
+        ),
+        (
+            vec!["--workload", "sriov", "--packets", "320"],
+            "--packets does not apply to --workload sriov: it is used by --workload nic",
+        ),
+        (
+            vec!["--workload", "sriov", "--size", "4096"],
+            "--size does not apply to --workload sriov",
+        ),
+        (
+            vec!["--workload", "dma", "--nic", "batched"],
+            "--nic does not apply to --workload dma",
+        ),
+        (
+            vec!["--workload", "sweep", "--op", "write"],
+            "--op does not apply to --workload sweep",
+        ),
+        (
+            vec!["--workload", "mmio-lat", "--window", "2"],
+            "--window does not apply to --workload mmio-lat",
+        ),
+        (
+            vec!["--workload", "enumerate", "--count", "2"],
+            "--count does not apply to --workload enumerate",
+        ),
+        (
+            vec!["--workload", "dma", "--gap-us", "5"],
+            "--gap-us does not apply to --workload dma: it is used by --workload mmio-lat, sweep",
+        ),
+        (
+            vec!["--workload", "dma", "--pcap-max", "1M"],
+            "--pcap-max limits the file of --pcap FILE, which is not given",
+        ),
+    ] {
+        let mut a = vec!["sim", "--gen", "3", "--lanes", "8"];
+        a.extend(&args);
+        let (rc, out, err) = pcielab(&a);
+        assert_eq!(rc, 2, "{a:?}: {out}{err}");
+        assert_eq!(err.lines().count(), 1, "{a:?}: {err}");
+        assert!(err.contains(what), "{a:?}: {err}");
+    }
+    // Where they apply, they are taken; --sizes and --count given explicitly as their
+    // generic defaults are taken as given, not as "not given".
+    let (rc, out, err) = pcielab(&[
+        "sim",
+        "--workload",
+        "sriov",
+        "--vfs",
+        "0",
+        "--op",
+        "write",
+        "--sizes",
+        "4K",
+        "--count",
+        "200",
+        "--csv",
+    ]);
+    assert_eq!(rc, 0, "{err}");
+    let row = out.lines().last().unwrap();
+    assert_eq!(row.split(',').nth(5), Some("200"), "{out}");
+    let (rc, out, err) = pcielab(&[
+        "sim",
+        "--workload",
+        "nic",
+        "--sizes",
+        "64:4096:x2",
+        "--packets",
+        "160",
+        "--csv",
+    ]);
+    assert_eq!(rc, 0, "{err}");
+    let sizes: Vec<&str> = out
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').next().unwrap())
+        .collect();
+    assert_eq!(
+        sizes,
+        ["64", "128", "256", "512", "1024", "2048", "4096"],
+        "{out}"
     );
 }
