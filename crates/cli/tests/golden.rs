@@ -1,7 +1,8 @@
 //! Golden trace hashes: scenarios that cover the simulator's features (exact and burst
 //! mode, lossy links and BER, poisoning, ECRC, ASPM, link failure with and without DPC,
 //! IOMMU/ATS/PRI/PASID, peer to peer with and without ACS and splitting, MMIO,
-//! enumeration, injected TLPs, cut-through, AtomicOps, the host model's tails), each
+//! enumeration, injected TLPs, cut-through, AtomicOps, the host model's tails, the NIC
+//! and the SR-IOV DMA engine with their drivers), each
 //! run with `pcielab sim --trace` and reduced to a 64-bit FNV-1a hash of the trace
 //! file and the stdout.
 //!
@@ -233,6 +234,97 @@ fn scenarios() -> Vec<(&'static str, Vec<&'static str>)> {
             "sweep-default",
             vec!["--sizes", "64:256:x4", "--count", "20"],
         ),
+        // The device models with their drivers, on one link of their own (not the
+        // built-in example): three runs per frame size, one per transfer size.
+        (
+            "nic-batched-linux",
+            vec![
+                "--gen",
+                "3",
+                "--lanes",
+                "8",
+                "--workload",
+                "nic",
+                "--nic",
+                "batched",
+                "--sizes",
+                "64,1518",
+                "--packets",
+                "160",
+            ],
+        ),
+        (
+            "nic-dpdk-gen4",
+            vec![
+                "--gen",
+                "4",
+                "--lanes",
+                "4",
+                "--workload",
+                "nic",
+                "--nic",
+                "batched",
+                "--dpdk",
+                "--sizes",
+                "128",
+                "--packets",
+                "160",
+            ],
+        ),
+        (
+            "nic-simple",
+            vec![
+                "--gen",
+                "3",
+                "--lanes",
+                "8",
+                "--workload",
+                "nic",
+                "--nic",
+                "simple",
+                "--sizes",
+                "64",
+                "--packets",
+                "160",
+            ],
+        ),
+        (
+            "sriov-write",
+            vec![
+                "--gen",
+                "3",
+                "--lanes",
+                "8",
+                "--workload",
+                "sriov",
+                "--vfs",
+                "2",
+                "--op",
+                "write",
+                "--sizes",
+                "16K,100K",
+                "--count",
+                "2",
+            ],
+        ),
+        (
+            "sriov-read-vm",
+            vec![
+                "--gen",
+                "3",
+                "--lanes",
+                "8",
+                "--workload",
+                "sriov",
+                "--vfs",
+                "2",
+                "--vm",
+                "--sizes",
+                "16K",
+                "--count",
+                "2",
+            ],
+        ),
     ]
 }
 
@@ -244,16 +336,12 @@ fn run(name: &str, args: &[&str]) -> u64 {
     let dir = std::env::temp_dir().join(format!("pcielab-golden-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let trace = dir.join(format!("{name}.trace"));
-    // The built-in example, so that no path of the checkout reaches the output.
-    let mut a = vec![
-        "sim",
-        "--example",
-        "sim-default",
-        "--seed",
-        "7",
-        "--trace",
-        trace.to_str().unwrap(),
-    ];
+    // The built-in example, so that no path of the checkout reaches the output (or
+    // the scenario's own link).
+    let mut a = vec!["sim", "--seed", "7", "--trace", trace.to_str().unwrap()];
+    if !args.contains(&"--gen") {
+        a.extend(["--example", "sim-default"]);
+    }
     a.extend_from_slice(args);
     let (rc, out, err) = pcielab(&a);
     assert!(
