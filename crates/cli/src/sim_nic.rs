@@ -41,7 +41,8 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
                 &reg,
             )
             .map_err(|e| fail(e.to_string()))?;
-            (t, "nic".to_string())
+            let n = pick_nic(&t, a.device.as_deref())?;
+            (t, n)
         }
         (_, Some(name)) => {
             let t = Topology::parse(crate::examples::get(name)?.text, name, &reg)

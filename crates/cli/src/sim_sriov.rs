@@ -44,6 +44,13 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
             )))
         }
     };
+    if a.given("vfs") && (a.file.is_some() || a.example.is_some()) {
+        return Err(fail(format!(
+            "--vfs {}: sets the VFs of the one-link topology made without a file; a \
+             topology's dma-engine node has its own (its `vfs` key)",
+            a.vfs
+        )));
+    }
     if a.vfs > 64 {
         return Err(fail(format!("--vfs {}: allowed 0..=64", a.vfs)));
     }
@@ -62,7 +69,8 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
                 &reg,
             )
             .map_err(|e| fail(e.to_string()))?;
-            (t, "dma".to_string())
+            let n = pick(&t, a.device.as_deref())?;
+            (t, n)
         }
         (_, Some(name)) => {
             let t = Topology::parse(crate::examples::get(name)?.text, name, &reg)

@@ -1342,6 +1342,15 @@ fn flags_the_workload_does_not_use_are_refused() {
             vec!["--workload", "dma", "--pcap-max", "1M"],
             "--pcap-max limits the file of --pcap FILE, which is not given",
         ),
+        // Without a file the NIC and the DMA engine are named "nic" and "dma".
+        (
+            vec!["--workload", "nic", "--device", "mem0"],
+            "--device \"mem0\": not a nic node of one link (rc.0 - nic, Gen3 x8); nic nodes: nic",
+        ),
+        (
+            vec!["--workload", "sriov", "--device", "nic"],
+            "--device \"nic\": not a dma-engine node of one link",
+        ),
     ] {
         let mut a = vec!["sim", "--gen", "3", "--lanes", "8"];
         a.extend(&args);
@@ -1350,6 +1359,21 @@ fn flags_the_workload_does_not_use_are_refused() {
         assert_eq!(err.lines().count(), 1, "{a:?}: {err}");
         assert!(err.contains(what), "{a:?}: {err}");
     }
+    // --vfs makes the one-link topology's engine; a topology file's has its own.
+    let (rc, _, err) = pcielab(&[
+        "sim",
+        "--workload",
+        "sriov",
+        "--example",
+        "sriov-dma",
+        "--vfs",
+        "2",
+    ]);
+    assert_eq!(rc, 2, "{err}");
+    assert!(
+        err.contains("--vfs 2: sets the VFs of the one-link topology"),
+        "{err}"
+    );
     // Where they apply, they are taken; --sizes and --count given explicitly as their
     // generic defaults are taken as given, not as "not given".
     let (rc, out, err) = pcielab(&[
