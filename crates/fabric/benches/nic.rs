@@ -2,8 +2,9 @@
 //! in loopback (every frame is sent and received), Gen3 x8, with the simple NIC, the
 //! batched NIC with the Linux driver and with DPDK. Elements = packets (each sent and
 //! received). After the criterion measurements, a longer run of each prints simulated
-//! time / wall time (target: at least 1/20, i.e. a ratio ≥ 0.05). Building the
-//! simulation (topology, enumeration, the driver's set-up) is not timed.
+//! time / wall time (target: at least 1/20, i.e. a ratio ≥ 0.05) and the kernel events
+//! per packet by kind. Building the simulation (topology, enumeration, the driver's
+//! set-up) is not timed.
 //!
 //! Instructions per packet, which unlike wall time do not swing with the machine's
 //! load: `NIC_BENCH_ONLY=batched_dpdk NIC_BENCH_PACKETS=N` makes the longer run one
@@ -90,6 +91,7 @@ fn real_time() {
         }
         let (mut sim, mut d) = build(name, model);
         let (e0, t0) = (sim.events(), tlps(&sim));
+        let k0 = sim.events_by_kind();
         let t = Instant::now();
         let r = d.run(&mut sim, n, n).unwrap();
         let wall = t.elapsed().as_secs_f64();
@@ -106,6 +108,15 @@ fn real_time() {
             per(tlps(&sim) - t0),
             per(sim.events() - e0),
         );
+        // Where the events go: per packet sent and received, by kind.
+        let kinds: Vec<String> = sim
+            .events_by_kind()
+            .iter()
+            .zip(&k0)
+            .filter(|((_, n), (_, n0))| n > n0)
+            .map(|((name, n), (_, n0))| format!("{name} {:.2}", per(n - n0)))
+            .collect();
+        println!("  events per packet by kind: {}", kinds.join(", "));
     }
 }
 

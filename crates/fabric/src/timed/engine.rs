@@ -10,7 +10,7 @@ use super::event::*;
 use super::fault::{FaultKind, SimFault};
 use super::link::state::Dir;
 use super::node::state::Node;
-use super::packed::PackedEv;
+use super::packed::{PackedEv, KIND_SLOTS};
 use super::pool::TlpPool;
 use super::rc::state::{ErrorMessage, HostRead, IntxEvent, PmeMessage, PmeToAck, RootComplex};
 use super::regs::*;
@@ -115,6 +115,8 @@ pub struct Engine {
     /// What switches keep: PME_Turn_Off handshakes, LTR values of their ports, hot-plug
     /// interrupt conditions.
     pub(crate) switches: Switches,
+    /// Events handled, by [`PackedEv::kind_slot`].
+    pub(crate) event_kinds: [u64; KIND_SLOTS],
 }
 
 impl Engine {
@@ -162,6 +164,7 @@ impl Engine {
 impl World for Engine {
     type Event = PackedEv;
     fn handle(&mut self, ev: PackedEv, cx: &mut Context<'_, PackedEv>) {
+        self.event_kinds[ev.kind_slot()] += 1;
         match ev.unpack() {
             Ev::TxDone(d) => {
                 self.dirs[d as usize].busy = false;

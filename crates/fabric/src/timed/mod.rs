@@ -110,7 +110,7 @@ pub use event::{Ev, WireItem};
 pub use fault::{FaultKind, SimFault};
 pub use iommu::{remappable_msi_address, IommuFault, IommuFaultKind, IommuStats};
 pub use ltr::state::{ltr_ns, ltr_value, LtrMessage};
-pub use packed::PackedEv;
+pub use packed::{PackedEv, EVENT_KINDS};
 pub use pcielab_device::AtomicOp;
 pub use pcielab_device::{DeviceTiming, ReorderWindow};
 pub use pri::state::PageRequestRecord;

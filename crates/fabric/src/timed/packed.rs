@@ -111,7 +111,51 @@ impl From<Ev> for PackedEv {
     }
 }
 
+/// Counters of [`PackedEv::kind_slot`].
+pub(crate) const KIND_SLOTS: usize = 64;
+// A kind slot holds the tag in 4 bits.
+const _: () = assert!(ETH_FRAME < 16 && LINK_TRAINED < 16 && PME_RESEND < 16);
+
+/// The kinds of events [`FabricSim::events_by_kind`](super::FabricSim::events_by_kind)
+/// counts, in this order: each [`Ev`] variant, arrivals of TLPs and of DLLPs apart.
+pub const EVENT_KINDS: [&str; 17] = [
+    "tx-done",
+    "arrive-tlp",
+    "ack-timer",
+    "fc-timer",
+    "replay-timer",
+    "fc-refresh",
+    "forward",
+    "consume",
+    "device-timer",
+    "dma-timeout",
+    "host-timeout",
+    "host-send",
+    "device-complete",
+    "pme-resend",
+    "link-trained",
+    "ethernet-frame",
+    "arrive-dllp",
+];
+
 impl PackedEv {
+    /// Where [`Engine`](super::Engine) counts the event: its tag (bits 0–3) and, for an
+    /// arrival, the wire item's kind (bits 4–5); below [`KIND_SLOTS`], without a branch.
+    #[inline(always)]
+    pub(crate) fn kind_slot(&self) -> usize {
+        ((self.a & 0xf) | ((self.a >> 4) & 0x30)) as usize
+    }
+
+    /// The [`EVENT_KINDS`] index of a [`kind_slot`](Self::kind_slot).
+    pub(crate) fn slot_kind(slot: usize) -> usize {
+        let (tag, wire) = (slot as u64 & 0xf, (slot as u64 >> 4) & 3);
+        if tag == ARRIVE && wire != W_TLP {
+            16
+        } else {
+            tag as usize
+        }
+    }
+
     /// The event.
     #[inline(always)]
     pub fn unpack(self) -> Ev {
@@ -241,11 +285,42 @@ mod tests {
         ]
     }
 
+    /// The kind an event is counted as, written out from the variant.
+    fn kind_name(e: Ev) -> &'static str {
+        match e {
+            Ev::TxDone(_) => "tx-done",
+            Ev::Arrive(_, WireItem(Wire::Tlp { .. }, _)) => "arrive-tlp",
+            Ev::Arrive(_, WireItem(Wire::Dllp { .. }, _)) => "arrive-dllp",
+            Ev::AckTimer(_) => "ack-timer",
+            Ev::FcTimer(..) => "fc-timer",
+            Ev::ReplayTimer(_) => "replay-timer",
+            Ev::FcRefresh(_) => "fc-refresh",
+            Ev::Forward(_) => "forward",
+            Ev::Consume(_) => "consume",
+            Ev::EpTimer(..) => "device-timer",
+            Ev::EthFrame(_) => "ethernet-frame",
+            Ev::DmaTimeout(..) => "dma-timeout",
+            Ev::HostTimeout(_) => "host-timeout",
+            Ev::HostSend(_) => "host-send",
+            Ev::EpComplete(_) => "device-complete",
+            Ev::PmeResend(_) => "pme-resend",
+            Ev::LinkTrained(..) => "link-trained",
+        }
+    }
+
     proptest! {
         /// Every event comes back unchanged, whatever its operands.
         #[test]
         fn packing_round_trips(e in event()) {
             prop_assert_eq!(PackedEv::from(e).unpack(), e);
+        }
+
+        /// Every event is counted as its own kind.
+        #[test]
+        fn events_count_as_their_kind(e in event()) {
+            let slot = PackedEv::from(e).kind_slot();
+            prop_assert!(slot < KIND_SLOTS);
+            prop_assert_eq!(EVENT_KINDS[PackedEv::slot_kind(slot)], kind_name(e));
         }
     }
 

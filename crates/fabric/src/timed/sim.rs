@@ -11,7 +11,7 @@ use super::event::Ev;
 use super::fault::SimFault;
 use super::iommu::{IommuFault, IommuStats};
 use super::ltr::state::LtrMessage;
-use super::packed::PackedEv;
+use super::packed::{PackedEv, EVENT_KINDS, KIND_SLOTS};
 use super::pri::state::PageRequestRecord;
 use super::rc::state::{ErrorMessage, HostRead, IntxEvent, PmeMessage, PmeToAck};
 use super::stats::{DeviceStats, FunctionDmaStats};
@@ -705,6 +705,7 @@ impl FabricSim {
                 ltr_ports: Default::default(),
                 ltr_sent: Default::default(),
             },
+            event_kinds: [0; KIND_SLOTS],
         })
         .seed(seed)
         .capacity(4096)
@@ -1009,6 +1010,30 @@ impl FabricSim {
     /// Kernel events delivered so far.
     pub fn events(&self) -> u64 {
         self.sim.delivered()
+    }
+
+    /// Kernel events handled so far, by kind (those of [`EVENT_KINDS`], in its order;
+    /// their sum is [`events`](Self::events)): where a workload's events go.
+    ///
+    /// ```
+    /// # use pcielab_fabric::{kinds::KindRegistry, topology::Topology};
+    /// use pcielab_fabric::timed::{FabricSim, SimConfig};
+    /// # let t = Topology::parse("[[node]]\nname=\"rc\"\nkind=\"root-complex\"\n[[node]]\nname=\"m\"\nkind=\"psmem\"\n[[link]]\nup=\"rc.0\"\ndown=\"m\"\ngen=3\nwidth=4\n", "t.toml", &KindRegistry::builtin()).unwrap();
+    /// let mut sim = FabricSim::new(&t, &KindRegistry::builtin(), SimConfig::default())?;
+    /// let bar = sim.bar("m", 0).unwrap();
+    /// sim.mmio_read(bar, 4)?; // a read request down, its completion up
+    /// let k = sim.events_by_kind();
+    /// assert_eq!(k.iter().map(|(_, n)| n).sum::<u64>(), sim.events());
+    /// let n = |kind| k.iter().find(|(name, _)| *name == kind).unwrap().1;
+    /// assert!(n("arrive-tlp") >= 2 && n("consume") >= 1);
+    /// # Ok::<(), pcielab_fabric::timed::SimError>(())
+    /// ```
+    pub fn events_by_kind(&self) -> Vec<(&'static str, u64)> {
+        let mut n = [0u64; EVENT_KINDS.len()];
+        for (slot, &count) in self.sim.world().event_kinds.iter().enumerate() {
+            n[PackedEv::slot_kind(slot)] += count;
+        }
+        EVENT_KINDS.iter().copied().zip(n).collect()
     }
 
     /// Reads a configuration dword (zero simulated time, through ECAM).
