@@ -64,8 +64,28 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         .find(|l| l.down.index() == at)
         .map(|l| (l.gen.number(), l.width))
         .unwrap_or((3, 8));
-    let variant = match (a.nic, a.dpdk) {
+    // What the topology file says of the NIC, where the flags do not: its `model`, and
+    // its `eth_gbps` as the line rate of the eth_* and model columns.
+    let params = &topo.nodes[at].params;
+    let written = |key: &str| params.line(key) != 0;
+    let choice = match params.str("model") {
+        Some("batched") if !a.given("nic") && written("model") => NicChoice::Batched,
+        _ => a.nic,
+    };
+    let eth_gbps = match params.int("eth_gbps") {
+        Some(g) if g > 0 && !a.given("eth") && written("eth_gbps") => g as u32,
+        _ => a.eth,
+    };
+    let variant = match (choice, a.dpdk) {
         (NicChoice::Simple, false) => NicVariant::Simple,
+        (NicChoice::Simple, true) if !a.given("nic") && written("model") => {
+            return Err(fail(format!(
+                "--dpdk: node {nic:?} of {} is the simple NIC (model = \"simple\", line {}); \
+                 DPDK polling mode needs the batched NIC (--nic batched)",
+                topo.file,
+                params.line("model")
+            )))
+        }
         (NicChoice::Simple, true) => {
             return Err(fail(
                 "--dpdk with --nic simple: DPDK polling mode needs --nic batched",
@@ -74,6 +94,20 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         (NicChoice::Batched, false) => NicVariant::Batched,
         (NicChoice::Batched, true) => NicVariant::Dpdk,
     };
+    // Each run sets the receive source and the frame size itself.
+    let unused: Vec<String> = ["rx", "frame"]
+        .into_iter()
+        .filter(|k| written(k))
+        .map(|k| format!("{k} (line {})", params.line(k)))
+        .collect();
+    if !unused.is_empty() {
+        eprintln!(
+            "pcielab: note: --workload nic sets the receive source and frame size of each \
+             run itself (--sizes; transmit only, receive only, loopback): {} of node {nic:?} \
+             not used",
+            unused.join(" and ")
+        );
+    }
     if a.packets == 0 || a.packets > 10_000_000 {
         return Err(fail(format!(
             "--packets {}: allowed 1..=10000000",
@@ -93,7 +127,18 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
             "--sizes: frame size {s} is not allowed; allowed: 64..=9018 bytes (FCS included)"
         )));
     }
-    let eth = Ethernet::new(a.eth).map_err(|e| fail(format!("--eth: {e}")))?;
+    let eth = Ethernet::new(eth_gbps).map_err(|e| {
+        if a.given("eth") || !written("eth_gbps") {
+            fail(format!("--eth: {e}"))
+        } else {
+            fail(format!(
+                "{}:{}: eth_gbps = {eth_gbps} of node {nic:?} gives the line rate of the \
+                 eth_* and model columns: {e}; or give --eth",
+                topo.file,
+                params.line("eth_gbps")
+            ))
+        }
+    })?;
     let g = Generation::from_number(gen).map_err(|e| fail(format!("--gen: {e}")))?;
     let mut pc = PcieConfig::new(g, lanes as u32).map_err(|e| fail(format!("--lanes: {e}")))?;
     pc.mode = Mode::Spec;
@@ -180,7 +225,7 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
     let name = variant_name(variant);
     let title = format!(
         "{name} {nic:?} of {}, its link Gen{gen} x{lanes}, MPS {} MRRS {}, {packets} packets per run, MAC unthrottled; eth_* at {} GbE; model_*: pcie-bench's model (spec mode) on the NIC's link",
-        topo.file, a.mps, a.mrrs, a.eth
+        topo.file, a.mps, a.mrrs, eth_gbps
     );
     let format = match a.out_format() {
         crate::format::Format::Table => crate::model_cmd::Format::Table,
@@ -195,11 +240,11 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
     plot(
         &a.plot,
         Plot {
-            title: format!("{name}, Gen{gen} x{lanes}, {} GbE", a.eth),
+            title: format!("{name}, Gen{gen} x{lanes}, {eth_gbps} GbE"),
             x_label: "Ethernet frame size (bytes)".into(),
             y_label: "Packet data bandwidth (Gb/s)".into(),
             series: vec![
-                series(format!("{} GbE line rate", a.eth), t.column(1)),
+                series(format!("{eth_gbps} GbE line rate"), t.column(1)),
                 series("transmit (simulated)", t.column(3)),
                 series("receive (simulated)", t.column(4)),
                 series("bidirectional (simulated)", t.column(5)),

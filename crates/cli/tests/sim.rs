@@ -1415,3 +1415,85 @@ fn flags_the_workload_does_not_use_are_refused() {
         "{out}"
     );
 }
+
+/// `--workload nic` on a topology file takes the NIC's `model` and `eth_gbps` from the
+/// file where `--nic` and `--eth` are not given (the flags win where they are), and says
+/// on stderr that the file's `rx` and `frame` are not used (each run sets its own).
+#[test]
+fn nic_workload_takes_the_files_model_and_line_rate() {
+    let dir = std::env::temp_dir().join(format!("pcielab-nic-file-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let topo = |name: &str, keys: &str| {
+        let p = dir.join(name);
+        std::fs::write(
+            &p,
+            format!(
+                "[[node]]\nname = \"rc\"\nkind = \"root-complex\"\n\
+                 [[node]]\nname = \"nic\"\nkind = \"nic\"\n{keys}\n\
+                 [[link]]\nup = \"rc.0\"\ndown = \"nic\"\ngen = 3\nwidth = 8\n"
+            ),
+        )
+        .unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let run = |file: &str, extra: &[&str]| {
+        let mut a = vec![
+            "sim",
+            file,
+            "--workload",
+            "nic",
+            "--sizes",
+            "64",
+            "--packets",
+            "160",
+        ];
+        a.extend(extra);
+        pcielab(&a)
+    };
+    // The title line of the table names the variant and the line rate.
+    let batched = topo("batched.toml", "model = \"batched\"\neth_gbps = 100");
+    let (rc, out, err) = run(&batched, &[]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(out.starts_with("# batched NIC, Linux driver"), "{out}");
+    assert!(out.contains("eth_* at 100 GbE"), "{out}");
+    // 64-byte frames at 100 GbE: 60 bytes of packet data (no FCS) in every 84 bytes on
+    // the wire (preamble 8, gap 12).
+    let row = out.lines().nth(2).unwrap();
+    let eth: f64 = row.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert!((eth - 100.0 * 60.0 / 84.0).abs() < 1e-3, "{eth}");
+    let (rc, out, err) = run(&batched, &["--dpdk"]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(out.starts_with("# batched NIC, DPDK polling"), "{out}");
+    let (rc, out, err) = run(&batched, &["--nic", "simple", "--eth", "40"]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(
+        out.starts_with("# simple NIC") && out.contains("eth_* at 40 GbE"),
+        "{out}"
+    );
+    // A simple NIC in the file and --dpdk: the error says where it comes from.
+    let simple = topo("simple.toml", "model = \"simple\"");
+    let (rc, _, err) = run(&simple, &["--dpdk"]);
+    assert_eq!(rc, 2);
+    assert!(
+        err.contains("is the simple NIC (model = \"simple\", line 7)"),
+        "{err}"
+    );
+    // A line rate the model does not know, from the file: named with its line.
+    let odd = topo("odd.toml", "eth_gbps = 7");
+    let (rc, _, err) = run(&odd, &[]);
+    assert_eq!(rc, 2);
+    assert!(
+        err.contains("odd.toml:7: eth_gbps = 7 of node \"nic\""),
+        "{err}"
+    );
+    assert_eq!(run(&odd, &["--eth", "40"]).0, 0);
+    // rx and frame: set by each run, so the file's are not used, and stderr says so.
+    let rx = topo("rx.toml", "rx = \"saturate\"\nframe = \"1518\"");
+    let (rc, _, err) = run(&rx, &[]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(
+        err.contains("rx (line 7) and frame (line 8) of node \"nic\" not used"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
