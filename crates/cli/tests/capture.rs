@@ -1706,6 +1706,19 @@ fn mem_requests(records: &[Record], dir: &str) -> Vec<(TlpKind, u64, usize, Vec<
         .collect()
 }
 
+/// Runs `pcielab` with `args`, then with `capture` (the capture flags) added: both
+/// succeed and print the same; returns the second run's stderr.
+fn captured_alike(args: &[&str], capture: &[&str]) -> String {
+    let (rc, without, err) = pcielab(args);
+    assert_eq!(rc, 0, "{err}");
+    let mut with_capture = args.to_vec();
+    with_capture.extend(capture);
+    let (rc, with, err) = pcielab(&with_capture);
+    assert_eq!(rc, 0, "{err}");
+    assert_eq!(with, without, "capturing changed the results");
+    err
+}
+
 #[test]
 fn nic_workload_capture_holds_every_run_and_changes_no_result() {
     let pcap = tmp("nic-workload.pcapng");
@@ -1722,14 +1735,8 @@ fn nic_workload_capture_holds_every_run_and_changes_no_result() {
         "160",
         "--json",
     ];
-    let (rc, without, err) = pcielab(&base);
-    assert_eq!(rc, 0, "{err}");
-    let mut args = base.to_vec();
     let (p, t) = (pcap.to_str().unwrap(), trace.to_str().unwrap());
-    args.extend(["--pcap", p, "--trace", t]);
-    let (rc, with, err) = pcielab(&args);
-    assert_eq!(rc, 0, "{err}");
-    assert_eq!(with, without, "capturing changed the results");
+    let err = captured_alike(&base, &["--pcap", p, "--trace", t]);
     assert!(
         err.contains("captured") && err.contains("of 3 run(s)"),
         "{err}"
@@ -1793,13 +1800,7 @@ fn sriov_workload_capture_holds_every_transfers_bytes() {
         "2",
         "--json",
     ];
-    let (rc, without, err) = pcielab(&base);
-    assert_eq!(rc, 0, "{err}");
-    let mut args = base.to_vec();
-    args.extend(["--pcap", pcap.to_str().unwrap()]);
-    let (rc, with, err) = pcielab(&args);
-    assert_eq!(rc, 0, "{err}");
-    assert_eq!(with, without, "capturing changed the results");
+    let err = captured_alike(&base, &["--pcap", pcap.to_str().unwrap()]);
     assert!(err.contains("of 1 run(s)"), "{err}");
     // 2 functions × 2 transfers × 64 KiB device to host: 512 whole-MPS MWrs of 256
     // bytes each, and nothing else of that size goes up.
