@@ -926,6 +926,14 @@ fn sim_capture(name: &str, extra: &[&str]) -> (String, PathBuf, PathBuf) {
     (out, pcap, trace)
 }
 
+/// The bytes of a trace line's hex.
+fn hex_bytes(hex: &str) -> Vec<u8> {
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect()
+}
+
 /// One line of the simulator's text trace: (time_ps, direction, is_tlp, bytes).
 fn trace_lines(path: &Path) -> Vec<(u64, String, bool, Vec<u8>)> {
     let text = std::fs::read_to_string(path).unwrap();
@@ -933,11 +941,7 @@ fn trace_lines(path: &Path) -> Vec<(u64, String, bool, Vec<u8>)> {
         .filter(|l| !l.starts_with('#'))
         .map(|l| {
             let f: Vec<&str> = l.split(' ').collect();
-            let hex = f.last().unwrap();
-            let bytes = (0..hex.len())
-                .step_by(2)
-                .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
-                .collect();
+            let bytes = hex_bytes(f.last().unwrap());
             (
                 f[0].parse().unwrap(),
                 f[1].to_string(),
@@ -1664,11 +1668,7 @@ fn trace_runs(path: &Path) -> Vec<(String, Vec<Record>)> {
             continue;
         }
         let f: Vec<&str> = l.split(' ').collect();
-        let hex = f.last().unwrap();
-        let bytes = (0..hex.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
-            .collect();
+        let bytes = hex_bytes(f.last().unwrap());
         let run = runs
             .last_mut()
             .expect("a record before the first run header");

@@ -23,6 +23,11 @@ fn fnv(h: &mut u64, bytes: &[u8]) {
     }
 }
 
+/// The arguments of a command line.
+fn words(line: &'static str) -> Vec<&'static str> {
+    line.split_whitespace().collect()
+}
+
 /// The scenarios: name and `pcielab sim` arguments after the topology.
 fn scenarios() -> Vec<(&'static str, Vec<&'static str>)> {
     let d = |op: &'static str, dev: &'static str, size: &'static str, count: &'static str| {
@@ -238,92 +243,27 @@ fn scenarios() -> Vec<(&'static str, Vec<&'static str>)> {
         // built-in example): three runs per frame size, one per transfer size.
         (
             "nic-batched-linux",
-            vec![
-                "--gen",
-                "3",
-                "--lanes",
-                "8",
-                "--workload",
-                "nic",
-                "--nic",
-                "batched",
-                "--sizes",
-                "64,1518",
-                "--packets",
-                "160",
-            ],
+            words("--gen 3 --lanes 8 --workload nic --nic batched --sizes 64,1518 --packets 160"),
         ),
         (
             "nic-dpdk-gen4",
-            vec![
-                "--gen",
-                "4",
-                "--lanes",
-                "4",
-                "--workload",
-                "nic",
-                "--nic",
-                "batched",
-                "--dpdk",
-                "--sizes",
-                "128",
-                "--packets",
-                "160",
-            ],
+            words(
+                "--gen 4 --lanes 4 --workload nic --nic batched --dpdk --sizes 128 --packets 160",
+            ),
         ),
         (
             "nic-simple",
-            vec![
-                "--gen",
-                "3",
-                "--lanes",
-                "8",
-                "--workload",
-                "nic",
-                "--nic",
-                "simple",
-                "--sizes",
-                "64",
-                "--packets",
-                "160",
-            ],
+            words("--gen 3 --lanes 8 --workload nic --nic simple --sizes 64 --packets 160"),
         ),
         (
             "sriov-write",
-            vec![
-                "--gen",
-                "3",
-                "--lanes",
-                "8",
-                "--workload",
-                "sriov",
-                "--vfs",
-                "2",
-                "--op",
-                "write",
-                "--sizes",
-                "16K,100K",
-                "--count",
-                "2",
-            ],
+            words(
+                "--gen 3 --lanes 8 --workload sriov --vfs 2 --op write --sizes 16K,100K --count 2",
+            ),
         ),
         (
             "sriov-read-vm",
-            vec![
-                "--gen",
-                "3",
-                "--lanes",
-                "8",
-                "--workload",
-                "sriov",
-                "--vfs",
-                "2",
-                "--vm",
-                "--sizes",
-                "16K",
-                "--count",
-                "2",
-            ],
+            words("--gen 3 --lanes 8 --workload sriov --vfs 2 --vm --sizes 16K --count 2"),
         ),
     ]
 }
