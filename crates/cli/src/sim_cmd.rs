@@ -5,6 +5,7 @@ use crate::progress::Progress;
 use crate::sim_capture::SimCapture;
 use crate::{fail, Failure};
 use clap::{Args, ValueEnum};
+use pcielab_fabric::drivers::RunStage;
 use pcielab_fabric::kinds::KindRegistry;
 use pcielab_fabric::timed::{
     AddrPattern, DmaOpKind, DmaStream, DpcReason, FabricSim, HostRead, IommuConfig, Recovery,
@@ -414,16 +415,16 @@ pub struct SimArgs {
     /// pcap, no interface names); read it with `pcielab dump` or Wireshark with
     /// dissector/pcielab.lua. Capturing does not change any result.
     #[arg(help_heading = "Output", long, value_name = "FILE")]
-    pub(crate) pcap: Option<PathBuf>,
+    pcap: Option<PathBuf>,
     /// Largest --pcap file (bytes; 4K, 512M, 1GiB, 0x1000 ...; 0 = no limit): capture
     /// stops at the packet that reaches it, the file stays valid, the run goes on, and
     /// stderr says how many TLPs/DLLPs were left out.
     #[arg(help_heading = "Output", long, value_name = "SIZE", default_value = "1GiB", value_parser = crate::units::parse_bytes)]
-    pub(crate) pcap_max: u64,
+    pcap_max: u64,
     /// Write the simulator's own trace (one line per TLP/DLLP: time in ps, link
     /// direction, kind, bytes in hex) to this file.
     #[arg(help_heading = "Output", long, value_name = "FILE")]
-    pub(crate) trace: Option<PathBuf>,
+    trace: Option<PathBuf>,
     /// The flags given on the command line (long names), filled in by `main`: a flag
     /// that the workload does not use is an error, not silently ignored.
     #[arg(skip)]
@@ -838,12 +839,31 @@ pub(crate) fn begin_run(sim: &FabricSim, cap: &mut SimCapture, label: &str) -> R
 }
 
 /// Ends a captured run: writes what the trace still holds.
-pub(crate) fn end_run(sim: &mut FabricSim, cap: &mut SimCapture) -> Result<(), Failure> {
+fn end_run(sim: &mut FabricSim, cap: &mut SimCapture) -> Result<(), Failure> {
     if let Some(t) = sim.take_whole_trace() {
         cap.records(&t)?;
     }
     cap.end_run(sim.now().as_ps());
     Ok(())
+}
+
+/// An observer of a driver's runs (see `pcielab_fabric::drivers::Observer`) that
+/// streams their trace into `cap`: one capture run per driver run, the trace taken at
+/// every step so that memory stays bounded.
+pub(crate) fn capture_to(
+    cap: &mut SimCapture,
+) -> impl FnMut(&mut FabricSim, RunStage<'_>) -> Result<(), String> + '_ {
+    move |sim, stage| {
+        match stage {
+            RunStage::Begin(label) => begin_run(sim, cap, label),
+            RunStage::Step => match sim.take_trace() {
+                Some(t) => cap.records(&t),
+                None => Ok(()),
+            },
+            RunStage::End => end_run(sim, cap),
+        }
+        .map_err(|Failure(m)| m)
+    }
 }
 
 /// Most MMIO reads per endpoint of `--workload mmio-lat`.
@@ -1487,7 +1507,7 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         return Err(fail(format!("--gap-us {}: allowed 0..=1000000", a.gap_us)));
     }
     let mut cfg = build_config(a, &topo)?;
-    cfg.trace = a.pcap.is_some() || a.trace.is_some();
+    cfg.trace = a.captures();
     let ctx = Ctx { topo, reg, cfg };
     // Validates parameters and the topology once, with a clear message.
     let probe = ctx.new_sim()?;
@@ -1553,10 +1573,7 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         header.trim_end(),
         topology_summary(&ctx.topo)
     );
-    let mut cap = SimCapture::open(a.pcap.as_deref(), a.trace.as_deref(), &comment)?;
-    if let Some(c) = cap.as_mut() {
-        c.set_pcap_max(a.pcap_max);
-    }
+    let mut cap = a.open_capture(&comment)?;
     let mut rows = Vec::new();
     match a.workload {
         Workload::Dma => rows.push(dma_row(
@@ -1772,6 +1789,21 @@ impl SimArgs {
     /// Whether `flag` (its long name) was given on the command line.
     pub(crate) fn given(&self, flag: &str) -> bool {
         self.given.iter().any(|g| g == flag)
+    }
+
+    /// Whether --pcap or --trace asks for a capture (the simulation must trace).
+    pub(crate) fn captures(&self) -> bool {
+        self.pcap.is_some() || self.trace.is_some()
+    }
+
+    /// The capture --pcap and --trace ask for (limited by --pcap-max), `comment` in
+    /// its header; `None` without them.
+    pub(crate) fn open_capture(&self, comment: &str) -> Result<Option<SimCapture>, Failure> {
+        let mut cap = SimCapture::open(self.pcap.as_deref(), self.trace.as_deref(), comment)?;
+        if let Some(c) = cap.as_mut() {
+            c.set_pcap_max(self.pcap_max);
+        }
+        Ok(cap)
     }
 }
 

@@ -2,14 +2,11 @@
 //! simulator, per frame size, beside what pcie-bench's model predicts.
 
 use crate::model_cmd::{check_plot_path, parse_sizes, plot, series, Fail, Table};
-use crate::sim_capture::SimCapture;
-use crate::sim_cmd::{begin_run, end_run};
+use crate::sim_cmd::capture_to;
 use crate::sim_cmd::{NicChoice, SimArgs};
 use crate::{fail, Failure};
 use pcielab_fabric::drivers::nic::{measure_in, measure_in_observed, NicVariant, MEASURE_QUANTUM};
-use pcielab_fabric::drivers::RunStage;
 use pcielab_fabric::kinds::KindRegistry;
-use pcielab_fabric::timed::FabricSim;
 use pcielab_fabric::topology::Topology;
 use pcielab_model::nic::{evaluate, Batching, NicKind};
 use pcielab_model::plot::Plot;
@@ -152,23 +149,16 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
     };
     // The simulator's settings: the flags and host layers, as for every workload.
     let mut cfg = crate::sim_cmd::build_config(a, &topo)?;
-    cfg.trace = a.pcap.is_some() || a.trace.is_some();
+    cfg.trace = a.captures();
     let packets = a.packets.div_ceil(MEASURE_QUANTUM) * MEASURE_QUANTUM;
-    let mut cap = SimCapture::open(
-        a.pcap.as_deref(),
-        a.trace.as_deref(),
-        &format!(
-            "pcielab sim, workload nic ({}), topology {}, NIC {nic:?}, MPS {} MRRS {}, \
-             frame sizes {sizes_arg}, {packets} packets per run",
-            variant_name(variant),
-            topo.file,
-            a.mps,
-            a.mrrs
-        ),
-    )?;
-    if let Some(c) = cap.as_mut() {
-        c.set_pcap_max(a.pcap_max);
-    }
+    let mut cap = a.open_capture(&format!(
+        "pcielab sim, workload nic ({}), topology {}, NIC {nic:?}, MPS {} MRRS {}, \
+         frame sizes {sizes_arg}, {packets} packets per run",
+        variant_name(variant),
+        topo.file,
+        a.mps,
+        a.mrrs
+    ))?;
     let mut rows = Vec::with_capacity(sizes.len());
     let mut bar = crate::progress::Progress::new("sizes", sizes.len() as u64);
     for (k, &frame) in sizes.iter().enumerate() {
@@ -262,24 +252,6 @@ fn variant_name(v: NicVariant) -> &'static str {
         NicVariant::Simple => "simple NIC",
         NicVariant::Batched => "batched NIC, Linux driver",
         NicVariant::Dpdk => "batched NIC, DPDK polling",
-    }
-}
-
-/// An observer of a driver's runs that streams their trace into `cap`: one capture
-/// run per driver run, the trace taken at every step so that memory stays bounded.
-pub(crate) fn capture_to(
-    cap: &mut SimCapture,
-) -> impl FnMut(&mut FabricSim, RunStage<'_>) -> Result<(), String> + '_ {
-    move |sim, stage| {
-        match stage {
-            RunStage::Begin(label) => begin_run(sim, cap, label),
-            RunStage::Step => match sim.take_trace() {
-                Some(t) => cap.records(&t),
-                None => Ok(()),
-            },
-            RunStage::End => end_run(sim, cap),
-        }
-        .map_err(|Failure(m)| m)
     }
 }
 

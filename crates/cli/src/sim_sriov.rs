@@ -2,9 +2,8 @@
 //! drivers in the timed simulator, every function streaming at once, per transfer size.
 
 use crate::model_cmd::{parse_sizes, Fail, Table};
-use crate::sim_capture::SimCapture;
+use crate::sim_cmd::capture_to;
 use crate::sim_cmd::{Op, SimArgs};
-use crate::sim_nic::capture_to;
 use crate::{fail, Failure};
 use pcielab_fabric::drivers::dma_engine::{
     run as run_transfers, run_observed, Dir, DmaDriverConfig, DmaFunction, Vm,
@@ -109,19 +108,12 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
     if a.vm && cfg.iommu.is_none() {
         cfg.iommu = Some(IommuConfig::default());
     }
-    cfg.trace = a.pcap.is_some() || a.trace.is_some();
-    let mut cap = SimCapture::open(
-        a.pcap.as_deref(),
-        a.trace.as_deref(),
-        &format!(
-            "pcielab sim, workload sriov, topology {}, DMA engine {node:?}, MPS {} MRRS {}, \
-             transfer sizes {sizes_arg}, {count} transfers per function and size",
-            topo.file, a.mps, a.mrrs
-        ),
-    )?;
-    if let Some(c) = cap.as_mut() {
-        c.set_pcap_max(a.pcap_max);
-    }
+    cfg.trace = a.captures();
+    let mut cap = a.open_capture(&format!(
+        "pcielab sim, workload sriov, topology {}, DMA engine {node:?}, MPS {} MRRS {}, \
+         transfer sizes {sizes_arg}, {count} transfers per function and size",
+        topo.file, a.mps, a.mrrs
+    ))?;
     let mut rows = Vec::with_capacity(sizes.len());
     let mut functions = 0;
     let mut bar = crate::progress::Progress::new("sizes", sizes.len() as u64);
