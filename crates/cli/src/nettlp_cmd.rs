@@ -19,13 +19,13 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-fn num(s: &str) -> Result<u64, String> {
+pub(crate) fn num(s: &str) -> Result<u64, String> {
     parse_num(s).ok_or_else(|| format!("{s:?} is not a byte size (decimal, 0x hex, or with K, M, G, T: 4096, 0x1000, 4K, 4KiB)"))
 }
 
 /// Parses a requester/completer ID: `BB:DF` (bus and devfn byte, as LibTLP's `-b`) or
 /// `bb:dd.f`.
-fn bdf(s: &str) -> Result<Bdf, String> {
+pub(crate) fn bdf(s: &str) -> Result<Bdf, String> {
     let bad = || format!("{s:?} is not a bus:devfn (e.g. 1b:00) or bb:dd.f");
     let (b, rest) = s.split_once(':').ok_or_else(bad)?;
     let bus = u8::from_str_radix(b, 16).map_err(|_| bad())?;

@@ -4,6 +4,7 @@
 //! itself (`pcielab_nettlp::snic_device`), its MAC side a loopback plug, a TAP interface
 //! or nothing.
 
+use crate::nettlp_cmd::{bdf, num};
 use crate::{fail, Failure};
 use clap::Args;
 use pcielab_nettlp::adapter::{Adapter, AdapterConfig};
@@ -11,7 +12,6 @@ use pcielab_nettlp::control::{parse_hex, to_hex};
 use pcielab_nettlp::memory::parse_num;
 use pcielab_nettlp::snic::{SnicConfig, SnicDriver, ENABLED};
 use pcielab_nettlp::snic_device::{Mac, SnicDevice, SnicDeviceConfig, SnicDeviceError};
-use pcielab_wire::Bdf;
 use std::net::Ipv4Addr;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -55,6 +55,14 @@ pub struct SnicArgs {
     /// simple-nic answers none).
     #[arg(long, value_name = "SECONDS")]
     pub wait_device: Option<f64>,
+    /// BAR4 address reported by the messaging API (a device given its own, as with
+    /// `snic-device -a`, must be given this one).
+    #[arg(long, default_value = "0x200000000")]
+    pub bar4: String,
+    /// The adapter's device ID (bus:devfn or bb:dd.f): the messaging API reports it,
+    /// and the device's completions must carry it (`snic-device -b`).
+    #[arg(long, default_value = "1b:00")]
+    pub devid: String,
 }
 
 /// Runs `pcielab snic`.
@@ -68,10 +76,14 @@ pub fn run_snic(a: &SnicArgs) -> Result<(), Failure> {
         parse_num(&a.base).ok_or_else(|| fail(format!("--base {:?}: not a number", a.base)))?;
     let stop = pcielab_nettlp::sys::stop_on_signals()
         .map_err(|e| fail(format!("installing the SIGINT/SIGTERM handlers: {e}")))?;
+    let bar4 = num(&a.bar4).map_err(|e| fail(format!("--bar4: {e}")))?;
+    let device_id = bdf(&a.devid).map_err(|e| fail(format!("--devid: {e}")))?;
     let adapter = Adapter::start(AdapterConfig {
         listen: a.listen,
         device: a.device,
         allow: a.allow.clone(),
+        bar4,
+        device_id,
         ..AdapterConfig::default()
     })
     .map_err(|e| fail(format!("adapter: {e}")))?;
@@ -152,7 +164,8 @@ pub struct SnicDeviceArgs {
     /// BAR4 address (default: ask the messaging API).
     #[arg(short = 'a', long)]
     pub bar4: Option<String>,
-    /// The device's ID, bus:devfn (default: ask the messaging API).
+    /// The device's ID, bus:devfn (e.g. 1b:00) or bb:dd.f (default: ask the messaging
+    /// API). Its completions carry it: it must be the adapter's device ID.
     #[arg(short = 'b', long)]
     pub id: Option<String>,
     /// Frames sent come back as received frames.
@@ -184,14 +197,6 @@ pub struct SnicDeviceArgs {
     pub format: crate::format::Format,
 }
 
-fn parse_bdf(s: &str) -> Result<Bdf, Failure> {
-    let bad = || fail(format!("-b {s:?}: not a bus:devfn (e.g. 1b:00)"));
-    let (b, d) = s.split_once(':').ok_or_else(bad)?;
-    let bus = u8::from_str_radix(b, 16).map_err(|_| bad())?;
-    let devfn = u8::from_str_radix(d, 16).map_err(|_| bad())?;
-    Ok(Bdf::from_raw(u16::from(bus) << 8 | u16::from(devfn)))
-}
-
 /// Runs `pcielab snic-device`.
 pub fn run_snic_device(a: &SnicDeviceArgs) -> Result<(), Failure> {
     use crate::format::Format;
@@ -199,7 +204,10 @@ pub fn run_snic_device(a: &SnicDeviceArgs) -> Result<(), Failure> {
         Some(s) => Some(parse_num(s).ok_or_else(|| fail(format!("--bar4 {s:?}: not a number")))?),
         None => None,
     };
-    let id = a.id.as_deref().map(parse_bdf).transpose()?;
+    let id =
+        a.id.as_deref()
+            .map(|s| bdf(s).map_err(|e| fail(format!("-b: {e}"))))
+            .transpose()?;
     if a.ring_entries == 0 || a.max_frame == 0 {
         return Err(fail("--ring-entries and --max-frame must be at least 1"));
     }

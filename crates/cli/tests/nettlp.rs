@@ -586,6 +586,63 @@ fn snic_device_on_loopback_returns_the_frames_of_pcielab_snic() {
     assert_eq!(counters["errors"].as_u64(), Some(dma), "{out}");
 }
 
+/// Starts `pcielab snic-device --loopback` with `extra` arguments for the adapter at
+/// `ad` (retrying while the adapter's messaging API is not up yet, bounded).
+fn start_snic_device(ad: &str, dev: &str, extra: &[&str]) -> Kill {
+    use std::io::BufRead;
+    let t0 = Instant::now();
+    loop {
+        let mut args = vec!["snic-device", "-r", ad, "-l", dev, "--loopback"];
+        args.extend(["--duration", "20"]);
+        args.extend(extra);
+        let mut d = spawn(&args);
+        let mut r = std::io::BufReader::new(d.0.stdout.take().expect("piped"));
+        let mut first = String::new();
+        let _ = r.read_line(&mut first);
+        if first.starts_with("snic-device: BAR4") {
+            return d;
+        }
+        let (_, out) = finish(&mut d, Duration::from_secs(5));
+        assert!(
+            t0.elapsed() < Duration::from_secs(15),
+            "snic-device never started: {first}{out}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A simple-nic device started with its own BAR4 and ID (`-a`, `-b`) works with
+/// `pcielab snic --bar4 --devid` set to the same; with another ID than the adapter's,
+/// `pcielab snic` fails naming the Completer ID of the completions it dropped.
+#[test]
+fn snic_takes_the_bar4_and_device_id_of_a_device_given_its_own() {
+    let (ad, dev, _, _) = net();
+    let mut args = vec!["snic", "--listen", &ad, "--device", &dev];
+    args.extend(["--wait-device", "10", "--duration", "10"]);
+    args.extend(["--send", "0011223344", "--recv", "1"]);
+    args.extend(["--bar4", "0x100000", "--devid", "01:00.0"]);
+    let mut h = spawn(&args);
+    let d = start_snic_device(&ad, &dev, &["-a", "0x100000", "-b", "01:00"]);
+    let (status, out) = finish(&mut h, Duration::from_secs(20));
+    assert!(status.is_some_and(|s| s.success()), "pcielab snic: {out}");
+    assert!(out.contains("BAR4 0x100000;"), "{out}");
+    assert!(out.contains("snic: received 5 B 0011223344"), "{out}");
+    drop(d);
+    // The device completes as 01:00.0, the adapter expects its default 1b:00.0.
+    let (ad, dev, _, _) = net();
+    let mut args = vec!["snic", "--listen", &ad, "--device", &dev];
+    args.extend(["--wait-device", "2", "--recv", "1"]);
+    let mut h = spawn(&args);
+    let _d = start_snic_device(&ad, &dev, &["-b", "01:00"]);
+    let (status, out) = finish(&mut h, Duration::from_secs(20));
+    assert_eq!(status.and_then(|s| s.code()), Some(2), "{out}");
+    assert!(
+        out.contains("dropped a completion meanwhile: tag")
+            && out.contains("Completer ID 01:00.0, expected 1b:00.0"),
+        "{out}"
+    );
+}
+
 /// `pcielab snic-device --tap` where a TAP interface cannot be had says why and exits
 /// 2 (here: a name the kernel refuses; where /dev/net/tun is missing or the user lacks
 /// CAP_NET_ADMIN, the message names that instead).

@@ -286,7 +286,9 @@ counters! {
     drop_wrong_port,
     /// Dropped: MWr outside the memory windows.
     drop_mwr_outside,
-    /// Dropped: completion for no outstanding host read.
+    /// Dropped: a completion that no outstanding host read takes (its tag is not
+    /// outstanding or already finished, it names another requester or another
+    /// completer than the adapter's device ID, or it carries more data than asked).
     drop_unexpected_cpl,
     /// Dropped: bad messaging or configuration request.
     drop_bad_request,
@@ -382,6 +384,10 @@ pub enum MmioError {
     Timeout {
         /// BAR4 offset.
         offset: u64,
+        /// The last completion the adapter dropped while the read waited (one from
+        /// another completer than the adapter's device ID, for a tag not outstanding, a
+        /// duplicate ...): what a device that did answer got wrong.
+        dropped: Option<CplError>,
     },
     /// The device answered with an error or an inconsistent completion.
     Completion(CplError),
@@ -394,10 +400,29 @@ pub enum MmioError {
 impl fmt::Display for MmioError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            MmioError::Timeout { offset } => write!(
+            MmioError::Timeout {
+                offset,
+                dropped: None,
+            } => write!(
                 f,
                 "completion timeout: no answer from the device for the read of BAR4+{offset:#x} (a CPU would read all-ones); is the device running?"
             ),
+            MmioError::Timeout {
+                offset,
+                dropped: Some(e),
+            } => {
+                write!(
+                    f,
+                    "completion timeout: no usable answer from the device for the read of BAR4+{offset:#x} (a CPU would read all-ones); the adapter dropped a completion meanwhile: {e}"
+                )?;
+                if let CplError::CompleterIdMismatch { expected, .. } = e {
+                    write!(
+                        f,
+                        " (the device must complete with the adapter's device ID, {expected}: start it without an ID so that it asks the adapter, or give both the same)"
+                    )?;
+                }
+                Ok(())
+            }
             MmioError::Completion(e) => write!(f, "device completion: {e}"),
             MmioError::Invalid(s) => write!(f, "invalid MMIO access: {s}"),
             MmioError::Io(s) => write!(f, "sending the MMIO request: {s}"),
@@ -413,6 +438,9 @@ struct HostReads {
     buf: Vec<u8>,
     pending: usize,
     err: Option<CplError>,
+    /// The last completion dropped since the current access began (for its timeout
+    /// error).
+    dropped: Option<CplError>,
     next_tag: u16,
 }
 
@@ -553,6 +581,7 @@ impl Adapter {
                 buf: Vec::new(),
                 pending: 0,
                 err: None,
+                dropped: None,
                 next_tag: 0,
             }),
             host_cv: Condvar::new(),
@@ -698,6 +727,7 @@ impl Adapter {
                 if w == 0 {
                     h.buf.clear();
                     h.buf.resize(buf.len(), 0);
+                    h.dropped = None;
                 }
                 h.err = None;
                 h.pending = 0;
@@ -726,7 +756,8 @@ impl Adapter {
                 let left = deadline.saturating_duration_since(Instant::now());
                 if left.is_zero() {
                     cancel_all(&mut h);
-                    return Err(MmioError::Timeout { offset });
+                    let dropped = h.dropped.take();
+                    return Err(MmioError::Timeout { offset, dropped });
                 }
                 h = inner
                     .host_cv
@@ -1280,12 +1311,25 @@ impl Inner {
                         h.err.get_or_insert(e);
                         self.host_cv.notify_all();
                     }
-                    Err(_) => self.drop_dgram(
-                        &st.drop_unexpected_cpl,
-                        "completion for no outstanding host read",
-                        src,
-                        port,
-                    ),
+                    Err(e) => {
+                        let why = match e {
+                            CplError::CompleterIdMismatch { .. } => {
+                                "completion from a completer other than the adapter's device ID"
+                            }
+                            CplError::RequesterIdMismatch { .. } => {
+                                "completion for another requester than the root complex"
+                            }
+                            CplError::DuplicateCompletion { .. } => {
+                                "completion for a host read that has already finished"
+                            }
+                            CplError::DestinationTooSmall { .. } => {
+                                "completion with more data than its host read asked for"
+                            }
+                            _ => "completion for no outstanding host read",
+                        };
+                        h.dropped = Some(e);
+                        self.drop_dgram(&st.drop_unexpected_cpl, why, src, port)
+                    }
                 }
             }
             _ => self.drop_dgram(

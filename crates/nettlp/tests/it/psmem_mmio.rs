@@ -51,7 +51,61 @@ fn psmem_by_host_mmio() {
     server.stop();
     // Nobody answers: completion timeout (a CPU would read all-ones).
     let e = a.mmio_read(0, &mut b).expect_err("no device");
-    assert!(matches!(e, MmioError::Timeout { offset: 0 }), "{e}");
+    assert!(
+        matches!(
+            e,
+            MmioError::Timeout {
+                offset: 0,
+                dropped: None
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("is the device running?"), "{e}");
+}
+
+/// A device that answers with another Completer ID than the adapter's device ID: its
+/// completions are dropped and counted, and the read's timeout names the completion
+/// dropped and what to do, instead of asking whether the device runs.
+#[test]
+fn a_completion_from_another_completer_id_is_named_in_the_timeout() {
+    let _g = lock();
+    let a = adapter(|c| c.mmio_timeout = Duration::from_millis(300));
+    let mem = Arc::new(Psmem::new(a.config().bar4, 64 * 1024));
+    let server = pcielab_nettlp::handler::serve(
+        pcielab_nettlp::handler::ServeConfig {
+            adapter: ad_ip(),
+            local: dev_ip(),
+            threads: 1,
+            completer: Bdf::from_raw(0x0100),
+            ..Default::default()
+        },
+        mem,
+    )
+    .expect("serve");
+    let before = a.stats().drop_unexpected_cpl;
+    let mut b = [0u8; 4];
+    let e = a.mmio_read(0x18, &mut b).expect_err("wrong completer");
+    server.stop();
+    match &e {
+        MmioError::Timeout {
+            offset: 0x18,
+            dropped:
+                Some(CplError::CompleterIdMismatch {
+                    expected, found, ..
+                }),
+        } => {
+            assert_eq!((expected.raw(), found.raw()), (0x1b00, 0x0100), "{e}");
+        }
+        other => panic!("expected a timeout naming the dropped completion: {other}"),
+    }
+    let text = e.to_string();
+    assert!(
+        text.contains("Completer ID 01:00.0, expected 1b:00.0"),
+        "{text}"
+    );
+    assert!(text.contains("the adapter's device ID, 1b:00.0"), "{text}");
+    assert_eq!(a.stats().drop_unexpected_cpl, before + 1);
 }
 
 #[test]
