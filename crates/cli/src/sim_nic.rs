@@ -92,7 +92,7 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
         (NicChoice::Batched, true) => NicVariant::Dpdk,
     };
     // Each run sets the receive source and the frame size itself.
-    let unused: Vec<String> = ["rx", "frame"]
+    let unused: Vec<String> = ["rx", "frame", "cable"]
         .into_iter()
         .filter(|k| written(k))
         .map(|k| format!("{k} (line {})", params.line(k)))
@@ -100,9 +100,12 @@ pub fn run(a: &SimArgs) -> Result<(), Failure> {
     if !unused.is_empty() {
         eprintln!(
             "pcielab: note: --workload nic sets the receive source and frame size of each \
-             run itself (--sizes; transmit only, receive only, loopback): {} of node {nic:?} \
-             not used",
-            unused.join(" and ")
+             run itself (--sizes; transmit only, receive only, loopback) and runs the NIC \
+             alone, without a cable to another: {} of node {nic:?} not used",
+            match unused.split_last() {
+                Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+                _ => unused.join(""),
+            }
         );
     }
     if a.packets == 0 || a.packets > 10_000_000 {

@@ -979,8 +979,8 @@ fn measure_topology(link: &str) -> Result<crate::topology::Topology, SimError> {
 }
 
 /// [`measure`] on the NIC node `nic` of a topology of one's own (switches, other
-/// devices, any links): its `model`, MAC and receive source are set for each run, its
-/// other keys kept.
+/// devices, any links): its `model`, MAC and receive source are set for each run, a
+/// cable to another NIC is taken off (it runs alone), its other keys are kept.
 pub fn measure_in(
     topo: &crate::topology::Topology,
     nic: &str,
@@ -1054,6 +1054,14 @@ pub fn measure_in_observed(
         p.set("frame", s(&frame.to_string()), 0);
         if both {
             p.set("rx_fifo", ParamValue::Int(16 * 1024), 0);
+        }
+        // The NIC alone: a cable would send every frame to the NIC at its other end
+        // too. Both ends go (a cable names its peer, which names it back).
+        if let Some(peer) = p.str("cable").filter(|c| !c.is_empty()).map(str::to_string) {
+            p.set("cable", s(""), 0);
+            if let Some(o) = t.nodes.iter_mut().find(|n| n.name == peer) {
+                o.params.set("cable", s(""), 0);
+            }
         }
         let reg = crate::kinds::KindRegistry::builtin();
         let mut sim = FabricSim::new(&t, &reg, cfg.clone())?;

@@ -410,6 +410,53 @@ fn cabled(keys_a: &str, keys_b: &str) -> FabricSim {
     FabricSim::new(&t, &KindRegistry::builtin(), cfg).unwrap()
 }
 
+/// `measure_in` on a NIC cabled to another measures it alone: the peer gets none of
+/// its frames (before, each run sent every frame down the cable too, to a NIC with no
+/// driver that dropped them), and the result is that of the same NIC without a cable.
+#[test]
+fn measure_in_runs_a_cabled_nic_alone() {
+    use pcielab_fabric::drivers::nic::{measure_in, measure_in_observed, NicVariant};
+    use pcielab_fabric::drivers::RunStage;
+    let text = |cable_a: &str, cable_b: &str| {
+        format!(
+            "[[node]]\nname = \"rc\"\nkind = \"root-complex\"\nports = 2\n\
+             [[node]]\nname = \"a\"\nkind = \"nic\"\n{cable_a}\n\
+             [[node]]\nname = \"b\"\nkind = \"nic\"\n{cable_b}\n\
+             [[link]]\nup = \"rc.0\"\ndown = \"a\"\ngen = 3\nwidth = 8\n\
+             [[link]]\nup = \"rc.1\"\ndown = \"b\"\ngen = 3\nwidth = 8\n"
+        )
+    };
+    let reg = KindRegistry::builtin();
+    let cabled = Topology::parse(&text("cable = \"b\"", "cable = \"a\""), "c.toml", &reg).unwrap();
+    let alone = Topology::parse(&text("", ""), "a.toml", &reg).unwrap();
+    let cfg = SimConfig {
+        mps: 256,
+        mrrs: 512,
+        ..SimConfig::default()
+    };
+    let mut peer_rx = Vec::new();
+    let got = measure_in_observed(
+        &cabled,
+        "a",
+        &cfg,
+        NicVariant::Batched,
+        128,
+        320,
+        &mut |sim, stage| {
+            if matches!(stage, RunStage::End) {
+                let r = sim.model("b").and_then(|m| m.report()).expect("b's report");
+                peer_rx.push((r["rx_packets"].as_u64(), r["rx_dropped"].as_u64()));
+            }
+            Ok(())
+        },
+    )
+    .unwrap();
+    assert_eq!(peer_rx, vec![(Some(0), Some(0)); 3], "the peer saw frames");
+    let want = measure_in(&alone, "a", &cfg, NicVariant::Batched, 128, 320).unwrap();
+    assert_eq!(format!("{got:?}"), format!("{want:?}"));
+    assert!(got.bidir_gbps > 0.0);
+}
+
 /// Two NICs with their MACs cabled together, each sending to the other at once: every
 /// frame arrives once, byte for byte, and 1518-byte frames run at 40GbE line rate
 /// (which PCIe Gen3 x8 allows); nothing is dropped.
