@@ -87,6 +87,28 @@ pub fn run_snic(a: &SnicArgs) -> Result<(), Failure> {
         ..AdapterConfig::default()
     })
     .map_err(|e| fail(format!("adapter: {e}")))?;
+    // The layout and the packets are checked before anything waits for the device.
+    let cfg = SnicConfig {
+        base,
+        entries: a.entries,
+        buf_size: a.buf_size,
+        timeout: Duration::from_millis(a.timeout_ms),
+        ..SnicConfig::default()
+    };
+    cfg.check(adapter.memory())
+        .map_err(|e| fail(format!("--base, --entries, --buf-size: {e}")))?;
+    if let Some((k, p)) = packets
+        .iter()
+        .enumerate()
+        .find(|(_, p)| p.is_empty() || p.len() > a.buf_size as usize)
+    {
+        return Err(fail(format!(
+            "--send #{}: a packet of {} bytes; allowed 1..={} (--buf-size)",
+            k + 1,
+            p.len(),
+            a.buf_size
+        )));
+    }
     if let Some(w) = a.wait_device {
         let end = Instant::now() + Duration::from_secs_f64(w.clamp(0.0, 86_400.0));
         let mut b = [0u8; 4];
@@ -103,17 +125,7 @@ pub fn run_snic(a: &SnicArgs) -> Result<(), Failure> {
             }
         }
     }
-    let mut nic = SnicDriver::open(
-        &adapter,
-        SnicConfig {
-            base,
-            entries: a.entries,
-            buf_size: a.buf_size,
-            timeout: Duration::from_millis(a.timeout_ms),
-            ..SnicConfig::default()
-        },
-    )
-    .map_err(|e| fail(e.to_string()))?;
+    let mut nic = SnicDriver::open(&adapter, cfg).map_err(|e| fail(e.to_string()))?;
     println!(
         "snic: adapter on {}, device {}, BAR4 {:#x}; rings at {base:#x}, {} entries, {}-byte buffers",
         a.listen,

@@ -643,6 +643,37 @@ fn snic_takes_the_bar4_and_device_id_of_a_device_given_its_own() {
     );
 }
 
+/// `pcielab snic` checks its ring layout and its packets before it waits for the
+/// device: each bad one exits 2 naming what is wrong (and no device is needed).
+#[test]
+fn snic_refuses_a_bad_layout_or_packet_before_waiting_for_the_device() {
+    let (ad, dev, _, _) = net();
+    for (args, want) in [
+        (&["--entries", "0"][..], "entries 0 and buf_size 2048 must be non-zero"),
+        (&["--buf-size", "0"][..], "entries 64 and buf_size 0 must be non-zero"),
+        (
+            &["--entries", "100000000"][..],
+            "0x8000000..0x6024cc2000 (the rings and buffers) is outside the adapter's host memory windows",
+        ),
+        (
+            &["--base", "0xffffffffffffff00"][..],
+            "the rings and buffers of 64 entries of 2048 bytes from 0xffffffffffffff00 run past 2^64",
+        ),
+        (&["--send", ""][..], "--send #1: a packet of 0 bytes; allowed 1..=2048"),
+        (
+            &["--buf-size", "4", "--send", "00", "--send", "0011223344"][..],
+            "--send #2: a packet of 5 bytes; allowed 1..=4 (--buf-size)",
+        ),
+    ] {
+        let mut v = vec!["snic", "--listen", &ad, "--device", &dev, "--wait-device", "1"];
+        v.extend(args);
+        let o = run(&v);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        assert!(text(&o).contains(want), "{args:?}: {}", text(&o));
+        assert!(!text(&o).contains("--wait-device"), "{args:?}: {}", text(&o));
+    }
+}
+
 /// `pcielab snic-device --tap` where a TAP interface cannot be had says why and exits
 /// 2 (here: a name the kernel refuses; where /dev/net/tun is missing or the user lacks
 /// CAP_NET_ADMIN, the message names that instead).

@@ -84,6 +84,51 @@ impl Default for SnicConfig {
     }
 }
 
+impl SnicConfig {
+    /// Checks the layout against the adapter's host memory: non-zero sizes, and the
+    /// rings and buffers (from `base` to the returned end) inside one memory window.
+    /// [`SnicDriver::open`] checks this too; a caller may check first, before it waits
+    /// for the device.
+    ///
+    /// ```
+    /// use pcielab_nettlp::memory::{HostMemory, Window};
+    /// use pcielab_nettlp::snic::SnicConfig;
+    /// let mem = HostMemory::new(vec![Window { base: 0, size: 1 << 30 }]);
+    /// assert!(SnicConfig::default().check(&mem).is_ok());
+    /// let far = SnicConfig { base: u64::MAX - 0xff, ..SnicConfig::default() };
+    /// assert!(far.check(&mem).is_err());
+    /// ```
+    pub fn check(&self, mem: &crate::memory::HostMemory) -> Result<u64, SnicError> {
+        if self.entries == 0 || self.buf_size == 0 || self.buf_size > 1 << 20 {
+            return Err(SnicError::Config(format!(
+                "entries {} and buf_size {} must be non-zero (buf_size at most 1 MiB)",
+                self.entries, self.buf_size
+            )));
+        }
+        // Two rings of 16-byte descriptors, then (from the next 4 KiB page) a TX and an
+        // RX buffer per entry; past 2^64 it cannot lie in memory.
+        let rings = 2 * DESC_LEN * self.entries as u64;
+        let bufs = 2 * self.entries as u64 * self.buf_size as u64;
+        let end = self
+            .base
+            .checked_add(rings)
+            .and_then(|e| e.checked_add(0xfff))
+            .map(|e| e & !0xfff)
+            .and_then(|e| e.checked_add(bufs));
+        match end {
+            Some(end) if mem.contains(self.base, end - self.base) => Ok(end),
+            Some(end) => Err(SnicError::Config(format!(
+                "{:#x}..{end:#x} (the rings and buffers) is outside the adapter's host memory windows",
+                self.base
+            ))),
+            None => Err(SnicError::Config(format!(
+                "the rings and buffers of {} entries of {} bytes from {:#x} run past 2^64",
+                self.entries, self.buf_size, self.base
+            ))),
+        }
+    }
+}
+
 /// Why a simple-nic operation failed.
 #[derive(Debug)]
 pub enum SnicError {
@@ -96,7 +141,7 @@ pub enum SnicError {
         /// How long.
         waited: Duration,
     },
-    /// The packet does not fit a buffer.
+    /// The packet does not fit a buffer, or is empty (`len` 0).
     TooLong {
         /// Its length.
         len: usize,
@@ -123,6 +168,9 @@ impl fmt::Display for SnicError {
                 "simple-nic: no {what} interrupt within {} ms; is the device running?",
                 waited.as_millis()
             ),
+            SnicError::TooLong { len: 0, .. } => {
+                write!(f, "simple-nic: an empty packet (a frame has at least 1 byte)")
+            }
             SnicError::TooLong { len, max } => {
                 write!(f, "simple-nic: a {len}-byte packet does not fit a {max}-byte buffer")
             }
@@ -171,12 +219,7 @@ impl<'a> SnicDriver<'a> {
     /// Lays out the rings and buffers at `cfg.base`, and writes the ring addresses and
     /// `enabled = 1` to the device's BAR4.
     pub fn open(adapter: &'a Adapter, cfg: SnicConfig) -> Result<SnicDriver<'a>, SnicError> {
-        if cfg.entries == 0 || cfg.buf_size == 0 || cfg.buf_size > 1 << 20 {
-            return Err(SnicError::Config(format!(
-                "entries {} and buf_size {} must be non-zero (buf_size at most 1 MiB)",
-                cfg.entries, cfg.buf_size
-            )));
-        }
+        cfg.check(adapter.memory())?;
         let d = SnicDriver {
             adapter,
             cfg,
@@ -186,13 +229,6 @@ impl<'a> SnicDriver<'a> {
             pending: VecDeque::new(),
             stats: SnicStats::default(),
         };
-        let end = d.rx_buf(d.cfg.entries);
-        if !adapter.memory().contains(d.cfg.base, end - d.cfg.base) {
-            return Err(SnicError::Config(format!(
-                "{:#x}..{end:#x} is outside the adapter's host memory windows",
-                d.cfg.base
-            )));
-        }
         let zero = vec![0u8; (2 * DESC_LEN * d.cfg.entries as u64) as usize];
         adapter.memory().write(d.cfg.base, &zero);
         adapter.mmio_write(TX_DESC_BASE, &d.tx_ring().to_le_bytes())?;
@@ -254,7 +290,7 @@ impl<'a> SnicDriver<'a> {
     /// Sends one packet: buffer and descriptor in host memory, the index to
     /// `tx_desc_idx`, then waits for the TX interrupt.
     pub fn send(&mut self, pkt: &[u8]) -> Result<(), SnicError> {
-        if pkt.len() > self.cfg.buf_size as usize {
+        if pkt.is_empty() || pkt.len() > self.cfg.buf_size as usize {
             return Err(SnicError::TooLong {
                 len: pkt.len(),
                 max: self.cfg.buf_size,
