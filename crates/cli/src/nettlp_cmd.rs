@@ -216,10 +216,10 @@ pub struct AdapterRun {
     #[arg(long)]
     pub script: Option<String>,
     /// Stop after this many seconds (default: until `adapter stop`).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::units::parse_seconds)]
     pub duration: Option<f64>,
     /// Print counters every this many seconds.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::units::parse_period)]
     pub stats_every: Option<f64>,
     /// Log dropped datagrams and interrupts.
     #[arg(long)]
@@ -432,7 +432,7 @@ pub struct PsmemArgs {
     #[arg(long, default_value_t = 256)]
     pub mps: u32,
     /// Stop after this many seconds (default: run until killed).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::units::parse_seconds)]
     pub duration: Option<f64>,
     /// Print every access.
     #[arg(short = 'v', long)]
@@ -670,7 +670,7 @@ pub struct TlpperfArgs {
     #[arg(short = 'P', long, value_enum, default_value = "seq")]
     pub pattern: PatArg,
     /// Seconds to run.
-    #[arg(short = 't', long, default_value_t = 2.0)]
+    #[arg(short = 't', long, default_value = "2", value_parser = crate::units::parse_seconds)]
     pub time: f64,
     /// DMAs per thread (0: until --time).
     #[arg(short = 'c', long, default_value_t = 0)]

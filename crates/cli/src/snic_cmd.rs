@@ -44,7 +44,7 @@ pub struct SnicArgs {
     #[arg(long, default_value_t = 0)]
     pub recv: u64,
     /// Stop receiving after this many seconds.
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, default_value = "10", value_parser = crate::units::parse_seconds)]
     pub duration: f64,
     /// Milliseconds to wait for each TX interrupt.
     #[arg(long, default_value_t = 1000)]
@@ -53,7 +53,7 @@ pub struct SnicArgs {
     /// read of BAR4 (`enabled`): for a device started after this command. Needs a
     /// device that answers BAR4 reads, as `pcielab snic-device` does (upstream's
     /// simple-nic answers none).
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", value_parser = crate::units::parse_seconds)]
     pub wait_device: Option<f64>,
     /// BAR4 address reported by the messaging API (a device given its own, as with
     /// `snic-device -a`, must be given this one).
@@ -201,7 +201,7 @@ pub struct SnicDeviceArgs {
     #[arg(long, default_value_t = 500)]
     pub timeout_ms: u64,
     /// Stop after this many seconds (default: run until SIGINT/SIGTERM).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::units::parse_seconds)]
     pub duration: Option<f64>,
     /// Output format: table (text lines), csv (the final counters, one row) or json (one
     /// object per line: "start", then "stop" with the counters).

@@ -9,6 +9,8 @@
 //! | `A:B` | A, A+1, …, B (every size) |
 //! | `A:B:S` | A, A+S, A+2S, … ≤ B |
 //! | `A:B:xF` | A, A·F, A·F², … ≤ B (`x2`: powers of two from A) |
+//!
+//! And spans of wall-clock time in seconds ([`parse_seconds`]).
 
 /// Parses a byte size.
 ///
@@ -35,6 +37,34 @@ pub fn parse_bytes_u16(s: &str) -> Result<u16, String> {
 pub fn parse_bytes_u32(s: &str) -> Result<u32, String> {
     let n = parse_bytes(s)?;
     u32::try_from(n).map_err(|_| format!("{s:?}: {n} is too large (at most 4294967295)"))
+}
+
+/// The longest span of wall-clock time a flag takes: a day.
+pub const MAX_SECONDS: f64 = 86_400.0;
+
+/// Parses a span of wall-clock time in seconds (`2`, `0.5`, `1e-3`): a finite number
+/// from 0 to [`MAX_SECONDS`]. NaN, infinities and negative numbers are refused (they
+/// would mean "never", "at once" or a panic where a `Duration` is made of them).
+pub fn parse_seconds(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds (e.g. 2 or 0.5)"))?;
+    if v.is_finite() && (0.0..=MAX_SECONDS).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!(
+            "{s:?}: seconds must be a number from 0 to {MAX_SECONDS}"
+        ))
+    }
+}
+
+/// [`parse_seconds`] for a period, which must be above 0.
+pub fn parse_period(s: &str) -> Result<f64, String> {
+    match parse_seconds(s)? {
+        v if v > 0.0 => Ok(v),
+        _ => Err(format!("{s:?}: a period must be above 0 seconds")),
+    }
 }
 
 /// Parses a `--sizes` range (see the module doc) of sizes in `1..=max_size`, refusing
@@ -91,6 +121,23 @@ pub fn parse_size_range(s: &str, max_size: u64, max_points: u64) -> Result<Vec<u
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn seconds_are_finite_and_within_a_day() {
+        assert_eq!(parse_seconds("2"), Ok(2.0));
+        assert_eq!(parse_seconds(" 0.5 "), Ok(0.5));
+        assert_eq!(parse_seconds("0"), Ok(0.0));
+        assert_eq!(parse_seconds("86400"), Ok(86_400.0));
+        for bad in [
+            "nan", "NaN", "inf", "-inf", "-1", "86401", "1e300", "", "2s",
+        ] {
+            let e = parse_seconds(bad).expect_err(bad);
+            assert!(e.contains(&format!("{bad:?}")), "{bad}: {e}");
+        }
+        assert_eq!(parse_period("0.25"), Ok(0.25));
+        assert!(parse_period("0").unwrap_err().contains("above 0"));
+        assert!(parse_period("nan").is_err());
+    }
 
     #[test]
     fn size_ranges_mean_the_same_everywhere() {

@@ -674,6 +674,30 @@ fn snic_refuses_a_bad_layout_or_packet_before_waiting_for_the_device() {
     }
 }
 
+/// Spans of seconds that are not a finite number from 0 to a day are refused when the
+/// flags are parsed (exit 2, naming the flag). `--wait-device nan` and `tlpperf -t nan
+/// -c 5` used to panic making a `Duration`, `--duration nan` ran forever.
+#[test]
+fn seconds_flags_refuse_nan_infinity_and_out_of_range_values() {
+    for (args, flag) in [
+        (&["snic", "--wait-device", "nan"][..], "--wait-device"),
+        (&["snic", "--duration", "inf"][..], "--duration"),
+        (&["snic-device", "--duration", "nan"][..], "--duration"),
+        (&["adapter", "--duration", "1e9"][..], "--duration"),
+        (&["adapter", "--stats-every", "0"][..], "--stats-every"),
+        (&["psmem", "--duration", "NaN"][..], "--duration"),
+        (&["tlpperf", "-t", "nan", "-c", "5"][..], "--time"),
+    ] {
+        let o = run(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        assert!(
+            text(&o).contains(&format!("for '{flag} <")) && text(&o).contains("seconds"),
+            "{args:?}: {}",
+            text(&o)
+        );
+    }
+}
+
 /// `pcielab snic-device --tap` where a TAP interface cannot be had says why and exits
 /// 2 (here: a name the kernel refuses; where /dev/net/tun is missing or the user lacks
 /// CAP_NET_ADMIN, the message names that instead).
