@@ -174,6 +174,9 @@ struct Slot<E> {
 struct Fifo<E> {
     ring: VecDeque<(u64, u64, E)>,
     last: u64,
+    /// Sequence numbers of the background events in `ring`, in order (see
+    /// [`EventQueue::push_fifo_background`]); usually empty.
+    background: VecDeque<u64>,
 }
 
 /// A priority queue of events of type `E`.
@@ -363,6 +366,7 @@ impl<E> EventQueue<E> {
         self.fifos.push(Fifo {
             ring: VecDeque::new(),
             last: 0,
+            background: VecDeque::new(),
         });
         id
     }
@@ -397,6 +401,37 @@ impl<E> EventQueue<E> {
         if was_empty {
             self.heap_push_head(fifo, t, seq);
         }
+    }
+
+    /// [`push_fifo`](Self::push_fifo) for a *background* event (see
+    /// [`schedule_background`](Self::schedule_background)): ordered and delivered like
+    /// any other, not counted by [`foreground_len`](Self::foreground_len).
+    ///
+    /// ```
+    /// use pcielab_sim::{EventQueue, SimTime};
+    /// let mut q = EventQueue::new();
+    /// let f = q.new_fifo();
+    /// q.push_fifo(f, SimTime::from_ps(10), 'a');
+    /// q.push_fifo_background(f, SimTime::from_ps(20), 'b');
+    /// q.push_fifo(f, SimTime::from_ps(30), 'c');
+    /// assert_eq!((q.len(), q.foreground_len()), (3, 2));
+    /// assert_eq!(q.pop().map(|x| x.1), Some('a'));
+    /// assert_eq!(q.pop().map(|x| x.1), Some('b'));
+    /// assert_eq!((q.len(), q.foreground_len()), (1, 1));
+    /// ```
+    pub fn push_fifo_background(&mut self, fifo: FifoId, time: SimTime, event: E) {
+        let t = time.as_ps();
+        let joins =
+            matches!(self.fifos.get(fifo.0 as usize), Some(f) if f.ring.is_empty() || t >= f.last);
+        if !joins {
+            // The heap path, as push_fifo takes it.
+            self.schedule_background(time, event);
+            return;
+        }
+        let seq = self.seq;
+        self.push_fifo(fifo, time, event);
+        self.fifos[fifo.0 as usize].background.push_back(seq);
+        self.background += 1;
     }
 
     /// Puts the head of stream `fifo` into the near or the far heap.
@@ -564,10 +599,14 @@ impl<E> EventQueue<E> {
             self.now = e.time;
             if e.slot & FIFO_FLAG != 0 {
                 let f = &mut self.fifos[(e.slot & !FIFO_FLAG) as usize];
-                let Some((t, _, ev)) = f.ring.pop_front() else {
+                let Some((t, seq, ev)) = f.ring.pop_front() else {
                     self.heap_of(far).pop_top();
                     continue;
                 };
+                if f.background.front() == Some(&seq) {
+                    f.background.pop_front();
+                    self.background -= 1;
+                }
                 let next = f.ring.front().map(|&(nt, nseq, _)| Entry {
                     time: nt,
                     seq: nseq,
@@ -650,6 +689,32 @@ mod tests {
         assert!(q.is_empty());
         // A reused slot forgets that it was a background event.
         q.schedule(t(40), 'e');
+        assert_eq!(q.foreground_len(), 1);
+    }
+
+    #[test]
+    fn background_fifo_events_are_ordered_like_others_but_not_counted() {
+        let mut q = EventQueue::new();
+        let (f, g) = (q.new_fifo(), q.new_fifo());
+        q.push_fifo_background(f, t(10), 'b');
+        q.push_fifo(f, t(20), 'd');
+        q.push_fifo_background(f, t(20), 'e');
+        // Earlier than the stream's last: the heap path, still a background event.
+        q.push_fifo_background(f, t(15), 'c');
+        q.push_fifo(g, t(5), 'a');
+        q.schedule(t(30), 'f');
+        assert_eq!((q.len(), q.foreground_len()), (6, 3));
+        let mut out = Vec::new();
+        while let Some((_, e)) = q.pop() {
+            out.push((e, q.foreground_len()));
+        }
+        assert_eq!(
+            out,
+            [('a', 2), ('b', 2), ('c', 2), ('d', 1), ('e', 1), ('f', 0)]
+        );
+        assert!(q.is_empty() && q.foreground_len() == 0);
+        // The same stream again: its entries count as foreground once more.
+        q.push_fifo(f, t(40), 'g');
         assert_eq!(q.foreground_len(), 1);
     }
 

@@ -72,6 +72,20 @@ impl<E> Context<'_, E> {
             self.queue.push_fifo(fifo, at, event)
         }
     }
+    /// [`push_fifo`](Self::push_fifo) for a background event (see
+    /// [`EventQueue::push_fifo_background`]): periodic maintenance whose consequences
+    /// (a DLLP of a periodic refresh on its way, say) are no work a run waits for.
+    pub fn push_fifo_background<T>(&mut self, fifo: FifoId, at: SimTime, event: T)
+    where
+        E: From<T>,
+    {
+        let event = E::from(event);
+        if at <= self.now {
+            self.queue.schedule_background(self.now, event);
+        } else {
+            self.queue.push_fifo_background(fifo, at, event)
+        }
+    }
     /// Schedules `event` now, after the events already due now (like
     /// `schedule_in(SimDuration::ZERO, event)`, but cannot be cancelled and usually
     /// costs no heap work: see [`EventQueue::push_now`]).

@@ -338,6 +338,7 @@ impl Engine {
         &mut self,
         d: u16,
         dl: Dllp,
+        background: bool,
         cx: &mut Context<'_, PackedEv>,
     ) -> bool {
         let now = cx.now().as_ps();
@@ -385,7 +386,11 @@ impl Engine {
             tr.push(SimTime::from_ps(at_ps), d, TraceKind::Dllp, &raw);
         }
         let item = WireItem(Wire::Dllp { d: dl, bad: false }, false);
-        cx.schedule_at(SimTime::from_ps(arrive), Ev::Arrive(d, item));
+        if background {
+            cx.schedule_background_at(SimTime::from_ps(arrive), Ev::Arrive(d, item));
+        } else {
+            cx.schedule_at(SimTime::from_ps(arrive), Ev::Arrive(d, item));
+        }
         true
     }
 

@@ -263,7 +263,7 @@ impl Engine {
                     hdr: self.dirs[x].rx_buf.hdr[c],
                     data: self.dirs[x].rx_buf.data[c],
                 };
-                self.dirs[x ^ 1].dllq.push_back(dl);
+                self.dirs[x ^ 1].dllq.push_back((dl, false));
             }
         }
     }

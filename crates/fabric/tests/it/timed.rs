@@ -168,6 +168,49 @@ fn stream_gbps_ecrc(
     bytes as f64 * 8.0 * 1000.0 / (done[b - 1] - done[a - 1]) as f64
 }
 
+/// With a long propagation delay (16 µs each way) the refresh UpdateFCs are always on
+/// their way somewhere; their arrivals are maintenance, not work, so a finished DMA
+/// stream still leaves the fabric idle (it never did: `run_until_idle` ran forever,
+/// and so did `pcielab sim --prop-ns 16000`). The refreshes keep arriving as before.
+#[test]
+fn refreshes_in_flight_on_a_long_link_do_not_keep_a_finished_run_going() {
+    let cfg = SimConfig {
+        propagation: SimDuration::from_ns(16_000),
+        trace: true,
+        ..SimConfig::default()
+    };
+    let mut sim = FabricSim::new(&one_link(3, 8), &KindRegistry::builtin(), cfg).unwrap();
+    sim.run_for(SimDuration::from_us(2));
+    let stream = DmaStream::new(
+        DmaOpKind::Read,
+        4096,
+        16,
+        18,
+        0x1000_0000,
+        1 << 24,
+        AddrPattern::Sequential,
+    );
+    sim.attach("ep", Box::new(stream)).unwrap();
+    // Bounded: a run that never became idle stops at the limit and fails below.
+    let limit = SimTime::from_ps(50_000_000_000); // 50 ms
+    sim.run_until_idle(limit);
+    assert_eq!(sim.model("ep").and_then(|m| m.progress()), Some(18));
+    assert_eq!(sim.pending_events(), 0, "not idle at {:?}", sim.now());
+    assert!(
+        sim.now() < SimTime::from_ps(1_000_000_000),
+        "idle only at {:?}",
+        sim.now()
+    );
+    // The refreshes go on while the fabric idles: one per class with finite credits
+    // and direction every 30 µs (P and NP each way here), each arriving 16 µs on.
+    let fc_before: u64 = sim.counters().iter().map(|(_, c)| c.fc_dllps).sum();
+    sim.run_for(SimDuration::from_us(300));
+    let fc_after: u64 = sim.counters().iter().map(|(_, c)| c.fc_dllps).sum();
+    assert_eq!(fc_after - fc_before, 4 * 10, "refreshes in 300 µs");
+    sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+    assert_eq!(sim.pending_events(), 0);
+}
+
 #[test]
 fn an_idle_link_refreshes_updatefc_every_30_us_and_still_counts_as_idle() {
     use pcielab_wire::dllp::{FcClass, FcKind};

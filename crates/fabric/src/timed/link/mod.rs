@@ -12,7 +12,7 @@ use super::packed::PackedEv;
 use super::regs::*;
 use super::tlp::*;
 use super::trace::{DirCounters, TraceKind};
-use pcielab_sim::{Context, SimDuration, SimTime};
+use pcielab_sim::{Context, FifoId, SimDuration, SimTime};
 use pcielab_wire::dllp::{FcClass as DFc, FcDllp, FcKind, FcScale};
 use pcielab_wire::DllpRepr;
 use pcielab_wire::SeqNum;
@@ -191,7 +191,7 @@ impl Engine {
             return;
         }
         // 1. DLLPs.
-        if let Some(dl) = self.dirs[di].dllq.pop_front() {
+        if let Some((dl, background)) = self.dirs[di].dllq.pop_front() {
             if self.dirs[di].aspm != 0 {
                 self.aspm_wake(d, now.as_ps());
             }
@@ -211,7 +211,7 @@ impl Engine {
                 let start = now.max(SimTime::from_ps(self.dirs[di].free_at_ps));
                 tr.push(start, d, TraceKind::Dllp, &raw);
             }
-            self.transmit(d, bytes, Wire::Dllp { d: dl, bad }, cx);
+            self.transmit_as(d, bytes, Wire::Dllp { d: dl, bad }, background, cx);
             return;
         }
         // 2. Replays.
@@ -369,6 +369,21 @@ impl Engine {
 
     #[inline(always)]
     pub(crate) fn transmit(&mut self, d: u16, bytes: u64, w: Wire, cx: &mut Context<'_, PackedEv>) {
+        self.transmit_as(d, bytes, w, false, cx);
+    }
+
+    /// [`Engine::transmit`]; with `background`, the arrival is a background event
+    /// unless it also stands for the wire's TxDone (then it is work: the transmitter
+    /// has more to send).
+    #[inline(always)]
+    pub(crate) fn transmit_as(
+        &mut self,
+        d: u16,
+        bytes: u64,
+        w: Wire,
+        background: bool,
+        cx: &mut Context<'_, PackedEv>,
+    ) {
         let dir = &mut self.dirs[d as usize];
         let now_ps = cx.now().as_ps();
         let now_u = dir.timing.ps_to_units(now_ps);
@@ -402,19 +417,31 @@ impl Engine {
                     Ev::Arrive(d, WireItem(w, true)),
                 );
             } else {
-                cx.push_fifo(
-                    fifo,
-                    SimTime::from_ps(arrive),
-                    Ev::Arrive(d, WireItem(w, false)),
-                );
+                self.push_arrival(fifo, arrive, d, w, background, cx);
                 self.wake_when_free(d, cx);
             }
         } else {
-            cx.push_fifo(
-                fifo,
-                SimTime::from_ps(arrive),
-                Ev::Arrive(d, WireItem(w, false)),
-            );
+            self.push_arrival(fifo, arrive, d, w, background, cx);
+        }
+    }
+
+    /// Schedules the arrival of `w` on `d` at `arrive` (ps), as a background event when
+    /// `background`.
+    #[inline(always)]
+    fn push_arrival(
+        &mut self,
+        fifo: FifoId,
+        arrive: u64,
+        d: u16,
+        w: Wire,
+        background: bool,
+        cx: &mut Context<'_, PackedEv>,
+    ) {
+        let ev = Ev::Arrive(d, WireItem(w, false));
+        if background {
+            cx.push_fifo_background(fifo, SimTime::from_ps(arrive), ev);
+        } else {
+            cx.push_fifo(fifo, SimTime::from_ps(arrive), ev);
         }
     }
 
@@ -425,30 +452,46 @@ impl Engine {
         front: bool,
         cx: &mut Context<'_, PackedEv>,
     ) {
+        self.queue_dllp_as(d, dl, front, false, cx);
+    }
+
+    /// [`Engine::queue_dllp`]; with `background`, the DLLP's arrival is a background
+    /// event (a periodic UpdateFC).
+    pub(crate) fn queue_dllp_as(
+        &mut self,
+        d: u16,
+        dl: Dllp,
+        front: bool,
+        background: bool,
+        cx: &mut Context<'_, PackedEv>,
+    ) {
         if self.dirs[d as usize].down {
             return; // DL_Down: the data link layer sends nothing
         }
         if self.dirs[d as usize].timing.dllp_wire_bytes() == 0 {
             // Flit mode: DLLPs ride in every flit's DLP bytes; deliver them directly.
-            let arrive = cx.now() + SimDuration::from_ps(self.dirs[d as usize].prop_ps);
+            let arrive = cx.now().as_ps() + self.dirs[d as usize].prop_ps;
             let fifo = self.dirs[d as usize].fifo;
-            cx.push_fifo(
+            self.push_arrival(
                 fifo,
                 arrive,
-                Ev::Arrive(d, WireItem(Wire::Dllp { d: dl, bad: false }, false)),
+                d,
+                Wire::Dllp { d: dl, bad: false },
+                background,
+                cx,
             );
             return;
         }
-        if self.bursts_on() && self.dllp_into_burst(d, dl, cx) {
+        if self.bursts_on() && self.dllp_into_burst(d, dl, background, cx) {
             return;
         }
         let q = &mut self.dirs[d as usize].dllq;
         if front {
             // ACK/NAK replace an older ACK/NAK still waiting.
-            q.retain(|x| !matches!(x, Dllp::Ack(_) | Dllp::Nak(_)));
-            q.push_front(dl);
+            q.retain(|x| !matches!(x.0, Dllp::Ack(_) | Dllp::Nak(_)));
+            q.push_front((dl, background));
         } else {
-            q.push_back(dl);
+            q.push_back((dl, background));
         }
         self.try_send(d, cx);
     }
@@ -640,6 +683,18 @@ impl Engine {
     }
 
     pub(crate) fn send_update_fc(&mut self, d: u16, c: usize, cx: &mut Context<'_, PackedEv>) {
+        self.send_update_fc_as(d, c, true, cx);
+    }
+
+    /// [`Engine::send_update_fc`]; with `background` (the periodic refresh), the
+    /// UpdateFC's arrival is a background event.
+    pub(crate) fn send_update_fc_as(
+        &mut self,
+        d: u16,
+        c: usize,
+        background: bool,
+        cx: &mut Context<'_, PackedEv>,
+    ) {
         self.dirs[d as usize].fc_sent_ps[c] = cx.now().as_ps();
         let (hdr, data) = self.dirs[d as usize].rx_fc.limits(c);
         let dl = Dllp::Fc {
@@ -648,7 +703,7 @@ impl Engine {
             hdr,
             data,
         };
-        self.queue_dllp(d ^ 1, dl, false, cx);
+        self.queue_dllp_as(d ^ 1, dl, false, background, cx);
         if self.cfg.dllp_error_rate > 0.0 {
             // DLLPs can be lost: repeat the (cumulative, idempotent) UpdateFC like the
             // spec's periodic FC update, until it was sent 8 times unchanged (then the
@@ -680,7 +735,10 @@ impl Engine {
         for c in 0..3 {
             let dir = &self.dirs[d as usize];
             if dir.finite(c) && dir.fc_sent_ps[c] + period <= now {
-                self.send_update_fc(d, c, cx);
+                // Maintenance: its arrival is no work a run waits for (with a long
+                // propagation delay, refreshes in flight would otherwise never let
+                // an idle fabric be idle).
+                self.send_update_fc_as(d, c, true, cx);
             }
         }
         let dir = &self.dirs[d as usize];

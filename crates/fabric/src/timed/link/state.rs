@@ -91,7 +91,10 @@ pub(crate) struct Dir {
     /// Bursts whose arrival the DLLPs sent between their pieces postpone, in wire
     /// order: (first sequence number, picoseconds).
     pub postponed: VecDeque<(u32, u64)>,
-    pub dllq: VecDeque<Dllp>,
+    /// DLLPs waiting for the wire, each with its background flag: an UpdateFC of the
+    /// periodic refresh travels as a background event (its arrival is no work a run
+    /// waits for: see `Engine::fc_refresh`).
+    pub dllq: VecDeque<(Dllp, bool)>,
     // DLL rx (receiver at `to`)
     /// The receiver's sequence check (NEXT_RCV_SEQ, Nak outstanding).
     pub rx_seq: crate::timed::dll::RxSeq,
