@@ -683,7 +683,7 @@ impl Engine {
     }
 
     pub(crate) fn send_update_fc(&mut self, d: u16, c: usize, cx: &mut Context<'_, PackedEv>) {
-        self.send_update_fc_as(d, c, true, cx);
+        self.send_update_fc_as(d, c, false, cx);
     }
 
     /// [`Engine::send_update_fc`]; with `background` (the periodic refresh), the
