@@ -15,6 +15,9 @@
 use super::tlp::{Tlp, NONE, NOT_LENT};
 
 /// Most spare DMA buffers the pool keeps (for `EpCx::buffer` and DMA reads).
+/// The holder count at which a record is pinned (see [`TlpPool::hold`]).
+pub(crate) const PINNED: u8 = u8::MAX;
+
 const SPARE_BUFFERS: usize = 64;
 /// The largest spare buffer kept (bytes of capacity).
 const SPARE_MAX: usize = 64 * 1024;
@@ -110,13 +113,27 @@ impl TlpPool {
         }
     }
 
+    /// One more holder of TLP `id` (a wire copy, the replay buffer). The count sticks
+    /// at its largest value ([`PINNED`]): a record held that many times at once (a
+    /// replay storm on a link far longer than its replay timer allows) is then never
+    /// freed, so that no copy still on a wire can ever point to a record reused by
+    /// another TLP.
+    #[inline]
+    pub fn hold(&mut self, id: u32) {
+        let t = &mut self.tlps[id as usize];
+        t.refs = t.refs.saturating_add(1);
+    }
+
     /// Drops one holder of TLP `id`. When it was the last, the record and its payload
     /// buffer are free again, and the host page lent to it, if any, is returned for
-    /// the caller to take back.
+    /// the caller to take back. A pinned record (see [`TlpPool::hold`]) stays.
     #[inline]
     #[must_use = "a lent host page must be handed back"]
     pub fn release(&mut self, id: u32) -> Option<u64> {
         let t = &mut self.tlps[id as usize];
+        if t.refs == PINNED {
+            return None;
+        }
         t.refs = t.refs.saturating_sub(1);
         if t.refs != 0 {
             return None;
@@ -157,6 +174,35 @@ mod tests {
             refs: 1,
             ..Tlp::new(Kind::MWr, Bdf::new(1, 0, 0).unwrap(), 0x1000, len)
         }
+    }
+
+    #[test]
+    fn a_record_held_too_often_is_pinned_never_freed_under_its_copies() {
+        let mut p = TlpPool::default();
+        let a = p.alloc(write(0));
+        // Held 300 times more (copies of a replay storm): the count sticks at PINNED.
+        for _ in 0..300 {
+            p.hold(a);
+        }
+        assert_eq!(p.tlps[a as usize].refs, PINNED);
+        // Released by every holder (more than the count can say): never freed, so a
+        // new record never takes its place while copies may still be on a wire.
+        for _ in 0..400 {
+            assert_eq!(p.release(a), None);
+        }
+        assert_eq!(p.in_flight(), 1);
+        assert_ne!(p.alloc(write(0)), a);
+        // Below the limit, holders are counted exactly.
+        let b = p.alloc(write(0));
+        for _ in 0..253 {
+            p.hold(b);
+        }
+        for _ in 0..253 {
+            let _ = p.release(b);
+        }
+        assert_eq!(p.in_flight(), 3);
+        let _ = p.release(b);
+        assert_eq!(p.in_flight(), 2);
     }
 
     #[test]

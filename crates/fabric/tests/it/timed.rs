@@ -211,6 +211,46 @@ fn refreshes_in_flight_on_a_long_link_do_not_keep_a_finished_run_going() {
     assert_eq!(sim.pending_events(), 0);
 }
 
+/// A replay storm: 100 µs of propagation on every link (far beyond what the replay
+/// timer allows), two switches, a Gen2 x1 endpoint. Hundreds of copies of one TLP are
+/// on the wires at once; its record used to be freed when its 8-bit holder count
+/// wrapped, reused by another TLP while copies were still arriving, and the run
+/// panicked (or mixed TLPs up). It finishes now, every read done and checked.
+#[test]
+fn a_replay_storm_on_long_links_leaves_every_tlp_its_own_record() {
+    let text = "[[node]]\nname=\"rc\"\nkind=\"root-complex\"\n\
+        [[node]]\nname=\"sw0\"\nkind=\"switch\"\nports=1\n\
+        [[node]]\nname=\"sw1\"\nkind=\"switch\"\nports=1\n\
+        [[node]]\nname=\"ep\"\nkind=\"psmem\"\n\
+        [[link]]\nup=\"rc.0\"\ndown=\"sw0\"\ngen=5\nwidth=16\n\
+        [[link]]\nup=\"sw0.0\"\ndown=\"sw1\"\ngen=4\nwidth=8\n\
+        [[link]]\nup=\"sw1.0\"\ndown=\"ep\"\ngen=2\nwidth=1\n";
+    let reg = KindRegistry::builtin();
+    let t = Topology::parse(text, "storm.toml", &reg).unwrap();
+    let cfg = SimConfig {
+        propagation: SimDuration::from_ns(100_000),
+        ..SimConfig::default()
+    };
+    let mut sim = FabricSim::new(&t, &reg, cfg).unwrap();
+    sim.run_for(SimDuration::from_us(2));
+    let stream = DmaStream::new(
+        DmaOpKind::Read,
+        512,
+        16,
+        5,
+        0x1000_0000,
+        1 << 20,
+        AddrPattern::Sequential,
+    );
+    sim.attach("ep", Box::new(stream)).unwrap();
+    sim.run_until_idle(SimTime::from_ps(1_000_000_000_000)); // 1 s, bounded
+    assert_eq!(sim.pending_events(), 0, "not idle at {:?}", sim.now());
+    assert_eq!(sim.model("ep").and_then(|m| m.progress()), Some(5));
+    let replays: u64 = sim.counters().iter().map(|(_, c)| c.replays).sum();
+    assert!(replays > 1000, "a storm: {replays} replays");
+    assert!(sim.errors().is_empty(), "{:?}", sim.errors());
+}
+
 #[test]
 fn an_idle_link_refreshes_updatefc_every_30_us_and_still_counts_as_idle() {
     use pcielab_wire::dllp::{FcClass, FcKind};

@@ -261,7 +261,7 @@ impl Engine {
                 let dir = &mut self.dirs[di];
                 dir.tx_fc.consume(c, n, dc);
                 let seq = dir.replay.push(id, n as u32);
-                self.pool.tlps[id as usize].refs += 1;
+                self.pool.hold(id);
                 let dir = &mut self.dirs[di];
                 dir.counters.tlps += n;
                 dir.counters.payload_bytes += payload;
@@ -347,7 +347,7 @@ impl Engine {
         }
         if replay {
             // A new wire copy; a first transmission takes over the queue's reference.
-            self.pool.tlps[id as usize].refs += 1;
+            self.pool.hold(id);
         }
         let pieces = self.pool.tlps[id as usize].pieces as u64;
         if pieces > 1 {
