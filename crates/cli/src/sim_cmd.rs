@@ -223,14 +223,15 @@ pub struct SimArgs {
     /// Read Completion Boundary (64 or 128).
     #[arg(help_heading = "Link and fabric", long, default_value = "64", value_parser = crate::units::parse_bytes_u16)]
     rcb: u16,
-    /// Switch latency (ns).
-    #[arg(help_heading = "Link and fabric", long, default_value_t = 150)]
+    /// Switch latency (ns, 0..=1000000000).
+    #[arg(help_heading = "Link and fabric", long, default_value_t = 150, value_parser = clap::value_parser!(u64).range(0..=1_000_000_000))]
     switch_ns: u64,
     /// The host model: profile and knobs.
     #[command(flatten)]
     pub host: crate::host_args::HostArgs,
-    /// Propagation delay per link (ns).
-    #[arg(help_heading = "Link and fabric", long, default_value_t = 0)]
+    /// Propagation delay per link (ns, 0..=1000000: a link of 200 km; PCIe's replay
+    /// timer allows for a few ns, so beyond about 100 ns every TLP is replayed).
+    #[arg(help_heading = "Link and fabric", long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     prop_ns: u64,
     /// Replay buffer capacity (TLPs).
     #[arg(help_heading = "Link and fabric", long, default_value_t = 64)]

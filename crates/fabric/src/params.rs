@@ -20,7 +20,7 @@ pub struct SimConfig {
     /// Replay buffer capacity in TLPs per link direction. Default 64.
     pub replay_buffer: usize,
     /// Switch forwarding latency: after the whole TLP is received (store-and-forward),
-    /// or after its header with `cut_through`. Default 150 ns.
+    /// or after its header with `cut_through`. 0..=1 s. Default 150 ns.
     pub switch_latency: SimDuration,
     /// Switches forward cut-through (from the header) instead of store-and-forward.
     /// Default false.
@@ -62,7 +62,9 @@ pub struct SimConfig {
     pub numa_penalty: SimDuration,
     /// Endpoint completer latency for BAR reads and I/O requests (IORd and IOWr). Default 0.
     pub ep_latency: SimDuration,
-    /// Propagation delay per link direction. Default 0.
+    /// Propagation delay per link direction. 0..=1 ms (the replay timer allows for a
+    /// few ns: beyond about 100 ns every TLP is replayed until its ACK is back).
+    /// Default 0.
     pub propagation: SimDuration,
     /// Receive buffers of root ports and switch ports (0 = infinite). Default 64
     /// headers and 512 data credits (8 KiB) per class.

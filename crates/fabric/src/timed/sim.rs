@@ -271,6 +271,20 @@ fn check(cfg: &SimConfig) -> Result<(), SimError> {
             "0..=1 ms",
         ),
         (
+            "switch latency",
+            cfg.switch_latency,
+            SimDuration::ZERO,
+            ms(1000),
+            "0..=1 s",
+        ),
+        (
+            "propagation",
+            cfg.propagation,
+            SimDuration::ZERO,
+            ms(1),
+            "0..=1 ms per link direction (200 km; PCIe's replay timer allows for a few ns)",
+        ),
+        (
             "aspm l1 propagation",
             cfg.aspm_l1_propagation,
             SimDuration::ZERO,

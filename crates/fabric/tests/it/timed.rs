@@ -251,6 +251,30 @@ fn a_replay_storm_on_long_links_leaves_every_tlp_its_own_record() {
     assert!(sim.errors().is_empty(), "{:?}", sim.errors());
 }
 
+/// Propagation and switch latency have bounds: a value past them is refused naming it
+/// (a propagation of 2^64 ns used to wrap to some other delay in the CLI).
+#[test]
+fn propagation_and_switch_latency_out_of_range_are_refused() {
+    let build = |f: &dyn Fn(&mut SimConfig)| {
+        let mut cfg = SimConfig::default();
+        f(&mut cfg);
+        FabricSim::new(&one_link(3, 8), &KindRegistry::builtin(), cfg).map(|_| ())
+    };
+    let e = build(&|c| c.propagation = SimDuration::from_ns(1_000_001)).unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("propagation 1000001000 ps is not allowed; allowed: 0..=1 ms"),
+        "{e}"
+    );
+    let e = build(&|c| c.switch_latency = SimDuration::from_ms(1001)).unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("switch latency 1001000000000 ps is not allowed"),
+        "{e}"
+    );
+    assert!(build(&|c| c.propagation = SimDuration::from_ms(1)).is_ok());
+}
+
 #[test]
 fn an_idle_link_refreshes_updatefc_every_30_us_and_still_counts_as_idle() {
     use pcielab_wire::dllp::{FcClass, FcKind};
