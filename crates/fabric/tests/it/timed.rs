@@ -168,29 +168,37 @@ fn stream_gbps_ecrc(
     bytes as f64 * 8.0 * 1000.0 / (done[b - 1] - done[a - 1]) as f64
 }
 
+/// `t` with `prop_ns` of propagation on every link (traced), its links up, and endpoint
+/// "ep" running `count` DMA reads of `size` bytes, 16 at a time.
+fn reads_on_long_links(t: &Topology, prop_ns: u64, size: u64, count: u64) -> FabricSim {
+    let cfg = SimConfig {
+        propagation: SimDuration::from_ns(prop_ns),
+        trace: true,
+        ..SimConfig::default()
+    };
+    let mut sim = FabricSim::new(t, &KindRegistry::builtin(), cfg).unwrap();
+    sim.run_for(SimDuration::from_us(2));
+    let pattern = AddrPattern::Sequential;
+    let stream = DmaStream::new(
+        DmaOpKind::Read,
+        size,
+        16,
+        count,
+        0x1000_0000,
+        1 << 24,
+        pattern,
+    );
+    sim.attach("ep", Box::new(stream)).unwrap();
+    sim
+}
+
 /// With a long propagation delay (16 µs each way) the refresh UpdateFCs are always on
 /// their way somewhere; their arrivals are maintenance, not work, so a finished DMA
 /// stream still leaves the fabric idle (it never did: `run_until_idle` ran forever,
 /// and so did `pcielab sim --prop-ns 16000`). The refreshes keep arriving as before.
 #[test]
 fn refreshes_in_flight_on_a_long_link_do_not_keep_a_finished_run_going() {
-    let cfg = SimConfig {
-        propagation: SimDuration::from_ns(16_000),
-        trace: true,
-        ..SimConfig::default()
-    };
-    let mut sim = FabricSim::new(&one_link(3, 8), &KindRegistry::builtin(), cfg).unwrap();
-    sim.run_for(SimDuration::from_us(2));
-    let stream = DmaStream::new(
-        DmaOpKind::Read,
-        4096,
-        16,
-        18,
-        0x1000_0000,
-        1 << 24,
-        AddrPattern::Sequential,
-    );
-    sim.attach("ep", Box::new(stream)).unwrap();
+    let mut sim = reads_on_long_links(&one_link(3, 8), 16_000, 4096, 18);
     // Bounded: a run that never became idle stops at the limit and fails below.
     let limit = SimTime::from_ps(50_000_000_000); // 50 ms
     sim.run_until_idle(limit);
@@ -225,24 +233,8 @@ fn a_replay_storm_on_long_links_leaves_every_tlp_its_own_record() {
         [[link]]\nup=\"rc.0\"\ndown=\"sw0\"\ngen=5\nwidth=16\n\
         [[link]]\nup=\"sw0.0\"\ndown=\"sw1\"\ngen=4\nwidth=8\n\
         [[link]]\nup=\"sw1.0\"\ndown=\"ep\"\ngen=2\nwidth=1\n";
-    let reg = KindRegistry::builtin();
-    let t = Topology::parse(text, "storm.toml", &reg).unwrap();
-    let cfg = SimConfig {
-        propagation: SimDuration::from_ns(100_000),
-        ..SimConfig::default()
-    };
-    let mut sim = FabricSim::new(&t, &reg, cfg).unwrap();
-    sim.run_for(SimDuration::from_us(2));
-    let stream = DmaStream::new(
-        DmaOpKind::Read,
-        512,
-        16,
-        5,
-        0x1000_0000,
-        1 << 20,
-        AddrPattern::Sequential,
-    );
-    sim.attach("ep", Box::new(stream)).unwrap();
+    let t = Topology::parse(text, "storm.toml", &KindRegistry::builtin()).unwrap();
+    let mut sim = reads_on_long_links(&t, 100_000, 512, 5);
     sim.run_until_idle(SimTime::from_ps(1_000_000_000_000)); // 1 s, bounded
     assert_eq!(sim.pending_events(), 0, "not idle at {:?}", sim.now());
     assert_eq!(sim.model("ep").and_then(|m| m.progress()), Some(5));
