@@ -383,24 +383,7 @@ impl<E> EventQueue<E> {
     /// (not built on the stack and copied: that copy stalls on the fresh stores).
     #[inline(always)]
     pub fn push_fifo(&mut self, fifo: FifoId, time: SimTime, event: E) {
-        let t = time.as_ps();
-        let seq = self.seq;
-        let Some(f) = self.fifos.get_mut(fifo.0 as usize) else {
-            self.schedule(time, event);
-            return;
-        };
-        let was_empty = f.ring.is_empty();
-        if t < f.last && !was_empty {
-            self.schedule(time, event);
-            return;
-        }
-        self.seq += 1;
-        f.last = t;
-        f.ring.push_back((t, seq, event));
-        self.live += 1;
-        if was_empty {
-            self.heap_push_head(fifo, t, seq);
-        }
+        self.push_fifo_as(fifo, time, event, false);
     }
 
     /// [`push_fifo`](Self::push_fifo) for a *background* event (see
@@ -420,18 +403,39 @@ impl<E> EventQueue<E> {
     /// assert_eq!((q.len(), q.foreground_len()), (1, 1));
     /// ```
     pub fn push_fifo_background(&mut self, fifo: FifoId, time: SimTime, event: E) {
+        self.push_fifo_as(fifo, time, event, true);
+    }
+
+    /// [`push_fifo`](Self::push_fifo), as a background event or not.
+    #[inline(always)]
+    fn push_fifo_as(&mut self, fifo: FifoId, time: SimTime, event: E, background: bool) {
         let t = time.as_ps();
-        let joins =
-            matches!(self.fifos.get(fifo.0 as usize), Some(f) if f.ring.is_empty() || t >= f.last);
+        let seq = self.seq;
+        let joins = match self.fifos.get(fifo.0 as usize) {
+            Some(f) => t >= f.last || f.ring.is_empty(),
+            None => false,
+        };
         if !joins {
-            // The heap path, as push_fifo takes it.
-            self.schedule_background(time, event);
+            if background {
+                self.schedule_background(time, event);
+            } else {
+                self.schedule(time, event);
+            }
             return;
         }
-        let seq = self.seq;
-        self.push_fifo(fifo, time, event);
-        self.fifos[fifo.0 as usize].background.push_back(seq);
-        self.background += 1;
+        let f = &mut self.fifos[fifo.0 as usize];
+        let was_empty = f.ring.is_empty();
+        self.seq += 1;
+        f.last = t;
+        f.ring.push_back((t, seq, event));
+        if background {
+            f.background.push_back(seq);
+            self.background += 1;
+        }
+        self.live += 1;
+        if was_empty {
+            self.heap_push_head(fifo, t, seq);
+        }
     }
 
     /// Puts the head of stream `fifo` into the near or the far heap.
