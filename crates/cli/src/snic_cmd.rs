@@ -110,7 +110,7 @@ pub fn run_snic(a: &SnicArgs) -> Result<(), Failure> {
         )));
     }
     if let Some(w) = a.wait_device {
-        let end = Instant::now() + Duration::from_secs_f64(w.clamp(0.0, 86_400.0));
+        let end = Instant::now() + Duration::from_secs_f64(w);
         let mut b = [0u8; 4];
         loop {
             match adapter.mmio_read(ENABLED, &mut b) {
@@ -138,7 +138,7 @@ pub fn run_snic(a: &SnicArgs) -> Result<(), Failure> {
         nic.send(p).map_err(|e| fail(e.to_string()))?;
         println!("snic: sent {} B", p.len());
     }
-    let end = Instant::now() + Duration::from_secs_f64(a.duration.clamp(0.0, 86_400.0));
+    let end = Instant::now() + Duration::from_secs_f64(a.duration);
     let mut got = 0;
     while got < a.recv && !stop.load(Ordering::Relaxed) {
         let left = end.saturating_duration_since(Instant::now());

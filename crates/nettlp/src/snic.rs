@@ -86,7 +86,7 @@ impl Default for SnicConfig {
 
 impl SnicConfig {
     /// Checks the layout against the adapter's host memory: non-zero sizes, and the
-    /// rings and buffers (from `base` to the returned end) inside one memory window.
+    /// rings and buffers (from `base` on) inside one memory window.
     /// [`SnicDriver::open`] checks this too; a caller may check first, before it waits
     /// for the device.
     ///
@@ -98,7 +98,7 @@ impl SnicConfig {
     /// let far = SnicConfig { base: u64::MAX - 0xff, ..SnicConfig::default() };
     /// assert!(far.check(&mem).is_err());
     /// ```
-    pub fn check(&self, mem: &crate::memory::HostMemory) -> Result<u64, SnicError> {
+    pub fn check(&self, mem: &crate::memory::HostMemory) -> Result<(), SnicError> {
         if self.entries == 0 || self.buf_size == 0 || self.buf_size > 1 << 20 {
             return Err(SnicError::Config(format!(
                 "entries {} and buf_size {} must be non-zero (buf_size at most 1 MiB)",
@@ -116,7 +116,7 @@ impl SnicConfig {
             .map(|e| e & !0xfff)
             .and_then(|e| e.checked_add(bufs));
         match end {
-            Some(end) if mem.contains(self.base, end - self.base) => Ok(end),
+            Some(end) if mem.contains(self.base, end - self.base) => Ok(()),
             Some(end) => Err(SnicError::Config(format!(
                 "{:#x}..{end:#x} (the rings and buffers) is outside the adapter's host memory windows",
                 self.base

@@ -14,10 +14,10 @@
 
 use super::tlp::{Tlp, NONE, NOT_LENT};
 
-/// Most spare DMA buffers the pool keeps (for `EpCx::buffer` and DMA reads).
 /// The holder count at which a record is pinned (see [`TlpPool::hold`]).
 pub(crate) const PINNED: u8 = u8::MAX;
 
+/// Most spare DMA buffers the pool keeps (for `EpCx::buffer` and DMA reads).
 const SPARE_BUFFERS: usize = 64;
 /// The largest spare buffer kept (bytes of capacity).
 const SPARE_MAX: usize = 64 * 1024;
