@@ -239,6 +239,19 @@ pub enum Command {
         /// Boxed: its 128-bit operands would double the size of every command.
         op: Box<AtomicOp>,
     },
+    /// A scatter-gather read ([`Cx::dma_read_sg`]): the segments `(addr, len)` in
+    /// order, their data concatenated in one `dma_done`.
+    DmaReadSg {
+        id: DmaId,
+        segs: Vec<(u64, u64)>,
+    },
+    /// A scatter-gather write ([`Cx::dma_write_sg`]): `data` holds the segments'
+    /// bytes back to back.
+    DmaWriteSg {
+        id: DmaId,
+        segs: Vec<(u64, u64)>,
+        data: Vec<u8>,
+    },
 }
 
 /// What a device sees while its host calls it.
@@ -424,6 +437,46 @@ impl Cx<'_> {
     /// called once the last MWr has left the device.
     pub fn dma_write(&mut self, addr: u64, data: Vec<u8>) -> DmaId {
         self.write(addr, data, false, None)
+    }
+    /// A scatter-gather read: one DMA of several segments `(addr, len)`, each split
+    /// into read requests as its own [`Cx::dma_read`] would be (the same TLPs on the
+    /// wire), with one [`DeviceModel::dma_done`] once every segment is in: the data
+    /// of all segments back to back, and `ok` only if every segment succeeded.
+    /// What a DMA engine with descriptor lists does; it lets a host handle a batch of
+    /// small DMAs as one (the timed simulator's burst mode sends equal segments at a
+    /// constant stride as one unit).
+    ///
+    /// ```
+    /// use pcielab_device::{Command, Cx, DeviceState};
+    /// use pcielab_sim::{Rng, SimTime};
+    /// use pcielab_wire::Bdf;
+    /// let (mut cmds, mut spare) = (Vec::new(), Vec::new());
+    /// let mut st = DeviceState { next_dma: 0, rng: Rng::new(1) };
+    /// let bdf = Bdf::new(1, 0, 0).unwrap();
+    /// let mut cx = Cx::new(SimTime::ZERO, (0, bdf), &mut cmds, &mut st, None, &mut spare);
+    /// let id = cx.dma_read_sg(&[(0x1000, 64), (0x1800, 64)]);
+    /// assert_eq!(cmds, [Command::DmaReadSg { id, segs: vec![(0x1000, 64), (0x1800, 64)] }]);
+    /// ```
+    pub fn dma_read_sg(&mut self, segs: &[(u64, u64)]) -> DmaId {
+        let id = self.dma_id();
+        self.push(Command::DmaReadSg {
+            id,
+            segs: segs.to_vec(),
+        });
+        id
+    }
+    /// A scatter-gather write: `data` goes to the segments `(addr, len)` in order
+    /// (their lengths add up to `data.len()`; a host refuses the DMA, `ok` false,
+    /// when they do not). Each segment is split as its own [`Cx::dma_write`] would
+    /// be, and one [`DeviceModel::dma_done`] follows the last.
+    pub fn dma_write_sg(&mut self, segs: &[(u64, u64)], data: Vec<u8>) -> DmaId {
+        let id = self.dma_id();
+        self.push(Command::DmaWriteSg {
+            id,
+            segs: segs.to_vec(),
+            data,
+        });
+        id
     }
     /// Like [`Cx::dma_write`], in the address space of process `pasid` (see
     /// [`Cx::dma_read_pasid`]): every MWr carries a PASID TLP prefix.
@@ -624,7 +677,10 @@ pub trait DeviceModel: core::fmt::Debug {
     /// not be address order), or, with a reorder window, in address order as the
     /// window releases it; always before [`DeviceModel::dma_done`] for the whole DMA.
     /// A device that streams data on as it comes in works here; a device that keeps
-    /// its own window across DMAs can use [`crate::ReorderWindow`]. Default: nothing.
+    /// its own window across DMAs can use [`crate::ReorderWindow`]. For a
+    /// scatter-gather read ([`Cx::dma_read_sg`]) `offset` counts in the data of all
+    /// its segments, and a reorder window keeps each segment in order on its own.
+    /// Default: nothing.
     fn completion(&mut self, _id: DmaId, _offset: u64, _data: &[u8], _cx: &mut Cx<'_>) {}
     /// Asked before the device is given a request that arrived for it (`what`): return
     /// false to refuse it for now. The host then holds it, with every later request,

@@ -284,6 +284,32 @@ impl<M: DeviceModel + Send + 'static> ModelHandler<M> {
                     let ok = dev.dma_write(addr, &data).is_ok();
                     Some((id, ok, Vec::new()))
                 }
+                // Scatter-gather: the segments in turn, one `dma_done` for all.
+                (Some((dev, _)), Command::DmaReadSg { id, segs }) => {
+                    let total = segs.iter().try_fold(0u64, |a, &(_, l)| a.checked_add(l));
+                    // (Refused whole, as the simulator refuses it, past 4 GiB.)
+                    let mut ok = total.is_some_and(|t| t <= u32::MAX as u64);
+                    let mut buf = Vec::new();
+                    let segs = if ok { segs } else { Vec::new() };
+                    for (addr, len) in segs {
+                        let at = buf.len();
+                        buf.resize(at + len as usize, 0);
+                        ok &= dev.dma_read(addr, &mut buf[at..]).is_ok();
+                    }
+                    Some((id, ok, buf))
+                }
+                (Some((dev, _)), Command::DmaWriteSg { id, segs, data }) => {
+                    let total = segs.iter().try_fold(0u64, |a, &(_, l)| a.checked_add(l));
+                    let mut ok =
+                        total == Some(data.len() as u64) && data.len() <= u32::MAX as usize;
+                    let mut at = 0usize;
+                    let segs = if ok { segs } else { Vec::new() };
+                    for (addr, len) in segs {
+                        ok &= dev.dma_write(addr, &data[at..at + len as usize]).is_ok();
+                        at += len as usize;
+                    }
+                    Some((id, ok, Vec::new()))
+                }
                 (Some((dev, table)), Command::Msix(v)) => {
                     match table.get(v as usize) {
                         Some(e) => {

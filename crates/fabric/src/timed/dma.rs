@@ -8,7 +8,7 @@ use super::fault::FaultKind;
 use super::node::state::NodeKind;
 use super::packed::PackedEv;
 use super::regs::{AER_COMPLETION_TIMEOUT, AER_MALFORMED, AER_UNEXPECTED_CPL};
-use super::slot::state::{DmaDir, DmaOp};
+use super::slot::state::{DmaDir, DmaOp, SgDma};
 use super::tlp::Detail;
 use super::tlp::{Kind, Tlp, NONE, TAGS_DOWN};
 use crate::functional::{FnId, Origin};
@@ -34,8 +34,112 @@ impl Engine {
         (node, func): (u32, u16),
         id: DmaId,
         dir: DmaDir,
+        at: (u64, u64, Option<u32>),
+        data: Vec<u8>,
+        cx: &mut Context<'_, PackedEv>,
+    ) {
+        self.new_dma_in((node, func), id, dir, at, data, (NONE, 0), cx);
+    }
+
+    /// Starts scatter-gather DMA `id` of `node`'s function `func`: a DMA of each
+    /// segment `(addr, len)` in turn, as separate DMAs given in one call would be
+    /// (writes: `data` holds the segments' bytes back to back), and one `dma_done`
+    /// when the last is done (reads: the segments' data back to back; `ok` only if
+    /// every segment succeeded).
+    pub(crate) fn new_sg_dma(
+        &mut self,
+        (node, func): (u32, u16),
+        id: DmaId,
+        segs: Vec<(u64, u64)>,
+        data: Option<Vec<u8>>,
+        cx: &mut Context<'_, PackedEv>,
+    ) {
+        let total = segs
+            .iter()
+            .try_fold(0u64, |a, &(_, l)| a.checked_add(l))
+            .filter(|&t| t <= u32::MAX as u64);
+        let refused = match (total, &data) {
+            (None, _) => Some("its segments add up to more than 4 GiB".to_string()),
+            (Some(t), Some(d)) if t != d.len() as u64 => Some(format!(
+                "its segments add up to {t} bytes, its data has {}",
+                d.len()
+            )),
+            _ => None,
+        };
+        if let Some(why) = refused {
+            let name = &self.nodes[node as usize].name;
+            let message = format!("{name}: scatter-gather DMA refused: {why}");
+            self.fault(FaultKind::DeviceCommand, message);
+            self.call_ep_fn(node, func, cx, |m, cx| m.dma_done(id, false, &[], cx));
+            return;
+        }
+        if segs.is_empty() {
+            self.call_ep_fn(node, func, cx, |m, cx| m.dma_done(id, true, &[], cx));
+            return;
+        }
+        let total = total.unwrap_or(0);
+        let write = data.is_some();
+        let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
+            return;
+        };
+        let sg = SgDma {
+            id,
+            left: segs.len() as u32,
+            ok: true,
+            reset: false,
+            buf: if write {
+                Vec::new()
+            } else {
+                vec![0; total as usize]
+            },
+            func,
+        };
+        let g = match ep.free_sg.pop() {
+            Some(g) => {
+                ep.sg[g as usize] = sg;
+                g
+            }
+            None => {
+                ep.sg.push(sg);
+                (ep.sg.len() - 1) as u32
+            }
+        };
+        let mut off = 0u64;
+        for (addr, len) in segs {
+            let (dir, bytes) = match &data {
+                Some(d) => {
+                    let s = &d[off as usize..(off + len) as usize];
+                    (DmaDir::Write { poisoned: false }, self.pool.spare_copy(s))
+                }
+                None => (DmaDir::Read, Vec::new()),
+            };
+            self.new_dma_in(
+                (node, func),
+                id,
+                dir,
+                (addr, len, None),
+                bytes,
+                (g, off),
+                cx,
+            );
+            off += len;
+        }
+        if let Some(d) = data {
+            self.pool.keep_spare(d);
+        }
+    }
+
+    /// [`Engine::new_dma`] of a DMA that is segment `sg` (scatter-gather DMA, offset
+    /// of its bytes there) of a scatter-gather DMA, or of none (`NONE`).
+    #[allow(clippy::too_many_arguments)]
+    fn new_dma_in(
+        &mut self,
+        (node, func): (u32, u16),
+        id: DmaId,
+        dir: DmaDir,
         (addr, len, pasid): (u64, u64, Option<u32>),
         mut data: Vec<u8>,
+        (sg, sg_off): (u32, u64),
         cx: &mut Context<'_, PackedEv>,
     ) {
         let now = cx.now();
@@ -75,6 +179,8 @@ impl Engine {
             pasid: pasid.unwrap_or(NONE),
             func,
             reset: false,
+            sg,
+            sg_off,
         };
         let oi = match ep.free_ops.pop() {
             Some(i) => {
@@ -822,10 +928,11 @@ impl Engine {
         } else {
             (start, end)
         };
-        let (id, func) = (op.id, op.func);
+        // (A segment of a scatter-gather DMA: its offset counts in the whole DMA's data.)
+        let (id, func, at) = (op.id, op.func, from + op.sg_off);
         let buf = std::mem::take(&mut op.buf);
         let piece = &buf[from as usize..to as usize];
-        self.call_ep_fn(node, func, cx, |m, cx| m.completion(id, from, piece, cx));
+        self.call_ep_fn(node, func, cx, |m, cx| m.completion(id, at, piece, cx));
         if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
             ep.ops[oi as usize].buf = buf;
         }
@@ -970,7 +1077,7 @@ impl Engine {
     }
 
     pub(crate) fn finish_dma(&mut self, node: u32, oi: u32, cx: &mut Context<'_, PackedEv>) {
-        let (id, ok, data, func, silent) = {
+        let done = {
             let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
                 return;
             };
@@ -985,6 +1092,7 @@ impl Engine {
                 std::mem::take(&mut op.buf)
             };
             let (id, ok, func, silent) = (op.id, op.ok, op.func, op.reset);
+            let (sg, sg_off) = (op.sg, op.sg_off);
             op.xlate.clear();
             ep.free_ops.push(oi);
             if ep.timeout_armed && !ep.ops.iter().any(|o| o.live && o.awaits_completions()) {
@@ -993,11 +1101,34 @@ impl Engine {
                 }
                 ep.timeout_armed = false;
             }
-            (id, ok, data, func, silent)
+            if sg != NONE {
+                // A segment of a scatter-gather DMA: the DMA is done with its last.
+                let g = &mut ep.sg[sg as usize];
+                let s = sg_off as usize;
+                if let Some(dst) = g.buf.get_mut(s..s + data.len()) {
+                    dst.copy_from_slice(&data);
+                }
+                self.pool.keep_spare(data);
+                g.ok &= ok;
+                g.reset |= silent;
+                g.left -= 1;
+                if g.left > 0 {
+                    None
+                } else {
+                    ep.free_sg.push(sg);
+                    Some((g.id, g.ok, std::mem::take(&mut g.buf), g.func, g.reset))
+                }
+            } else {
+                Some((id, ok, data, func, silent))
+            }
         };
         if self.ats_any {
             self.ats_dma_finished(node, cx);
         }
+        // (None: a segment of a scatter-gather DMA that has more to finish.)
+        let Some((id, ok, data, func, silent)) = done else {
+            return;
+        };
         if silent {
             // Dropped by a Function Level Reset: the model was told then.
             return;

@@ -82,6 +82,14 @@ impl TlpPool {
         buf
     }
 
+    /// A copy of `data` in a spare buffer (one allocated when there is none).
+    pub fn spare_copy(&mut self, data: &[u8]) -> Vec<u8> {
+        let mut buf = self.spare_bufs.pop().unwrap_or_default();
+        buf.clear();
+        buf.extend_from_slice(data);
+        buf
+    }
+
     /// Keeps `buf` as a spare buffer (for `EpCx::buffer` and DMA reads) unless there
     /// are enough, it has no allocation, or it is larger than `SPARE_MAX` (a large
     /// DMA's buffer is not held on to).

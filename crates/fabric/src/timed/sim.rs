@@ -475,6 +475,8 @@ impl FabricSim {
                             tag_map: vec![None; 1024],
                             ops: Vec::new(),
                             free_ops: Vec::new(),
+                            sg: Vec::new(),
+                            free_sg: Vec::new(),
                             read_queue: VecDeque::new(),
                             tickets: IntMap::default(),
                             state: pcielab_device::DeviceState {

@@ -579,3 +579,179 @@ fn a_dma_past_the_top_of_the_address_space_fails_and_the_device_hears_it() {
     sim.host_read(0, &mut after);
     assert_eq!(after, low);
 }
+
+/// Segments of the scatter-gather tests: a small one, one that crosses a 4 KiB
+/// boundary (two requests), an empty one and one larger than MRRS.
+fn segments(base: u64) -> Vec<(u64, u64)> {
+    vec![
+        (base, 64),
+        (base + 2048, 64),
+        (base + 4096 - 40, 100),
+        (base + 6000, 0),
+        (base + 8192, 700),
+    ]
+}
+
+/// Gives its DMAs either as one scatter-gather DMA or as a DMA per segment, all in
+/// one call (reads, or writes of `pattern` bytes).
+#[derive(Debug)]
+struct Gather {
+    segs: Vec<(u64, u64)>,
+    sg: bool,
+    write: bool,
+    seen: Rc<RefCell<Seen>>,
+}
+
+impl Endpoint for Gather {
+    fn start(&mut self, cx: &mut EpCx<'_>) {
+        let total: u64 = self.segs.iter().map(|s| s.1).sum();
+        let data: Vec<u8> = (0..total).map(|i| pattern(i + 5)).collect();
+        match (self.sg, self.write) {
+            (true, false) => {
+                cx.dma_read_sg(&self.segs);
+            }
+            (true, true) => {
+                cx.dma_write_sg(&self.segs, data);
+            }
+            (false, write) => {
+                let mut at = 0usize;
+                for &(addr, len) in &self.segs {
+                    if write {
+                        cx.dma_write(addr, data[at..at + len as usize].to_vec());
+                    } else {
+                        cx.dma_read(addr, len);
+                    }
+                    at += len as usize;
+                }
+            }
+        }
+    }
+    fn dma_done(&mut self, id: DmaId, ok: bool, data: &[u8], _cx: &mut EpCx<'_>) {
+        self.seen.borrow_mut().done.push((id, ok, data.to_vec()));
+    }
+}
+
+/// Runs a [`Gather`] on one link with the trace on; returns what it saw, the trace's
+/// hash, the simulator and the base of the host buffer.
+fn gather(sg: bool, write: bool) -> (Rc<RefCell<Seen>>, u64, FabricSim, u64) {
+    let cfg = SimConfig {
+        trace: true,
+        ..SimConfig::default()
+    };
+    let mut sim = FabricSim::new(&one_link(), &KindRegistry::builtin(), cfg).unwrap();
+    let base = sim.alloc_dma(16 * 1024);
+    let bytes: Vec<u8> = (0..16 * 1024).map(pattern).collect();
+    sim.host_write(base, &bytes);
+    let seen = Rc::new(RefCell::new(Seen::default()));
+    let g = Gather {
+        segs: segments(base),
+        sg,
+        write,
+        seen: seen.clone(),
+    };
+    sim.attach("ep", Box::new(g)).unwrap();
+    sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
+    assert!(sim.errors().is_empty(), "{:?}", sim.errors());
+    let hash = sim.trace().expect("trace on").hash();
+    (seen, hash, sim, base)
+}
+
+/// A scatter-gather read puts the same TLPs on the wire at the same times as a read
+/// per segment given in one call, and the device hears once, with every segment's
+/// bytes back to back.
+#[test]
+fn a_scatter_gather_read_is_its_segments_reads_with_one_dma_done() {
+    let (sg, sg_hash, _, _) = gather(true, false);
+    let (each, each_hash, _, _) = gather(false, false);
+    assert_eq!(sg_hash, each_hash, "the traces differ");
+    let (sg, each) = (sg.borrow(), each.borrow());
+    assert_eq!(each.done.len(), 5);
+    assert_eq!(sg.done.len(), 1, "one dma_done");
+    let (_, ok, data) = &sg.done[0];
+    assert!(ok);
+    let mut want = Vec::new();
+    for (addr, len) in segments(0) {
+        let mut b = vec![0u8; len as usize];
+        // The pattern the host memory was filled with (at offset `addr` from base).
+        for (i, x) in b.iter_mut().enumerate() {
+            *x = pattern(addr + i as u64);
+        }
+        want.extend(b);
+    }
+    assert_eq!(data, &want);
+    let separate: Vec<u8> = each.done.iter().flat_map(|d| d.2.clone()).collect();
+    assert_eq!(data, &separate);
+}
+
+/// A scatter-gather write: the same TLPs as a write per segment, the same host
+/// memory afterwards, one dma_done.
+#[test]
+fn a_scatter_gather_write_is_its_segments_writes_with_one_dma_done() {
+    let (sg, sg_hash, sg_sim, base) = gather(true, true);
+    let (each, each_hash, each_sim, _) = gather(false, true);
+    assert_eq!(sg_hash, each_hash, "the traces differ");
+    assert_eq!(sg.borrow().done.len(), 1);
+    assert!(sg.borrow().done[0].1);
+    assert_eq!(each.borrow().done.len(), 5);
+    let (mut a, mut b) = (vec![0u8; 16 * 1024], vec![0u8; 16 * 1024]);
+    sg_sim.host_read(base, &mut a);
+    each_sim.host_read(base, &mut b);
+    assert_eq!(a, b);
+    // The first segment holds the first bytes of the data.
+    let first: Vec<u8> = (0..64).map(|i| pattern(i + 5)).collect();
+    assert_eq!(a[..64], first[..]);
+}
+
+/// Bad scatter-gather DMAs fail, named in the fault log, and the device hears so:
+/// a write whose segments do not add up to its data, segments of more than 4 GiB,
+/// a segment past 2^64 (which fails the whole DMA, after the others ran). An empty
+/// one succeeds at once.
+#[derive(Debug)]
+struct BadGather {
+    seen: Rc<RefCell<Seen>>,
+}
+
+impl Endpoint for BadGather {
+    fn start(&mut self, cx: &mut EpCx<'_>) {
+        cx.dma_write_sg(&[(0x1000, 64)], vec![0; 60]);
+        cx.dma_read_sg(&[(0x1000, u32::MAX as u64), (0x2000, 2)]);
+        cx.dma_read_sg(&[(0x1000, 64), (u64::MAX - 15, 64)]);
+        cx.dma_read_sg(&[]);
+    }
+    fn dma_done(&mut self, id: DmaId, ok: bool, data: &[u8], _cx: &mut EpCx<'_>) {
+        self.seen.borrow_mut().done.push((id, ok, data.to_vec()));
+    }
+}
+
+#[test]
+fn bad_scatter_gather_dmas_fail_named_and_the_device_hears_it() {
+    let mut sim =
+        FabricSim::new(&one_link(), &KindRegistry::builtin(), SimConfig::default()).unwrap();
+    let seen = Rc::new(RefCell::new(Seen::default()));
+    sim.attach("ep", Box::new(BadGather { seen: seen.clone() }))
+        .unwrap();
+    let limit = sim.now() + SimDuration::from_ms(1);
+    sim.run_until_idle(limit);
+    assert!(sim.now() < limit, "the simulation did not come to rest");
+    let mut done = seen.borrow().done.clone();
+    done.sort_by_key(|d| d.0);
+    let oks: Vec<(u64, bool, usize)> = done.iter().map(|d| (d.0 .0, d.1, d.2.len())).collect();
+    assert_eq!(
+        oks,
+        [(0, false, 0), (1, false, 0), (2, false, 128), (3, true, 0)]
+    );
+    let msgs: Vec<&str> = sim.errors().iter().map(|f| f.message.as_str()).collect();
+    assert!(
+        msgs.iter()
+            .any(|m| m.contains("segments add up to 64 bytes, its data has 60")),
+        "{msgs:?}"
+    );
+    assert!(
+        msgs.iter().any(|m| m.contains("more than 4 GiB")),
+        "{msgs:?}"
+    );
+    assert!(
+        msgs.iter().any(|m| m.contains("runs past 2^64")),
+        "{msgs:?}"
+    );
+}

@@ -226,6 +226,10 @@ impl Engine {
                 let dir = DmaDir::Write { poisoned };
                 self.new_dma((node, acting), id, dir, (addr, len, pasid), data, cx);
             }
+            EpCmd::DmaReadSg { id, segs } => self.new_sg_dma((node, acting), id, segs, None, cx),
+            EpCmd::DmaWriteSg { id, segs, data } => {
+                self.new_sg_dma((node, acting), id, segs, Some(data), cx)
+            }
             EpCmd::Complete {
                 ticket,
                 data,

@@ -26,6 +26,9 @@ pub(crate) struct EpState {
     pub tag_map: Vec<Option<TagEntry>>,
     pub ops: Vec<DmaOp>,
     pub free_ops: Vec<u32>,
+    /// Scatter-gather DMAs in progress (see [`SgDma`]), and their free slots.
+    pub sg: Vec<SgDma>,
+    pub free_sg: Vec<u32>,
     pub read_queue: VecDeque<u32>,
     /// The model's own state that its context carries (DMA numbers, RNG stream).
     pub state: pcielab_device::DeviceState,
@@ -208,6 +211,29 @@ pub(crate) struct DmaOp {
     /// Dropped by a Function Level Reset of its function: it ends without
     /// `dma_done` once nothing of it is in flight (see the `flr` module).
     pub reset: bool,
+    /// The scatter-gather DMA it is a segment of (index into `EpState::sg`), or
+    /// NONE; and where its bytes sit in that DMA's data.
+    pub sg: u32,
+    pub sg_off: u64,
+}
+
+/// A scatter-gather DMA (`Command::DmaReadSg`, `Command::DmaWriteSg`): each segment
+/// runs as a DMA of its own (the same requests, tags and timing as separate DMAs
+/// given in the same call), and the device hears once, when the last one is done.
+#[derive(Debug)]
+pub(crate) struct SgDma {
+    /// The device's number for it.
+    pub id: DmaId,
+    /// Segments not finished yet.
+    pub left: u32,
+    /// Every segment finished well so far.
+    pub ok: bool,
+    /// A segment was dropped by a Function Level Reset: the DMA ends silently.
+    pub reset: bool,
+    /// A read's data, the segments back to back.
+    pub buf: Vec<u8>,
+    /// The function that gave it.
+    pub func: u16,
 }
 
 impl DmaOp {
