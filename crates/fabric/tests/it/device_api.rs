@@ -599,12 +599,17 @@ struct Gather {
     segs: Vec<(u64, u64)>,
     sg: bool,
     write: bool,
+    policy: DmaPolicy,
     seen: Rc<RefCell<Seen>>,
 }
 
 impl Endpoint for Gather {
+    fn dma_policy(&self) -> DmaPolicy {
+        self.policy
+    }
     fn start(&mut self, cx: &mut EpCx<'_>) {
         let total: u64 = self.segs.iter().map(|s| s.1).sum();
+        self.seen.borrow_mut().data = vec![0; total as usize];
         let data: Vec<u8> = (0..total).map(|i| pattern(i + 5)).collect();
         match (self.sg, self.write) {
             (true, false) => {
@@ -626,6 +631,12 @@ impl Endpoint for Gather {
             }
         }
     }
+    fn completion(&mut self, id: DmaId, offset: u64, data: &[u8], _cx: &mut EpCx<'_>) {
+        let mut s = self.seen.borrow_mut();
+        assert_eq!(id, DmaId(0), "every completion is the one DMA's");
+        s.pieces.push((offset, data.len()));
+        s.data[offset as usize..offset as usize + data.len()].copy_from_slice(data);
+    }
     fn dma_done(&mut self, id: DmaId, ok: bool, data: &[u8], _cx: &mut EpCx<'_>) {
         self.seen.borrow_mut().done.push((id, ok, data.to_vec()));
     }
@@ -638,6 +649,15 @@ fn gather(sg: bool, write: bool) -> (Rc<RefCell<Seen>>, u64, FabricSim, u64) {
         trace: true,
         ..SimConfig::default()
     };
+    gather_with(sg, write, DmaPolicy::DEFAULT, cfg)
+}
+
+fn gather_with(
+    sg: bool,
+    write: bool,
+    policy: DmaPolicy,
+    cfg: SimConfig,
+) -> (Rc<RefCell<Seen>>, u64, FabricSim, u64) {
     let mut sim = FabricSim::new(&one_link(), &KindRegistry::builtin(), cfg).unwrap();
     let base = sim.alloc_dma(16 * 1024);
     let bytes: Vec<u8> = (0..16 * 1024).map(pattern).collect();
@@ -647,6 +667,7 @@ fn gather(sg: bool, write: bool) -> (Rc<RefCell<Seen>>, u64, FabricSim, u64) {
         segs: segments(base),
         sg,
         write,
+        policy,
         seen: seen.clone(),
     };
     sim.attach("ep", Box::new(g)).unwrap();
@@ -681,6 +702,60 @@ fn a_scatter_gather_read_is_its_segments_reads_with_one_dma_done() {
     assert_eq!(data, &want);
     let separate: Vec<u8> = each.done.iter().flat_map(|d| d.2.clone()).collect();
     assert_eq!(data, &separate);
+}
+
+/// The bytes of a scatter-gather read at `base`, in segment order.
+fn gathered() -> Vec<u8> {
+    segments(0)
+        .into_iter()
+        .flat_map(|(addr, len)| (addr..addr + len).map(pattern))
+        .collect()
+}
+
+/// With completions as they come, a scatter-gather read's offsets count in the whole
+/// list's data: every byte arrives once, at its place, under the one DMA's id;
+/// `dma_done` still comes once. With a
+/// reorder window, each segment's data comes in address order.
+#[test]
+fn a_scatter_gather_reads_completions_count_offsets_in_the_whole_list() {
+    let total = gathered().len();
+    for reorder in [None, Some(512)] {
+        let policy = DmaPolicy {
+            per_completion: true,
+            reorder,
+            ..DmaPolicy::DEFAULT
+        };
+        let cfg = SimConfig {
+            trace: true,
+            ..jittery()
+        };
+        let (seen, _, _, _) = gather_with(true, false, policy, cfg);
+        let s = seen.borrow();
+        assert_eq!(s.data, gathered(), "reorder {reorder:?}");
+        let mut sorted = s.pieces.clone();
+        sorted.sort();
+        let mut at = 0u64;
+        for (off, len) in &sorted {
+            assert_eq!(
+                *off, at,
+                "a gap or an overlap at {at} (reorder {reorder:?})"
+            );
+            at += *len as u64;
+        }
+        assert_eq!(at, total as u64);
+        assert_eq!(s.done.len(), 1, "one dma_done");
+        assert!(s.done[0].1);
+        if reorder.is_some() {
+            // Within the 700-byte segment (the last 700 bytes), in order.
+            let last: Vec<u64> = s
+                .pieces
+                .iter()
+                .filter(|p| p.0 >= total as u64 - 700)
+                .map(|p| p.0)
+                .collect();
+            assert!(last.windows(2).all(|w| w[0] < w[1]), "{last:?}");
+        }
+    }
 }
 
 /// A scatter-gather write: the same TLPs as a write per segment, the same host

@@ -8,6 +8,7 @@ mod integrity;
 mod nic;
 mod pipeline;
 mod psmem_mmio;
+mod sg;
 mod snic;
 mod writes;
 
