@@ -606,7 +606,8 @@ impl Nic {
         let frame = data.len() as u64 + FCS;
         match self.cfg.eth {
             None => {
-                self.tx_sent(q, idx, data, cx);
+                let keep = self.tx_keep(data, cx);
+                self.tx_sent(q, idx, data.len() as u64, keep, cx);
             }
             Some(eth) => {
                 let start = self.mac_busy.max(cx.now());
@@ -617,11 +618,7 @@ impl Nic {
                 self.mac_busy = at;
                 // The frame's bytes are kept only for loopback; its length is in its
                 // slot.
-                let keep = if self.cfg.rx_source == RxSource::Loopback || self.cfg.cable {
-                    data.to_vec()
-                } else {
-                    Vec::new()
-                };
+                let keep = self.tx_keep(data, cx);
                 if self.mac_tx.is_empty() {
                     cx.timer(at.saturating_since(cx.now()), token(T_MAC_TX, 0));
                 }
@@ -632,21 +629,39 @@ impl Nic {
         self.tx_data(q, cx);
     }
 
-    /// A frame left the MAC.
-    fn tx_sent(&mut self, q: u16, idx: u32, data: &[u8], cx: &mut Cx<'_>) {
+    /// The bytes of a frame read for sending that go further (loopback, a cable), in
+    /// a buffer the simulator had spare; none otherwise.
+    fn tx_keep(&self, data: &[u8], cx: &mut Cx<'_>) -> Vec<u8> {
+        if self.cfg.rx_source == RxSource::Loopback || self.cfg.cable {
+            let mut b = cx.buffer(data.len());
+            b.extend_from_slice(data);
+            b
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// A frame of `read` bytes (as read from host memory; `data` holds them where they
+    /// go further, see [`Nic::tx_keep`]) left the MAC.
+    fn tx_sent(&mut self, q: u16, idx: u32, read: u64, data: Vec<u8>, cx: &mut Cx<'_>) {
         let qu = &mut self.queues[q as usize];
         let pos = qu.tx.pos(idx);
         let len = match qu.tx_slots.get(pos) {
             Some(Some(s)) => s.len as u64,
-            _ => data.len() as u64,
+            _ => read,
         };
         self.stats.tx_packets += 1;
         self.stats.tx_bytes += len;
-        if self.cfg.cable {
-            cx.ethernet_send(data.to_vec());
-        }
-        if self.cfg.rx_source == RxSource::Loopback {
-            self.rx_arrive(q, Some(data.to_vec()), data.len() as u64, cx);
+        match (self.cfg.cable, self.cfg.rx_source == RxSource::Loopback) {
+            (true, false) => cx.ethernet_send(data),
+            (cable, true) => {
+                if cable {
+                    cx.ethernet_send(data.clone());
+                }
+                let n = data.len() as u64;
+                self.rx_arrive(q, Some(data), n, cx);
+            }
+            (false, false) => {}
         }
         self.tx_slot_done(q, idx, false, cx);
     }
@@ -1144,7 +1159,8 @@ impl DeviceModel for Nic {
                     if gen != self.queues[q as usize].tx_gen {
                         continue; // its ring was set up anew
                     }
-                    self.tx_sent(q, idx, &data, cx);
+                    let n = data.len() as u64;
+                    self.tx_sent(q, idx, n, data, cx);
                 }
             }
             T_RX_FRAME => self.rx_line(cx),

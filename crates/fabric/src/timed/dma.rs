@@ -119,7 +119,8 @@ impl Engine {
                 dir,
                 (addr, len, None),
                 bytes,
-                (g, off),
+                // (`off` < 4 GiB: the total was checked above.)
+                (g, off as u32),
                 cx,
             );
             off += len;
@@ -132,6 +133,7 @@ impl Engine {
     /// [`Engine::new_dma`] of a DMA that is segment `sg` (scatter-gather DMA, offset
     /// of its bytes there) of a scatter-gather DMA, or of none (`NONE`).
     #[allow(clippy::too_many_arguments)]
+    #[inline]
     fn new_dma_in(
         &mut self,
         (node, func): (u32, u16),
@@ -139,7 +141,7 @@ impl Engine {
         dir: DmaDir,
         (addr, len, pasid): (u64, u64, Option<u32>),
         mut data: Vec<u8>,
-        (sg, sg_off): (u32, u64),
+        (sg, sg_off): (u32, u32),
         cx: &mut Context<'_, PackedEv>,
     ) {
         let now = cx.now();
@@ -929,7 +931,7 @@ impl Engine {
             (start, end)
         };
         // (A segment of a scatter-gather DMA: its offset counts in the whole DMA's data.)
-        let (id, func, at) = (op.id, op.func, from + op.sg_off);
+        let (id, func, at) = (op.id, op.func, from + op.sg_off as u64);
         let buf = std::mem::take(&mut op.buf);
         let piece = &buf[from as usize..to as usize];
         self.call_ep_fn(node, func, cx, |m, cx| m.completion(id, at, piece, cx));

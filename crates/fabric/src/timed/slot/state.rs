@@ -214,7 +214,7 @@ pub(crate) struct DmaOp {
     /// The scatter-gather DMA it is a segment of (index into `EpState::sg`), or
     /// NONE; and where its bytes sit in that DMA's data.
     pub sg: u32,
-    pub sg_off: u64,
+    pub sg_off: u32,
 }
 
 /// A scatter-gather DMA (`Command::DmaReadSg`, `Command::DmaWriteSg`): each segment
