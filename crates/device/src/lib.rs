@@ -30,7 +30,8 @@ mod timing;
 pub use atomic::AtomicOp;
 pub use message::{VdmRoute, VendorMessage};
 pub use model::{
-    Command, Cx, DeviceModel, DeviceState, DmaId, DmaPolicy, Incoming, ReadReply, ReadTicket,
+    sg_total, Command, Cx, DeviceModel, DeviceState, DmaId, DmaPolicy, Incoming, ReadReply,
+    ReadTicket, SgError,
 };
 pub use psmem::{OutOfRange, PsMem, PsMemLayout};
 pub use reorder::{ReorderError, ReorderWindow};

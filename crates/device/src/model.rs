@@ -188,6 +188,65 @@ pub enum Incoming {
     },
 }
 
+/// Why a host refuses a scatter-gather DMA ([`Cx::dma_read_sg`], [`Cx::dma_write_sg`])
+/// whole, before any of it runs (see [`sg_total`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SgError {
+    /// The segments add up to more than 4 GiB (or past 2^64).
+    TooLarge,
+    /// A write's segments add up to `segments` bytes, its data has `data`.
+    DataMismatch {
+        /// The segments' total length.
+        segments: u64,
+        /// The write data's length.
+        data: usize,
+    },
+}
+
+impl std::fmt::Display for SgError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SgError::TooLarge => write!(f, "its segments add up to more than 4 GiB"),
+            SgError::DataMismatch { segments, data } => {
+                write!(
+                    f,
+                    "its segments add up to {segments} bytes, its data has {data}"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for SgError {}
+
+/// The total length of a scatter-gather DMA's segments `(addr, len)`, as every host
+/// checks it before running any segment: at most 4 GiB, and for a write (`data`: the
+/// length of its data) equal to the data's length.
+///
+/// ```
+/// use pcielab_device::{sg_total, SgError};
+/// assert_eq!(sg_total(&[(0x1000, 64), (0x2000, 100)], None), Ok(164));
+/// assert_eq!(
+///     sg_total(&[(0x1000, 64)], Some(60)),
+///     Err(SgError::DataMismatch { segments: 64, data: 60 })
+/// );
+/// assert_eq!(sg_total(&[(0, u64::MAX), (0, 1)], None), Err(SgError::TooLarge));
+/// ```
+pub fn sg_total(segs: &[(u64, u64)], data: Option<usize>) -> Result<u64, SgError> {
+    let total = segs
+        .iter()
+        .try_fold(0u64, |a, &(_, l)| a.checked_add(l))
+        .filter(|&t| t <= u32::MAX as u64)
+        .ok_or(SgError::TooLarge)?;
+    match data {
+        Some(d) if d as u64 != total => Err(SgError::DataMismatch {
+            segments: total,
+            data: d,
+        }),
+        _ => Ok(total),
+    }
+}
+
 /// A command a device gave through its context; its host applies the commands in
 /// order after the call returns. Device authors use the methods of [`Cx`]; hosts
 /// match on this.
@@ -442,9 +501,8 @@ impl Cx<'_> {
     /// into read requests as its own [`Cx::dma_read`] would be (the same TLPs on the
     /// wire), with one [`DeviceModel::dma_done`] once every segment is in: the data
     /// of all segments back to back, and `ok` only if every segment succeeded.
-    /// What a DMA engine with descriptor lists does; it lets a host handle a batch of
-    /// small DMAs as one (the timed simulator's burst mode sends equal segments at a
-    /// constant stride as one unit).
+    /// What a DMA engine with descriptor lists does. A host refuses it whole, `ok`
+    /// false, where [`sg_total`] does.
     ///
     /// ```
     /// use pcielab_device::{Command, Cx, DeviceState};
@@ -467,7 +525,7 @@ impl Cx<'_> {
     }
     /// A scatter-gather write: `data` goes to the segments `(addr, len)` in order
     /// (their lengths add up to `data.len()`; a host refuses the DMA, `ok` false,
-    /// when they do not). Each segment is split as its own [`Cx::dma_write`] would
+    /// when they do not, see [`sg_total`]). Each segment is split as its own [`Cx::dma_write`] would
     /// be, and one [`DeviceModel::dma_done`] follows the last.
     pub fn dma_write_sg(&mut self, segs: &[(u64, u64)], data: Vec<u8>) -> DmaId {
         let id = self.dma_id();

@@ -35,7 +35,7 @@
 use crate::device::Device;
 use crate::frame::MsixEntry;
 use crate::handler::Handler;
-use pcielab_device::{Command, Cx, DeviceModel, DeviceState, ReadReply};
+use pcielab_device::{sg_total, Command, Cx, DeviceModel, DeviceState, ReadReply};
 use pcielab_sim::{Rng, SimTime};
 use pcielab_wire::{Bdf, CplStatus};
 use std::cmp::Reverse;
@@ -285,10 +285,9 @@ impl<M: DeviceModel + Send + 'static> ModelHandler<M> {
                     Some((id, ok, Vec::new()))
                 }
                 // Scatter-gather: the segments in turn, one `dma_done` for all.
+                // (Refused whole, as the simulator refuses it, where `sg_total` does.)
                 (Some((dev, _)), Command::DmaReadSg { id, segs }) => {
-                    let total = segs.iter().try_fold(0u64, |a, &(_, l)| a.checked_add(l));
-                    // (Refused whole, as the simulator refuses it, past 4 GiB.)
-                    let mut ok = total.is_some_and(|t| t <= u32::MAX as u64);
+                    let mut ok = sg_total(&segs, None).is_ok();
                     let mut buf = Vec::new();
                     let segs = if ok { segs } else { Vec::new() };
                     for (addr, len) in segs {
@@ -299,9 +298,7 @@ impl<M: DeviceModel + Send + 'static> ModelHandler<M> {
                     Some((id, ok, buf))
                 }
                 (Some((dev, _)), Command::DmaWriteSg { id, segs, data }) => {
-                    let total = segs.iter().try_fold(0u64, |a, &(_, l)| a.checked_add(l));
-                    let mut ok =
-                        total == Some(data.len() as u64) && data.len() <= u32::MAX as usize;
+                    let mut ok = sg_total(&segs, Some(data.len())).is_ok();
                     let mut at = 0usize;
                     let segs = if ok { segs } else { Vec::new() };
                     for (addr, len) in segs {

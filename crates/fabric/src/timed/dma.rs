@@ -7,11 +7,13 @@ use super::event::Ev;
 use super::fault::FaultKind;
 use super::node::state::NodeKind;
 use super::packed::PackedEv;
+use super::pool::put_in_slot;
 use super::regs::{AER_COMPLETION_TIMEOUT, AER_MALFORMED, AER_UNEXPECTED_CPL};
 use super::slot::state::{DmaDir, DmaOp, SgDma};
 use super::tlp::Detail;
 use super::tlp::{Kind, Tlp, NONE, TAGS_DOWN};
 use crate::functional::{FnId, Origin};
+use pcielab_device::sg_total;
 use pcielab_sim::{Context, SimTime};
 use pcielab_wire::dma::{split_read, split_write, SplitPolicy};
 use pcielab_wire::CplStatus;
@@ -54,31 +56,24 @@ impl Engine {
         data: Option<Vec<u8>>,
         cx: &mut Context<'_, PackedEv>,
     ) {
-        let total = segs
-            .iter()
-            .try_fold(0u64, |a, &(_, l)| a.checked_add(l))
-            .filter(|&t| t <= u32::MAX as u64);
-        let refused = match (total, &data) {
-            (None, _) => Some("its segments add up to more than 4 GiB".to_string()),
-            (Some(t), Some(d)) if t != d.len() as u64 => Some(format!(
-                "its segments add up to {t} bytes, its data has {}",
-                d.len()
-            )),
-            _ => None,
+        let total = match sg_total(&segs, data.as_ref().map(Vec::len)) {
+            Ok(t) => t,
+            Err(why) => {
+                let name = &self.nodes[node as usize].name;
+                let message = format!("{name}: scatter-gather DMA refused: {why}");
+                self.fault(FaultKind::DeviceCommand, message);
+                self.call_ep_fn(node, func, cx, |m, cx| m.dma_done(id, false, &[], cx));
+                return;
+            }
         };
-        if let Some(why) = refused {
-            let name = &self.nodes[node as usize].name;
-            let message = format!("{name}: scatter-gather DMA refused: {why}");
-            self.fault(FaultKind::DeviceCommand, message);
-            self.call_ep_fn(node, func, cx, |m, cx| m.dma_done(id, false, &[], cx));
-            return;
-        }
         if segs.is_empty() {
             self.call_ep_fn(node, func, cx, |m, cx| m.dma_done(id, true, &[], cx));
             return;
         }
-        let total = total.unwrap_or(0);
-        let write = data.is_some();
+        let buf = match data {
+            Some(_) => Vec::new(),
+            None => self.pool.zeroed_buffer(total as usize),
+        };
         let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
             return;
         };
@@ -87,23 +82,10 @@ impl Engine {
             left: segs.len() as u32,
             ok: true,
             reset: false,
-            buf: if write {
-                Vec::new()
-            } else {
-                vec![0; total as usize]
-            },
+            buf,
             func,
         };
-        let g = match ep.free_sg.pop() {
-            Some(g) => {
-                ep.sg[g as usize] = sg;
-                g
-            }
-            None => {
-                ep.sg.push(sg);
-                (ep.sg.len() - 1) as u32
-            }
-        };
+        let g = put_in_slot(&mut ep.sg, &mut ep.free_sg, sg);
         let mut off = 0u64;
         for (addr, len) in segs {
             let (dir, bytes) = match &data {
@@ -184,16 +166,7 @@ impl Engine {
             sg,
             sg_off,
         };
-        let oi = match ep.free_ops.pop() {
-            Some(i) => {
-                ep.ops[i as usize] = op;
-                i
-            }
-            None => {
-                ep.ops.push(op);
-                (ep.ops.len() - 1) as u32
-            }
-        };
+        let oi = put_in_slot(&mut ep.ops, &mut ep.free_ops, op);
         if let Some(r) = ep.reorder.get_mut(oi as usize) {
             // The slot's reorder state starts over with the new DMA.
             r.0 = 0;

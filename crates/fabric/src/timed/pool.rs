@@ -37,6 +37,23 @@ pub(crate) struct TlpPool {
     pub spare_bufs: Vec<Vec<u8>>,
 }
 
+/// Stores `item` in `items`, in a free slot (an index from `free`) when there is one,
+/// else at the end; returns its index. The slot tables of the engine (TLP records,
+/// DMA ops, scatter-gather DMAs, frames on cables) reuse slots this way.
+#[inline(always)]
+pub(crate) fn put_in_slot<T>(items: &mut Vec<T>, free: &mut Vec<u32>, item: T) -> u32 {
+    match free.pop() {
+        Some(i) => {
+            items[i as usize] = item;
+            i
+        }
+        None => {
+            items.push(item);
+            (items.len() - 1) as u32
+        }
+    }
+}
+
 impl TlpPool {
     /// A copy of `bytes` in a payload buffer; returns its index.
     #[inline]
@@ -72,20 +89,26 @@ impl TlpPool {
         }
     }
 
+    /// An empty spare buffer (a new one when there is none).
+    #[inline]
+    fn spare(&mut self) -> Vec<u8> {
+        let mut buf = self.spare_bufs.pop().unwrap_or_default();
+        buf.clear();
+        buf
+    }
+
     /// `len` zero bytes, in a spare buffer when there is one (a DMA read's buffer,
     /// which [`keep_spare`](Self::keep_spare) takes back once the device has seen it).
     #[inline]
     pub fn zeroed_buffer(&mut self, len: usize) -> Vec<u8> {
-        let mut buf = self.spare_bufs.pop().unwrap_or_default();
-        buf.clear();
+        let mut buf = self.spare();
         buf.resize(len, 0);
         buf
     }
 
     /// A copy of `data` in a spare buffer (one allocated when there is none).
     pub fn spare_copy(&mut self, data: &[u8]) -> Vec<u8> {
-        let mut buf = self.spare_bufs.pop().unwrap_or_default();
-        buf.clear();
+        let mut buf = self.spare();
         buf.extend_from_slice(data);
         buf
     }
@@ -109,16 +132,7 @@ impl TlpPool {
     /// Stores TLP `t`; returns its id.
     #[inline(always)]
     pub fn alloc(&mut self, t: Tlp) -> u32 {
-        match self.free_tlps.pop() {
-            Some(i) => {
-                self.tlps[i as usize] = t;
-                i
-            }
-            None => {
-                self.tlps.push(t);
-                (self.tlps.len() - 1) as u32
-            }
-        }
+        put_in_slot(&mut self.tlps, &mut self.free_tlps, t)
     }
 
     /// One more holder of TLP `id` (a wire copy, the replay buffer). The count sticks

@@ -46,6 +46,14 @@ struct Seen {
     done: Vec<(DmaId, bool, Vec<u8>)>,
 }
 
+impl Seen {
+    /// A call to `completion`: its piece, and its bytes at their offset.
+    fn piece(&mut self, offset: u64, data: &[u8]) {
+        self.pieces.push((offset, data.len()));
+        self.data[offset as usize..offset as usize + data.len()].copy_from_slice(data);
+    }
+}
+
 /// Reads `len` bytes at `addr` in one DMA with `policy`, recording every call.
 #[derive(Debug)]
 struct Reader {
@@ -64,9 +72,7 @@ impl Endpoint for Reader {
         cx.dma_read(self.addr, self.len);
     }
     fn completion(&mut self, _id: DmaId, offset: u64, data: &[u8], _cx: &mut EpCx<'_>) {
-        let mut s = self.seen.borrow_mut();
-        s.pieces.push((offset, data.len()));
-        s.data[offset as usize..offset as usize + data.len()].copy_from_slice(data);
+        self.seen.borrow_mut().piece(offset, data);
     }
     fn dma_done(&mut self, id: DmaId, ok: bool, data: &[u8], _cx: &mut EpCx<'_>) {
         self.seen.borrow_mut().done.push((id, ok, data.to_vec()));
@@ -632,10 +638,8 @@ impl Endpoint for Gather {
         }
     }
     fn completion(&mut self, id: DmaId, offset: u64, data: &[u8], _cx: &mut EpCx<'_>) {
-        let mut s = self.seen.borrow_mut();
         assert_eq!(id, DmaId(0), "every completion is the one DMA's");
-        s.pieces.push((offset, data.len()));
-        s.data[offset as usize..offset as usize + data.len()].copy_from_slice(data);
+        self.seen.borrow_mut().piece(offset, data);
     }
     fn dma_done(&mut self, id: DmaId, ok: bool, data: &[u8], _cx: &mut EpCx<'_>) {
         self.seen.borrow_mut().done.push((id, ok, data.to_vec()));
@@ -690,21 +694,13 @@ fn a_scatter_gather_read_is_its_segments_reads_with_one_dma_done() {
     assert_eq!(sg.done.len(), 1, "one dma_done");
     let (_, ok, data) = &sg.done[0];
     assert!(ok);
-    let mut want = Vec::new();
-    for (addr, len) in segments(0) {
-        let mut b = vec![0u8; len as usize];
-        // The pattern the host memory was filled with (at offset `addr` from base).
-        for (i, x) in b.iter_mut().enumerate() {
-            *x = pattern(addr + i as u64);
-        }
-        want.extend(b);
-    }
-    assert_eq!(data, &want);
+    assert_eq!(data, &gathered());
     let separate: Vec<u8> = each.done.iter().flat_map(|d| d.2.clone()).collect();
     assert_eq!(data, &separate);
 }
 
-/// The bytes of a scatter-gather read at `base`, in segment order.
+/// The bytes of a scatter-gather read of [`segments`]: the pattern the host memory
+/// was filled with, at each segment's offset from the buffer's base, in segment order.
 fn gathered() -> Vec<u8> {
     segments(0)
         .into_iter()

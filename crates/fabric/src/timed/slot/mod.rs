@@ -11,6 +11,7 @@ use super::fault::FaultKind;
 use super::node::state::NodeKind;
 use super::packed::PackedEv;
 use super::poison::state::Poison;
+use super::pool::put_in_slot;
 use super::slot::state::DmaDir;
 use super::tlp::{Dest, Kind, Tlp};
 use crate::functional::{FnId, Origin, RouteError};
@@ -47,16 +48,8 @@ impl Engine {
             }
             return;
         }
-        let slot = match self.eth.free.pop() {
-            Some(i) => {
-                self.eth.frames[i as usize] = Some((peer, frame));
-                i
-            }
-            None => {
-                self.eth.frames.push(Some((peer, frame)));
-                (self.eth.frames.len() - 1) as u32
-            }
-        };
+        let eth = &mut self.eth;
+        let slot = put_in_slot(&mut eth.frames, &mut eth.free, Some((peer, frame)));
         cx.schedule_at(cx.now(), Ev::EthFrame(slot));
     }
 
