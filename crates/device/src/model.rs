@@ -525,8 +525,8 @@ impl Cx<'_> {
     }
     /// A scatter-gather write: `data` goes to the segments `(addr, len)` in order
     /// (their lengths add up to `data.len()`; a host refuses the DMA, `ok` false,
-    /// when they do not, see [`sg_total`]). Each segment is split as its own [`Cx::dma_write`] would
-    /// be, and one [`DeviceModel::dma_done`] follows the last.
+    /// when they do not, see [`sg_total`]). Each segment is split as its own
+    /// [`Cx::dma_write`] would be, and one [`DeviceModel::dma_done`] follows the last.
     pub fn dma_write_sg(&mut self, segs: &[(u64, u64)], data: Vec<u8>) -> DmaId {
         let id = self.dma_id();
         self.push(Command::DmaWriteSg {
