@@ -84,6 +84,25 @@
 //! compares the stall time, replays and end of both modes over 6 generations, 4 widths,
 //! 3 payload sizes and several latencies, with and without a switch, for writes, reads
 //! and read/write mixes with MRRS 512 and 4096.
+//!
+//! **Scatter bursts.** A device model such as the NIC asks for many small reads at
+//! one instant (a batch of descriptors, then the frames they point to), each its own
+//! DMA at its own address. In burst mode the DMA engine builds each of their read
+//! requests as the exact model does (tag included) but holds them while the model's
+//! calls of that instant run, and while it takes a burst of completions; when the
+//! hold ends, or before the device sends any other TLP, it sends runs of reads of one
+//! length by one function, each one completion of clean host memory (DW-aligned, at
+//! most MPS, in one page; see `Engine::scatter_piece`), as one record:
+//! `Detail::Scatter` names its piece list in the pool, each piece's address and tag.
+//! The root complex answers it with scatter bursts of completions, each piece its
+//! own tag, Lower Address and Byte Count, and the engine takes them piece by piece as
+//! if they had come alone. A scatter burst is sized as the other read bursts are
+//! (requests go up no faster than their one completion each comes down;
+//! `Engine::scatter_limits`), and it leaves half the root port's non-posted header
+//! credits free when it is formed, so that the device's other reads are not held up
+//! behind it. Its pieces are the exact model's TLPs, in the same order, with the same
+//! sequence numbers: `tests/it/scatter.rs` compares the TLPs on every link with the
+//! exact model's, and `tests/it/nic.rs` the NIC's bytes and throughput.
 
 use super::engine::Engine;
 use super::event::{Dllp, Ev, Wire, WireItem};
@@ -120,6 +139,7 @@ impl Engine {
             || c.aspm != 0;
         self.burst_max = 1;
         self.cpl_burst_max = 1;
+        self.scatter_max = 1;
         if c.burst <= 1 || exact_only {
             return;
         }
@@ -133,8 +153,11 @@ impl Engine {
         // the root complex's memory latency is the same for each (no per-line part,
         // no LLC model).
         let mut rd = start.min((4096 / c.mrrs.max(1) as u64).max(1)).min(8);
+        self.scatter_fits.clear();
+        self.scatter_max = start.min(u8::MAX as u64) as u32;
         if c.mem_per_line.as_ps() > 0 || c.llc_lines > 0 || !c.mem_tail.is_zero() {
             rd = 1;
+            self.scatter_max = 1;
         }
         while rd > 1 && !self.read_bursts_fit(rd) {
             rd -= 1;
@@ -163,11 +186,20 @@ impl Engine {
     fn read_bursts_fit(&self, b: u64) -> bool {
         let (mrrs, mps) = (self.cfg.mrrs as u64, self.cfg.mps as u64);
         // One request's completions: MPS-sized ones, or one of MRRS bytes (3-DW header).
-        let (per_read, cpl_bytes) = (mrrs.div_ceil(mps), 12 + mrrs.min(mps));
+        self.read_bursts_fit_for(b, mrrs.div_ceil(mps), 12 + mrrs.min(mps), true)
+    }
+
+    /// [`Engine::read_bursts_fit`] for requests answered by `per_read` completions
+    /// of `cpl_bytes` (header and data) each; on the links above endpoints only if
+    /// `first_hops`.
+    fn read_bursts_fit_for(&self, b: u64, per_read: u64, cpl_bytes: u64, first_hops: bool) -> bool {
         self.dirs.iter().enumerate().all(|(di, d)| {
             let hdr_buf = d.rx_buf.hdr[NP] as u64;
             if di & 1 == 0 || hdr_buf == 0 {
                 return true; // requests go up; infinite credits
+            }
+            if !first_hops && matches!(self.nodes[d.from as usize].kind, NodeKind::Ep(_)) {
+                return true; // (sized when the burst is formed)
             }
             let t = &self.dirs[di ^ 1].timing;
             let cpl_ps = per_read * wire_ps(t, t.tlp_wire_bytes(cpl_bytes));
@@ -185,6 +217,129 @@ impl Engine {
             > 1
     }
 
+    /// The largest scatter bursts of read requests and of their completions for
+    /// pieces of `len` bytes (1: none), sized as the other bursts are: requests go
+    /// up no faster than their one completion each (3-DW header, `len` bytes) comes
+    /// down, and completions are sized for their own wire time and data.
+    pub(crate) fn scatter_limits(&mut self, len: u32) -> (u32, u32) {
+        if self.scatter_max <= 1 {
+            return (1, 1);
+        }
+        if let Some(&(_, rd, cpl)) = self.scatter_fits.iter().find(|f| f.0 == len) {
+            return (rd, cpl);
+        }
+        let fit = self.scatter_fit(len);
+        self.scatter_fits.push((len, fit.0, fit.1));
+        fit
+    }
+
+    /// [`Engine::scatter_limits`], worked out anew.
+    pub(crate) fn scatter_fit(&self, len: u32) -> (u32, u32) {
+        if self.scatter_max <= 1 {
+            return (1, 1);
+        }
+        let (bytes, start) = (12 + len as u64, self.scatter_max as u64);
+        let mut rd = start;
+        while rd > 1 && !self.read_bursts_fit_for(rd, 1, bytes, false) {
+            rd -= 1;
+        }
+        let mut cpl = start;
+        while cpl > 1 && !self.bursts_fit_for(CPL, cpl, bytes, len as u64) {
+            cpl -= 1;
+        }
+        (rd as u32, cpl as u32)
+    }
+
+    /// Whether a read of `len` bytes at `addr` from `f` may be a piece of a scatter
+    /// burst whose first piece is at `first`: one whole completion of clean host
+    /// memory (DW-aligned, at most MPS, in one page), the same header size as the
+    /// first piece's, and on the same side of the NUMA boundary.
+    pub(crate) fn scatter_piece(
+        &mut self,
+        (f, me): (FnId, Bdf),
+        (addr, len): (u64, u32),
+        first: u64,
+    ) -> bool {
+        let l = len as u64;
+        let fits = len > 0
+            && len <= self.cfg.mps as u32
+            && (addr | l) & 3 == 0
+            && (addr & 0xfff) + l <= 4096
+            && (addr > u32::MAX as u64) == (first > u32::MAX as u64);
+        let numa = self
+            .cfg
+            .numa_remote_base
+            .is_some_and(|b| (addr >= b) != (first >= b) || (addr >= b) != (addr + l > b));
+        fits && !numa && self.host_span(f, me, Kind::MRd, (addr, addr + l))
+    }
+
+    /// Answers scatter burst `id` of read requests to host memory (see
+    /// [`Engine::scatter_piece`]): each piece with one completion of the data at its
+    /// own address, with its own tag, Lower Address and Byte Count, in scatter bursts
+    /// of completions as large as [`Engine::scatter_limits`] allows; each piece as if
+    /// it had come alone where lines of host memory are poisoned.
+    pub(crate) fn answer_scatter_read(&mut self, id: u32, cx: &mut Context<'_, PackedEv>) {
+        let t = self.pool.tlps[id as usize].clone();
+        let plen = t.len / t.pieces.max(1) as u32;
+        let own = t.scatter() as usize;
+        let list = std::mem::take(&mut self.pool.scatter[own]);
+        let host = self.rc.bdf;
+        let (_, per) = self.scatter_limits(plen);
+        let mut buf = std::mem::take(&mut self.scratch);
+        if per < 2 || !self.rc.poison_lines.is_empty() {
+            for &(addr, tag) in &list {
+                let piece = Tlp {
+                    tag,
+                    addr,
+                    len: plen,
+                    pieces: 1,
+                    detail: Detail::None,
+                    ..t.clone()
+                };
+                buf.clear();
+                buf.resize(plen as usize, 0);
+                self.fabric.host_memory.read(addr, &mut buf);
+                let poison = if self.rc.poison_lines.is_empty() {
+                    Poison::Clean
+                } else {
+                    Poison::HostLines(addr)
+                };
+                self.send_completions(Origin::Host, host, &piece, CplStatus::Sc, &buf, poison, cx);
+            }
+        } else {
+            for group in list.chunks(per as usize) {
+                buf.clear();
+                buf.resize(plen as usize * group.len(), 0);
+                for (&(addr, _), d) in group.iter().zip(buf.chunks_exact_mut(plen as usize)) {
+                    self.fabric.host_memory.read(addr, d);
+                }
+                let sc = self.pool.alloc_scatter();
+                self.pool.scatter[sc as usize].extend_from_slice(group);
+                let (addr, tag) = group[0];
+                let c = Tlp {
+                    kind: Kind::CplD,
+                    completer: host,
+                    tag,
+                    len: plen * group.len() as u32,
+                    detail: Detail::Scatter(sc),
+                    dest: Dest::Rc,
+                    data: self.pool.alloc_payload(&buf),
+                    pieces: group.len() as u8,
+                    ..Tlp::new(Kind::Cpl, t.requester, addr, 0)
+                };
+                if let Err(e) = self.inject(Origin::Host, c, t.requester, cx) {
+                    self.pool.free_scatter(sc);
+                    self.fault(
+                        FaultKind::NotRoutable,
+                        format!("completion not routable: {e}"),
+                    );
+                }
+            }
+        }
+        self.scratch = buf;
+        self.pool.scatter[own] = list;
+    }
+
     /// Wire time of an MPS-sized TLP (4-DW header) on direction `di`.
     fn mps_tlp_ps(&self, di: usize) -> u64 {
         let t = &self.dirs[di].timing;
@@ -200,6 +355,12 @@ impl Engine {
     /// than `lag` ago): the buffer must also have room for the new one.
     fn bursts_fit(&self, c: usize, b: u64) -> bool {
         let mps = self.cfg.mps as u64;
+        self.bursts_fit_for(c, b, 16 + mps, mps)
+    }
+
+    /// [`Engine::bursts_fit`] for pieces of `bytes` (header and data) carrying
+    /// `data` bytes each.
+    fn bursts_fit_for(&self, c: usize, b: u64, bytes: u64, data: u64) -> bool {
         self.dirs.iter().enumerate().all(|(di, d)| {
             // Even directions go downstream, odd ones upstream.
             if (di & 1 == 1) != (c == P) {
@@ -211,9 +372,11 @@ impl Engine {
                 return true; // infinite credits: nothing to wait for
             }
             let lag = self.credit_lag_ps(di);
-            let held = lag.div_ceil(b * self.mps_tlp_ps(di));
+            let t = &self.dirs[di].timing;
+            let held = lag.div_ceil(b * wire_ps(t, t.tlp_wire_bytes(bytes)));
             let need = (held + 1) * b;
-            (hdr_buf == 0 || need <= hdr_buf) && (data_buf == 0 || need * mps <= data_buf)
+            let data = data.div_ceil(16) * 16;
+            (hdr_buf == 0 || need <= hdr_buf) && (data_buf == 0 || need * data <= data_buf)
         })
     }
 
@@ -454,6 +617,7 @@ impl Engine {
         let reqs = self.cpl_burst_max / per.max(1);
         let whole = plen % mps == 0 && req.addr % mps as u64 == 0 && (1..0x80).contains(&per);
         if !whole
+            || req.scatter() != NONE
             || reqs < 2
             || origin != Origin::Host
             || status != CplStatus::Sc
@@ -462,12 +626,17 @@ impl Engine {
             || data.len() != req.len as usize
         {
             for i in 0..n {
+                let (addr, tag) = match req.scatter() {
+                    NONE => (req.addr + (i * plen) as u64, req.piece_tag(i)),
+                    sc => self.pool.scatter[sc as usize][i as usize],
+                };
                 let piece = Tlp {
-                    tag: req.piece_tag(i),
-                    addr: req.addr + (i * plen) as u64,
+                    tag,
+                    addr,
                     len: plen,
                     pieces: 1,
                     tag_span: 0,
+                    detail: Detail::None,
                     ..req.clone()
                 };
                 let (s, e) = ((i * plen) as usize, ((i + 1) * plen) as usize);
@@ -539,6 +708,32 @@ impl Engine {
             return vec![Self::tlp_bytes_of(t, payload)];
         }
         let plen = t.len / n;
+        if t.scatter() != NONE {
+            // Each piece at its own address, with its own tag; a completion returns
+            // all its request asked for.
+            let list = &self.pool.scatter[t.scatter() as usize];
+            return list
+                .iter()
+                .zip(
+                    payload
+                        .chunks(plen as usize)
+                        .map(Some)
+                        .chain(std::iter::repeat(None)),
+                )
+                .map(|(&(addr, tag), data)| {
+                    let mut piece = t.clone();
+                    piece.pieces = 1;
+                    piece.detail = Detail::None;
+                    piece.addr = addr;
+                    piece.len = plen;
+                    piece.tag = tag;
+                    if t.kind.is_completion() {
+                        piece.set_byte_count(plen as u16);
+                    }
+                    Self::tlp_bytes_of(&piece, data.unwrap_or(&[]))
+                })
+                .collect();
+        }
         (0..n)
             .map(|i| {
                 let mut piece = t.clone();

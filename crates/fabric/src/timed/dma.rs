@@ -9,9 +9,9 @@ use super::node::state::NodeKind;
 use super::packed::PackedEv;
 use super::pool::put_in_slot;
 use super::regs::{AER_COMPLETION_TIMEOUT, AER_MALFORMED, AER_UNEXPECTED_CPL};
-use super::slot::state::{DmaDir, DmaOp, SgDma};
-use super::tlp::Detail;
-use super::tlp::{Kind, Tlp, NONE, TAGS_DOWN};
+use super::slot::state::{DmaDir, DmaOp, HeldRead, SgDma};
+use super::tlp::{piece_tag_at, Kind, Tlp, NONE, TAGS_DOWN};
+use super::tlp::{Detail, NP};
 use crate::functional::{FnId, Origin};
 use pcielab_device::sg_total;
 use pcielab_sim::{Context, SimTime};
@@ -446,24 +446,165 @@ impl Engine {
                     ep.tag_map[t.piece_tag(i) as usize] =
                         Some((oi, off + d, ch.len, 0, t.addr + d));
                 }
-            }
-            if let Err(e) = self.inject_device(node, Origin::Function(f), t, me, cx) {
-                self.fault(
-                    FaultKind::NotRoutable,
-                    format!("DMA read not routable: {e}"),
-                );
-                if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
-                    for i in (0..n).rev() {
-                        let tag = if down { tag - i as u16 } else { tag + i as u16 };
-                        ep.tag_map[tag as usize] = None;
-                        ep.free_tags.push(tag);
-                    }
-                    ep.ops[oi as usize].ok = false;
-                    ep.read_queue.retain(|&x| x != oi);
+                if ep.rd_hold > 0 {
+                    // Built as the exact model builds it (its tag taken now), sent
+                    // with the others once the hold ends (see `burst`).
+                    ep.held_reads.push(HeldRead { oi, f, me, t });
+                    continue;
                 }
-                self.finish_dma(node, oi, cx);
+            }
+            if !self.send_read(node, HeldRead { oi, f, me, t }, cx) {
                 return;
             }
+        }
+    }
+
+    /// Sends read request `r.t` of DMA `r.oi` of `node` (`pieces` of them from
+    /// consecutive tags when it is a burst); false if it is not routable, the DMA
+    /// then failed.
+    #[inline(always)]
+    fn send_read(&mut self, node: u32, r: HeldRead, cx: &mut Context<'_, PackedEv>) -> bool {
+        let HeldRead { oi, f, me, t } = r;
+        let tags = (t.tag, t.tag_span, t.pieces.max(1) as u32);
+        let Err(e) = self.inject_device(node, Origin::Function(f), t, me, cx) else {
+            return true;
+        };
+        self.read_not_routable(node, oi, tags, e, cx);
+        false
+    }
+
+    /// Read request of DMA `oi` of `node` with `tags` (first tag, `Tlp::tag_span`,
+    /// pieces) was not routable: its tags go back and the DMA fails.
+    #[cold]
+    #[inline(never)]
+    fn read_not_routable(
+        &mut self,
+        node: u32,
+        oi: u32,
+        (tag, span, n): (u16, u8, u32),
+        e: impl std::fmt::Display,
+        cx: &mut Context<'_, PackedEv>,
+    ) {
+        self.fault(
+            FaultKind::NotRoutable,
+            format!("DMA read not routable: {e}"),
+        );
+        if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
+            for i in (0..n).rev() {
+                let tag = piece_tag_at(tag, span, i);
+                ep.tag_map[tag as usize] = None;
+                ep.free_tags.push(tag);
+            }
+            ep.ops[oi as usize].ok = false;
+            ep.read_queue.retain(|&x| x != oi);
+        }
+        self.finish_dma(node, oi, cx);
+    }
+
+    /// Sends the read requests `node`'s holds kept back (see `EpState::rd_hold`), in
+    /// the order they were built: runs of small reads of one length as scatter
+    /// bursts (each piece its own address and tag; see [`Engine::scatter_piece`]),
+    /// as long as [`Engine::scatter_limits`] allows and half the root port's
+    /// non-posted header credits stay free after the burst; the others alone.
+    pub(crate) fn send_held_reads(&mut self, node: u32, cx: &mut Context<'_, PackedEv>) {
+        let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
+            return;
+        };
+        let mut held = std::mem::take(&mut ep.held_reads);
+        let mut i = 0;
+        while i < held.len() {
+            let k = self.scatter_run(node, &held[i..]);
+            if k < 2 {
+                self.send_read(node, held[i].clone(), cx);
+                i += 1;
+                continue;
+            }
+            let run = &held[i..i + k];
+            let sc = self.pool.alloc_scatter();
+            let pieces = run.iter().map(|r| (r.t.addr, r.t.tag));
+            self.pool.scatter[sc as usize].extend(pieces);
+            let group: Vec<u32> = run.iter().map(|r| r.oi).collect();
+            let t = Tlp {
+                len: run[0].t.len * k as u32,
+                pieces: k as u8,
+                detail: Detail::Scatter(sc),
+                ..run[0].t.clone()
+            };
+            self.send_scatter_read(node, (run[0].f, run[0].me), t, &group, cx);
+            i += k;
+        }
+        held.clear();
+        if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
+            // (Reads built while these went out wait for the next time.)
+            held.append(&mut ep.held_reads);
+            ep.held_reads = held;
+        }
+    }
+
+    /// How many of `reads`, from the first, go as one scatter burst (1: the first
+    /// goes alone): small memory reads of one length by one function, each a piece
+    /// ([`Engine::scatter_piece`]), as many as [`Engine::scatter_limits`] and the
+    /// root port's credits allow.
+    fn scatter_run(&mut self, node: u32, reads: &[HeldRead]) -> usize {
+        let r = &reads[0];
+        let plain = |t: &Tlp| t.kind == Kind::MRd && t.pieces == 1 && t.pasid == NONE;
+        if reads.len() < 2 || !plain(&r.t) || reads[1].t.len != r.t.len {
+            return 1;
+        }
+        let (len, first, who) = (r.t.len, r.t.addr, (r.f, r.me));
+        let up = match &self.nodes[node as usize].kind {
+            NodeKind::Ep(ep) => &self.dirs[ep.up_dir as usize],
+            _ => return 1,
+        };
+        let half = up.rx_buf.hdr[NP] as u64 / 2;
+        let room = up.tx_fc.header_room(NP).saturating_sub(half);
+        let most = (self.scatter_limits(len).0 as u64)
+            .min(room)
+            .min(reads.len() as u64) as usize;
+        if most < 2 || !self.scatter_piece(who, (first, len), first) {
+            return 1;
+        }
+        let mut k = 1;
+        while k < most {
+            let n = &reads[k];
+            let same =
+                plain(&n.t) && n.t.len == len && n.t.requester == r.t.requester && n.f == r.f;
+            if !same || !self.scatter_piece(who, (n.t.addr, len), first) {
+                break;
+            }
+            k += 1;
+        }
+        k
+    }
+
+    /// Sends scatter burst `t` of read requests of DMAs `group` (one piece each);
+    /// where it is not routable, each of them fails.
+    fn send_scatter_read(
+        &mut self,
+        node: u32,
+        (f, me): (FnId, pcielab_wire::Bdf),
+        t: Tlp,
+        group: &[u32],
+        cx: &mut Context<'_, PackedEv>,
+    ) {
+        let sc = t.scatter();
+        let Err(e) = self.inject_device(node, Origin::Function(f), t, me, cx) else {
+            return;
+        };
+        self.fault(
+            FaultKind::NotRoutable,
+            format!("DMA read not routable: {e}"),
+        );
+        let pieces = std::mem::take(&mut self.pool.scatter[sc as usize]);
+        self.pool.free_scatter(sc);
+        for (&oi, &(_, tag)) in group.iter().zip(&pieces) {
+            if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
+                ep.tag_map[tag as usize] = None;
+                ep.free_tags.push(tag);
+                ep.ops[oi as usize].ok = false;
+                ep.read_queue.retain(|&x| x != oi);
+            }
+            self.finish_dma(node, oi, cx);
         }
     }
 
@@ -697,6 +838,10 @@ impl Engine {
             return;
         }
         let t = &self.pool.tlps[id as usize];
+        if t.scatter() != NONE {
+            self.scatter_completion(node, id, cx);
+            return;
+        }
         let per = (t.tag_span & !TAGS_DOWN) as u32;
         if per == 0 {
             let (tag, addr, len) = (t.tag, t.addr, t.len);
@@ -715,6 +860,25 @@ impl Engine {
                 r * plen,
             );
             self.dma_completion_part(node, id, part, per, cx);
+        }
+    }
+
+    /// Scatter burst of completions `id` (see `burst`) reached `node`'s DMA engine:
+    /// each piece in turn, as if it had come alone; the reads that the DMAs they
+    /// finish lead to go out together after the last.
+    #[cold]
+    #[inline(never)]
+    fn scatter_completion(&mut self, node: u32, id: u32, cx: &mut Context<'_, PackedEv>) {
+        let held = self.hold_scatter(node, true);
+        let t = &self.pool.tlps[id as usize];
+        let (plen, sc) = (t.len / t.pieces.max(1) as u32, t.scatter() as usize);
+        for i in 0..t.pieces as usize {
+            let (addr, tag) = self.pool.scatter[sc][i];
+            let part = (tag, addr, plen, i as u32 * plen);
+            self.dma_completion_part(node, id, part, 1, cx);
+        }
+        if held && self.hold_scatter(node, false) {
+            self.send_held_reads(node, cx);
         }
     }
 

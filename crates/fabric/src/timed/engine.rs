@@ -84,6 +84,13 @@ pub struct Engine {
     pub(crate) cpl_burst_max: u32,
     /// Most memory read requests of one DMA sent as one burst (1: none).
     pub(crate) rd_burst_max: u32,
+    /// Most small read requests of several DMAs sent as one scatter burst, before
+    /// sizing by their length and the link's credits (1: none; see the `burst`
+    /// module).
+    pub(crate) scatter_max: u32,
+    /// Scatter burst sizes by piece length: (bytes, most read requests, most
+    /// completions), worked out when a length is first seen.
+    pub(crate) scatter_fits: Vec<(u32, u32, u32)>,
     /// AER Multiple Header Recording: per function, the errors recorded behind the
     /// one in the Header Log, oldest first (see [`record_first_error`]).
     pub(crate) aer_records: IntMap<u32, VecDeque<(u32, LoggedHeader)>>,
@@ -123,7 +130,7 @@ impl Engine {
     // ---------------------------------------------------------------- TLP pool
     /// Drops one holder of TLP `id` (see [`TlpPool::release`]), taking back the host
     /// page lent to it when it goes.
-    #[inline]
+    #[inline(never)]
     pub(crate) fn release(&mut self, id: u32) {
         if let Some(page) = self.pool.release(id) {
             self.fabric.host_memory.end_loan(page);

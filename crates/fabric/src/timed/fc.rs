@@ -33,6 +33,15 @@ impl TxCredits {
         h_ok && d_ok
     }
 
+    /// Header credits of class `c` left to send with (`u64::MAX` when infinite).
+    #[inline]
+    pub fn header_room(&self, c: usize) -> u64 {
+        if self.inf[c][0] {
+            return u64::MAX;
+        }
+        self.limit[c].hdr.saturating_sub(self.consumed[c].hdr)
+    }
+
     /// Counts an entry as sent.
     #[inline]
     pub fn consume(&mut self, c: usize, hdrs: u64, data: u64) {

@@ -12,7 +12,7 @@
 //! without copying) keeps the page's address in `Tlp::lent`; the pool does not own host
 //! memory, so `release` returns that page and the caller ends the loan.
 
-use super::tlp::{Tlp, NONE, NOT_LENT};
+use super::tlp::{Detail, Tlp, NONE, NOT_LENT};
 
 /// The holder count at which a record is pinned (see [`TlpPool::hold`]).
 pub(crate) const PINNED: u8 = u8::MAX;
@@ -35,6 +35,10 @@ pub(crate) struct TlpPool {
     /// `EpCx::buffer` and new DMA reads (at most `SPARE_BUFFERS`, each at most
     /// `SPARE_MAX`).
     pub spare_bufs: Vec<Vec<u8>>,
+    /// The piece lists of scatter bursts (`Detail::Scatter`): each piece's address and
+    /// tag (free ones included).
+    pub scatter: Vec<Vec<(u64, u16)>>,
+    free_scatter: Vec<u32>,
 }
 
 /// Stores `item` in `items`, in a free slot (an index from `free`) when there is one,
@@ -129,6 +133,29 @@ impl TlpPool {
         self.free_payloads.push(p);
     }
 
+    /// An empty piece list for a scatter burst (a free one reused); returns its index
+    /// for `Detail::Scatter`. The record that takes it frees it with itself.
+    #[inline]
+    pub fn alloc_scatter(&mut self) -> u32 {
+        match self.free_scatter.pop() {
+            Some(i) => {
+                self.scatter[i as usize].clear();
+                i
+            }
+            None => {
+                self.scatter.push(Vec::new());
+                (self.scatter.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Frees piece list `i` (its record went, or its TLP was not routable).
+    #[cold]
+    #[inline(never)]
+    pub fn free_scatter(&mut self, i: u32) {
+        self.free_scatter.push(i);
+    }
+
     /// Stores TLP `t`; returns its id.
     #[inline(always)]
     pub fn alloc(&mut self, t: Tlp) -> u32 {
@@ -149,7 +176,7 @@ impl TlpPool {
     /// Drops one holder of TLP `id`. When it was the last, the record and its payload
     /// buffer are free again, and the host page lent to it, if any, is returned for
     /// the caller to take back. A pinned record (see [`TlpPool::hold`]) stays.
-    #[inline]
+    #[inline(always)]
     #[must_use = "a lent host page must be handed back"]
     pub fn release(&mut self, id: u32) -> Option<u64> {
         let t = &mut self.tlps[id as usize];
@@ -164,6 +191,10 @@ impl TlpPool {
         if t.data != NONE {
             self.free_payloads.push(t.data);
             t.data = NONE;
+        }
+        if let Detail::Scatter(sc) = t.detail {
+            t.detail = Detail::None;
+            self.free_scatter(sc);
         }
         self.free_tlps.push(id);
         lent

@@ -478,6 +478,8 @@ impl FabricSim {
                             sg: Vec::new(),
                             free_sg: Vec::new(),
                             read_queue: VecDeque::new(),
+                            rd_hold: 0,
+                            held_reads: Vec::new(),
                             tickets: IntMap::default(),
                             state: pcielab_device::DeviceState {
                                 next_dma: 0,
@@ -677,6 +679,8 @@ impl FabricSim {
             burst_max: 1,
             cpl_burst_max: 1,
             rd_burst_max: 1,
+            scatter_max: 1,
+            scatter_fits: Vec::new(),
             aer_records: Default::default(),
             ats_orphans: Vec::new(),
             pme_messages: Vec::new(),
@@ -1021,6 +1025,33 @@ impl FabricSim {
     /// module).
     pub fn read_burst_size(&self) -> u32 {
         self.sim.world().rd_burst_max
+    }
+
+    /// The largest scatter bursts in effect for small reads of `len` bytes: (read
+    /// requests, completions). Burst mode groups the DMA reads of one request each
+    /// (DW-aligned, at most MPS, in one page of host memory) that a device asks for
+    /// at one instant, each piece with its own address and tag; a burst of requests
+    /// is also kept small enough that half the root port's non-posted header credits
+    /// stay free (checked when it is formed). (1, 1) when off; see the `burst`
+    /// module.
+    ///
+    /// ```
+    /// use pcielab_fabric::timed::{FabricSim, SimConfig};
+    /// use pcielab_fabric::kinds::KindRegistry;
+    /// use pcielab_fabric::topology::Topology;
+    /// let text = "[[node]]\nname = \"rc\"\nkind = \"root-complex\"\n\
+    ///             [[node]]\nname = \"ep\"\nkind = \"psmem\"\n\
+    ///             [[link]]\nup = \"rc.0\"\ndown = \"ep\"\ngen = 3\nwidth = 8\n";
+    /// let reg = KindRegistry::builtin();
+    /// let t = Topology::parse(text, "t.toml", &reg)?;
+    /// let cfg = SimConfig { burst: 16, ..SimConfig::default() };
+    /// let sim = FabricSim::new(&t, &reg, cfg)?;
+    /// let (requests, completions) = sim.scatter_burst_sizes(64);
+    /// assert!(requests > 1 && completions > 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn scatter_burst_sizes(&self, len: u32) -> (u32, u32) {
+        self.sim.world().scatter_fit(len)
     }
 
     /// Kernel events delivered so far.

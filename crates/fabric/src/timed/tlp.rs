@@ -242,8 +242,9 @@ pub(crate) struct Tlp {
     pub addr_type: u8,
     /// TLPs this record stands for (burst mode, see the `burst` module): 1, or a
     /// train of `pieces` memory writes, completions or memory read requests of
-    /// `len / pieces` bytes each at consecutive addresses, sent back to back and
-    /// handled as one unit.
+    /// `len / pieces` bytes each at consecutive addresses (a scatter burst's at the
+    /// addresses of its piece list, `Detail::Scatter`), sent back to back and handled as one
+    /// unit.
     pub pieces: u8,
     /// The tags of a burst's pieces (see `pieces`): 0, every piece has `tag`;
     /// otherwise the pieces per tag (1 for a burst of read requests, the pieces per
@@ -259,6 +260,11 @@ pub(crate) struct Tlp {
 pub(crate) enum Detail {
     /// Nothing (memory requests, raw TLPs).
     None,
+    /// A scatter burst of memory read requests or of their Successful Completions
+    /// (burst mode, see the `burst` module): the index of its piece list in the pool
+    /// (`TlpPool::scatter`), each piece's address and tag. A completion piece answers
+    /// its whole request: its Byte Count is its length.
+    Scatter(u32),
     /// A completion's Byte Count (of a burst of completions: of each request's first
     /// piece; see [`Tlp::piece_byte_count`]) and Completion Status.
     Completion {
@@ -345,6 +351,22 @@ pub(crate) enum AtomicKind {
 /// `Tlp::tag_span`: the pieces' tags go down.
 pub(crate) const TAGS_DOWN: u8 = 0x80;
 
+/// The tag of piece `i` of a burst whose first tag is `tag`, with `Tlp::tag_span`
+/// `span`.
+#[inline]
+pub(crate) fn piece_tag_at(tag: u16, span: u8, i: u32) -> u16 {
+    let per = (span & !TAGS_DOWN) as u32;
+    if per == 0 {
+        return tag;
+    }
+    let r = (i / per) as u16;
+    if span & TAGS_DOWN != 0 {
+        tag.wrapping_sub(r)
+    } else {
+        tag.wrapping_add(r)
+    }
+}
+
 impl Tlp {
     /// A TLP of `kind` from `requester` (also the completer) for `len` bytes at `addr`,
     /// with no payload, tag 0, status SC, not yet routed (`inject` fills the path and
@@ -426,19 +448,15 @@ impl Tlp {
     pub fn data_credits(&self) -> u64 {
         self.payload_bytes().div_ceil(16) as u64
     }
-    /// The tag of piece `i` of a burst (see `tag_span`).
+    /// The tag of piece `i` of a burst (see `tag_span`; a scatter burst's are in its
+    /// piece list).
     #[inline]
     pub fn piece_tag(&self, i: u32) -> u16 {
-        let per = (self.tag_span & !TAGS_DOWN) as u32;
-        if per == 0 {
-            return self.tag;
-        }
-        let r = (i / per) as u16;
-        if self.tag_span & TAGS_DOWN != 0 {
-            self.tag.wrapping_sub(r)
-        } else {
-            self.tag.wrapping_add(r)
-        }
+        debug_assert!(
+            self.scatter() == NONE,
+            "a scatter burst's tags are in its list"
+        );
+        piece_tag_at(self.tag, self.tag_span, i)
     }
 
     /// The Byte Count of piece `i` of a burst of completions (the bytes its request
@@ -451,11 +469,25 @@ impl Tlp {
         self.byte_count().wrapping_sub((k * plen) as u16)
     }
 
-    /// A completion's Byte Count (0 for other kinds).
+    /// A scatter burst's piece list (an index into `TlpPool::scatter`; see
+    /// `Detail::Scatter`), or NONE.
+    #[inline]
+    pub fn scatter(&self) -> u32 {
+        match self.detail {
+            Detail::Scatter(list) => list,
+            _ => NONE,
+        }
+    }
+
+    /// A completion's Byte Count (of a scatter burst's, each piece's: its length; 0
+    /// for other kinds).
     #[inline]
     pub fn byte_count(&self) -> u16 {
         match self.detail {
             Detail::Completion { byte_count, .. } => byte_count,
+            Detail::Scatter(_) if self.kind.is_completion() => {
+                (self.len / self.pieces.max(1) as u32) as u16
+            }
             _ => 0,
         }
     }

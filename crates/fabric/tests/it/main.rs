@@ -37,6 +37,7 @@ mod props;
 mod raw;
 mod real_lspci;
 mod reset;
+mod scatter;
 mod sriov;
 mod sriov_dma;
 mod timed;

@@ -156,6 +156,9 @@ impl Engine {
         let t = self.pool.tlps[id as usize].clone();
         match (t.dest, t.kind) {
             (Dest::Refused, _) => self.refused_upstream(id, cx),
+            (Dest::HostMemory, Kind::MRd) if t.scatter() != NONE => {
+                self.answer_scatter_read(id, cx)
+            }
             (Dest::HostMemory, Kind::MRd) => {
                 let host = self.rc.bdf;
                 let phys = self.dma_target(id, cx.now());

@@ -122,6 +122,7 @@ impl Engine {
         // queued before it sends the first request (so the functions' requests go
         // out round-robin from the start).
         let part = self.hold_reads(node, true);
+        let held = self.scatter_max > 1 && self.hold_scatter(node, true);
         let mut acting = index;
         for c in cmds.drain(..) {
             match c {
@@ -133,7 +134,48 @@ impl Engine {
         if part && self.hold_reads(node, false) {
             self.issue_reads(node, cx);
         }
+        if held && self.hold_scatter(node, false) {
+            self.send_held_reads(node, cx);
+        }
         Some(r)
+    }
+
+    /// Burst mode with scatter bursts: holds (`true`) or releases one hold of
+    /// `node`'s read requests (see `EpState::rd_hold`); true if held, and on release
+    /// if no hold is left. Otherwise false, nothing held.
+    #[inline]
+    pub(crate) fn hold_scatter(&mut self, node: u32, hold: bool) -> bool {
+        if self.scatter_max <= 1 {
+            return false;
+        }
+        let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
+            return false;
+        };
+        if hold {
+            ep.rd_hold += 1;
+            true
+        } else {
+            ep.rd_hold = ep.rd_hold.saturating_sub(1);
+            ep.rd_hold == 0
+        }
+    }
+
+    /// Burst mode with scatter bursts: sends the read requests `node` holds before
+    /// command `c` when it is not one that asks for reads (so that no other TLP of
+    /// the device passes them).
+    #[cold]
+    #[inline(never)]
+    fn flush_held_reads(&mut self, node: u32, c: &EpCmd, cx: &mut Context<'_, PackedEv>) {
+        let reads = matches!(
+            c,
+            EpCmd::Timer { .. } | EpCmd::DmaRead { .. } | EpCmd::DmaReadSg { .. }
+        );
+        if !reads
+            && matches!(&self.nodes[node as usize].kind,
+                NodeKind::Ep(ep) if !ep.held_reads.is_empty())
+        {
+            self.send_held_reads(node, cx);
+        }
     }
 
     /// With tag ranges per function: holds (`true`) or releases one hold of
@@ -195,6 +237,9 @@ impl Engine {
         c: EpCmd,
         cx: &mut Context<'_, PackedEv>,
     ) {
+        if self.scatter_max > 1 {
+            self.flush_held_reads(node, &c, cx);
+        }
         match c {
             EpCmd::Timer { at, token } => {
                 cx.schedule_at(at, Ev::EpTimer(node, token));

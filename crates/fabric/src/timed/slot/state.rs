@@ -30,6 +30,12 @@ pub(crate) struct EpState {
     pub sg: Vec<SgDma>,
     pub free_sg: Vec<u32>,
     pub read_queue: VecDeque<u32>,
+    /// Burst mode: holds of its read requests (while its model's calls of one
+    /// instant run, and while a completion burst is taken), so that the reads they
+    /// ask for go out together, as scatter bursts (see the `burst` module).
+    pub rd_hold: u16,
+    /// The read requests built while held, in order, to send when the hold ends.
+    pub held_reads: Vec<HeldRead>,
     /// The model's own state that its context carries (DMA numbers, RNG stream).
     pub state: pcielab_device::DeviceState,
     /// ticket → (requester, tag, address, length, request kind, completing function)
@@ -288,4 +294,14 @@ mod tests {
         // A device with no functions still has one partition.
         assert_eq!(TagPartition::new(0, 4, 0).free.len(), 1);
     }
+}
+
+/// A read request a DMA engine built while its reads were held (see
+/// `EpState::rd_hold`): DMA `oi`'s request `t`, from function `f` with ID `me`.
+#[derive(Debug, Clone)]
+pub(crate) struct HeldRead {
+    pub oi: u32,
+    pub f: crate::functional::FnId,
+    pub me: pcielab_wire::Bdf,
+    pub t: crate::timed::tlp::Tlp,
 }
