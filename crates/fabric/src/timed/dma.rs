@@ -12,7 +12,7 @@ use super::regs::{AER_COMPLETION_TIMEOUT, AER_MALFORMED, AER_UNEXPECTED_CPL};
 use super::slot::state::{DmaDir, DmaOp, HeldRead, SgDma};
 use super::tlp::{piece_tag_at, Kind, Tlp, NONE, TAGS_DOWN};
 use super::tlp::{Detail, NP};
-use crate::functional::{FnId, Origin};
+use crate::functional::{FnId, Origin, RouteError};
 use pcielab_device::sg_total;
 use pcielab_sim::{Context, SimTime};
 use pcielab_wire::dma::{split_read, split_write, SplitPolicy};
@@ -474,21 +474,33 @@ impl Engine {
     }
 
     /// Read request of DMA `oi` of `node` with `tags` (first tag, `Tlp::tag_span`,
-    /// pieces) was not routable: its tags go back and the DMA fails.
+    /// pieces) was not routable: a fault, then [`Engine::fail_read`].
     #[cold]
     #[inline(never)]
     fn read_not_routable(
         &mut self,
         node: u32,
         oi: u32,
-        (tag, span, n): (u16, u8, u32),
-        e: impl std::fmt::Display,
+        tags: (u16, u8, u32),
+        e: RouteError,
         cx: &mut Context<'_, PackedEv>,
     ) {
         self.fault(
             FaultKind::NotRoutable,
             format!("DMA read not routable: {e}"),
         );
+        self.fail_read(node, oi, tags, cx);
+    }
+
+    /// The read request of DMA `oi` of `node` with `tags` (first tag,
+    /// `Tlp::tag_span`, pieces) did not go out: its tags go back and the DMA fails.
+    fn fail_read(
+        &mut self,
+        node: u32,
+        oi: u32,
+        (tag, span, n): (u16, u8, u32),
+        cx: &mut Context<'_, PackedEv>,
+    ) {
         if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
             for i in (0..n).rev() {
                 let tag = piece_tag_at(tag, span, i);
@@ -598,13 +610,7 @@ impl Engine {
         let pieces = std::mem::take(&mut self.pool.scatter[sc as usize]);
         self.pool.free_scatter(sc);
         for (&oi, &(_, tag)) in group.iter().zip(&pieces) {
-            if let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind {
-                ep.tag_map[tag as usize] = None;
-                ep.free_tags.push(tag);
-                ep.ops[oi as usize].ok = false;
-                ep.read_queue.retain(|&x| x != oi);
-            }
-            self.finish_dma(node, oi, cx);
+            self.fail_read(node, oi, (tag, 0, 1), cx);
         }
     }
 

@@ -43,8 +43,9 @@ fn run_dma(
     (sim, base)
 }
 
-/// Per direction name: the TLPs of the trace in order, as (sequence number, bytes).
-fn tlps_by_dir(sim: &FabricSim) -> BTreeMap<String, Vec<(u16, Vec<u8>)>> {
+/// Per direction name: the TLPs of the trace in order, as (sequence number, bytes)
+/// (also for `scatter.rs`).
+pub(crate) fn tlps_by_dir(sim: &FabricSim) -> BTreeMap<String, Vec<(u16, Vec<u8>)>> {
     let t = sim.trace().expect("trace on");
     let mut m: BTreeMap<String, Vec<(u16, Vec<u8>)>> = BTreeMap::new();
     for r in &t.records {

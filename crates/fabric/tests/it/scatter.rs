@@ -4,9 +4,10 @@
 //! model: the same TLPs in the same order on every link, the same bytes delivered,
 //! fewer kernel events, and the same end within the burst's own delays.
 
+use crate::burst::tlps_by_dir;
 use crate::timed::{one_link, with_switch};
 use pcielab_fabric::kinds::KindRegistry;
-use pcielab_fabric::timed::{DmaId, Endpoint, EpCx, FabricSim, SimConfig, TraceKind};
+use pcielab_fabric::timed::{DmaId, Endpoint, EpCx, FabricSim, SimConfig};
 use pcielab_fabric::topology::Topology;
 use pcielab_sim::{SimDuration, SimTime};
 use std::cell::RefCell;
@@ -110,20 +111,6 @@ fn run(t: &Topology, burst: u8, tags: u16, high: bool) -> (FabricSim, Got) {
     sim.run_until_idle(SimTime::from_ps(u64::MAX / 2));
     assert!(sim.errors().is_empty(), "{:?}", sim.errors());
     (sim, got)
-}
-
-/// Per direction name: the TLPs of the trace in order, as (sequence number, bytes).
-fn tlps_by_dir(sim: &FabricSim) -> BTreeMap<String, Vec<(u16, Vec<u8>)>> {
-    let t = sim.trace().expect("trace on");
-    let mut m: BTreeMap<String, Vec<(u16, Vec<u8>)>> = BTreeMap::new();
-    for r in &t.records {
-        if let TraceKind::Tlp { seq, .. } = r.kind {
-            m.entry(t.dir_name(r).to_string())
-                .or_default()
-                .push((seq, t.bytes(r).to_vec()));
-        }
-    }
-    m
 }
 
 #[test]

@@ -151,13 +151,7 @@ impl Engine {
         let NodeKind::Ep(ep) = &mut self.nodes[node as usize].kind else {
             return false;
         };
-        if hold {
-            ep.rd_hold += 1;
-            true
-        } else {
-            ep.rd_hold = ep.rd_hold.saturating_sub(1);
-            ep.rd_hold == 0
-        }
+        step_hold(&mut ep.rd_hold, hold)
     }
 
     /// Burst mode with scatter bursts: sends the read requests `node` holds before
@@ -188,13 +182,7 @@ impl Engine {
         let Some(p) = ep.part.as_mut() else {
             return false;
         };
-        if hold {
-            p.holds += 1;
-            true
-        } else {
-            p.holds = p.holds.saturating_sub(1);
-            p.holds == 0
-        }
+        step_hold(&mut p.holds, hold)
     }
 
     /// Function `index` of `node`'s device.
@@ -569,5 +557,18 @@ impl Engine {
             Some(f) if func > 0 => (self.fabric.bdf(f), Origin::Function(f)),
             _ => (self.ep_bdf(node), self.origin_of(node)),
         }
+    }
+}
+
+/// Adds a hold to counter `holds` (`hold`; then always true) or takes one away (true
+/// when none is left).
+#[inline]
+fn step_hold(holds: &mut u32, hold: bool) -> bool {
+    if hold {
+        *holds += 1;
+        true
+    } else {
+        *holds = holds.saturating_sub(1);
+        *holds == 0
     }
 }

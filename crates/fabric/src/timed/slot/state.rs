@@ -33,7 +33,7 @@ pub(crate) struct EpState {
     /// Burst mode: holds of its read requests (while its model's calls of one
     /// instant run, and while a completion burst is taken), so that the reads they
     /// ask for go out together, as scatter bursts (see the `burst` module).
-    pub rd_hold: u16,
+    pub rd_hold: u32,
     /// The read requests built while held, in order, to send when the hold ends.
     pub held_reads: Vec<HeldRead>,
     /// The model's own state that its context carries (DMA numbers, RNG stream).
