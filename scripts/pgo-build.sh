@@ -39,7 +39,7 @@ fi
 }
 
 out=target/pgo
-rm -rf "$out/profiles"
+rm -rf "$out/profiles" "$out/train" "$out/check-plain" "$out/check-pgo"
 mkdir -p "$out/profiles"
 profiles=$(cd "$out/profiles" && pwd)
 
