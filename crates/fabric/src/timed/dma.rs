@@ -535,14 +535,13 @@ impl Engine {
             let sc = self.pool.alloc_scatter();
             let pieces = run.iter().map(|r| (r.t.addr, r.t.tag));
             self.pool.scatter[sc as usize].extend(pieces);
-            let group: Vec<u32> = run.iter().map(|r| r.oi).collect();
             let t = Tlp {
                 len: run[0].t.len * k as u32,
                 pieces: k as u8,
                 detail: Detail::Scatter(sc),
                 ..run[0].t.clone()
             };
-            self.send_scatter_read(node, (run[0].f, run[0].me), t, &group, cx);
+            self.send_scatter_read(node, t, run, cx);
             i += k;
         }
         held.clear();
@@ -589,17 +588,16 @@ impl Engine {
         k
     }
 
-    /// Sends scatter burst `t` of read requests of DMAs `group` (one piece each);
-    /// where it is not routable, each of them fails.
+    /// Sends scatter burst `t` of the held read requests `run` (one piece each, sent
+    /// by `run[0]`'s function); where it is not routable, each of their DMAs fails.
     fn send_scatter_read(
         &mut self,
         node: u32,
-        (f, me): (FnId, pcielab_wire::Bdf),
         t: Tlp,
-        group: &[u32],
+        run: &[HeldRead],
         cx: &mut Context<'_, PackedEv>,
     ) {
-        let sc = t.scatter();
+        let (sc, f, me) = (t.scatter(), run[0].f, run[0].me);
         let Err(e) = self.inject_device(node, Origin::Function(f), t, me, cx) else {
             return;
         };
@@ -609,8 +607,8 @@ impl Engine {
         );
         let pieces = std::mem::take(&mut self.pool.scatter[sc as usize]);
         self.pool.free_scatter(sc);
-        for (&oi, &(_, tag)) in group.iter().zip(&pieces) {
-            self.fail_read(node, oi, (tag, 0, 1), cx);
+        for (r, &(_, tag)) in run.iter().zip(&pieces) {
+            self.fail_read(node, r.oi, (tag, 0, 1), cx);
         }
     }
 

@@ -71,6 +71,21 @@ fn run_burst(variant: &str, frame: u64, (tx, rx): (u64, u64), burst: u8) -> (Nic
     (r, s.events() - e0)
 }
 
+/// Asserts that `got` is within `tol` (relative) of `want`, both in Gb/s and named
+/// in the messages; prints and returns the relative difference.
+fn assert_close(what: &str, (wn, want): (&str, f64), (gn, got): (&str, f64), tol: f64) -> f64 {
+    let rel = got / want - 1.0;
+    eprintln!(
+        "{what}: {gn} {got:.3} {wn} {want:.3} ({:+.3} %)",
+        rel * 100.0
+    );
+    assert!(
+        rel.abs() < tol,
+        "{what}: {gn} {got:.3} Gb/s, {wn} {want:.3} Gb/s"
+    );
+    rel
+}
+
 fn kind(variant: &str) -> NicKind {
     match variant {
         "simple" => NicKind::Simple,
@@ -131,17 +146,10 @@ fn throughput_within_two_percent_of_the_model() {
                 ("rx", rx, p.rx_gbps),
                 ("bidir", bidir, p.bidir_gbps),
             ] {
-                let rel = sim / model - 1.0;
-                eprintln!(
-                    "{v} {frame} B {what}: sim {sim:.3} model {model:.3} ({:+.2} %)",
-                    rel * 100.0
-                );
-                assert!(
-                    rel.abs() < 0.02,
-                    "{v} {frame} B {what}: sim {sim:.3} Gb/s, model {model:.3} Gb/s"
-                );
+                let what = format!("{v} {frame} B {what}");
+                let rel = assert_close(&what, ("model", model), ("sim", sim), 0.02);
                 if rel.abs() > worst.0 {
-                    worst = (rel.abs(), format!("{v} {frame} B {what}"));
+                    worst = (rel.abs(), what);
                 }
             }
             for eth in [40u32, 100] {
@@ -177,15 +185,7 @@ fn burst_mode_keeps_the_nics_bytes_and_throughput() {
                 "{what}"
             );
             for (dir, x, y) in [("tx", e.tx_gbps, b.tx_gbps), ("rx", e.rx_gbps, b.rx_gbps)] {
-                let rel = y / x - 1.0;
-                eprintln!(
-                    "{what} {dir}: exact {x:.3} burst {y:.3} ({:+.3} %)",
-                    rel * 100.0
-                );
-                assert!(
-                    rel.abs() < 0.01,
-                    "{what} {dir}: exact {x:.3}, burst {y:.3} Gb/s"
-                );
+                assert_close(&format!("{what} {dir}"), ("exact", x), ("burst", y), 0.01);
             }
             if v == "dpdk" && frame == 64 {
                 assert!(ev_b * 10 < ev_e * 9, "{what}: {ev_b} events, exact {ev_e}");
