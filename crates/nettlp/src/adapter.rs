@@ -219,7 +219,7 @@ macro_rules! counters {
         pub struct AdapterStats { $( $(#[$m])* pub $name: u64, )* }
         impl Counters {
             fn snapshot(&self) -> AdapterStats {
-                AdapterStats { $( $name: self.$name.load(Ordering::Relaxed), )* }
+                AdapterStats { $( $name: self.$name.load(Ordering::Acquire), )* }
             }
         }
         impl AdapterStats {
@@ -232,7 +232,9 @@ macro_rules! counters {
 }
 
 counters! {
-    /// Datagrams received.
+    /// Datagrams received and handled. Each is counted once its TLP has taken effect
+    /// (its write applied, its drop counted), so a reader that sees `n` here sees the
+    /// effects of those `n` datagrams.
     rx_datagrams,
     /// `recvmmsg` calls that returned datagrams (`rx_datagrams / rx_batches` is the
     /// average batch).
@@ -826,7 +828,6 @@ impl Adapter {
         bufs: &mut Buffers,
     ) {
         let inner = &self.inner;
-        inner.stats.rx_datagrams.fetch_add(1, Ordering::Relaxed);
         inner.handle(
             port,
             src,
@@ -836,6 +837,7 @@ impl Adapter {
             &mut bufs.scratch,
             &mut bufs.data,
         );
+        inner.stats.rx_datagrams.fetch_add(1, Ordering::Release);
     }
 
     /// Asks the workers to stop and waits for them.
@@ -1593,13 +1595,6 @@ fn worker(inner: &Inner, mut ep: Epoll) {
             };
             for _round in 0..4 {
                 let n = rx.recv(s.as_raw_fd()).unwrap_or(0);
-                if n > 0 {
-                    inner.stats.rx_batches.fetch_add(1, Ordering::Relaxed);
-                    inner
-                        .stats
-                        .rx_datagrams
-                        .fetch_add(n as u64, Ordering::Relaxed);
-                }
                 for i in 0..n {
                     let (src, bytes, trunc) = rx.get(i);
                     if let Some(c) = &inner.cfg.capture {
@@ -1619,6 +1614,14 @@ fn worker(inner: &Inner, mut ep: Epoll) {
                         &mut bufs.scratch,
                         &mut bufs.data,
                     );
+                }
+                if n > 0 {
+                    // Counted once handled (see `rx_datagrams`).
+                    inner.stats.rx_batches.fetch_add(1, Ordering::Relaxed);
+                    inner
+                        .stats
+                        .rx_datagrams
+                        .fetch_add(n as u64, Ordering::Release);
                 }
                 if out.len() >= 64 {
                     inner.flush(&mut out, None);
