@@ -1499,17 +1499,18 @@ impl Inner {
             );
             return false;
         }
-        st.mwr.fetch_add(1, Ordering::Relaxed);
         if first.bits() == 0xf && (len_dw == 1 || last.bits() == 0xf) {
             // Every byte enabled (the common case): one copy.
             self.mem.write(dw_addr, &payload[..len_dw as usize * 4]);
-            return true;
+        } else {
+            for_each_run(first, last, len_dw, |off, n| {
+                let o = off as usize;
+                self.mem
+                    .write(dw_addr + off as u64, &payload[o..o + n as usize]);
+            });
         }
-        for_each_run(first, last, len_dw, |off, n| {
-            let o = off as usize;
-            self.mem
-                .write(dw_addr + off as u64, &payload[o..o + n as usize]);
-        });
+        // Counted once applied: a reader that sees it sees the write in memory.
+        st.mwr.fetch_add(1, Ordering::Release);
         true
     }
 
