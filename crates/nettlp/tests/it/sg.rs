@@ -75,24 +75,25 @@ fn a_scatter_gather_dma_over_nettlp_is_its_segments_with_one_dma_done() {
     assert_ne!(done[0].0, done[1].0, "each DMA has its own id");
     // The write's TLPs are posted: its `dma_done` comes when they are sent, not when
     // the adapter has applied them, so wait (bounded) for the adapter to catch up.
-    let segments = || {
-        let mut at = 0usize;
-        WRITE
-            .iter()
-            .map(|&(addr, len)| {
-                let mut got = vec![0u8; len as usize];
-                a.memory().read(addr, &mut got);
-                let seg = (addr, got, want[at..at + len as usize].to_vec());
-                at += len as usize;
-                seg
-            })
-            .collect::<Vec<_>>()
+    let mut at = 0usize;
+    let expected: Vec<(u64, &[u8])> = WRITE
+        .iter()
+        .map(|&(addr, len)| {
+            let seg = &want[at..at + len as usize];
+            at += len as usize;
+            (addr, seg)
+        })
+        .collect();
+    let read = |addr: u64, len: usize| {
+        let mut got = vec![0u8; len];
+        a.memory().read(addr, &mut got);
+        got
     };
     crate::wait_until(Duration::from_secs(3), || {
-        segments().iter().all(|(_, got, want)| got == want)
+        expected.iter().all(|&(addr, w)| read(addr, w.len()) == w)
     });
-    for (addr, got, want) in segments() {
-        assert_eq!(got, want, "segment at {addr:#x}");
+    for &(addr, w) in &expected {
+        assert_eq!(read(addr, w.len()), w, "segment at {addr:#x}");
     }
     assert!(!done[2].1, "15 bytes for 16 bytes of segments is refused");
     for addr in [0xb_0000u64, 0xc_0000] {
